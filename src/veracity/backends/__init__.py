@@ -1,0 +1,1 @@
+"""Model backends; concrete ones are loaded lazily through :mod:`veracity.registry`."""

@@ -1,0 +1,59 @@
+"""The backend protocol every model implementation follows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from veracity.errors import BackendError, CapabilityError
+from veracity.types import GenRequest, Generation
+
+Outcome = Generation | BackendError
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; methods check these before they start."""
+
+    prefill: bool = False
+    """Can continue a partially written assistant turn."""
+    seed: bool = False
+    """Honours a sampling seed, so sampled outputs are reproducible."""
+    inputs_embeds: bool = False
+    """Can generate from perturbed input embeddings (white-box ball)."""
+    max_concurrency: int = 1
+    """How many requests it usefully runs at once."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model that turns a batch of requests into a batch of outcomes.
+
+    ``generate`` never raises for a single failed request: it returns the error in that
+    request's slot, so the client can keep (and cache) everything that did succeed.
+    """
+
+    spec: str
+    capabilities: Capabilities
+
+    def identity(self) -> dict[str, Any]:
+        """Everything besides the request that changes outputs (no secrets)."""
+        ...
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        """Generate one outcome per request, in order."""
+        ...
+
+    def close(self) -> None:
+        """Release resources (threads, sockets, model memory)."""
+        ...
+
+
+def require(backend: Backend, capability: str, needed_for: str) -> None:
+    """Fail at once, naming the capability, when a backend lacks it."""
+    if not getattr(backend.capabilities, capability, False):
+        raise CapabilityError(
+            f"{needed_for} needs the '{capability}' capability, which backend "
+            f"'{backend.spec}' does not have."
+        )

@@ -1,0 +1,117 @@
+"""Deterministic scripted backend for tests and examples (``fake/<mode>``)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from veracity.backends.base import Capabilities, Outcome
+from veracity.errors import ConfigError, PermanentError
+from veracity.types import GenRequest, Generation
+
+Responder = Callable[[GenRequest], str]
+
+_WORDS = (
+    "the answer is paris london four blue river mountain seven history science "
+    "probably never always water fire queen king red green yes no"
+).split()
+_PERTURBATION = re.compile(r"\s[^\w\s?.!,'\"-]{0,3}$|[\x00-\x1f]+")
+
+
+def _last_user(request: GenRequest) -> str:
+    return next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+
+
+def _babble(seed_text: str, words: int = 8) -> str:
+    value = _digest(seed_text)
+    out = []
+    for _ in range(words):
+        out.append(_WORDS[value % len(_WORDS)])
+        value //= len(_WORDS)
+        if value == 0:
+            value = _digest(seed_text + str(len(out)))
+    return " ".join(out)
+
+
+def echo(request: GenRequest) -> str:
+    """Repeats the prompt, so every perturbation shows up in the answer."""
+    return f"You asked: {_last_user(request)}"
+
+
+def stable(request: GenRequest) -> str:
+    """Answers from the question with trailing noise removed: gamma is 0."""
+    return _babble(_PERTURBATION.sub("", _last_user(request)).strip())
+
+
+def unstable(request: GenRequest) -> str:
+    """Answers from the full prompt: any perturbation changes the answer."""
+    return _babble(_last_user(request) + f"#{request.sample_index}")
+
+
+def constant(request: GenRequest) -> str:
+    """Always answers "4" (the paper's Table 1)."""
+    return "4"
+
+
+def empty(request: GenRequest) -> str:
+    """Always answers nothing."""
+    return ""
+
+
+MODES: dict[str, Responder] = {
+    "echo": echo,
+    "stable": stable,
+    "unstable": unstable,
+    "constant": constant,
+    "empty": empty,
+}
+
+
+class FakeBackend:
+    """Scripted outputs: a named mode, a responder callable, or an ``enqueue``d list.
+
+    ``history`` records every request it received, so tests can assert on calls.
+    """
+
+    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=8)
+
+    def __init__(self, mode: str = "echo", responder: Responder | None = None) -> None:
+        if responder is None and mode not in MODES:
+            raise ConfigError(f"unknown fake mode '{mode}'; known: {', '.join(sorted(MODES))}")
+        self.spec = f"fake/{mode}"
+        self._responder = responder or MODES[mode]
+        self._queue: list[str] = []
+        self.history: list[GenRequest] = []
+
+    def enqueue(self, texts: Sequence[str]) -> None:
+        """Answer the next requests with these texts, in order, before the responder."""
+        self._queue.extend(texts)
+
+    def identity(self) -> dict[str, Any]:
+        return {"mode": self.spec}
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        out: list[Outcome] = []
+        for request in requests:
+            self.history.append(request)
+            text = self._queue.pop(0) if self._queue else self._responder(request)
+            if text.startswith("!error"):
+                out.append(PermanentError(text[len("!error") :].strip() or "scripted error"))
+                continue
+            tokens = len(text.split())
+            out.append(Generation(text=text, completion_tokens=tokens))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def load(name: str, **options: Any) -> FakeBackend:
+    """Registry factory for ``fake/<mode>``."""
+    return FakeBackend(mode=name or "echo", **options)

@@ -1,0 +1,135 @@
+"""SQLite content-addressed cache for generations (JSON) and embeddings (float32 blobs).
+
+A key is the SHA-256 of the canonical JSON of everything that changes an output. Errors
+are never stored, so a rerun retries exactly what failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veracity.embed.base import Matrix
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    value BLOB NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_kind_spec ON entries (kind, spec);
+"""
+_CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements small
+
+
+def default_cache_path() -> Path:
+    """``$VERACITY_CACHE``, else ``$VERACITY_HOME/cache.sqlite``, else ``~/.cache/veracity``."""
+    if os.environ.get("VERACITY_CACHE"):
+        return Path(os.environ["VERACITY_CACHE"]).expanduser()
+    home = os.environ.get("VERACITY_HOME")
+    base = Path(home).expanduser() if home else Path.home() / ".cache" / "veracity"
+    return base / "cache.sqlite"
+
+
+def cache_key(payload: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of ``payload``."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Counts per (kind, spec) and the file size."""
+
+    path: Path
+    size_bytes: int
+    rows: list[tuple[str, str, int]]
+
+
+class Cache:
+    """A SQLite file shared by every run; safe to use from several threads."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(_SCHEMA)
+
+    def _get(self, keys: Sequence[str]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(
+                    f"SELECT key, value FROM entries WHERE key IN ({marks})", chunk
+                )
+                found.update(rows.fetchall())
+        return found
+
+    def _put(self, kind: str, spec: str, items: Iterable[tuple[str, Any]]) -> None:
+        now = time.time()
+        rows = [(key, kind, spec, value, now) for key, value in items]
+        if not rows:
+            return
+        with self._lock, self._conn:
+            self._conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
+
+    def get_json(self, keys: Sequence[str]) -> dict[str, Any]:
+        """Decoded JSON values of the keys that are present."""
+        return {k: json.loads(v) for k, v in self._get(keys).items()}
+
+    def put_json(self, kind: str, spec: str, items: Mapping[str, Any]) -> None:
+        """Store JSON-serialisable values under their keys."""
+        self._put(kind, spec, ((k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()))
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, Matrix]:
+        """float32 vectors of the keys that are present."""
+        return {k: np.frombuffer(v, dtype=np.float32) for k, v in self._get(keys).items()}
+
+    def put_vectors(self, spec: str, items: Mapping[str, Matrix]) -> None:
+        """Store float32 vectors under their keys."""
+        self._put(
+            "embedding",
+            spec,
+            ((k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()),
+        )
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT kind, spec, COUNT(*) FROM entries GROUP BY kind, spec ORDER BY kind, spec"
+            ).fetchall()
+        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
+        return CacheStats(self.path, size, [(str(k), str(s), int(n)) for k, s, n in rows])
+
+    def clear(self, spec: str | None = None) -> int:
+        """Delete every entry (or only those of one model/embedder spec); returns the count."""
+        with self._lock, self._conn:
+            if spec is None:
+                deleted = self._conn.execute("DELETE FROM entries").rowcount
+            else:
+                deleted = self._conn.execute("DELETE FROM entries WHERE spec = ?", (spec,)).rowcount
+        with self._lock:
+            self._conn.execute("VACUUM")
+        return int(deleted)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

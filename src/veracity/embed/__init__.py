@@ -1,0 +1,1 @@
+"""Text embedders; concrete ones are loaded lazily through :mod:`veracity.registry`."""

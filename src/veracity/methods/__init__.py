@@ -1,0 +1,1 @@
+"""The three trust methods: harmonic gamma, deception benchmarking, FEWL."""

@@ -1,0 +1,74 @@
+"""The "ball": pure, seeded functions that make N meaningless variants of a prompt."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+
+from veracity.errors import ConfigError
+
+Ball = Callable[[str, int, random.Random], list[str]]
+
+_WORDS = (
+    "apple window quietly river seven orange blanket thunder paper garden silver "
+    "marble candle forest pocket ladder violet harbour pepper lantern"
+).split()
+
+
+def _random_suffix(rng: random.Random, low: int, high: int) -> str:
+    k = rng.randint(1, 3)
+    return " " + "".join(chr(rng.randint(low, high)) for _ in range(k))
+
+
+def ascii_control(prompt: str, n: int, rng: random.Random) -> list[str]:
+    """Append " " plus 1-3 ASCII control characters (codes 0-31): the paper's default."""
+    return [prompt + _random_suffix(rng, 0, 31) for _ in range(n)]
+
+
+def utf8(prompt: str, n: int, rng: random.Random, max_code: int = 500) -> list[str]:
+    """Append " " plus 1-3 code points up to ``max_code`` (the authors' code uses 500)."""
+    return [prompt + _random_suffix(rng, 0, max_code) for _ in range(n)]
+
+
+def typo(prompt: str, n: int, rng: random.Random) -> list[str]:
+    """Swap two adjacent characters or drop one, at a random position."""
+    out = []
+    for _ in range(n):
+        if len(prompt) < 2:
+            out.append(prompt + _random_suffix(rng, 0, 31))
+            continue
+        i = rng.randrange(len(prompt) - 1)
+        if rng.random() < 0.5:
+            out.append(prompt[:i] + prompt[i + 1] + prompt[i] + prompt[i + 2 :])
+        else:
+            out.append(prompt[:i] + prompt[i + 1 :])
+    return out
+
+
+def insert_word(prompt: str, n: int, rng: random.Random) -> list[str]:
+    """Append one random dictionary word."""
+    return [f"{prompt} {rng.choice(_WORDS)}" for _ in range(n)]
+
+
+BALLS: dict[str, Ball] = {
+    "ascii-control": ascii_control,
+    "utf8": utf8,
+    "typo": typo,
+    "insert-word": insert_word,
+}
+
+
+def register_ball(name: str, ball: Ball) -> None:
+    """Make a custom perturbation family selectable by name."""
+    BALLS[name] = ball
+
+
+def perturb(prompt: str, n: int, ball: str = "ascii-control", seed: int = 0) -> list[str]:
+    """N variants of ``prompt``; the same (prompt, ball, seed) always gives the same list."""
+    if ball not in BALLS:
+        raise ConfigError(f"unknown ball '{ball}'; known: {', '.join(sorted(BALLS))}")
+    if n < 1:
+        raise ConfigError(f"the ball needs at least one point, got n={n}")
+    digest = hashlib.sha256(f"{seed}\0{ball}\0{prompt}".encode("utf-8", "surrogatepass")).digest()
+    return BALLS[ball](prompt, n, random.Random(int.from_bytes(digest[:8], "big")))

@@ -1,0 +1,1 @@
+"""Orchestration: load data and models, run a method's stages, write a run directory."""

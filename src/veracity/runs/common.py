@@ -1,0 +1,68 @@
+"""What every run shares: the cache, progress, and cached model / embedder clients."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from veracity.cache import Cache
+from veracity.client import CachedEmbedder, CallStats, LLMClient, NullProgress, Progress
+from veracity.registry import load_embedder, load_model
+
+
+@dataclass
+class Context:
+    """Shared resources of one run. ``cache=None`` disables caching."""
+
+    cache: Cache | None = None
+    progress: Progress = field(default_factory=NullProgress)
+    model_options: dict[str, Any] = field(default_factory=dict)
+    """Options passed to every model factory (e.g. base_url, api_key_env)."""
+    embedder_options: dict[str, Any] = field(default_factory=dict)
+    clients: dict[str, LLMClient] = field(default_factory=dict)
+    embedders: dict[str, CachedEmbedder] = field(default_factory=dict)
+
+    def client(self, spec: str, **options: Any) -> LLMClient:
+        """The cached client of a model spec, built once per run."""
+        if spec not in self.clients:
+            backend = load_model(spec, **{**self.model_options, **options})
+            self.clients[spec] = LLMClient(backend, self.cache, self.progress)
+        return self.clients[spec]
+
+    def embedder(self, spec: str, **options: Any) -> CachedEmbedder:
+        """The cached embedder of a spec, built once per run."""
+        if spec not in self.embedders:
+            embedder = load_embedder(spec, **{**self.embedder_options, **options})
+            self.embedders[spec] = CachedEmbedder(embedder, self.cache)
+        return self.embedders[spec]
+
+    def stats(self) -> dict[str, Any]:
+        """Call statistics per model and embedder, for run.json."""
+        out: dict[str, Any] = {}
+        for spec, client in self.clients.items():
+            out[f"model:{spec}"] = asdict(client.stats)
+        for spec, embedder in self.embedders.items():
+            out[f"embedder:{spec}"] = asdict(embedder.stats)
+        return out
+
+    def model_calls(self) -> int:
+        return sum(c.stats.model_calls for c in self.clients.values())
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+        self.clients.clear()
+
+
+def total_stats(ctx: Context) -> CallStats:
+    """All model clients' counters added up."""
+    total = CallStats()
+    for client in ctx.clients.values():
+        s = client.stats
+        total.requests += s.requests
+        total.cache_hits += s.cache_hits
+        total.model_calls += s.model_calls
+        total.failed += s.failed
+        total.completion_tokens += s.completion_tokens
+        total.model_seconds += s.model_seconds
+    return total

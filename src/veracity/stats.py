@@ -1,0 +1,145 @@
+"""Small statistics helpers (numpy only), each tested on hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def finite(values: Sequence[float | None]) -> np.ndarray:
+    """The values that are real numbers (None and NaN mean "unscored")."""
+    arr = np.array([v for v in values if v is not None], dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def mean_stderr(values: Sequence[float | None]) -> tuple[float, float]:
+    """Mean and standard error of the mean (sample std / sqrt(n)); NaN when undefined."""
+    arr = finite(values)
+    if arr.size == 0:
+        return math.nan, math.nan
+    if arr.size == 1:
+        return float(arr[0]), math.nan
+    return float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(arr.size))
+
+
+def bootstrap_ci(
+    values: Sequence[float], level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean."""
+    arr = finite(values)
+    if arr.size == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, arr.size, size=(resamples, arr.size))].mean(axis=1)
+    tail = (1 - level) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    # Lentz's continued fraction for the incomplete beta function (Numerical Recipes 6.4)
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_two_tailed_p(t: float, df: float) -> float:
+    """Two-tailed p-value of Student's t with ``df`` degrees of freedom."""
+    if not math.isfinite(t):
+        return 0.0
+    return betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Pearson r and its two-tailed p-value (t = r sqrt(n-2) / sqrt(1-r^2), n-2 df)."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    n = xa.size
+    if n < 3 or xa.std() == 0 or ya.std() == 0:
+        return math.nan, math.nan
+    r = float(np.corrcoef(xa, ya)[0, 1])
+    r = max(-1.0, min(1.0, r))
+    if abs(r) == 1.0:
+        return r, 0.0
+    t = r * math.sqrt(n - 2) / math.sqrt(1 - r * r)
+    return r, t_two_tailed_p(t, n - 2)
+
+
+def rankdata(values: Sequence[float]) -> np.ndarray:
+    """Ranks starting at 1, ties given their average rank."""
+    arr = np.asarray(values, dtype=np.float64)
+    order = np.argsort(arr, kind="mergesort")
+    ranks = np.empty(arr.size, dtype=np.float64)
+    sorted_vals = arr[order]
+    i = 0
+    while i < arr.size:
+        j = i
+        while j + 1 < arr.size and sorted_vals[j + 1] == sorted_vals[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Spearman rho (Pearson on average ranks) and its t-approximation p-value."""
+    return pearson(list(rankdata(x)), list(rankdata(y)))
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Least-squares slope m and intercept b of y = m x + b."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if xa.size < 2 or xa.std() == 0:
+        return math.nan, math.nan
+    m, b = np.polyfit(xa, ya, 1)
+    return float(m), float(b)
+
+
+def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """Area under the ROC curve: P(score of a positive > score of a negative), ties 1/2."""
+    s = np.asarray(scores, dtype=np.float64)
+    lab = np.asarray(labels, dtype=bool)
+    pos, neg = int(lab.sum()), int((~lab).sum())
+    if pos == 0 or neg == 0:
+        return math.nan
+    ranks = rankdata(list(s))
+    return float((ranks[lab].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def histogram(values: Sequence[float | None], bins: int = 20, upper: float = 1.0) -> dict[str, Any]:
+    """Counts over equal-width bins on [0, upper] (values above go to the last bin)."""
+    arr = np.clip(finite(values), 0.0, upper)
+    counts, edges = np.histogram(arr, bins=bins, range=(0.0, upper))
+    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}

@@ -1,0 +1,83 @@
+"""Frozen value types shared by every layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat turn."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding parameters; temperature 0 means greedy."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    repeat_penalty: float = 1.0
+    max_tokens: int = 128
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """One generation: chat messages, an optional assistant prefill to continue, sampling.
+
+    ``sample_index`` distinguishes repeated samples of the same prompt (e.g. J diverse
+    reference answers at temperature > 0); it is part of the cache key and the seed.
+    """
+
+    messages: tuple[Message, ...]
+    sampling: Sampling = Sampling()
+    prefill: str = ""
+    sample_index: int = 0
+
+    @staticmethod
+    def user(prompt: str, sampling: Sampling = Sampling(), **kw: Any) -> GenRequest:
+        return GenRequest(messages=(Message("user", prompt),), sampling=sampling, **kw)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The text a backend produced for one request (without the prefill)."""
+
+    text: str
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Item:
+    """A free-form question, with optional reference answers and metadata."""
+
+    id: str
+    question: str
+    references: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class MCItem:
+    """A multiple-choice item with a misleading opening (DB-MMLU)."""
+
+    id: str
+    subject: str
+    question: str
+    options: tuple[str, ...]
+    answer: str
+    misleading_start: str = ""
