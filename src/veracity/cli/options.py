@@ -1,0 +1,79 @@
+"""Options every command shares, and turning them into a run Context."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from veracity.cache import Cache
+from veracity.cli.progress import TerminalProgress
+from veracity.runs.common import Context
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def common_options(func: F) -> F:
+    """--cache, --no-cache, --quiet, --base-url, --api-key-env, --max-concurrency."""
+    decorators = [
+        click.option("--cache", "cache_path", type=click.Path(path_type=Path), default=None,
+                     help="SQLite cache file (default: $VERACITY_HOME/cache.sqlite)."),
+        click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+        click.option("--base-url", default=None,
+                     help="Base URL of an OpenAI-compatible server (openai/... specs)."),
+        click.option("--api-key-env", default=None,
+                     help="Environment variable holding the API key (default OPENAI_API_KEY)."),
+        click.option("--max-concurrency", type=int, default=None,
+                     help="Concurrent HTTP requests (openai/... specs)."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def make_context(
+    cache_path: Path | None = None,
+    no_cache: bool = False,
+    quiet: bool = False,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    max_concurrency: int | None = None,
+    **_: Any,
+) -> Context:
+    """A Context from the common options (only HTTP options that were given are passed)."""
+    http = {"base_url": base_url, "api_key_env": api_key_env, "max_concurrency": max_concurrency}
+    return Context(
+        cache=None if no_cache else Cache(cache_path),
+        progress=TerminalProgress(quiet),
+        model_options={k: v for k, v in http.items() if v is not None},
+    )
+
+
+def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Remove the common options from a command's kwargs and return them."""
+    names = ("cache_path", "no_cache", "quiet", "base_url", "api_key_env", "max_concurrency")
+    return {name: kwargs.pop(name) for name in names if name in kwargs}
+
+
+def handles_errors(func: F) -> F:
+    """Turn veracity errors into clean CLI errors, and Ctrl-C into a resume hint."""
+    from veracity.errors import VeracityError
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except VeracityError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except KeyboardInterrupt:
+            click.echo(
+                "\ninterrupted: finished generations are cached; rerun the same command to resume.",
+                err=True,
+            )
+            raise SystemExit(130) from None
+
+    return wrapper  # type: ignore[return-value]

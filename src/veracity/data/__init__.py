@@ -1,0 +1,1 @@
+"""Dataset loaders. Free-form questions: :mod:`veracity.data.qa`."""

@@ -1,0 +1,55 @@
+"""``veracity report``: one self-contained HTML file built from run directories alone."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import cast
+
+from veracity.errors import DataError
+from veracity.report.html import esc, page, table
+from veracity.store import RunDir
+
+Section = Callable[[list[RunDir]], str]
+SECTIONS: dict[str, str] = {
+    "gamma": "veracity.report.gamma:section",
+    "deception": "veracity.report.deception:section",
+    "fewl": "veracity.report.fewl:section",
+}
+TITLES = {"gamma": "Harmonic γ", "deception": "Deception-based benchmarking", "fewl": "FEWL"}
+
+
+def _section_for(method: str) -> Section:
+    target = SECTIONS.get(method)
+    if target is None:
+        raise DataError(f"no report section for method '{method}'")
+    module, _, attr = target.partition(":")
+    return cast(Section, getattr(importlib.import_module(module), attr))
+
+
+def _runs_table(runs: Sequence[RunDir]) -> str:
+    rows = []
+    for run in runs:
+        info = run.info
+        git = info.get("git") or {}
+        rows.append([str(run.path), info.get("method"), info.get("started"),
+                     info.get("versions", {}).get("veracity", "?"), git.get("commit", "")[:10]])
+    return "<h2>Runs</h2>" + table(["directory", "method", "started", "veracity", "commit"], rows)
+
+
+def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report") -> Path:
+    """Write one HTML file comparing the runs, grouped by method."""
+    runs = [RunDir.open(p) for p in paths]
+    if not runs:
+        raise DataError("no run directories given")
+    by_method: dict[str, list[RunDir]] = {}
+    for run in runs:
+        by_method.setdefault(run.method, []).append(run)
+    sections = [_runs_table(runs)]
+    for method, group in by_method.items():
+        sections.append(f"<h2>{esc(TITLES.get(method, method))}</h2>")
+        sections.append(_section_for(method)(group))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page(title, sections), encoding="utf-8")
+    return out

