@@ -66,8 +66,7 @@ def call_with_retry(
             return fn()
         except RetryableError as exc:
             if attempt + 1 == attempts:
-                raise RetryableError(
-                    f"{what} after {attempts} attempts: {exc}", retry_after=exc.retry_after
-                ) from exc
+                tries = f"{attempts} attempt" + ("s" if attempts > 1 else "")
+                raise RetryableError(f"{what} after {tries}: {exc}", exc.retry_after) from exc
             sleep(backoff_delay(attempt, exc.retry_after, base, cap))
     raise AssertionError("unreachable")  # pragma: no cover

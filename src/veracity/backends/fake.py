@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.errors import ConfigError, PermanentError
-from veracity.types import GenRequest, Generation
+from veracity.types import Generation, GenRequest
 
 Responder = Callable[[GenRequest], str]
 
@@ -64,12 +65,62 @@ def empty(request: GenRequest) -> str:
     return ""
 
 
+_REASONING_OPEN = '"Reasoning": "'
+
+
+def deceive(request: GenRequest) -> str:
+    """Finishes a deception prefill as valid JSON with a letter hashed from the prompt:
+    from the question alone when answering normally, from question + prefill otherwise."""
+    question = _last_user(request)
+    normal = request.prefill.endswith("Let's reason step by step.")
+    letter = "ABCD"[_digest(question if normal else question + request.prefill) % 4]
+    if _REASONING_OPEN not in request.prefill:
+        return f'{{"Reasoning": "The options were compared.", "Answer": "{letter}"}}'
+    return f' The options were compared.",\n    "Answer": "{letter}"\n}}'
+
+
+def deceive_flaky(request: GenRequest) -> str:
+    """Like ``deceive``, but a third of first attempts are cut off (invalid JSON)."""
+    if request.sample_index == 0 and _digest(_last_user(request) + request.prefill) % 3 == 0:
+        return " and then the text stops"
+    return deceive(request)
+
+
+def garbage(request: GenRequest) -> str:
+    """Never finishes the JSON it is asked to continue."""
+    return " I am not sure, maybe B"
+
+
+def misleader(request: GenRequest) -> str:
+    """Answers a make-dataset batch (a JSON list of {id, target, ...} ending the last user
+    turn) with one plausible mistake and misleading opening per question."""
+    text = _last_user(request)
+    try:
+        batch = json.loads(text[text.rindex("\n[") + 1 :])
+    except (ValueError, json.JSONDecodeError):
+        return "[]"
+    out = [
+        {
+            "id": q.get("id"),
+            "mistake": f"Mixes up the key terms and so prefers option {q.get('target')}.",
+            "misleading_start": f"The key term here clearly points to option {q.get('target')}.",
+        }
+        for q in batch
+        if isinstance(q, dict)
+    ]
+    return json.dumps(out, indent=2)
+
+
 MODES: dict[str, Responder] = {
     "echo": echo,
     "stable": stable,
     "unstable": unstable,
     "constant": constant,
     "empty": empty,
+    "deceive": deceive,
+    "deceive-flaky": deceive_flaky,
+    "garbage": garbage,
+    "misleader": misleader,
 }
 
 

@@ -190,7 +190,7 @@ def _jsonl_answer(value: Any, where: str) -> str:
 def load_mc_jsonl(
     path: Path, subjects: Sequence[str] | None = None, limit_per_subject: int | None = None
 ) -> list[MCItem]:
-    """JSONL with question, options (4), answer (A-D or 0-3); subject, misleading_start, id optional."""
+    """JSONL: question, options (4), answer (A-D or 0-3); optional subject, misleading_start, id."""
     if not path.is_file():
         raise DataError(f"file not found: {path}")
     items: list[MCItem] = []

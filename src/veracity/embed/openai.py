@@ -11,7 +11,7 @@ import numpy as np
 
 from veracity.backends.openai import HttpEndpoint
 from veracity.embed.base import Matrix
-from veracity.errors import ConfigError, PermanentError
+from veracity.errors import ConfigError, PermanentError, RetryableError
 
 
 class OpenAIEmbedder:
@@ -64,8 +64,13 @@ class OpenAIEmbedder:
         body: dict[str, Any] = {"model": self.model, "input": [t if t else " " for t in texts]}
         if self.dimensions:
             body["dimensions"] = self.dimensions
-        data = self._http.post("/embeddings", body)
         where = f"{self.spec} at {self.base_url}/embeddings"
+        try:
+            data = self._http.post("/embeddings", body)
+        except PermanentError as exc:
+            raise PermanentError(f"{self.spec}: {exc}") from None
+        except RetryableError as exc:
+            raise RetryableError(f"{self.spec}: {exc}", exc.retry_after) from None
         try:
             rows = sorted(data["data"], key=lambda row: int(row["index"]))
             indices = [int(row["index"]) for row in rows]

@@ -1,0 +1,37 @@
+"""veracity: measure how far a large language model's answers can be trusted.
+
+Importing this package loads no torch, llama_cpp or transformers; backends load on use.
+"""
+
+from veracity.api import gamma, score_gamma
+from veracity.errors import (
+    BackendError,
+    CapabilityError,
+    ConfigError,
+    DataError,
+    VeracityError,
+)
+from veracity.methods.gamma import gamma_from_embeddings
+from veracity.registry import load_embedder, load_model
+from veracity.types import GenRequest, Generation, Item, MCItem, Message, Sampling
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError",
+    "CapabilityError",
+    "ConfigError",
+    "DataError",
+    "GenRequest",
+    "Generation",
+    "Item",
+    "MCItem",
+    "Message",
+    "Sampling",
+    "VeracityError",
+    "gamma",
+    "gamma_from_embeddings",
+    "load_embedder",
+    "load_model",
+    "score_gamma",
+]

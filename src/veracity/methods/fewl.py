@@ -1,0 +1,240 @@
+"""FEWL (Wei et al. 2024): truthfulness of an answer against expertise-weighted references.
+
+Pure, vectorised numpy maths over similarity arrays; no model, no text. Shapes: Q questions,
+J references, R intentionally-wrong / corrected pairs, K neighbour questions. Ragged inputs
+are padded, and a boolean mask says which slots hold real values.
+
+- expertise  s_j(x) = (1/R) sum_r [SIM(h_j(x), CO_r) - SIM(h_j(x), IW_r)]       [reconstructed]
+- weights    lambda_j(x) = softmax_j(s_j(x) / tau), tau = 1                        [reconstructed]
+- truth      T(x) = sum_j lambda_j(x) g(SIM(h(x), h_j(x)))
+- penalty    L(x) = sum_j lambda_j(x) (1/K) sum_{x' in NN_K(x)} f*(g(SIM(h(x), h_j(x'))))
+             NN_K: the K most similar other questions, near-duplicates (> 0.8) excluded  [reconstructed]
+- FEWL(h(x)) = T(x) - L(x); higher means less hallucination.
+
+(g, f*) are the f-GAN pairs of the chosen f-divergence: total variation (the paper's
+default), Jensen-Shannon and KL. For total variation f* is the identity, so L is the
+weighted mean of g over the neighbours' references.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from veracity.errors import ConfigError
+
+Divergence = Literal["tv", "js", "kl"]
+DIVERGENCES: tuple[Divergence, ...] = ("tv", "js", "kl")
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+VARIANTS: tuple[str, ...] = (
+    "single", "single_penalty", "uniform", "fewl_no_penalty", "fewl", "ideal",
+)
+"""Ablations, in table order: one reference without / with the penalty, all references
+weighted uniformly (with penalty), expertise weights without / with the penalty (the
+latter is FEWL), and oracle weights from the gold answer (with penalty)."""
+
+
+def _check_divergence(divergence: str) -> None:
+    if divergence not in DIVERGENCES:
+        raise ConfigError(f"unknown divergence '{divergence}'; known: {', '.join(DIVERGENCES)}")
+
+
+def activation(v: npt.ArrayLike, divergence: Divergence = "tv") -> Floats:
+    """g(v), the f-GAN output activation: tv ½·tanh(v), js log 2 − log(1 + e^−v), kl v."""
+    _check_divergence(divergence)
+    x = np.asarray(v, dtype=np.float64)
+    if divergence == "tv":
+        return 0.5 * np.tanh(x)
+    if divergence == "js":
+        return math.log(2.0) - np.logaddexp(0.0, -x)
+    return x.copy()
+
+
+def conjugate(t: npt.ArrayLike, divergence: Divergence = "tv") -> Floats:
+    """f*(t), the convex conjugate: tv t, js −log(2 − e^t), kl e^(t−1)."""
+    _check_divergence(divergence)
+    x = np.asarray(t, dtype=np.float64)
+    if divergence == "tv":
+        return x.copy()
+    if divergence == "js":
+        return -np.log(2.0 - np.exp(x))
+    return np.exp(x - 1.0)
+
+
+def expertise(sim_corrected: npt.ArrayLike, sim_wrong: npt.ArrayLike, pair_mask: npt.ArrayLike) -> Floats:
+    """s (Q, J) from SIM(h_j, CO_r) and SIM(h_j, IW_r), both (Q, J, R); pair_mask (Q, R).
+
+    NaN where a question has no pairs: it must not be scored on an empty set.
+    """
+    co = np.asarray(sim_corrected, dtype=np.float64)
+    iw = np.asarray(sim_wrong, dtype=np.float64)
+    mask = np.asarray(pair_mask, dtype=bool)[:, None, :]
+    diff = np.where(mask, co - iw, 0.0)
+    count = mask.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, diff.sum(axis=2) / count, np.nan)
+
+
+def softmax_weights(scores: npt.ArrayLike, ref_mask: npt.ArrayLike, tau: float = 1.0) -> Floats:
+    """lambda (Q, J) = softmax over the valid references of scores / tau; 0 off the mask.
+
+    A row with no valid reference, or a NaN score on a valid one, gives a NaN row.
+    """
+    if not tau > 0:
+        raise ConfigError(f"softmax temperature tau must be > 0, got {tau}")
+    s = np.asarray(scores, dtype=np.float64)
+    mask = np.asarray(ref_mask, dtype=bool)
+    z = np.where(mask, s / tau, -np.inf)
+    with np.errstate(invalid="ignore"):
+        top = np.max(z, axis=1, keepdims=True)
+        e = np.where(mask, np.exp(z - top), 0.0)
+        w = e / e.sum(axis=1, keepdims=True)
+    bad = ~mask.any(axis=1) | np.any(mask & np.isnan(s), axis=1)
+    w[bad] = np.nan
+    return w
+
+
+def uniform_weights(ref_mask: npt.ArrayLike) -> Floats:
+    """lambda_j = 1 / (number of valid references); NaN rows where there are none."""
+    mask = np.asarray(ref_mask, dtype=bool)
+    count = mask.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, mask / count, np.nan)
+
+
+def single_weights(ref_mask: npt.ArrayLike, index: int = 0) -> Floats:
+    """All weight on reference ``index``; NaN rows where that reference is missing."""
+    mask = np.asarray(ref_mask, dtype=bool)
+    w = np.zeros(mask.shape, dtype=np.float64)
+    w[:, index] = 1.0
+    w[~mask[:, index]] = np.nan
+    return w
+
+
+def truthfulness(
+    weights: npt.ArrayLike, sim_answer_refs: npt.ArrayLike, divergence: Divergence = "tv"
+) -> Floats:
+    """T (Q,) = sum_j lambda_j g(SIM(h, h_j)); weights and sims (Q, J), 0-weight slots ignored."""
+    w = np.asarray(weights, dtype=np.float64)
+    g = activation(np.nan_to_num(np.asarray(sim_answer_refs, dtype=np.float64)), divergence)
+    return np.sum(np.where(w != 0, w * g, 0.0), axis=1)
+
+
+def laziness_penalty(
+    weights: npt.ArrayLike,
+    sim_answer_neighbour_refs: npt.ArrayLike,
+    valid: npt.ArrayLike,
+    divergence: Divergence = "tv",
+) -> Floats:
+    """L (Q,) = sum_j lambda_j mean_k f*(g(SIM(h(x), h_j(x'_k)))).
+
+    sims and valid are (Q, K, J); the mean runs over the valid neighbours of each j, and a
+    reference with no valid neighbour adds 0 (so a question with no neighbours has L = 0).
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    ok = np.asarray(valid, dtype=bool)
+    sims = np.nan_to_num(np.asarray(sim_answer_neighbour_refs, dtype=np.float64))
+    terms = np.where(ok, conjugate(activation(sims, divergence), divergence), 0.0)
+    count = ok.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_ref = np.where(count > 0, terms.sum(axis=1) / np.maximum(count, 1), 0.0)
+    return np.sum(np.where(w != 0, w * per_ref, 0.0), axis=1)
+
+
+class Terms(NamedTuple):
+    """Per-question truthfulness, penalty and their difference, FEWL (all (Q,))."""
+
+    truthfulness: Floats
+    penalty: Floats
+    fewl: Floats
+
+
+def fewl_terms(
+    weights: npt.ArrayLike,
+    sim_answer_refs: npt.ArrayLike,
+    sim_answer_neighbour_refs: npt.ArrayLike,
+    neighbour_valid: npt.ArrayLike,
+    divergence: Divergence = "tv",
+    penalised: bool = True,
+) -> Terms:
+    """T, L and FEWL = T − L (or T alone when not penalised); NaN where the weights are NaN."""
+    w = np.asarray(weights, dtype=np.float64)
+    undefined = np.isnan(w).any(axis=1)
+    safe = np.nan_to_num(w)
+    t = truthfulness(safe, sim_answer_refs, divergence)
+    if penalised:
+        pen = laziness_penalty(safe, sim_answer_neighbour_refs, neighbour_valid, divergence)
+    else:
+        pen = np.zeros_like(t)
+    t[undefined] = np.nan
+    pen[undefined] = np.nan
+    return Terms(t, pen, t - pen)
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """NN_K of every question: indices (Q, K), which slots are real (Q, K), their cosine."""
+
+    index: Ints
+    mask: Bools
+    cosine: Floats
+
+
+def select_neighbours(
+    question_vectors: npt.ArrayLike,
+    k: int,
+    near_duplicate: float = 0.8,
+    eligible: npt.ArrayLike | None = None,
+    block: int = 1024,
+) -> Neighbours:
+    """The k most similar other questions by cosine, excluding itself, near-duplicates
+    (cosine > near_duplicate) and non-eligible questions. Fewer than k available: the
+    remaining slots are masked out. Ties go to the lower index. [reconstructed]
+    """
+    if k < 0:
+        raise ConfigError(f"number of neighbours must be >= 0, got {k}")
+    v = np.asarray(question_vectors, dtype=np.float64)
+    n = v.shape[0]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    ok = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    width = min(k, max(n - 1, 0))
+    index = np.zeros((n, k), dtype=np.int64)
+    cosine = np.full((n, k), np.nan)
+    mask = np.zeros((n, k), dtype=bool)
+    for start in range(0, n, block):
+        rows = np.arange(start, min(start + block, n))
+        cos = unit[rows] @ unit.T
+        blocked = (cos > near_duplicate) | ~ok[None, :]
+        blocked[np.arange(rows.size), rows] = True
+        cos = np.where(blocked, -np.inf, cos)
+        order = np.argsort(-cos, axis=1, kind="stable")[:, :width]
+        chosen = np.take_along_axis(cos, order, axis=1)
+        index[rows, :width] = order
+        mask[rows, :width] = np.isfinite(chosen)
+        cosine[rows, :width] = np.where(np.isfinite(chosen), chosen, np.nan)
+    index[~mask] = 0
+    return Neighbours(index, mask, cosine)
+
+
+def measurement_accuracy(better: npt.ArrayLike, worse: npt.ArrayLike) -> dict[str, float | int]:
+    """Share of questions where the better answer scores higher (ties count ½).
+
+    Only questions where both scores are finite count; returns accuracy, n and ties.
+    """
+    b = np.asarray(better, dtype=np.float64)
+    w = np.asarray(worse, dtype=np.float64)
+    both = np.isfinite(b) & np.isfinite(w)
+    n = int(both.sum())
+    if n == 0:
+        return {"accuracy": math.nan, "n": 0, "ties": 0}
+    wins = float((b[both] > w[both]).sum())
+    ties = int((b[both] == w[both]).sum())
+    return {"accuracy": (wins + 0.5 * ties) / n, "n": n, "ties": ties}

@@ -1,0 +1,159 @@
+"""Deception runs: live (model) or from recorded answers, into a run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from veracity.data.mc import (
+    DatasetSpec,
+    load_mc,
+    match_recorded,
+    parse_dataset_spec,
+    read_recorded_file,
+    recorded_files,
+    subject_files,
+)
+from veracity.errors import DataError
+from veracity.methods.deception import (
+    DeceptionSettings,
+    answer_items,
+    deception_metrics,
+    pairs_from_records,
+)
+from veracity.runs.common import Context
+from veracity.store import RunDir
+from veracity.types import MCItem
+
+
+@dataclass
+class DeceptionOutcome:
+    """Per-item records, metrics, and the run directory if one was written."""
+
+    records: list[dict[str, Any]]
+    results: dict[str, Any]
+    run: RunDir | None
+
+
+def _results(records: Sequence[dict[str, Any]], settings: DeceptionSettings, model: str,
+             dataset: str, source: str) -> dict[str, Any]:
+    metrics = deception_metrics(pairs_from_records(records), settings.threshold)
+    return {"method": "deception", "model": model, "dataset": dataset, "source": source,
+            "settings": settings.describe()} | metrics
+
+
+def _save(out: Path | None, config: dict[str, Any], records: list[dict[str, Any]],
+          results: dict[str, Any], ctx: Context | None) -> RunDir | None:
+    if out is None:
+        return None
+    run = RunDir.create(out, "deception", config)
+    run.write_samples(records)
+    run.write_results(results)
+    run.finish(ctx.stats() if ctx is not None else {})
+    return run
+
+
+def deception_run(
+    model: str,
+    dataset: str | DatasetSpec,
+    ctx: Context,
+    settings: DeceptionSettings | None = None,
+    out: Path | None = None,
+    subjects: Sequence[str] | None = None,
+    limit_per_subject: int | None = None,
+    items: Sequence[MCItem] | None = None,
+) -> DeceptionOutcome:
+    """Benchmark a model on a deception dataset; every generation goes through the cache,
+    so a rerun makes no model call and an interrupted run resumes where it stopped."""
+    settings = settings or DeceptionSettings()
+    spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
+    if items is None:
+        items = load_mc(spec, subjects, limit_per_subject)
+    missing = [item.id for item in items if not item.misleading_start]
+    if missing:
+        raise DataError(
+            f"dataset '{spec}' has {len(missing)} item(s) without a misleading opening "
+            f"(first: {missing[0]}); build them with `veracity deception make-dataset`"
+        )
+    client = ctx.client(model)
+    records = answer_items(items, client, settings)
+    results = _results(records, settings, client.spec, str(spec), "live")
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "dataset": str(spec),
+        "subjects": sorted({item.subject for item in items}),
+        "limit_per_subject": limit_per_subject,
+        "n_items": len(items),
+        "source": "live",
+        "settings": settings.describe(),
+        "model_options": {k: v for k, v in ctx.model_options.items() if "key" not in k},
+    }
+    return DeceptionOutcome(records, results, _save(out, config, records, results, ctx))
+
+
+def recorded_records(
+    results_dir: Path, dataset: str | DatasetSpec, subjects: Sequence[str] | None = None,
+    model: str | None = None,
+) -> list[dict[str, Any]]:
+    """Per-item records from recorded results checked against the dataset, row by row.
+
+    Scores the subjects present in ``results_dir`` (or the named ones, which must exist).
+    """
+    spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
+    if spec.kind != "db-mmlu":
+        raise DataError("recorded results are matched against a db-mmlu:DIR dataset")
+    found = recorded_files(results_dir)
+    dataset_files = subject_files(spec.path)
+    chosen = list(dict.fromkeys(subjects)) if subjects is not None else sorted(found)
+    absent = [s for s in chosen if s not in found]
+    if absent:
+        raise DataError(f"{results_dir}: no results file for subject(s) {', '.join(absent)}")
+    name = model or results_dir.name
+    records: list[dict[str, Any]] = []
+    for subject in chosen:
+        if subject not in dataset_files:
+            raise DataError(
+                f"{found[subject]}: the dataset {spec.path} has no file {subject}.csv"
+            )
+        items = load_mc(spec, [subject])
+        rows = read_recorded_file(found[subject])
+        match_recorded(items, rows, found[subject], dataset_files[subject])
+        for item, row in zip(items, rows, strict=True):
+            records.append({
+                "id": item.id,
+                "subject": item.subject,
+                "question": item.question,
+                "options": list(item.options),
+                "gold": item.answer,
+                "misleading_start": item.misleading_start,
+                "model": name,
+                "normal": {"answer": row.normal_answer, "reasoning": row.normal_reasoning},
+                "misleading": {"answer": row.misleading_answer,
+                               "reasoning": row.misleading_reasoning},
+            })
+    return records
+
+
+def recorded_run(
+    results_dir: Path,
+    dataset: str | DatasetSpec,
+    threshold: float = 0.4,
+    out: Path | None = None,
+    subjects: Sequence[str] | None = None,
+    model: str | None = None,
+) -> DeceptionOutcome:
+    """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model."""
+    spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
+    records = recorded_records(results_dir, spec, subjects, model)
+    name = model or results_dir.name
+    settings = DeceptionSettings(threshold=threshold)
+    results = _results(records, settings, name, str(spec), "recorded")
+    results["settings"] = {"threshold": threshold}
+    config = {"model": name, "dataset": str(spec), "source": "recorded",
+              "recorded": str(results_dir), "n_items": len(records),
+              "subjects": sorted({r["subject"] for r in records}),
+              "settings": {"threshold": threshold}}
+    return DeceptionOutcome(records, results, _save(out, config, records, results, None))
