@@ -26,6 +26,7 @@ def has_local_models() -> bool:
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERACITY_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("VERACITY_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)  # default run directories land in the test's folder
 
 
 @pytest.fixture

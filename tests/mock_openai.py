@@ -80,7 +80,7 @@ class MockOpenAI:
         self._stop = threading.Event()
         self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.mock = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     @property
     def port(self) -> int:

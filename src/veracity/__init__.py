@@ -13,7 +13,7 @@ from veracity.errors import (
 )
 from veracity.methods.gamma import gamma_from_embeddings
 from veracity.registry import load_embedder, load_model
-from veracity.types import GenRequest, Generation, Item, MCItem, Message, Sampling
+from veracity.types import Generation, GenRequest, Item, MCItem, Message, Sampling
 
 __version__ = "0.1.0"
 

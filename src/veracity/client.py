@@ -13,7 +13,7 @@ from veracity.backends.base import Backend
 from veracity.cache import Cache, cache_key
 from veracity.embed.base import Embedder, Matrix
 from veracity.errors import BackendError
-from veracity.types import GenRequest, Generation
+from veracity.types import Generation, GenRequest
 
 
 class Progress(Protocol):

@@ -103,7 +103,8 @@ def _resolve(spec: str, table: dict[str, Provider], what: str) -> tuple[Provider
         raise UnknownSpecError(f"unknown {what} spec '{spec}'. Known: {known}")
     entry = table[provider]
     if not entry.installed():
-        hint = f"pip install 'veracity[{entry.extra}]'" if entry.extra else "install " + ", ".join(entry.requires)
+        needs = ", ".join(entry.requires)
+        hint = f"pip install 'veracity[{entry.extra}]'" if entry.extra else f"install {needs}"
         raise ConfigError(f"{what} '{spec}' needs {', '.join(entry.requires)}: {hint}")
     return entry, name
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from veracity.errors import BackendError, CapabilityError
-from veracity.types import GenRequest, Generation
+from veracity.types import Generation, GenRequest
 
 Outcome = Generation | BackendError
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.errors import BackendError, ConfigError, PermanentError
-from veracity.types import GenRequest, Generation, Message
+from veracity.types import Generation, GenRequest, Message
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -102,7 +102,8 @@ class LlamaCppBackend:
 
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:
         """The exact prompt text: chat template with the generation prompt, then the prefill."""
-        response = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        chat: Any = [{"role": m.role, "content": m.content} for m in messages]
+        response = self._formatter(messages=chat)
         return str(response.prompt) + prefill
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:

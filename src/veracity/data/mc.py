@@ -331,3 +331,17 @@ def match_recorded(
                 f"{results_file}, row {row.row}: gold letter {row.gold} does not match "
                 f"{dataset_file}, row {row.row} (answer {item.answer})"
             )
+
+
+def write_db_mmlu_file(path: Path, items: Sequence[MCItem]) -> None:
+    """Write items in the DB-MMLU format (no header, 7 columns), so ``db-mmlu:`` reads them."""
+    for item in items:
+        if len(item.options) != 4 or not item.misleading_start:
+            raise DataError(f"item {item.id}: needs 4 options and a misleading opening")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        for item in items:
+            writer.writerow([item.question, item.misleading_start, *item.options, item.answer])
+    tmp.replace(path)

@@ -86,7 +86,7 @@ def load_builtin(path: Path | None = None, question_field: str = "question") -> 
 
 def load_truthfulqa(path: Path, question_field: str = "Question") -> list[Item]:
     """TruthfulQA CSV (Type, Category, Question, Best Answer, Correct/Incorrect Answers, Source)."""
-    items = []
+    items: list[Item] = []
     for number, row in _csv_records(path):
         missing = [c for c in ("Question", "Best Answer", "Correct Answers") if c not in row]
         if missing:

@@ -45,8 +45,8 @@ class SentenceTransformerEmbedder:
         try:
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
         except ImportError:
             pass
         self.path = path

@@ -19,13 +19,15 @@ weighted mean of g over the neighbours' references.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from veracity.errors import ConfigError
+from veracity.methods.similarity import Similarity
 
 Divergence = Literal["tv", "js", "kl"]
 DIVERGENCES: tuple[Divergence, ...] = ("tv", "js", "kl")
@@ -238,3 +240,126 @@ def measurement_accuracy(better: npt.ArrayLike, worse: npt.ArrayLike) -> dict[st
     wins = float((b[both] > w[both]).sum())
     ties = int((b[both] == w[both]).sum())
     return {"accuracy": (wins + 0.5 * ties) / n, "n": n, "ties": ties}
+
+
+# --- from texts to arrays: one distinct-text table, index arrays, one similarity pass ----
+
+
+@dataclass
+class FewlScores:
+    """Everything FEWL computed for one dataset; arrays are indexed by question."""
+
+    expertise: Floats
+    """s_j(x), (Q, J); NaN where a question has no pairs or the reference is missing."""
+    weights: Floats
+    """lambda_j(x), (Q, J); NaN rows for questions that cannot be scored."""
+    ideal_weights: Floats | None
+    ref_mask: Bools
+    pair_count: Ints
+    scorable: Bools
+    """At least ``min_pairs`` pairs and one reference: only these questions get scores."""
+    neighbours: Neighbours
+    sets: dict[str, dict[str, dict[str, Terms]]]
+    """answer set -> divergence -> variant (see VARIANTS) -> Terms."""
+    distinct_texts: int
+
+
+class _Texts:
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def add(self, text: str) -> int:
+        return self.index.setdefault(text, len(self.index))
+
+
+def _sims(table: Any, left: Any, right: Any, valid: Any) -> Floats:
+    a, b, ok = np.broadcast_arrays(np.asarray(left), np.asarray(right), np.asarray(valid, bool))
+    out = np.full(a.shape, np.nan)
+    if ok.any():
+        out[ok] = table(a[ok], b[ok])
+    return out
+
+
+def score_texts(
+    references: Sequence[Sequence[str]],
+    pairs: Sequence[Sequence[tuple[str, str]]],
+    answer_sets: Mapping[str, Sequence[str | None]],
+    similarity: Similarity,
+    neighbours: Neighbours,
+    tau: float = 1.0,
+    gold: Sequence[str] | None = None,
+    divergences: Sequence[Divergence] = DIVERGENCES,
+    min_pairs: int = 1,
+) -> FewlScores:
+    """FEWL and its ablations for every answer set, vectorised over question x reference x
+    pair; every distinct text goes through the similarity exactly once.
+
+    Empty references are treated as missing; empty or None answers are unscored.
+    """
+    for divergence in divergences:
+        _check_divergence(divergence)
+    q = len(references)
+    texts = _Texts()
+    j = max((len(r) for r in references), default=0)
+    r = max((len(p) for p in pairs), default=0)
+    ref_idx = np.zeros((q, max(j, 1)), dtype=np.int64)
+    ref_mask = np.zeros((q, max(j, 1)), dtype=bool)
+    iw_idx = np.zeros((q, max(r, 1)), dtype=np.int64)
+    co_idx = np.zeros_like(iw_idx)
+    pair_mask = np.zeros((q, max(r, 1)), dtype=bool)
+    for row, (refs, qpairs) in enumerate(zip(references, pairs, strict=True)):
+        for col, text in enumerate(refs):
+            if text.strip():
+                ref_idx[row, col], ref_mask[row, col] = texts.add(text), True
+        for col, (wrong, corrected) in enumerate(qpairs):
+            iw_idx[row, col], co_idx[row, col] = texts.add(wrong), texts.add(corrected)
+            pair_mask[row, col] = True
+    answers: dict[str, tuple[Ints, Bools]] = {}
+    for name, values in answer_sets.items():
+        if len(values) != q:
+            raise ConfigError(f"answer set '{name}' has {len(values)} answers for {q} questions")
+        ok = np.array([bool(v and v.strip()) for v in values], dtype=bool)
+        idx = np.array([texts.add(v) if v and v.strip() else 0 for v in values], dtype=np.int64)
+        answers[name] = (idx, ok)
+    gold_idx = None if gold is None else np.array([texts.add(g) for g in gold], dtype=np.int64)
+    table = similarity.table(list(texts.index))
+
+    both = ref_mask[:, :, None] & pair_mask[:, None, :]
+    sim_co = _sims(table, ref_idx[:, :, None], co_idx[:, None, :], both)
+    sim_iw = _sims(table, ref_idx[:, :, None], iw_idx[:, None, :], both)
+    pair_count = pair_mask.sum(axis=1)
+    scorable = (pair_count >= min_pairs) & ref_mask.any(axis=1)
+    s = expertise(sim_co, sim_iw, pair_mask)
+    weights = softmax_weights(np.where(ref_mask, s, 0.0), ref_mask, tau)
+    options: dict[str, tuple[Floats, bool]] = {
+        "single": (single_weights(ref_mask), False),
+        "single_penalty": (single_weights(ref_mask), True),
+        "uniform": (uniform_weights(ref_mask), True),
+        "fewl_no_penalty": (weights, False),
+        "fewl": (weights, True),
+    }
+    ideal = None
+    if gold_idx is not None:
+        sim_gold = _sims(table, ref_idx, gold_idx[:, None], ref_mask)
+        ideal = softmax_weights(np.where(ref_mask, sim_gold, 0.0), ref_mask, tau)
+        options["ideal"] = (ideal, True)
+    for w, _ in options.values():
+        w[~scorable] = np.nan
+
+    nb = neighbours.index
+    nb_refs = ref_idx[nb]
+    sets: dict[str, dict[str, dict[str, Terms]]] = {}
+    for name, (idx, ok) in answers.items():
+        sim_ar = _sims(table, idx[:, None], ref_idx, ok[:, None] & ref_mask)
+        valid = neighbours.mask[:, :, None] & ref_mask[nb] & ok[:, None, None]
+        sim_nb = _sims(table, idx[:, None, None], nb_refs, valid)
+        per_div: dict[str, dict[str, Terms]] = {}
+        for divergence in divergences:
+            per_var: dict[str, Terms] = {}
+            for variant, (w, penalised) in options.items():
+                terms = fewl_terms(w, sim_ar, sim_nb, valid, divergence, penalised)
+                per_var[variant] = Terms(*(np.where(ok, a, np.nan) for a in terms))
+            per_div[divergence] = per_var
+        sets[name] = per_div
+    return FewlScores(s, weights, ideal, ref_mask, pair_count, scorable, neighbours, sets,
+                      len(texts.index))

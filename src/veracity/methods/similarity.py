@@ -154,10 +154,11 @@ class CrossEncoderSimilarity:
             self._model = CrossEncoder(str(self.path), device="cpu")
         return self._model
 
-    def _label_column(self, model: Predictor) -> int | None:
+    def _label_column(self, model: Predictor) -> int:
+        """Column of the output to read; -1 for a one-output model."""
         labels: dict[int, str] = dict(getattr(getattr(model, "config", None), "id2label", {}) or {})
         if int(getattr(model, "num_labels", 1)) <= 1:
-            return None
+            return -1
         if isinstance(self.label, int):
             return self.label
         wanted = self.label.lower() if isinstance(self.label, str) else "entail"
@@ -172,7 +173,7 @@ class CrossEncoderSimilarity:
     def _predict(self, pairs: list[tuple[str, str]]) -> Floats:
         model = self._load()
         if self._column is None:
-            self._column = self._label_column(model) if getattr(model, "num_labels", 1) > 1 else -1
+            self._column = self._label_column(model)
         multi = self._column >= 0
         raw = np.asarray(
             model.predict(pairs, batch_size=self.batch_size, apply_softmax=multi,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from veracity.data.mc import (
     read_recorded_file,
     recorded_files,
     subject_files,
+    write_db_mmlu_file,
 )
 from veracity.errors import DataError
 from veracity.methods.deception import (
@@ -23,8 +25,9 @@ from veracity.methods.deception import (
     deception_metrics,
     pairs_from_records,
 )
+from veracity.methods.deception_dataset import Failed, MakeSettings, Written, write_openings
 from veracity.runs.common import Context
-from veracity.store import RunDir
+from veracity.store import RunDir, dumps, package_versions
 from veracity.types import MCItem
 
 
@@ -157,3 +160,69 @@ def recorded_run(
               "subjects": sorted({r["subject"] for r in records}),
               "settings": {"threshold": threshold}}
     return DeceptionOutcome(records, results, _save(out, config, records, results, None))
+
+
+@dataclass
+class MadeDataset:
+    """What make-dataset wrote: counts per subject, and the items that failed."""
+
+    out: Path
+    summary: dict[str, Any]
+    failed: list[Failed]
+
+
+def make_dataset(
+    model: str,
+    source: str | DatasetSpec,
+    out: Path,
+    ctx: Context,
+    settings: MakeSettings | None = None,
+    subjects: Sequence[str] | None = None,
+    limit_per_subject: int | None = None,
+) -> MadeDataset:
+    """Write a DB-MMLU-format dataset (``<subject>.csv``) with generated misleading openings.
+
+    Side files: ``targets.jsonl`` (per written row: the targeted wrong option, the named
+    mistake, the source item), ``failures.jsonl`` (items with no valid opening after all
+    retries, with the reasons) and ``dataset.json`` (model, settings, counts).
+    """
+    settings = settings or MakeSettings()
+    spec = source if isinstance(source, DatasetSpec) else parse_dataset_spec(source)
+    items = load_mc(spec, subjects, limit_per_subject)
+    client = ctx.client(model)
+    written, failed = write_openings(items, client, settings)
+    out.mkdir(parents=True, exist_ok=True)
+    by_subject: dict[str, list[Written]] = {}
+    for w in written:
+        by_subject.setdefault(w.item.subject, []).append(w)
+    targets: list[dict[str, Any]] = []
+    for subject, rows in by_subject.items():
+        made = [replace(w.item, id=f"{subject}/{row}", misleading_start=w.misleading_start)
+                for row, w in enumerate(rows, 1)]
+        write_db_mmlu_file(out / f"{subject}.csv", made)
+        targets.extend(
+            {"id": m.id, "subject": subject, "row": row, "source_id": w.item.id,
+             "answer": m.answer, "target": w.target, "mistake": w.mistake,
+             "attempts": w.attempts}
+            for row, (m, w) in enumerate(zip(made, rows, strict=True), 1)
+        )
+    _write_jsonl(out / "targets.jsonl", targets)
+    _write_jsonl(out / "failures.jsonl", [
+        {"source_id": f.item.id, "subject": f.item.subject, "target": f.target,
+         "errors": list(f.errors)} for f in failed
+    ])
+    summary = {
+        "model": client.spec, "input": str(spec), "n_items": len(items),
+        "n_written": len(written), "n_failed": len(failed),
+        "per_subject": {s: len(r) for s, r in sorted(by_subject.items())},
+        "settings": settings.describe(), "versions": package_versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    (out / "dataset.json").write_text(dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return MadeDataset(out, summary, failed)
+
+
+def _write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(dumps(record) + "\n")

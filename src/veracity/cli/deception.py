@@ -1,0 +1,201 @@
+"""``veracity deception``: run the benchmark, score recorded results, build datasets."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.gamma import default_out
+from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.errors import ConfigError
+from veracity.methods.deception import PAPER_SAMPLING, DeceptionSettings
+from veracity.methods.deception_dataset import MakeSettings
+from veracity.report import build_report
+from veracity.runs.common import total_stats
+from veracity.runs.deception import DeceptionOutcome, deception_run, make_dataset, recorded_run
+from veracity.store import dumps
+from veracity.types import Sampling
+
+DEFAULT_MODEL = "llamacpp/default"
+
+
+def _subjects(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [s.strip() for s in value.split(",") if s.strip()]
+    if not names:
+        raise ConfigError("--subjects is empty")
+    return names
+
+
+def _pct(value: float | None) -> str:
+    return "    —" if value is None else f"{100 * value:5.1f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "    —" if value is None else f"{value:5.2f}"
+
+
+def print_metrics(results: dict[str, Any]) -> None:
+    """Per-subject and overall metrics as a plain-text table (percentages)."""
+    click.echo(f"\n{'subject':<36} {'items':>5} {'norm%':>6} {'misl%':>6} {'susc':>6} "
+               f"{'cons%':>6} {'err n%':>6} {'err m%':>6}")
+    rows = [*results["per_subject"].items(), ("ALL", results)]
+    for name, m in rows:
+        click.echo(
+            f"{name[:36]:<36} {m['n_items']:>5} {_pct(m['normal_accuracy']):>6} "
+            f"{_pct(m['misleading_accuracy']):>6} {_ratio(m['susceptibility']):>6} "
+            f"{_pct(m['consistency']):>6} {_pct(m['error_rate_normal']):>6} "
+            f"{_pct(m['error_rate_misleading']):>6}"
+        )
+    used = results.get("susceptibility_subjects", [])
+    click.echo(
+        f"\nmodel {results['model']}  dataset {results['dataset']}\n"
+        f"consistency {_pct(results['consistency']).strip()}% = correct "
+        f"{_pct(results['consistent_correct']).strip()}% + incorrect "
+        f"{_pct(results['consistent_incorrect']).strip()}%; susceptibility over {len(used)} "
+        f"subject(s) with normal accuracy > {results['susceptibility_threshold']}"
+    )
+
+
+def _finish(outcome: DeceptionOutcome, as_json: bool, title: str) -> None:
+    if as_json:
+        click.echo(dumps(outcome.results, indent=2))
+    else:
+        print_metrics(outcome.results)
+    if outcome.run is not None:
+        report = build_report([outcome.run.path], outcome.run.path / "report.html", title=title)
+        if not as_json:
+            click.echo(f"run directory: {outcome.run.path}\nreport: {report}")
+
+
+@click.group()
+def deception() -> None:
+    """Deception-based benchmarking (DB-MMLU): accuracy with and without misleading openings."""
+
+
+def _sampling(kw: dict[str, Any]) -> Sampling:
+    explicit = [n for n in ("temperature", "top_p", "top_k", "repeat_penalty") if kw[n] is not None]
+    if kw["greedy"]:
+        if explicit:
+            raise ConfigError(f"--greedy cannot be combined with --{explicit[0].replace('_', '-')}")
+        return Sampling(temperature=0.0, max_tokens=kw["max_tokens"], seed=kw["seed"])
+    values = {n: kw[n] if kw[n] is not None else getattr(PAPER_SAMPLING, n)
+              for n in ("temperature", "top_p", "top_k", "repeat_penalty")}
+    return Sampling(**values, max_tokens=kw["max_tokens"], seed=kw["seed"])
+
+
+@deception.command("run")
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True,
+              help="Model spec; it must support prefill.")
+@click.option("--dataset", required=True, help="db-mmlu:DIR, or mc-jsonl:FILE with openings.")
+@click.option("--subjects", help="Comma-separated subjects (default: all).")
+@click.option("--limit-per-subject", type=click.IntRange(min=1), help="First K items per subject.")
+@click.option("--temperature", type=click.FloatRange(min=0.0), help="Default 0.3 (paper).")
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0), help="Default 0.3 (paper).")
+@click.option("--top-k", type=click.IntRange(min=0), help="Default 40 (paper).")
+@click.option("--repeat-penalty", type=click.FloatRange(min=0.0), help="Default 1.1 (paper).")
+@click.option("--greedy", is_flag=True, help="Temperature 0 instead of the paper's sampling.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--retries", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Extra attempts for an invalid answer (with --greedy on a local model a "
+                   "retry repeats the same answer: 0 saves time).")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.4,
+              show_default=True, help="Susceptibility uses subjects above this normal accuracy.")
+@click.option("--lenient", is_flag=True, help="Lenient answer parsing (not paper-compatible).")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="Run directory (default: runs/deception-<dataset>-<model>).")
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@common_options
+@handles_errors
+def run(**kw: Any) -> None:
+    """Answer each item normally and from its misleading opening; print the paper's metrics."""
+    common = pop_common(kw)
+    settings = DeceptionSettings(sampling=_sampling(kw), threshold=kw["threshold"],
+                                 retries=kw["retries"], lenient=kw["lenient"])
+    out = kw["out"] or default_out("deception", kw["dataset"].split(":", 1)[-1], kw["model"])
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        outcome = deception_run(kw["model"], kw["dataset"], ctx, settings, out,
+                                _subjects(kw["subjects"]), kw["limit_per_subject"])
+        stats = total_stats(ctx)
+    finally:
+        ctx.close()
+    _finish(outcome, kw["as_json"], f"veracity deception: {outcome.results['model']}")
+    if not kw["as_json"]:
+        click.echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+                   f"{time.perf_counter() - started:.1f} s")
+
+
+@deception.command("score-recorded")
+@click.option("--results", "results_dir", required=True,
+              type=click.Path(path_type=Path, file_okay=False),
+              help="Directory of <subject>.csv[.gz]: gold, normal reasoning, normal prediction, "
+                   "misleading reasoning, misleading prediction (no header).")
+@click.option("--dataset", required=True, help="db-mmlu:DIR the results were produced on.")
+@click.option("--subjects", help="Comma-separated subjects (default: every results file).")
+@click.option("--model", "model_name", help="Name shown for these results (default: DIR name).")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.4,
+              show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="Also write a run directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@handles_errors
+def score_recorded(results_dir: Path, dataset: str, subjects: str | None, model_name: str | None,
+                   threshold: float, out: Path | None, as_json: bool) -> None:
+    """Score results recorded elsewhere (the DB-MMLU authors' format), with no model."""
+    outcome = recorded_run(results_dir, dataset, threshold, out, _subjects(subjects), model_name)
+    _finish(outcome, as_json, f"veracity deception: {outcome.results['model']} (recorded)")
+
+
+@deception.command("make-dataset")
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True,
+              help="Model that writes the misleading openings.")
+@click.option("--input", "source", required=True,
+              help="mmlu:DIR_OR_FILE, mc-jsonl:FILE (question, options, answer) or db-mmlu:DIR.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Directory for <subject>.csv (DB-MMLU format) and the side files.")
+@click.option("--subjects", help="Comma-separated subjects (default: all).")
+@click.option("--limit-per-subject", type=click.IntRange(min=1), help="First K items per subject.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Questions per request.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the targeted wrong options.")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option("--temperature", type=click.FloatRange(min=0.0), default=0.7, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(min=0), default=0,
+              help="Per request (default: 100 + 120 per question).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@common_options
+@handles_errors
+def make_dataset_command(**kw: Any) -> None:
+    """Write misleading openings for any multiple-choice data, in the DB-MMLU format."""
+    common = pop_common(kw)
+    settings = MakeSettings(
+        batch_size=kw["batch_size"], seed=kw["seed"], retries=kw["retries"],
+        sampling=Sampling(temperature=kw["temperature"], top_p=0.95, top_k=40,
+                          repeat_penalty=1.1, max_tokens=kw["max_tokens"]),
+    )
+    ctx = make_context(**common)
+    try:
+        made = make_dataset(kw["model"], kw["source"], kw["out"], ctx, settings,
+                            _subjects(kw["subjects"]), kw["limit_per_subject"])
+    finally:
+        ctx.close()
+    s = made.summary
+    if kw["as_json"]:
+        click.echo(dumps(s, indent=2))
+    else:
+        click.echo(f"wrote {s['n_written']} of {s['n_items']} items to {made.out} "
+                   f"({len(s['per_subject'])} subject file(s)); targets in targets.jsonl")
+    if made.failed:
+        click.echo(f"warning: {len(made.failed)} item(s) got no valid misleading opening after "
+                   f"{settings.retries} retr{'y' if settings.retries == 1 else 'ies'}; they are "
+                   f"listed in {made.out / 'failures.jsonl'}", err=True)
+        for f in made.failed[:5]:
+            click.echo(f"  {f.item.id}: {f.errors[-1] if f.errors else 'no answer'}", err=True)
+

@@ -1,0 +1,269 @@
+"""Labelled question sets for validating and ranking label-free metrics, and JSONL answers.
+
+- CHALE (dict of parallel lists): non-hallucinated answer vs half-hallucinated and vs
+  hallucinated ones; gold = the NQ short answer.
+- TruthfulQA CSV: the best answer vs the first incorrect one.
+- HaluEval QA (JSONL): right answer vs hallucinated answer.
+- haltt4llm TruthfulQA multiple choice (737): options A-E with exactly one correct.
+
+A spec is ``kind:PATH`` with kind chale, truthfulqa, halueval or haltt4llm.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from veracity.errors import DataError
+
+_TAG = re.compile(r"<\s*/?\s*[A-Za-z][A-Za-z0-9]*\s*/?\s*>")
+
+
+@dataclass(frozen=True)
+class LabelledItem:
+    """A question with one better answer and one or more worse answers."""
+
+    id: str
+    question: str
+    better: str
+    worse: tuple[tuple[str, str], ...]
+    """(name, text) of each worse answer, e.g. ("mid-halu", ...), ("halu", ...)."""
+    gold: str
+    """A gold answer (for the "ideal lambda" oracle only)."""
+    better_name: str = "better"
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class MCQuestion:
+    """A multiple-choice question: options (letter, text) and the correct letter."""
+
+    id: str
+    question: str
+    options: tuple[tuple[str, str], ...]
+    correct: str
+
+    @property
+    def correct_text(self) -> str:
+        return dict(self.options)[self.correct]
+
+
+def strip_html(text: str) -> str:
+    """Drop HTML tags (CHALE keeps Natural Questions' ``<P>``) and squeeze spaces."""
+    return re.sub(r"\s+", " ", _TAG.sub(" ", text)).strip()
+
+
+def _require(path: Path) -> None:
+    if not path.is_file():
+        raise DataError(f"dataset file not found: {path}")
+
+
+def _text(value: Any, where: str, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{where}: empty or missing '{name}'")
+    return value.strip()
+
+
+def _load_json(path: Path) -> Any:
+    _require(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}, line {exc.lineno}: invalid JSON ({exc.msg})") from None
+
+
+def load_chale(path: Path, clean_html: bool = True) -> list[LabelledItem]:
+    """CHALE: a JSON dict of parallel lists Question, Short_ans, halu, mid-halu, non-halu."""
+    data = _load_json(path)
+    columns = ("Question", "Short_ans", "halu", "mid-halu", "non-halu")
+    if not isinstance(data, dict) or any(c not in data for c in columns):
+        raise DataError(f"{path}: not a CHALE file (need a dict with lists {list(columns)})")
+    sizes = {c: len(data[c]) if isinstance(data[c], list) else -1 for c in columns}
+    if len(set(sizes.values())) != 1 or -1 in sizes.values():
+        raise DataError(f"{path}: CHALE columns must be lists of one length, got {sizes}")
+    clean = strip_html if clean_html else str.strip
+    items = []
+    for row in range(sizes["Question"]):
+        where = f"{path}, row {row}"
+        values = {c: clean(_text(data[c][row], where, c)) for c in columns}
+        items.append(LabelledItem(
+            id=f"chale-{row:04d}", question=values["Question"], better=values["non-halu"],
+            worse=(("mid-halu", values["mid-halu"]), ("halu", values["halu"])),
+            gold=values["Short_ans"], better_name="non-halu",
+        ))
+    return items
+
+
+def load_truthfulqa_pairs(path: Path) -> list[LabelledItem]:
+    """TruthfulQA CSV: Best Answer vs the first of Incorrect Answers ("; "-separated)."""
+    _require(path)
+    items = []
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in ("Question", "Best Answer", "Incorrect Answers")
+                   if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"{path}: not a TruthfulQA CSV, missing columns {missing}")
+        try:
+            for row in reader:
+                where = f"{path}, line {reader.line_num}"
+                incorrect = [a.strip() for a in (row["Incorrect Answers"] or "").split("; ")]
+                items.append(LabelledItem(
+                    id=f"tqa-{len(items):03d}",
+                    question=_text(row["Question"], where, "Question"),
+                    better=_text(row["Best Answer"], where, "Best Answer"),
+                    worse=(("first-incorrect", _text(incorrect[0], where, "Incorrect Answers")),),
+                    gold=row["Best Answer"].strip(), better_name="best",
+                    metadata={"category": row.get("Category", "")},
+                ))
+        except csv.Error as exc:
+            raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from None
+    return items
+
+
+def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    _require(path)
+    with path.open(encoding="utf-8-sig") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: invalid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise DataError(f"{where}: expected a JSON object")
+            yield where, record
+
+
+def load_halueval(path: Path) -> list[LabelledItem]:
+    """HaluEval QA JSONL: knowledge, question, right_answer, hallucinated_answer."""
+    items = []
+    for where, record in _jsonl(path):
+        right = _text(record.get("right_answer"), where, "right_answer")
+        items.append(LabelledItem(
+            id=f"halueval-{len(items):04d}",
+            question=_text(record.get("question"), where, "question"),
+            better=right,
+            worse=(("hallucinated", _text(record.get("hallucinated_answer"), where,
+                                          "hallucinated_answer")),),
+            gold=right, better_name="right",
+            metadata={"knowledge": record.get("knowledge", "")},
+        ))
+    return items
+
+
+def load_haltt4llm(path: Path) -> list[MCQuestion]:
+    """haltt4llm JSON list of {question, answers: [{text, correct, choice}]}, one correct."""
+    data = _load_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of questions")
+    items = []
+    for index, record in enumerate(data):
+        where = f"{path}, record {index + 1}"
+        if not isinstance(record, dict) or not isinstance(record.get("answers"), list):
+            raise DataError(f"{where}: expected {{question, answers: [...]}}")
+        options, correct = [], []
+        for answer in record["answers"]:
+            if not isinstance(answer, dict) or "choice" not in answer:
+                raise DataError(f"{where}: every answer needs text, correct and choice")
+            letter = str(answer["choice"]).strip().upper()
+            options.append((letter, _text(answer.get("text"), where, "text")))
+            if answer.get("correct") is True:
+                correct.append(letter)
+        if len(correct) != 1:
+            raise DataError(f"{where}: expected exactly one correct answer, found {len(correct)}")
+        items.append(MCQuestion(f"haltt4llm-{index:03d}", _text(record.get("question"), where,
+                                "question"), tuple(options), correct[0]))
+    return items
+
+
+LABELLED_KINDS = ("chale", "truthfulqa", "halueval")
+
+
+def parse_spec(spec: str) -> tuple[str, Path]:
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise DataError(f"dataset spec '{spec}' must look like kind:PATH")
+    return kind, Path(rest).expanduser()
+
+
+def load_labelled(spec: str, limit: int | None = None) -> list[LabelledItem]:
+    """``chale:PATH``, ``truthfulqa:PATH`` or ``halueval:PATH``; the first ``limit`` items."""
+    kind, path = parse_spec(spec)
+    loaders = {"chale": load_chale, "truthfulqa": load_truthfulqa_pairs, "halueval": load_halueval}
+    if kind not in loaders:
+        raise DataError(f"no labelled loader for '{kind}'; known: {', '.join(LABELLED_KINDS)}")
+    items = loaders[kind](path)
+    if not items:
+        raise DataError(f"dataset '{spec}' has no questions")
+    return items[:limit] if limit is not None else items
+
+
+# --- answers, references and pairs as JSONL ------------------------------------------------
+
+
+def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    """One JSON object per line (UTF-8)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _key(record: dict[str, Any], where: str) -> str:
+    for name in ("id", "question"):
+        value = record.get(name)
+        if isinstance(value, str | int) and str(value).strip():
+            return str(value).strip()
+    raise DataError(f"{where}: needs an 'id' (or 'question') to match it to a question")
+
+
+def _strings(value: Any, where: str, name: str) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) for v in values):
+        raise DataError(f"{where}: '{name}' must be a string or a list of strings")
+    return [str(v) for v in values]
+
+
+def read_texts(path: Path, fields: Sequence[str] = ("answer", "answers")) -> dict[str, list[str]]:
+    """id (or question) -> texts, from the first of ``fields`` present on each line.
+
+    Reads files this module writes and the ``samples.jsonl`` of FEWL runs; repeated ids
+    append, so candidates may also come one per line.
+    """
+    out: dict[str, list[str]] = {}
+    for where, record in _jsonl(path):
+        name = next((f for f in fields if f in record), None)
+        if name is None:
+            raise DataError(f"{where}: no field {' or '.join(repr(f) for f in fields)}")
+        out.setdefault(_key(record, where), []).extend(_strings(record[name], where, name))
+    if not out:
+        raise DataError(f"{path}: no records")
+    return out
+
+
+def read_pairs(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """id (or question) -> [(wrong, corrected)] from ``pairs: [{wrong, corrected}]`` lines."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for where, record in _jsonl(path):
+        pairs = record.get("pairs")
+        if not isinstance(pairs, list):
+            raise DataError(f"{where}: 'pairs' must be a list of {{wrong, corrected}}")
+        parsed = []
+        for pair in pairs:
+            if not isinstance(pair, dict) or not all(
+                isinstance(pair.get(k), str) for k in ("wrong", "corrected")
+            ):
+                raise DataError(f"{where}: each pair needs string 'wrong' and 'corrected'")
+            parsed.append((pair["wrong"], pair["corrected"]))
+        out.setdefault(_key(record, where), []).extend(parsed)
+    if not out:
+        raise DataError(f"{path}: no records")
+    return out

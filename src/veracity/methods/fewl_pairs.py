@@ -1,0 +1,225 @@
+"""Intentionally-wrong / corrected answer pairs for FEWL: our prompt, a robust parser, and
+generation with one call per question, retries, and a report of what still failed.
+
+The prompt is our own wording (not the paper's appendix C.1): it asks for R pairs in a
+fixed numbered template, ``N. Wrong: ...`` then ``N. Corrected: ...``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from veracity.client import LLMClient
+from veracity.errors import BackendError, ConfigError
+from veracity.types import GenRequest, Generation, Sampling
+
+
+@dataclass(frozen=True)
+class Pair:
+    """An intentionally wrong answer (IW) and its corrected restatement (CO)."""
+
+    wrong: str
+    corrected: str
+
+
+PAIR_PROMPT = """Question: {question}
+
+We are building a test of answer quality for this question. Write {r} pairs of answers.
+In each pair:
+- "Wrong" is an intentionally wrong answer: it sounds plausible but is false.
+- "Corrected" states what is actually true instead. It must contradict the wrong answer in
+  substance, at a high level; do not just insert the word "not" into the wrong answer.
+
+Use exactly this format, numbered 1 to {r}, one line per answer, and write nothing else:
+1. Wrong: <an intentionally wrong answer>
+1. Corrected: <the corrected answer>
+2. Wrong: <an intentionally wrong answer>
+2. Corrected: <the corrected answer>"""
+
+
+def pair_prompt(question: str, r: int, template: str = PAIR_PROMPT) -> str:
+    """The pair-generation prompt for one question."""
+    return template.format(question=question.strip(), r=r)
+
+
+_WRONG = r"intentionally[ -]wrong|incorrect|wrong|false"
+_CORRECTED = r"non[- ]?wrong|not[- ]wrong|corrected|correction|correct|right|true"
+_LABEL = re.compile(
+    r"(?:^|(?<=[\s|;/,.)\]*>-]))"
+    rf"(?:(?P<co>{_CORRECTED})|(?P<iw>{_WRONG}))"
+    r"(?:\s+answer)?\s*(?:#?\s*(?P<num>\d{1,3}))?\s*[*_]*\s*[:：]",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"^\s*(?:[-*•>]\s*)?(?:pair\s*)?[(#]?(?P<num>\d{1,3})(?:[.):\]]|\s*-)\s*",
+                     re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\.{3}|…|n/?a|none)$", re.IGNORECASE)
+
+
+def _clean(text: str) -> str:
+    text = text.strip().strip("|").strip()
+    while len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        text = text[1:-1].strip()
+    if text[:1] in "\"“" and text[-1:] in "\"”":
+        text = text[1:-1].strip()
+    return "" if _PLACEHOLDER.match(text) else text
+
+
+@dataclass
+class _Label:
+    kind: str
+    number: int | None
+    text: str
+
+
+def _labels(text: str) -> list[_Label]:
+    found: list[_Label] = []
+    carried: int | None = None
+    for raw in text.splitlines():
+        line = raw.replace("**", "").replace("__", "").strip()
+        if not line:
+            continue
+        match = _NUMBER.match(line)
+        number = int(match.group("num")) if match else None
+        rest = line[match.end():] if match else line
+        hits = list(_LABEL.finditer(rest))
+        if not hits:
+            # "3." alone on a line numbers the labels that follow
+            carried = number if match and not rest.strip() else carried
+            continue
+        for index, hit in enumerate(hits):
+            end = hits[index + 1].start() if index + 1 < len(hits) else len(rest)
+            own = hit.group("num")
+            found.append(_Label(
+                "co" if hit.group("co") else "iw",
+                int(own) if own else number if number is not None else carried,
+                _clean(rest[hit.end():end]),
+            ))
+        carried = None
+    return found
+
+
+def parse_pairs(text: str, limit: int | None = None) -> list[Pair]:
+    """Pairs from a model's reply, tolerating missing or wrong numbers, fewer pairs than
+    asked, markdown, both answers on one line, and any text around them.
+
+    A corrected answer pairs with the wrong answer of the same number if one is waiting,
+    else with the wrong answer just before it. Empty, placeholder, duplicate and
+    self-identical pairs are dropped; at most ``limit`` are kept.
+    """
+    wrongs: list[tuple[int | None, str]] = []
+    used: set[int] = set()
+    matched: list[tuple[int, str]] = []
+    previous_wrong: int | None = None
+    for label in _labels(text):
+        if label.kind == "iw":
+            wrongs.append((label.number, label.text))
+            previous_wrong = len(wrongs) - 1
+            continue
+        target = None
+        if label.number is not None:
+            target = next((i for i, (n, _) in enumerate(wrongs)
+                           if n == label.number and i not in used), None)
+        if target is None and previous_wrong is not None and previous_wrong not in used:
+            target = previous_wrong
+        previous_wrong = None
+        if target is not None:
+            used.add(target)
+            matched.append((target, label.text))
+    pairs: list[Pair] = []
+    seen: set[tuple[str, str]] = set()
+    for target, corrected in sorted(matched):
+        wrong = wrongs[target][1]
+        key = (wrong.lower(), corrected.lower())
+        if not wrong or not corrected or key[0] == key[1] or key in seen:
+            continue
+        seen.add(key)
+        pairs.append(Pair(wrong, corrected))
+    return pairs[:limit] if limit is not None else pairs
+
+
+@dataclass(frozen=True)
+class PairSettings:
+    """How pairs are generated; every field is recorded with the run."""
+
+    r: int = 25
+    """Pairs asked for per question (the paper uses 25)."""
+    temperature: float = 0.7
+    """Sampling temperature of the pair call; retries use at least 0.7 so they differ."""
+    max_tokens: int | None = None
+    """Token budget of the pair call; default 48 per pair + 64."""
+    retries: int = 2
+    """Further attempts (new sample_index) for questions that gave too few pairs."""
+    min_pairs: int = 1
+    """A question with fewer parsed pairs than this after all attempts is reported, unscored."""
+    seed: int = 0
+
+    def sampling(self, attempt: int) -> Sampling:
+        temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
+        return Sampling(temperature=temperature, max_tokens=self.max_tokens or 48 * self.r + 64,
+                        seed=self.seed)
+
+    def __post_init__(self) -> None:
+        if self.r < 1 or self.min_pairs < 1 or self.retries < 0:
+            raise ConfigError("pairs: r and min_pairs must be >= 1 and retries >= 0")
+
+
+@dataclass
+class PairOutcome:
+    """Parsed pairs, raw replies and attempts per question; indices that still failed."""
+
+    pairs: list[list[Pair]]
+    raw: list[str]
+    attempts: list[int]
+    errors: list[str | None] = field(default_factory=list)
+
+    def failed(self, min_pairs: int = 1) -> list[int]:
+        return [i for i, p in enumerate(self.pairs) if len(p) < min_pairs]
+
+
+def generate_tolerant(
+    client: LLMClient, requests: Sequence[GenRequest], stage: str
+) -> list[Generation | BackendError]:
+    """One batched call; if some requests fail, the successes (already cached) are kept and
+    each request is retried alone so every slot holds a generation or its error."""
+    try:
+        return list(client.generate(requests, stage=stage))
+    except BackendError:
+        out: list[Generation | BackendError] = []
+        for request in requests:
+            try:
+                out.append(client.generate([request], stage=f"{stage} (retry)")[0])
+            except BackendError as exc:
+                out.append(exc)
+        return out
+
+
+def generate_pairs(
+    client: LLMClient, questions: Sequence[str], settings: PairSettings = PairSettings(),
+    template: str = PAIR_PROMPT,
+) -> PairOutcome:
+    """One pair call per question, batched across the dataset; questions that parse to too
+    few pairs (or fail) are asked again with a new sample_index, up to ``settings.retries``."""
+    n = len(questions)
+    outcome = PairOutcome([[] for _ in range(n)], [""] * n, [0] * n, [None] * n)
+    todo = list(range(n))
+    for attempt in range(settings.retries + 1):
+        if not todo:
+            break
+        sampling = settings.sampling(attempt)
+        requests = [GenRequest.user(pair_prompt(questions[i], settings.r, template), sampling,
+                                    sample_index=attempt) for i in todo]
+        stage = "fewl: pairs" if attempt == 0 else f"fewl: pairs retry {attempt}"
+        results = generate_tolerant(client, requests, stage)
+        for i, result in zip(todo, results, strict=True):
+            outcome.attempts[i] = attempt + 1
+            if isinstance(result, BackendError):
+                outcome.errors[i] = str(result)
+                continue
+            pairs = parse_pairs(result.text, settings.r)
+            if len(pairs) >= len(outcome.pairs[i]):
+                outcome.pairs[i], outcome.raw[i] = pairs, result.text
+            outcome.errors[i] = None
+        todo = [i for i in todo if len(outcome.pairs[i]) < settings.min_pairs]
+    return outcome

