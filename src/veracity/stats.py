@@ -143,3 +143,79 @@ def histogram(values: Sequence[float | None], bins: int = 20, upper: float = 1.0
     arr = np.clip(finite(values), 0.0, upper)
     counts, edges = np.histogram(arr, bins=bins, range=(0.0, upper))
     return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+
+
+def fleiss_kappa(counts: Sequence[Sequence[float]]) -> float:
+    """Fleiss' kappa from an items x categories table of how many raters chose each category.
+
+    Every item needs the same number of raters, at least two. NaN when agreement by chance
+    is already perfect (every rating in one category).
+    """
+    table = np.asarray(counts, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] == 0 or table.shape[1] == 0:
+        raise ValueError("fleiss_kappa needs a non-empty items x categories table")
+    raters = table.sum(axis=1)
+    r = float(raters[0])
+    if r < 2 or not np.all(raters == r):
+        raise ValueError("fleiss_kappa: every item needs the same number (>= 2) of ratings")
+    p_category = table.sum(axis=0) / (table.shape[0] * r)
+    p_item = ((table**2).sum(axis=1) - r) / (r * (r - 1))
+    chance = float((p_category**2).sum())
+    if chance >= 1.0:
+        return math.nan
+    return float((p_item.mean() - chance) / (1.0 - chance))
+
+
+def bootstrap_aurocs(
+    score_sets: Sequence[Sequence[float]], labels: Sequence[bool], resamples: int = 2000,
+    seed: int = 0,
+) -> np.ndarray:
+    """AUROC of each score set on the same bootstrap resamples of the items: (resamples, k).
+
+    Resampling items jointly keeps the score sets paired, so differences between them get a
+    proper interval too. A resample without both classes gives NaN.
+    """
+    lab = np.asarray(labels, dtype=bool)
+    n = lab.size
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n, size=(resamples, n))
+    weights = np.bincount(
+        (picks + np.arange(resamples)[:, None] * n).ravel(), minlength=resamples * n
+    ).reshape(resamples, n).astype(np.float64)
+    w_pos, w_neg = weights[:, lab], weights[:, ~lab]
+    denominator = w_pos.sum(axis=1) * w_neg.sum(axis=1)
+    out = np.full((resamples, len(score_sets)), np.nan)
+    for k, scores in enumerate(score_sets):
+        s = np.asarray(scores, dtype=np.float64)
+        if s.size != n:
+            raise ValueError("every score set needs one score per label")
+        # wins[p, q] = 1 if positive p outscores negative q, 1/2 on a tie
+        wins = (s[lab][:, None] > s[~lab][None, :]) + 0.5 * (s[lab][:, None] == s[~lab][None, :])
+        numerator = np.einsum("rp,pq,rq->r", w_pos, wins, w_neg)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, k] = np.where(denominator > 0, numerator / denominator, np.nan)
+    return out
+
+
+def percentile_ci(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap replicates (NaN replicates are dropped)."""
+    arr = finite(list(np.asarray(values, dtype=np.float64)))
+    if arr.size == 0:
+        return math.nan, math.nan
+    tail = (1 - level) / 2
+    return float(np.quantile(arr, tail)), float(np.quantile(arr, 1 - tail))
+
+
+def binned_means(
+    x: Sequence[float], y: Sequence[float], edges: Sequence[float]
+) -> list[dict[str, float | int]]:
+    """Mean and standard error of y within each [lo, hi) bin of x (the last bin is closed)."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    e = np.asarray(edges, dtype=np.float64)
+    index = np.clip(np.searchsorted(e, xa, side="right") - 1, 0, e.size - 2)
+    out: list[dict[str, float | int]] = []
+    for b in range(e.size - 1):
+        mean, se = mean_stderr(list(ya[index == b]))
+        out.append({"lo": float(e[b]), "hi": float(e[b + 1]), "n": int((index == b).sum()),
+                    "mean": mean, "stderr": se})
+    return out

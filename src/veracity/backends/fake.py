@@ -108,7 +108,25 @@ def misleader(request: GenRequest) -> str:
         for q in batch
         if isinstance(q, dict)
     ]
-    return json.dumps(out, indent=2)
+    reply = json.dumps(out, indent=2)
+    return reply[len(request.prefill) :] if reply.startswith(request.prefill) else reply
+
+
+_PAIRS_ASKED = re.compile(r"Write (\d+) pairs")
+
+
+def pairs(request: GenRequest) -> str:
+    """Answers FEWL pair prompts in the numbered Wrong / Corrected template (one pair fewer
+    than asked, after a chatty preamble); any other prompt like ``stable``."""
+    prompt = _last_user(request)
+    asked = _PAIRS_ASKED.search(prompt)
+    if asked is None:
+        return stable(request)
+    lines = ["Sure! Here are the pairs:"]
+    for i in range(1, max(int(asked.group(1)) - 1, 1) + 1):
+        lines.append(f"{i}. Wrong: {_babble(f'{prompt}#wrong{i}#{request.sample_index}', 6)}")
+        lines.append(f"{i}. Corrected: {_babble(f'{prompt}#right{i}#{request.sample_index}', 6)}")
+    return "\n".join(lines)
 
 
 MODES: dict[str, Responder] = {
@@ -121,6 +139,7 @@ MODES: dict[str, Responder] = {
     "deceive-flaky": deceive_flaky,
     "garbage": garbage,
     "misleader": misleader,
+    "pairs": pairs,
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from veracity.cli.deception import deception
 from veracity.cli.gamma import gamma
 from veracity.cli.misc import cache, models, report
 
@@ -15,6 +16,7 @@ def main() -> None:
 
 
 main.add_command(gamma)
+main.add_command(deception)
 main.add_command(report)
 main.add_command(models)
 main.add_command(cache)

@@ -52,6 +52,11 @@ class MCQuestion:
     def correct_text(self) -> str:
         return dict(self.options)[self.correct]
 
+    @property
+    def labelled(self) -> bool:
+        """False when the correct option's text is empty (nothing to match an answer to)."""
+        return bool(self.correct_text)
+
 
 def strip_html(text: str) -> str:
     """Drop HTML tags (CHALE keeps Natural Questions' ``<P>``) and squeeze spaces."""
@@ -102,7 +107,7 @@ def load_chale(path: Path, clean_html: bool = True) -> list[LabelledItem]:
 def load_truthfulqa_pairs(path: Path) -> list[LabelledItem]:
     """TruthfulQA CSV: Best Answer vs the first of Incorrect Answers ("; "-separated)."""
     _require(path)
-    items = []
+    items: list[LabelledItem] = []
     with path.open(encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in ("Question", "Best Answer", "Incorrect Answers")
@@ -144,7 +149,7 @@ def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def load_halueval(path: Path) -> list[LabelledItem]:
     """HaluEval QA JSONL: knowledge, question, right_answer, hallucinated_answer."""
-    items = []
+    items: list[LabelledItem] = []
     for where, record in _jsonl(path):
         right = _text(record.get("right_answer"), where, "right_answer")
         items.append(LabelledItem(
@@ -160,7 +165,11 @@ def load_halueval(path: Path) -> list[LabelledItem]:
 
 
 def load_haltt4llm(path: Path) -> list[MCQuestion]:
-    """haltt4llm JSON list of {question, answers: [{text, correct, choice}]}, one correct."""
+    """haltt4llm JSON list of {question, answers: [{text, correct, choice}]}, one correct.
+
+    Options may be empty strings (record 284 upstream has an empty correct option); such a
+    question is kept but ``labelled`` is False.
+    """
     data = _load_json(path)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON list of questions")
@@ -174,7 +183,10 @@ def load_haltt4llm(path: Path) -> list[MCQuestion]:
             if not isinstance(answer, dict) or "choice" not in answer:
                 raise DataError(f"{where}: every answer needs text, correct and choice")
             letter = str(answer["choice"]).strip().upper()
-            options.append((letter, _text(answer.get("text"), where, "text")))
+            if not isinstance(answer.get("text"), str):
+                raise DataError(f"{where}: option {letter} has no text")
+            # one upstream record has an empty correct option: kept, but unusable as a label
+            options.append((letter, answer["text"].strip()))
             if answer.get("correct") is True:
                 correct.append(letter)
         if len(correct) != 1:
@@ -267,3 +279,22 @@ def read_pairs(path: Path) -> dict[str, list[tuple[str, str]]]:
     if not out:
         raise DataError(f"{path}: no records")
     return out
+
+
+_LEADING_LETTER = re.compile(
+    r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-]?\s*)?[(\[]?(?P<letter>[A-Z])"
+    r"(?:[)\]:]|\.(?:\s|$)|\s*$|\s+-\s)",
+    re.IGNORECASE,
+)
+
+
+def leading_letter(answer: str, letters: Sequence[str]) -> str | None:
+    """The option letter an answer starts with ("B", "(B)", "B) ...", "Answer: B"), if any.
+
+    The letter itself must be upper case, so the article "a" never counts as option A.
+    """
+    match = _LEADING_LETTER.match(answer)
+    if match is None or not match.group("letter").isupper():
+        return None
+    letter = match.group("letter")
+    return letter if letter in letters else None

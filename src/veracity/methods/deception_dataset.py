@@ -111,8 +111,13 @@ def _question_json(local_id: int, item: MCItem, target: str) -> dict[str, Any]:
             "correct": item.answer, "target": target}
 
 
+REPLY_PREFILL = '[\n  {\n    "id": 1,\n    "mistake": "'
+"""Start of the reply, given to backends that can continue it, so small models keep the format."""
+
+
 def build_batch_request(
-    batch: Sequence[tuple[MCItem, str]], settings: MakeSettings, sample_index: int = 0
+    batch: Sequence[tuple[MCItem, str]], settings: MakeSettings, sample_index: int = 0,
+    prefill: str = "",
 ) -> GenRequest:
     """Instruction, a worked example in and out, then the batch (ids 1..n) as JSON."""
     sampling = settings.sampling
@@ -125,7 +130,7 @@ def build_batch_request(
         Message("assistant", json.dumps(_EXAMPLES_OUT, indent=2, ensure_ascii=False)),
         Message("user", "Questions:\n" + json.dumps(questions, indent=2, ensure_ascii=False)),
     )
-    return GenRequest(messages, sampling, sample_index=sample_index)
+    return GenRequest(messages, sampling, prefill=prefill, sample_index=sample_index)
 
 
 def clean_opening(text: str) -> str:
@@ -134,6 +139,21 @@ def clean_opening(text: str) -> str:
     if sentence.lower().startswith(NORMAL_START.lower()):
         sentence = sentence[len(NORMAL_START):].strip()
     return sentence
+
+
+def _complete_objects(body: str, start: int) -> list[Any]:
+    decoder, pos = json.JSONDecoder(), start + 1
+    found: list[Any] = []
+    while True:
+        while pos < len(body) and body[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(body) or body[pos] != "{":
+            return found
+        try:
+            value, pos = decoder.raw_decode(body, pos)
+        except json.JSONDecodeError:
+            return found
+        found.append(value)
 
 
 def parse_batch(
@@ -148,17 +168,22 @@ def parse_batch(
     try:
         value, _ = json.JSONDecoder().raw_decode(body, start)
     except json.JSONDecodeError as exc:
-        return {}, dict.fromkeys(range(1, n + 1), f"reply is not a valid JSON list: {exc.msg}")
+        # a reply cut off by max_tokens still holds its complete leading objects
+        value = _complete_objects(body, start)
+        if not value:
+            return {}, dict.fromkeys(range(1, n + 1), f"reply is not a valid JSON list: {exc.msg}")
     if not isinstance(value, list):
         return {}, dict.fromkeys(range(1, n + 1), "reply is not a JSON list")
     valid: dict[int, tuple[str, str]] = {}
+    seen: set[int] = set()
     for entry in value:
         if not isinstance(entry, dict):
             continue
         key = entry.get("id")
         local = int(key) if isinstance(key, int | str) and str(key).strip().isdigit() else -1
-        if not 1 <= local <= n or local in valid:
-            continue
+        if not 1 <= local <= n or local in seen:
+            continue  # unknown ids and repeats are ignored: the first answer counts
+        seen.add(local)
         mistake, opening = entry.get("mistake"), entry.get("misleading_start")
         if not isinstance(mistake, str) or not mistake.strip():
             errors[local] = "empty or missing 'mistake'"
@@ -168,7 +193,6 @@ def parse_batch(
             errors[local] = f"'misleading_start' longer than {max_words} words"
         else:
             valid[local] = (" ".join(mistake.split()), clean_opening(opening))
-            errors.pop(local, None)
     for local in range(1, n + 1):
         if local not in valid:
             errors.setdefault(local, "missing from the reply")
@@ -184,19 +208,22 @@ def write_openings(
     written: dict[int, Written] = {}
     errors: dict[int, list[str]] = {i: [] for i in range(len(items))}
     todo = list(range(len(items)))
+    prefill = REPLY_PREFILL if client.backend.capabilities.prefill else ""
     for attempt in range(settings.retries + 1):
         if not todo:
             break
         size = settings.batch_size
         batches = [todo[k : k + size] for k in range(0, len(todo), size)]
         requests = [
-            build_batch_request([(items[i], targets[i]) for i in batch], settings, attempt)
+            build_batch_request([(items[i], targets[i]) for i in batch], settings, attempt,
+                                prefill)
             for batch in batches
         ]
         stage = "make-dataset: openings" + (f" (retry {attempt})" if attempt else "")
         generations = client.generate(requests, stage=stage)
         for batch, generation in zip(batches, generations, strict=True):
-            valid, problems = parse_batch(generation.text, len(batch), settings.max_words)
+            valid, problems = parse_batch(prefill + generation.text, len(batch),
+                                          settings.max_words)
             for local, index in enumerate(batch, 1):
                 if local in valid:
                     mistake, opening = valid[local]

@@ -97,7 +97,7 @@ def softmax_weights(scores: npt.ArrayLike, ref_mask: npt.ArrayLike, tau: float =
     with np.errstate(invalid="ignore"):
         top = np.max(z, axis=1, keepdims=True)
         e = np.where(mask, np.exp(z - top), 0.0)
-        w = e / e.sum(axis=1, keepdims=True)
+        w: Floats = e / e.sum(axis=1, keepdims=True)
     bad = ~mask.any(axis=1) | np.any(mask & np.isnan(s), axis=1)
     w[bad] = np.nan
     return w
@@ -126,7 +126,8 @@ def truthfulness(
     """T (Q,) = sum_j lambda_j g(SIM(h, h_j)); weights and sims (Q, J), 0-weight slots ignored."""
     w = np.asarray(weights, dtype=np.float64)
     g = activation(np.nan_to_num(np.asarray(sim_answer_refs, dtype=np.float64)), divergence)
-    return np.sum(np.where(w != 0, w * g, 0.0), axis=1)
+    out: Floats = np.sum(np.where(w != 0, w * g, 0.0), axis=1)
+    return out
 
 
 def laziness_penalty(
@@ -147,7 +148,8 @@ def laziness_penalty(
     count = ok.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_ref = np.where(count > 0, terms.sum(axis=1) / np.maximum(count, 1), 0.0)
-    return np.sum(np.where(w != 0, w * per_ref, 0.0), axis=1)
+    out: Floats = np.sum(np.where(w != 0, w * per_ref, 0.0), axis=1)
+    return out
 
 
 class Terms(NamedTuple):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from veracity.client import LLMClient
 from veracity.errors import BackendError, ConfigError
-from veracity.types import GenRequest, Generation, Sampling
+from veracity.types import Generation, GenRequest, Sampling
 
 
 @dataclass(frozen=True)

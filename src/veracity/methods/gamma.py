@@ -178,6 +178,7 @@ def gamma_record(
         "perturbed_prompts": list(perturbed_prompts),
         "perturbed_answers": list(perturbed_answers),
         "references": list(item.references),
+        "metadata": dict(item.metadata),
         "error": None if value is not None else "empty answer: gamma is undefined",
     }
 

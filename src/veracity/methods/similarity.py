@@ -254,3 +254,35 @@ def load_similarity(
             raise ConfigError(f"similarity spec '{spec}' needs a model directory")
         return CrossEncoderSimilarity(path, cache=cache, label=label)
     return EmbeddingSimilarity(embedder_for(spec), mapping)
+
+
+def most_similar(
+    similarity: Similarity, queries: Sequence[str], candidates: Sequence[Sequence[str]]
+) -> list[int | None]:
+    """Per query, the index of its most similar candidate (None for an empty query or no
+    candidates); one table and one vectorised pass for all queries."""
+    texts: dict[str, int] = {}
+    left: list[int] = []
+    right: list[int] = []
+    owner: list[int] = []
+    for row, (query, options) in enumerate(zip(queries, candidates, strict=True)):
+        if not query.strip():
+            continue
+        for option in options:
+            left.append(texts.setdefault(query, len(texts)))
+            right.append(texts.setdefault(option, len(texts)))
+            owner.append(row)
+    out: list[int | None] = [None] * len(queries)
+    if not left:
+        return out
+    sims = similarity.table(list(texts))(np.array(left), np.array(right))
+    best: dict[int, tuple[float, int]] = {}
+    position: dict[int, int] = {}
+    for row, value in zip(owner, sims, strict=True):
+        k = position.get(row, 0)
+        position[row] = k + 1
+        if row not in best or value > best[row][0]:
+            best[row] = (float(value), k)
+    for row, (_, k) in best.items():
+        out[row] = k
+    return out

@@ -1,0 +1,114 @@
+"""Deception benchmarking throughput: veracity vs a naive llama-cpp-python loop.
+
+Both answer the same items (normal + misleading) on the bundled SmolLM2 with greedy decoding
+and the same rendered prompts. veracity goes through LLMClient without a cache, so it
+measures generation; it sends the prompts in one batch, so llama.cpp reuses the KV cache of
+the shared prefix (instruction + 1-shot example, and the question itself between the normal
+and misleading variant). The naive loop resets llama.cpp's state before every prompt.
+
+    python bench/deception_throughput.py [--items 20] [--max-tokens 64] [--dataset DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
+from veracity.client import LLMClient
+from veracity.data.mc import load_db_mmlu
+from veracity.methods.deception import (
+    CATEGORIES,
+    DeceptionSettings,
+    answer_items,
+    build_request,
+    parse_response,
+)
+from veracity.types import MCItem, Sampling
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "db-mmlu" / "DB-MMLU Dataset"
+SUBJECTS = ("marketing", "high_school_geography", "nutrition", "sociology")
+
+
+def pick_items(directory: Path, n: int) -> list[MCItem]:
+    """n items spread over a few subjects (round robin)."""
+    per = -(-n // len(SUBJECTS))
+    pools = [load_db_mmlu(directory, [s], per) for s in SUBJECTS]
+    spread = [pool[k] for k in range(per) for pool in pools if k < len(pool)]
+    return spread[:n]
+
+
+def run_veracity(backend: LlamaCppBackend, items: list[MCItem], sampling: Sampling
+                 ) -> tuple[float, int, list[str]]:
+    client = LLMClient(backend, cache=None)
+    started = time.perf_counter()
+    records = answer_items(items, client, DeceptionSettings(sampling=sampling, retries=0))
+    seconds = time.perf_counter() - started
+    answers = [r[c]["answer"] for r in records for c in CATEGORIES]
+    return seconds, client.stats.completion_tokens, answers
+
+
+def run_naive(backend: LlamaCppBackend, items: list[MCItem], sampling: Sampling, threads: int
+              ) -> tuple[float, int, list[str]]:
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(bundled_gguf_path()), n_ctx=4096, n_threads=threads,
+                n_batch=512, verbose=False)
+    eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
+    requests = [build_request(item, c, sampling) for item in items for c in CATEGORIES]
+    prompts = [backend.render(r.messages, r.prefill) for r in requests]
+    tokens, answers = 0, []
+    started = time.perf_counter()
+    for request, prompt in zip(requests, prompts, strict=True):
+        llm.reset()  # type: ignore[no-untyped-call]  # fresh state: no prefix reused
+        out = llm.create_completion(prompt=prompt, max_tokens=sampling.max_tokens, temperature=0.0,
+                                    top_p=sampling.top_p, top_k=sampling.top_k, min_p=0.0,
+                                    repeat_penalty=sampling.repeat_penalty, seed=sampling.seed,
+                                    stop=[eos])
+        tokens += int(out["usage"]["completion_tokens"])  # type: ignore[index]
+        text = out["choices"][0]["text"]  # type: ignore[index]
+        answers.append(parse_response(request.prefill, text).answer)
+    seconds = time.perf_counter() - started
+    llm.close()
+    return seconds, tokens, answers
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=20)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATA,
+                        help="DB-MMLU directory (<subject>.csv files)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    items = pick_items(args.dataset, args.items)
+    sampling = Sampling(temperature=0.0, max_tokens=args.max_tokens)
+    backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", n_threads=args.threads)
+    try:
+        v_seconds, v_tokens, v_answers = run_veracity(backend, items, sampling)
+        n_seconds, n_tokens, n_answers = run_naive(backend, items, sampling, args.threads)
+    finally:
+        backend.close()
+    n = len(items)
+    print(f"{n} items x 2 categories, greedy, max_tokens {args.max_tokens}, "
+          f"{args.threads} thread(s), bundled SmolLM2-135M-Instruct")
+    print(f"{'':<10} {'seconds':>8} {'items/s':>8} {'tokens':>7} {'tokens/s':>9}")
+    for name, seconds, tokens in (("veracity", v_seconds, v_tokens), ("naive", n_seconds, n_tokens)):
+        print(f"{name:<10} {seconds:8.2f} {n / seconds:8.3f} {tokens:7d} {tokens / seconds:9.1f}")
+    print(f"speed-up (naive time / veracity time): {n_seconds / v_seconds:.2f}x")
+    differ = [k for k, (a, b) in enumerate(zip(v_answers, n_answers, strict=True)) if a != b]
+    parsed = sum(a != "-" for a in v_answers)
+    print(f"answers parsed: {parsed} of {len(v_answers)}; predictions differ: {len(differ)}")
+    if differ:
+        for k in differ[:10]:
+            print(f"  {items[k // 2].id} {CATEGORIES[k % 2]}: veracity {v_answers[k]} "
+                  f"naive {n_answers[k]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

