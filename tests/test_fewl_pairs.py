@@ -20,9 +20,9 @@ from veracity.types import GenRequest
 
 def test_prompt_asks_for_r_numbered_pairs() -> None:
     prompt = pair_prompt("  Who wrote Hamlet? ", 7)
-    assert prompt.startswith("Question: Who wrote Hamlet?\n")
-    assert "Write 7 pairs" in prompt and "numbered 1 to 7" in prompt
+    assert "Write 7 pairs" in prompt and "Number the pairs 1 to 7" in prompt
     assert "1. Wrong:" in prompt and "1. Corrected:" in prompt
+    assert prompt.endswith("\n\nQuestion: Who wrote Hamlet?")
 
 
 def test_clean_template() -> None:
@@ -76,6 +76,20 @@ def test_junk_is_dropped_and_limit_applies() -> None:
     assert parse_pairs(text, limit=2) == expected[:2]
 
 
+def test_invented_next_question_and_copied_example_are_ignored() -> None:
+    text = ("1. Wrong: Saturn is the largest planet in the Solar System.\n"
+            "1. Corrected: Jupiter is the largest planet in the Solar System.\n"
+            "2. Wrong: Rome is in Spain.\n2. Corrected: Rome is in Italy.\n\n"
+            "Question: What is the capital of Russia?\n"
+            "1. Wrong: Moscow is in Peru.\n1. Corrected: Moscow is in Russia.")
+    assert parse_pairs(text) == [Pair("Rome is in Spain.", "Rome is in Italy.")]
+
+
+def test_same_number_pairs_with_the_latest_wrong_answer() -> None:
+    text = "1. Wrong:1. Wrong: w1\n1. Corrected: c1"
+    assert parse_pairs(text) == [Pair("w1", "c1")]
+
+
 def test_unparseable_reply_gives_no_pairs() -> None:
     assert parse_pairs("") == []
     assert parse_pairs("1. Paris is in Spain.\n2. Paris is in France.") == []
@@ -97,7 +111,9 @@ def _responder(request: GenRequest) -> str:
         return "!error transient"
     if "late" in prompt and request.sample_index < 2:
         return "no numbered pairs here"
-    return "1. Wrong: w1\n1. Corrected: c1\n2. Wrong: w2\n2. Corrected: c2"
+    # a prefill-capable backend returns only the continuation of "1. Wrong:"
+    assert request.prefill == "1. Wrong:"
+    return " w1\n1. Corrected: c1\n2. Wrong: w2\n2. Corrected: c2"
 
 
 def test_generation_retries_then_reports(cache: Cache) -> None:
@@ -108,7 +124,7 @@ def test_generation_retries_then_reports(cache: Cache) -> None:
     assert [len(p) for p in outcome.pairs] == [2, 2, 2, 0]
     assert outcome.attempts == [1, 2, 3, 3]
     assert outcome.failed() == [3]
-    assert outcome.raw[3] == "I cannot help with that."
+    assert outcome.raw[3] == "1. Wrong:I cannot help with that."
     # one batched call per attempt; each retry uses a new sample_index
     indices = sorted({r.sample_index for r in backend.history})
     assert indices == [0, 1, 2]

@@ -149,7 +149,7 @@ def _picky(request: GenRequest) -> str:
     if "Write" in prompt and "+" in prompt:
         return "Sorry, I only do words."
     if "Write" in prompt:
-        return "1. Wrong: w one\n1. Corrected: c one\n2. Wrong: w two\n2. Corrected: c two"
+        return " w one\n1. Corrected: c one\n2. Wrong: w two\n2. Corrected: c two"
     return stable(request)
 
 

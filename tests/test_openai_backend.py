@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from mock_openai import MockOpenAI, Reply, vector
 
+from mock_openai import MockOpenAI, Reply, vector
 from veracity.backends.openai import OpenAIBackend
 from veracity.cache import Cache
 from veracity.client import LLMClient
@@ -27,7 +27,7 @@ from veracity.errors import (
     RetryableError,
 )
 from veracity.registry import load_embedder, load_model
-from veracity.types import GenRequest, Generation, Message, Sampling
+from veracity.types import Generation, GenRequest, Message, Sampling
 
 KEY = "sk-test-d0-not-leak-4242"
 CHATML = (
@@ -53,8 +53,25 @@ def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
+_OPEN: list[OpenAIBackend | OpenAIEmbedder] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_backends() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def track(made: Any) -> Any:
+    _OPEN.append(made)
+    return made
+
+
 def backend(server: MockOpenAI, sleeps: list[float], **options: Any) -> OpenAIBackend:
-    return OpenAIBackend("test-model", base_url=server.url, sleep=sleeps.append, **options)
+    made = OpenAIBackend("test-model", base_url=server.url, sleep=sleeps.append, **options)
+    _OPEN.append(made)
+    return made
 
 
 def one(b: OpenAIBackend, request: GenRequest) -> Generation | BackendError:
@@ -178,7 +195,7 @@ def test_connection_refused_on_a_closed_port(sleeps: list[float]) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    b = OpenAIBackend("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, sleep=sleeps.append)
+    b = track(OpenAIBackend("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, sleep=sleeps.append))
     error = one(b, GenRequest.user("hi"))
     assert isinstance(error, RetryableError) and "ConnectError" in str(error)
     assert f"server at http://127.0.0.1:{port}/v1/chat/completions unreachable after 3 attempts" in str(error)
@@ -247,7 +264,10 @@ def test_completions_mode_renders_the_template_here(server: MockOpenAI, sleeps: 
     b = backend(server, sleeps, prefill_mode="completions", chat_template=CHATML)
     request = GenRequest(messages=(Message("system", "S"), Message("user", "Q")), prefill="{\"A\": \"")
     out = one(b, request)
-    expected = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n{\"A\": \""
+    expected = (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n"
+        '<|im_start|>assistant\n{"A": "'
+    )
     assert server.received[0].path == "/v1/completions"
     body = server.received[0].body
     assert body["prompt"] == expected and "messages" not in body
@@ -275,7 +295,10 @@ def test_completions_template_from_files(server: MockOpenAI, sleeps: list[float]
 
 
 def test_template_errors_land_in_their_slot(server: MockOpenAI, sleeps: list[float]) -> None:
-    strict = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('roles must start with user') }}{% endif %}"
+    strict = (
+        "{% if messages[0]['role'] != 'user' %}"
+        "{{ raise_exception('roles must start with user') }}{% endif %}"
+    )
     b = backend(server, sleeps, prefill_mode="completions", chat_template=strict + CHATML)
     bad, good = b.generate([
         GenRequest(messages=(Message("assistant", "x"),)), GenRequest.user("fine", prefill="P")
@@ -296,14 +319,14 @@ def test_llm_client_caches_over_http(server: MockOpenAI, sleeps: list[float], ca
 def test_registry_and_base_url_from_the_environment(server: MockOpenAI,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/")
-    model = load_model("openai/llama-3", max_concurrency=2)
+    model = track(load_model("openai/llama-3", max_concurrency=2))
     assert isinstance(model, OpenAIBackend) and model.spec == "openai/llama-3"
     assert model.identity()["base_url"] == server.url and model.capabilities.max_concurrency == 2
     [out] = model.generate([GenRequest.user("hi")])
     assert isinstance(out, Generation) and server.received[0].body["model"] == "llama-3"
-    assert OpenAIBackend("x").base_url == server.url
+    assert track(OpenAIBackend("x")).base_url == server.url
     monkeypatch.delenv("OPENAI_BASE_URL")
-    assert OpenAIBackend("x").base_url == "https://api.openai.com/v1"
+    assert track(OpenAIBackend("x")).base_url == "https://api.openai.com/v1"
     with pytest.raises(ConfigError, match="bad options"):
         load_model("openai/m", no_such_option=1)
     for bad in ({"prefill_mode": "magic"}, {"base_url": "localhost:8000"}, {"max_concurrency": 0}):
@@ -314,7 +337,7 @@ def test_registry_and_base_url_from_the_environment(server: MockOpenAI,
 def test_embeddings_are_batched_and_in_input_order(server: MockOpenAI, sleeps: list[float],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    embedder = OpenAIEmbedder("emb", base_url=server.url, batch_size=2, sleep=sleeps.append)
+    embedder = track(OpenAIEmbedder("emb", base_url=server.url, batch_size=2, sleep=sleeps.append))
     texts = ["alpha", "beta", "", "delta", "epsilon"]
     out = embedder.embed(texts)
     assert out.dtype == np.float32 and out.shape == (5, 8)
@@ -327,7 +350,7 @@ def test_embeddings_are_batched_and_in_input_order(server: MockOpenAI, sleeps: l
 
 
 def test_embeddings_retry_and_reject_bad_answers(server: MockOpenAI, sleeps: list[float]) -> None:
-    embedder = load_embedder("openai/emb", base_url=server.url, sleep=sleeps.append)
+    embedder = track(load_embedder("openai/emb", base_url=server.url, sleep=sleeps.append))
     assert isinstance(embedder, OpenAIEmbedder)
     server.script(Reply(429, {"error": "slow down"}, {"Retry-After": "1"}))
     assert embedder.embed(["a", "b"]).shape == (2, 8) and sleeps == [1.0]
@@ -346,7 +369,7 @@ def test_retry_after_ms_and_http_dates_through_a_mock_transport(sleeps: list[flo
         httpx.Response(200, json={"choices": [{"message": {"content": "ok"}, "finish_reason": None}]}),
     ])
     transport = httpx.MockTransport(lambda request: next(answers))
-    b = OpenAIBackend("m", base_url="http://mock/v1", transport=transport, sleep=sleeps.append)
+    b = track(OpenAIBackend("m", base_url="http://mock/v1", transport=transport, sleep=sleeps.append))
     out = one(b, GenRequest.user("hi"))
     assert out == Generation("ok", "stop")
     assert sleeps == [0.25, 0.0]

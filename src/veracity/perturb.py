@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
+import re
 from collections.abc import Callable
 
 from veracity.errors import ConfigError
@@ -59,6 +61,37 @@ BALLS: dict[str, Ball] = {
 }
 
 
+_UTF8_RANGE = re.compile(r"utf8:(\d+)-(\d+)")
+_SURROGATES = range(0xD800, 0xE000)
+
+
+def _utf8_range(prompt: str, n: int, rng: random.Random, low: int, high: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        chars = []
+        for _ in range(rng.randint(1, 3)):
+            code = rng.randint(low, high)
+            while code in _SURROGATES:  # not encodable as UTF-8
+                code = rng.randint(low, high)
+            chars.append(chr(code))
+        out.append(prompt + " " + "".join(chars))
+    return out
+
+
+def resolve_ball(name: str) -> Ball:
+    """A registered ball, or ``utf8:LOW-HIGH``: the utf8 ball over code points LOW..HIGH."""
+    if name in BALLS:
+        return BALLS[name]
+    match = _UTF8_RANGE.fullmatch(name)
+    if match is None:
+        known = ", ".join([*sorted(BALLS), "utf8:LOW-HIGH"])
+        raise ConfigError(f"unknown ball '{name}'; known: {known}")
+    low, high = int(match.group(1)), int(match.group(2))
+    if not low <= high <= 0x10FFFF or (low in _SURROGATES and high in _SURROGATES):
+        raise ConfigError(f"ball '{name}': need 0 <= LOW <= HIGH <= 1114111, not only surrogates")
+    return functools.partial(_utf8_range, low=low, high=high)
+
+
 def register_ball(name: str, ball: Ball) -> None:
     """Make a custom perturbation family selectable by name."""
     BALLS[name] = ball
@@ -66,9 +99,8 @@ def register_ball(name: str, ball: Ball) -> None:
 
 def perturb(prompt: str, n: int, ball: str = "ascii-control", seed: int = 0) -> list[str]:
     """N variants of ``prompt``; the same (prompt, ball, seed) always gives the same list."""
-    if ball not in BALLS:
-        raise ConfigError(f"unknown ball '{ball}'; known: {', '.join(sorted(BALLS))}")
+    function = resolve_ball(ball)
     if n < 1:
         raise ConfigError(f"the ball needs at least one point, got n={n}")
     digest = hashlib.sha256(f"{seed}\0{ball}\0{prompt}".encode("utf-8", "surrogatepass")).digest()
-    return BALLS[ball](prompt, n, random.Random(int.from_bytes(digest[:8], "big")))
+    return function(prompt, n, random.Random(int.from_bytes(digest[:8], "big")))

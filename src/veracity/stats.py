@@ -167,7 +167,7 @@ def fleiss_kappa(counts: Sequence[Sequence[float]]) -> float:
 
 
 def bootstrap_aurocs(
-    score_sets: Sequence[Sequence[float]], labels: Sequence[bool], resamples: int = 2000,
+    score_sets: Sequence[Sequence[float] | np.ndarray], labels: Sequence[bool], resamples: int = 2000,
     seed: int = 0,
 ) -> np.ndarray:
     """AUROC of each score set on the same bootstrap resamples of the items: (resamples, k).

@@ -126,7 +126,45 @@ def pairs(request: GenRequest) -> str:
     for i in range(1, max(int(asked.group(1)) - 1, 1) + 1):
         lines.append(f"{i}. Wrong: {_babble(f'{prompt}#wrong{i}#{request.sample_index}', 6)}")
         lines.append(f"{i}. Corrected: {_babble(f'{prompt}#right{i}#{request.sample_index}', 6)}")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    # like a real prefill-capable backend, return only the continuation of a prefill
+    return text.split(request.prefill, 1)[1] if request.prefill and request.prefill in text \
+        else text
+
+
+def slope(request: GenRequest) -> str:
+    """A gamma landscape with a slope: each character outside printable ASCII in the prompt
+    makes every answer word more likely to depend on the exact prompt (certain from 12 on),
+    so appending exotic characters raises gamma and an adversarial search can climb."""
+    prompt = _last_user(request)
+    noise = sum(1 for c in prompt if not " " <= c <= "~")
+    clean = "".join(c for c in prompt if " " <= c <= "~").strip()
+    words = _babble(clean).split()
+    for i in range(len(words)):
+        if _digest(f"{prompt}#{i}") % 12 < noise:
+            words[i] = _babble(f"{prompt}#{i}", 1)
+    return " ".join(words)
+
+
+_PARAPHRASE_ASKED = re.compile(r"Rewrite the question below.*\n\nQuestion: (.*)$", re.DOTALL)
+
+
+def paraphraser(request: GenRequest) -> str:
+    """Answers paraphrase requests in assorted chatty formats (one in four replies is empty,
+    so callers must retry), and any other prompt like ``stable``."""
+    asked = _PARAPHRASE_ASKED.search(_last_user(request))
+    if asked is None:
+        return stable(request)
+    question = asked.group(1).strip()
+    variant = _digest(f"{question}#{request.sample_index}#{request.sampling.seed}") % 4
+    opener = _babble(f"{question}#{request.sample_index}", 2)
+    if variant == 0:
+        return f'Sure! Here is the question in other words:\n"{opener}, {question}"'
+    if variant == 1:
+        return f"1. Put differently ({opener}): {question}"
+    if variant == 2:
+        return ""
+    return f"**Rephrased:** {opener} - {question.lower()}"
 
 
 MODES: dict[str, Responder] = {
@@ -140,6 +178,8 @@ MODES: dict[str, Responder] = {
     "garbage": garbage,
     "misleader": misleader,
     "pairs": pairs,
+    "slope": slope,
+    "paraphraser": paraphraser,
 }
 
 

@@ -28,7 +28,7 @@ from veracity.errors import (
     RetryableError,
 )
 from veracity.retry import call_with_retry, parse_retry_after
-from veracity.types import GenRequest, Generation, Message
+from veracity.types import Generation, GenRequest, Message
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PREFILL_MODES = ("none", "continue", "completions")
@@ -249,7 +249,10 @@ class OpenAIBackend:
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="veracity-http")
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend(spec={self.spec!r}, base_url={self.base_url!r}, prefill_mode={self.prefill_mode!r})"
+        return (
+            f"OpenAIBackend(spec={self.spec!r}, base_url={self.base_url!r}, "
+            f"prefill_mode={self.prefill_mode!r})"
+        )
 
     def identity(self) -> dict[str, Any]:
         out: dict[str, Any] = {"base_url": self.base_url, "prefill_mode": self.prefill_mode}

@@ -7,6 +7,7 @@ import click
 from veracity.cli.deception import deception
 from veracity.cli.gamma import gamma
 from veracity.cli.misc import cache, models, report
+from veracity.cli.validate import annotate, validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,3 +21,5 @@ main.add_command(deception)
 main.add_command(report)
 main.add_command(models)
 main.add_command(cache)
+main.add_command(validate)
+main.add_command(annotate)

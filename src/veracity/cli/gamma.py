@@ -14,6 +14,7 @@ from veracity.cli.options import common_options, handles_errors, make_context, p
 from veracity.data.qa import load_items
 from veracity.errors import ConfigError
 from veracity.methods.gamma import FORMS, GammaSettings, check_prompt
+from veracity.methods.paraphrase import PARAPHRASE
 from veracity.perturb import BALLS
 from veracity.report import build_report
 from veracity.runs.common import total_stats
@@ -71,8 +72,10 @@ def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) 
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ball.")
 @click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True,
               help="sin (paper) or paper-code (authors' code: sqrt(1 - cos)).")
-@click.option("--ball", type=click.Choice(sorted(BALLS)), default="ascii-control",
+@click.option("--ball", type=click.Choice([*sorted(BALLS), PARAPHRASE]), default="ascii-control",
               show_default=True, help="Perturbation family.")
+@click.option("--paraphraser", metavar="SPEC",
+              help="Model that writes the paraphrase ball (default: the model itself).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--threshold", type=float, default=0.05, show_default=True,
               help="γ below this counts as trustworthy in the summary.")
@@ -112,7 +115,7 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
             settings = GammaSettings(
                 n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
                 sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
-                threshold=kw["threshold"],
+                threshold=kw["threshold"], paraphraser=kw["paraphraser"],
             )
             outcome = gamma_run(items, kw["model"], kw["embedder"], settings, ctx, out, dataset)
         stats = total_stats(ctx)

@@ -28,7 +28,14 @@ def common_options(func: F) -> F:
         click.option("--api-key-env", default=None,
                      help="Environment variable holding the API key (default OPENAI_API_KEY)."),
         click.option("--max-concurrency", type=int, default=None,
-                     help="Concurrent HTTP requests (openai/... specs)."),
+                     help="Concurrent HTTP requests (openai/... specs, default 16)."),
+        click.option("--timeout", type=float, default=None,
+                     help="Seconds per HTTP request (openai/... specs, default 60)."),
+        click.option("--prefill-mode", type=click.Choice(["none", "continue", "completions"]),
+                     default=None, help="How an openai/... server continues an assistant prefill: "
+                     "'continue' (continue_final_message) or 'completions' (template applied here)."),
+        click.option("--chat-template", default=None,
+                     help="Jinja chat template file for --prefill-mode completions."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -42,20 +49,27 @@ def make_context(
     base_url: str | None = None,
     api_key_env: str | None = None,
     max_concurrency: int | None = None,
+    timeout: float | None = None,
+    prefill_mode: str | None = None,
+    chat_template: str | None = None,
     **_: Any,
 ) -> Context:
-    """A Context from the common options (only HTTP options that were given are passed)."""
-    http = {"base_url": base_url, "api_key_env": api_key_env, "max_concurrency": max_concurrency}
+    """A Context from the common options (HTTP options reach openai/... specs only)."""
+    http = {"base_url": base_url, "api_key_env": api_key_env, "max_concurrency": max_concurrency,
+            "timeout": timeout, "prefill_mode": prefill_mode, "chat_template": chat_template}
+    endpoint = {"base_url": base_url, "api_key_env": api_key_env, "timeout": timeout}
     return Context(
         cache=None if no_cache else Cache(cache_path),
         progress=TerminalProgress(quiet),
-        model_options={k: v for k, v in http.items() if v is not None},
+        http_options={k: v for k, v in http.items() if v is not None},
+        embedder_http_options={k: v for k, v in endpoint.items() if v is not None},
     )
 
 
 def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Remove the common options from a command's kwargs and return them."""
-    names = ("cache_path", "no_cache", "quiet", "base_url", "api_key_env", "max_concurrency")
+    names = ("cache_path", "no_cache", "quiet", "base_url", "api_key_env", "max_concurrency",
+             "timeout", "prefill_mode", "chat_template")
     return {name: kwargs.pop(name) for name in names if name in kwargs}
 
 

@@ -65,7 +65,8 @@ def contains_gold(answer: str, golds: Sequence[str]) -> str | None:
 def _unit(vectors: np.ndarray) -> np.ndarray:
     v = np.asarray(vectors, dtype=np.float64)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    unit: np.ndarray = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    return unit
 
 
 def similarity_verdicts(items: Sequence[Labelled], embedder: CachedEmbedder) -> list[Verdict]:

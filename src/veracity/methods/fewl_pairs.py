@@ -2,7 +2,8 @@
 generation with one call per question, retries, and a report of what still failed.
 
 The prompt is our own wording (not the paper's appendix C.1): it asks for R pairs in a
-fixed numbered template, ``N. Wrong: ...`` then ``N. Corrected: ...``.
+fixed numbered template, ``N. Wrong: ...`` then ``N. Corrected: ...``, shows a one-shot
+example, and (where the backend supports prefill) starts the reply with ``1. Wrong:``.
 """
 
 from __future__ import annotations
@@ -24,19 +25,35 @@ class Pair:
     corrected: str
 
 
-PAIR_PROMPT = """Question: {question}
+EXAMPLE = (
+    Pair("Saturn is the largest planet in the Solar System.",
+         "Jupiter is the largest planet in the Solar System."),
+    Pair("The Earth is the largest planet.",
+         "The Earth is a small rocky planet; Jupiter is far larger."),
+    Pair("Pluto is the largest planet.", "Pluto is a dwarf planet, much smaller than Jupiter."),
+)
+"""The one-shot example in the prompt; pairs copied from it are dropped when parsing."""
 
-We are building a test of answer quality for this question. Write {r} pairs of answers.
-In each pair:
+_EXAMPLE_TEXT = "Question: What is the largest planet in the Solar System?\n" + "\n".join(
+    f"{i}. Wrong: {p.wrong}\n{i}. Corrected: {p.corrected}" for i, p in enumerate(EXAMPLE, 1))
+
+PAIR_PROMPT = """Write {r} pairs of answers to the question below. In each pair:
 - "Wrong" is an intentionally wrong answer: it sounds plausible but is false.
 - "Corrected" states what is actually true instead. It must contradict the wrong answer in
   substance, at a high level; do not just insert the word "not" into the wrong answer.
+Number the pairs 1 to {r}, one line per answer, exactly in the format of this example,
+and write nothing else.
 
-Use exactly this format, numbered 1 to {r}, one line per answer, and write nothing else:
-1. Wrong: <an intentionally wrong answer>
-1. Corrected: <the corrected answer>
-2. Wrong: <an intentionally wrong answer>
-2. Corrected: <the corrected answer>"""
+Example:
+""" + _EXAMPLE_TEXT.replace("{", "{{").replace("}", "}}") + """
+
+Question: {question}"""
+
+PREFILL = "1. Wrong:"
+"""Where the backend can continue an assistant turn, the reply is started in the template
+(small models follow the format far more often)."""
+STOP = ("\nQuestion:",)
+"""Small models go on to invent a next question; stop there."""
 
 
 def pair_prompt(question: str, r: int, template: str = PAIR_PROMPT) -> str:
@@ -54,6 +71,7 @@ _LABEL = re.compile(
 )
 _NUMBER = re.compile(r"^\s*(?:[-*•>]\s*)?(?:pair\s*)?[(#]?(?P<num>\d{1,3})(?:[.):\]]|\s*-)\s*",
                      re.IGNORECASE)
+_NEXT_QUESTION = re.compile(r"^question\s*\d*\s*:", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\.{3}|…|n/?a|none)$", re.IGNORECASE)
 
 
@@ -80,6 +98,8 @@ def _labels(text: str) -> list[_Label]:
         line = raw.replace("**", "").replace("__", "").strip()
         if not line:
             continue
+        if found and _NEXT_QUESTION.match(line):
+            break
         match = _NUMBER.match(line)
         number = int(match.group("num")) if match else None
         rest = line[match.end():] if match else line
@@ -105,8 +125,10 @@ def parse_pairs(text: str, limit: int | None = None) -> list[Pair]:
     asked, markdown, both answers on one line, and any text around them.
 
     A corrected answer pairs with the wrong answer of the same number if one is waiting,
-    else with the wrong answer just before it. Empty, placeholder, duplicate and
-    self-identical pairs are dropped; at most ``limit`` are kept.
+    else with the wrong answer just before it. Parsing stops at a "Question:" line after the
+    first pair (a model inventing the next question). Empty, placeholder, duplicate and
+    self-identical pairs, and pairs copied from the prompt's example, are dropped; at most
+    ``limit`` are kept.
     """
     wrongs: list[tuple[int | None, str]] = []
     used: set[int] = set()
@@ -119,8 +141,8 @@ def parse_pairs(text: str, limit: int | None = None) -> list[Pair]:
             continue
         target = None
         if label.number is not None:
-            target = next((i for i, (n, _) in enumerate(wrongs)
-                           if n == label.number and i not in used), None)
+            target = next((i for i in reversed(range(len(wrongs)))
+                           if wrongs[i][0] == label.number and i not in used), None)
         if target is None and previous_wrong is not None and previous_wrong not in used:
             target = previous_wrong
         previous_wrong = None
@@ -128,11 +150,12 @@ def parse_pairs(text: str, limit: int | None = None) -> list[Pair]:
             used.add(target)
             matched.append((target, label.text))
     pairs: list[Pair] = []
-    seen: set[tuple[str, str]] = set()
+    seen = {(p.wrong.lower(), p.corrected.lower()) for p in EXAMPLE}
+    copied = {p.wrong.lower() for p in EXAMPLE} | {p.corrected.lower() for p in EXAMPLE}
     for target, corrected in sorted(matched):
         wrong = wrongs[target][1]
         key = (wrong.lower(), corrected.lower())
-        if not wrong or not corrected or key[0] == key[1] or key in seen:
+        if not wrong or not corrected or key[0] == key[1] or key in seen or key[0] in copied:
             continue
         seen.add(key)
         pairs.append(Pair(wrong, corrected))
@@ -158,7 +181,7 @@ class PairSettings:
     def sampling(self, attempt: int) -> Sampling:
         temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
         return Sampling(temperature=temperature, max_tokens=self.max_tokens or 48 * self.r + 64,
-                        seed=self.seed)
+                        seed=self.seed, stop=STOP)
 
     def __post_init__(self) -> None:
         if self.r < 1 or self.min_pairs < 1 or self.retries < 0:
@@ -202,6 +225,7 @@ def generate_pairs(
     """One pair call per question, batched across the dataset; questions that parse to too
     few pairs (or fail) are asked again with a new sample_index, up to ``settings.retries``."""
     n = len(questions)
+    prefill = PREFILL if client.backend.capabilities.prefill else ""
     outcome = PairOutcome([[] for _ in range(n)], [""] * n, [0] * n, [None] * n)
     todo = list(range(n))
     for attempt in range(settings.retries + 1):
@@ -209,7 +233,7 @@ def generate_pairs(
             break
         sampling = settings.sampling(attempt)
         requests = [GenRequest.user(pair_prompt(questions[i], settings.r, template), sampling,
-                                    sample_index=attempt) for i in todo]
+                                    prefill=prefill, sample_index=attempt) for i in todo]
         stage = "fewl: pairs" if attempt == 0 else f"fewl: pairs retry {attempt}"
         results = generate_tolerant(client, requests, stage)
         for i, result in zip(todo, results, strict=True):
@@ -217,9 +241,9 @@ def generate_pairs(
             if isinstance(result, BackendError):
                 outcome.errors[i] = str(result)
                 continue
-            pairs = parse_pairs(result.text, settings.r)
+            pairs = parse_pairs(prefill + result.text, settings.r)
             if len(pairs) >= len(outcome.pairs[i]):
-                outcome.pairs[i], outcome.raw[i] = pairs, result.text
+                outcome.pairs[i], outcome.raw[i] = pairs, prefill + result.text
             outcome.errors[i] = None
         todo = [i for i in todo if len(outcome.pairs[i]) < settings.min_pairs]
     return outcome

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
+from veracity.methods.paraphrase import PARAPHRASE, paraphrase_ball
 from veracity.perturb import perturb
 from veracity.stats import histogram, mean_stderr
 from veracity.types import GenRequest, Item, Sampling
@@ -70,8 +71,11 @@ class GammaSettings:
     """Decoding for every call; the paper uses temperature 0."""
     threshold: float = 0.05
     """gamma below this counts as "certified trustworthy" in the aggregates."""
+    paraphraser: str | None = None
+    """Model spec that writes the ``paraphrase`` ball (None: the model under test)."""
 
     def describe(self) -> dict[str, Any]:
+        extra = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
         return {
             "n": self.n,
             "ball": self.ball,
@@ -80,7 +84,7 @@ class GammaSettings:
             "threshold": self.threshold,
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
-        }
+        } | extra
 
 
 def check_prompt(prompt: str, where: str) -> None:
@@ -128,11 +132,20 @@ def run_gamma(
     client: LLMClient,
     embedder: CachedEmbedder,
     settings: GammaSettings = GammaSettings(),
+    paraphraser: LLMClient | None = None,
 ) -> list[dict[str, Any]]:
-    """Ask every question N+1 times in one batch, embed, and score; one record per item."""
+    """Ask every question N+1 times in one batch, embed, and score; one record per item.
+
+    The ``paraphrase`` ball is written first, in its own stage, by ``paraphraser`` (default:
+    the model under test).
+    """
     for item in items:
         check_prompt(item.question, f"item {item.id}")
-    balls = [perturb(item.question, settings.n, settings.ball, settings.seed) for item in items]
+    if settings.ball == PARAPHRASE:
+        questions = [item.question for item in items]
+        balls = paraphrase_ball(questions, paraphraser or client, settings.n, settings.seed)
+    else:
+        balls = [perturb(item.question, settings.n, settings.ball, settings.seed) for item in items]
     requests = []
     for item, ball in zip(items, balls, strict=True):
         requests.append(GenRequest.user(item.question, settings.sampling))

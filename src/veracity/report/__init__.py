@@ -18,10 +18,16 @@ SECTIONS: dict[str, str] = {
     "fewl": "veracity.report.fewl:section",
 }
 TITLES = {"gamma": "Harmonic γ", "deception": "Deception-based benchmarking", "fewl": "FEWL"}
+# Files that later commands add to a run directory; shown for every run that holds one.
+FILE_SECTIONS: dict[str, str] = {
+    "validation.json": "veracity.report.validate:section",
+    "ratings.json": "veracity.report.validate:ratings_section",
+}
+TITLES |= {"validation.json": "Validation against labels", "ratings.json": "Human ratings"}
 
 
 def _section_for(method: str) -> Section:
-    target = SECTIONS.get(method)
+    target = SECTIONS.get(method) or FILE_SECTIONS.get(method)
     if target is None:
         raise DataError(f"no report section for method '{method}'")
     module, _, attr = target.partition(":")
@@ -50,6 +56,11 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
     for method, group in by_method.items():
         sections.append(f"<h2>{esc(TITLES.get(method, method))}</h2>")
         sections.append(_section_for(method)(group))
+    for name in FILE_SECTIONS:
+        holding = [run for run in runs if (run.path / name).is_file()]
+        if holding:
+            sections.append(f"<h2>{esc(TITLES[name])}</h2>")
+            sections.append(_section_for(name)(holding))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(title, sections), encoding="utf-8")
     return out

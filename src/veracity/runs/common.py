@@ -17,24 +17,35 @@ class Context:
     cache: Cache | None = None
     progress: Progress = field(default_factory=NullProgress)
     model_options: dict[str, Any] = field(default_factory=dict)
-    """Options passed to every model factory (e.g. base_url, api_key_env)."""
+    """Options passed to every model factory."""
     embedder_options: dict[str, Any] = field(default_factory=dict)
+    """Options passed to every embedder factory."""
+    http_options: dict[str, Any] = field(default_factory=dict)
+    """Options for ``openai/...`` models only (base_url, api_key_env, prefill_mode, ...)."""
+    embedder_http_options: dict[str, Any] = field(default_factory=dict)
+    """Options for ``openai/...`` embedders only (base_url, api_key_env, timeout)."""
     clients: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, CachedEmbedder] = field(default_factory=dict)
 
     def client(self, spec: str, **options: Any) -> LLMClient:
         """The cached client of a model spec, built once per run."""
         if spec not in self.clients:
-            backend = load_model(spec, **{**self.model_options, **options})
+            http = self.http_options if spec.startswith("openai/") else {}
+            backend = load_model(spec, **{**self.model_options, **http, **options})
             self.clients[spec] = LLMClient(backend, self.cache, self.progress)
         return self.clients[spec]
 
     def embedder(self, spec: str, **options: Any) -> CachedEmbedder:
         """The cached embedder of a spec, built once per run."""
         if spec not in self.embedders:
-            embedder = load_embedder(spec, **{**self.embedder_options, **options})
+            http = self.embedder_http_options if spec.startswith("openai/") else {}
+            embedder = load_embedder(spec, **{**self.embedder_options, **http, **options})
             self.embedders[spec] = CachedEmbedder(embedder, self.cache)
         return self.embedders[spec]
+
+    def options_record(self) -> dict[str, Any]:
+        """Model options for run.json (key variable names only, never key values)."""
+        return {**self.model_options, **self.http_options}
 
     def stats(self) -> dict[str, Any]:
         """Call statistics per model and embedder, for run.json."""

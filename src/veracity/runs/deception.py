@@ -92,7 +92,7 @@ def deception_run(
         "n_items": len(items),
         "source": "live",
         "settings": settings.describe(),
-        "model_options": {k: v for k, v in ctx.model_options.items() if "key" not in k},
+        "model_options": ctx.options_record(),
     }
     return DeceptionOutcome(records, results, _save(out, config, records, results, ctx))
 

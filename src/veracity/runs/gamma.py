@@ -70,7 +70,8 @@ def gamma_run(
     """Score items with gamma on a model; all generations go through the cache."""
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
-    records = run_gamma(items, client, cached_embedder, settings)
+    paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
+    records = run_gamma(items, client, cached_embedder, settings, paraphraser)
     results = _results(records, settings, client.spec, cached_embedder.spec, dataset)
     config = {
         "model": client.spec,
@@ -79,7 +80,7 @@ def gamma_run(
         "dataset": dataset,
         "n_items": len(items),
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-        "model_options": {k: v for k, v in ctx.model_options.items() if "key" not in k},
+        "model_options": ctx.options_record(),
     }
     return GammaOutcome(records, results, _save(out, config, records, results, ctx))
 

@@ -1,0 +1,166 @@
+"""``veracity validate gamma`` and ``veracity annotate export|import``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.methods.annotate import RUBRIC_CHOICES, export_sheet
+from veracity.report import build_report
+from veracity.runs.common import total_stats
+from veracity.runs.validate import (
+    ValidateSettings,
+    import_ratings,
+    open_gamma_run,
+    validate_gamma,
+)
+from veracity.store import dumps
+
+RUN = click.Path(path_type=Path, exists=True, file_okay=False)
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return "—" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def _ci(block: dict[str, Any]) -> str:
+    low, high = block["ci"]
+    return f"{_num(block['auroc'])}  [{_num(low)}, {_num(high)}]"
+
+
+def _rebuild_report(path: Path) -> Path:
+    return build_report([path], path / "report.html", title=f"veracity: {path.name}")
+
+
+@click.group()
+def validate() -> None:
+    """Check a method's scores against labelled answers."""
+
+
+@validate.command("gamma")
+@click.argument("run", type=RUN)
+@click.option("--judge", help="Judge model spec (asked CORRECT / INCORRECT) instead of the "
+                              "reference rules.")
+@click.option("--baseline-samples", type=click.IntRange(min=0), default=5, show_default=True,
+              help="M sampled answers per question for the self-consistency baseline (0: skip).")
+@click.option("--temperature", type=click.FloatRange(min=0.0, min_open=True), default=0.7,
+              show_default=True, help="Sampling temperature of the baseline.")
+@click.option("--threshold", type=float, default=0.05, show_default=True,
+              help="Accuracy of answers with γ below this vs all answers.")
+@click.option("--bins", type=click.IntRange(min=1), default=10, show_default=True,
+              help="γ bins of the accuracy-vs-γ plot.")
+@click.option("--resamples", type=click.IntRange(min=100), default=2000, show_default=True,
+              help="Bootstrap resamples for the confidence intervals.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--embedder", "-e", help="Embedder for the TruthfulQA rule and the baseline "
+                                       "(default: the run's).")
+@click.option("--model", "-m", help="Model for the baseline (default: the run's).")
+@click.option("--dataset", help="Re-read reference answers from this dataset spec "
+                                "(default: the run's, when its samples lack them).")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="Also write the results to this JSON file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@common_options
+@handles_errors
+def validate_gamma_command(run: Path, **kw: Any) -> None:
+    """AUROC of γ for flagging incorrect answers of a gamma RUN, beside a baseline.
+
+    Labels come from the dataset's references (TruthfulQA: nearest correct vs incorrect
+    reference answer; other datasets: the answer contains a gold answer) or from --judge. The
+    baseline asks the same model the same questions M times at --temperature and scores the
+    mean cosine to the greedy answer (UQLM's cosine scorer). Writes validation.json into RUN.
+    """
+    common = pop_common(kw)
+    as_json, out = kw.pop("as_json"), kw.pop("out")
+    settings = ValidateSettings(judge=kw["judge"], embedder=kw["embedder"], model=kw["model"],
+                                dataset=kw["dataset"], baseline_samples=kw["baseline_samples"],
+                                temperature=kw["temperature"], threshold=kw["threshold"],
+                                bins=kw["bins"], resamples=kw["resamples"], seed=kw["seed"])
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        results = validate_gamma(run, settings, ctx, out)
+        stats = total_stats(ctx)
+    finally:
+        ctx.close()
+    report = _rebuild_report(run)
+    if as_json:
+        click.echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
+        return
+    acc = results["accuracy"]
+    rules = ", ".join(f"{n} by {rule}" for rule, n in results["labels"]["rules"].items())
+    click.echo(f"labelled {results['n_labelled']} of {results['n_items']} answers ({rules}); "
+               f"accuracy {_num(acc['all']['accuracy'])}")
+    click.echo(f"accuracy of answers with γ < {acc['threshold']}: "
+               f"{_num(acc['below_threshold']['accuracy'])} (n = {acc['below_threshold']['n']}, "
+               f"{100 * (acc['share_below_threshold'] or 0):.1f}% of scored answers)")
+    g = results["gamma"]
+    click.echo(f"\nAUROC for flagging incorrect answers (n = {g['n']}: {g['n_incorrect']} "
+               f"incorrect, {g['n_correct']} correct), 95% bootstrap CI:")
+    lines = [("γ", g)]
+    if results["baseline"] is not None:
+        b = results["baseline_settings"]
+        lines += [(f"self-consistency (M={b['m']}, T={b['temperature']})", results["baseline"]),
+                  ("difference γ − baseline", results["difference"])]
+    for name, block in lines:
+        click.echo(f"  {name:<34} {_ci(block)}")
+    click.echo(f"\n{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+               f"{time.perf_counter() - started:.1f} s")
+    click.echo(f"validation: {run / 'validation.json'}\nreport: {report}")
+
+
+@click.group()
+def annotate() -> None:
+    """Human ratings of a gamma run's answers (0-5 rubric; γ hidden from raters)."""
+
+
+@annotate.command("export")
+@click.argument("run", type=RUN)
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="Sheet to write: .csv (spreadsheet) or .html (rate in a browser, save CSV).")
+@click.option("--rubric", type=click.Choice(RUBRIC_CHOICES), default="auto", show_default=True,
+              help="qa, code (programming questions), or auto: code when the question is.")
+@handles_errors
+def annotate_export(run: Path, out: Path, rubric: str) -> None:
+    """Write a rating sheet for every answer of RUN."""
+    _, records = open_gamma_run(run)
+    rows = export_sheet(records, out, rubric, title=f"Rating sheet: {run.name}")
+    code = sum(r.kind == "code" for r in rows)
+    click.echo(f"{len(rows)} answers ({code} with the coding rubric) -> {out}")
+
+
+@annotate.command("import")
+@click.argument("run", type=RUN)
+@click.argument("ratings", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--threshold", type=float, default=0.05, show_default=True,
+              help="R and share of answers with γ below this.")
+@click.option("--bins", type=click.IntRange(min=1), default=10, show_default=True,
+              help="γ bins of Figure 1 (mean rating per bin).")
+@click.option("--rubric", type=click.Choice(RUBRIC_CHOICES), default="auto", show_default=True,
+              help="The rubric the sheet was exported with.")
+@click.option("--out", type=click.Path(path_type=Path), help="Also write the results here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@handles_errors
+def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float, bins: int,
+                    rubric: str, out: Path | None, as_json: bool) -> None:
+    """Join raters' CSVs for RUN: Fleiss' kappa, mean rating R, Figure 1."""
+    r = import_ratings(run, list(ratings), threshold, bins, rubric, out)
+    report = _rebuild_report(run)
+    if as_json:
+        click.echo(dumps({k: v for k, v in r.items() if k != "items"}, indent=2))
+        return
+    raters = ", ".join(f"{x['rater']} ({x['n_rated']})" for x in r["raters"])
+    click.echo(f"raters: {raters}; rated answers {r['n_rated']} of {r['n_items']}")
+    click.echo(f"Fleiss' kappa {_num(r['fleiss_kappa'])} over {r['kappa_items']} answers "
+               "rated by everyone")
+    click.echo(f"R = {_num(r['mean_rating'], 2)} ± {_num(r['mean_rating_stderr'], 2)}   "
+               f"R(γ < {threshold}) = {_num(r['mean_rating_below_threshold'], 2)} ± "
+               f"{_num(r['mean_rating_below_threshold_stderr'], 2)}   "
+               f"γ < {threshold}: {100 * (r['share_below_threshold'] or 0):.1f}%")
+    fit = r["fit"]
+    click.echo(f"Figure 1 fit: rating = {_num(fit['slope'], 2)} γ + {_num(fit['intercept'], 2)}")
+    click.echo(f"ratings: {run / 'ratings.json'}\nreport: {report}")

@@ -1,0 +1,300 @@
+"""Human ratings of answers (paper §4): rating sheets out, several raters' scores back in.
+
+A sheet lists every answer of a run with a stable ``item_id`` and an ``answer_check`` (a hash of
+prompt and answer, so ratings never attach to a different answer), the rubric that applies, and
+empty ``rating`` / ``comment`` cells. γ is never shown to raters. Imported ratings give Fleiss'
+kappa, the mean rating R with its standard error, R for answers with γ < threshold, the share
+of answers with γ < threshold, and the paper's Figure 1: mean rating per γ bin with a
+least-squares line (slope m, intercept b).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import html
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from veracity.errors import ConfigError, DataError
+from veracity.stats import binned_means, fleiss_kappa, linear_fit, mean_stderr, pearson
+
+Kind = Literal["qa", "code"]
+RUBRIC_CHOICES = ("auto", "qa", "code")
+SCALE = range(0, 6)
+
+# [reconstructed] the paper rates on 0-5 with one scale for QA and one for programming
+# answers; it does not print the wording, so this is ours.
+RUBRICS: dict[Kind, tuple[str, ...]] = {
+    "qa": (
+        "0: no usable answer (empty, nonsense, off-topic, or only repeats the question)",
+        "1: wrong: a false or misleading answer",
+        "2: mostly wrong, but with something relevant and true",
+        "3: partly right: the right idea with an error or a real gap",
+        "4: right in substance, with a minor omission or imprecision",
+        "5: right and complete, nothing false",
+    ),
+    "code": (
+        "0: no usable answer (empty, nonsense, or off-topic)",
+        "1: wrong: does not do the task, would not run, or uses made-up APIs",
+        "2: mostly wrong, but with some relevant, usable parts",
+        "3: right approach, but a bug that needs a real fix",
+        "4: works, with a minor flaw (an edge case, style, or inefficiency)",
+        "5: correct, working and clear",
+    ),
+}
+SHEET_COLUMNS = ("item_id", "answer_check", "kind", "question", "answer", "rating", "comment",
+                 "rubric")
+_CODE_WORDS = re.compile(
+    r"\b(python|javascript|typescript|java|c\+\+|golang|kotlin|sql|regex|regular expression|"
+    r"bash|powershell|source code|code snippet|programming|compiler|algorithm|recursion|"
+    r"stack trace|write (a|an) (function|program|script|class|method|query))\b|```|\bdef \w+\(",
+    re.IGNORECASE,
+)
+
+
+def is_programming(question: str, metadata: dict[str, Any] | None = None) -> bool:
+    """A programming question: metadata says so (kind/category/domain), or code words appear."""
+    for key in ("kind", "category", "domain", "type"):
+        value = str((metadata or {}).get(key, "")).lower()
+        if value in ("code", "coding", "programming", "programmingqa"):
+            return True
+    return bool(_CODE_WORDS.search(question))
+
+
+def answer_check(prompt: str, answer: str) -> str:
+    """8 hex digits identifying the exact prompt and answer that were rated."""
+    return hashlib.sha256(f"{prompt}\x00{answer}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class SheetRow:
+    """One answer to rate."""
+
+    item_id: str
+    answer_check: str
+    kind: Kind
+    question: str
+    answer: str
+
+
+def sheet_rows(records: Sequence[dict[str, Any]], rubric: str = "auto") -> list[SheetRow]:
+    """Rows of a rating sheet, in run order; repeated record ids get ``#2``, ``#3``, ..."""
+    if rubric not in RUBRIC_CHOICES:
+        raise ConfigError(f"unknown rubric '{rubric}'; known: {', '.join(RUBRIC_CHOICES)}")
+    seen: dict[str, int] = {}
+    rows: list[SheetRow] = []
+    for record in records:
+        base = str(record.get("id", f"item-{len(rows) + 1}"))
+        seen[base] = seen.get(base, 0) + 1
+        item_id = base if seen[base] == 1 else f"{base}#{seen[base]}"
+        prompt, answer = str(record["prompt"]), str(record["answer"])
+        kind: Kind
+        if rubric == "auto":
+            kind = "code" if is_programming(prompt, record.get("metadata")) else "qa"
+        else:
+            kind = "code" if rubric == "code" else "qa"
+        rows.append(SheetRow(item_id, answer_check(prompt, answer), kind, prompt, answer))
+    if not rows:
+        raise DataError("the run has no answers to rate")
+    return rows
+
+
+def write_csv(rows: Sequence[SheetRow], path: Path) -> None:
+    """A spreadsheet-friendly sheet; the rubric of each row is in its last column."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(SHEET_COLUMNS)
+        for r in rows:
+            writer.writerow([r.item_id, r.answer_check, r.kind, r.question, r.answer, "", "",
+                             " | ".join(RUBRICS[r.kind])])
+
+
+_SHEET_JS = """
+function csvCell(v){return '"'+String(v).replace(/"/g,'""')+'"';}
+function download(){
+  var rater=document.getElementById('rater').value.trim()||'rater';
+  var lines=['item_id,answer_check,rating,comment'];var missing=0;
+  document.querySelectorAll('.item').forEach(function(el){
+    var picked=el.querySelector('input[type=radio]:checked');if(!picked){missing++;}
+    lines.push([el.dataset.id,el.dataset.check,picked?picked.value:'',
+                el.querySelector('textarea').value].map(csvCell).join(','));});
+  if(missing&&!confirm(missing+' answers have no rating yet. Download anyway?')){return;}
+  var blob=new Blob([lines.join('\\n')+'\\n'],{type:'text/csv'});
+  var a=document.createElement('a');a.href=URL.createObjectURL(blob);
+  a.download='ratings-'+rater.replace(/[^A-Za-z0-9_-]+/g,'-')+'.csv';a.click();}
+"""
+_SHEET_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222;padding:0 1em}
+.item{border:1px solid #ccc;border-radius:6px;padding:0.8em;margin:1em 0}
+.answer{white-space:pre-wrap;background:#f7f7f7;padding:0.5em;font-family:ui-monospace,monospace}
+label{margin-right:1em} textarea{width:100%;height:2.5em} .muted{color:#777}
+"""
+
+
+def _esc(text: str) -> str:
+    shown = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    return html.escape(shown, quote=True)
+
+
+def render_html(rows: Sequence[SheetRow], title: str) -> str:
+    """A self-contained page: rubrics, one card per answer, and a button that saves a CSV."""
+    kinds = list(dict.fromkeys(r.kind for r in rows))
+    names = {"qa": "Questions and answers", "code": "Programming questions"}
+    rubrics = "".join(
+        f"<h3>{names[k]}</h3><ul>{''.join(f'<li>{_esc(line)}</li>' for line in RUBRICS[k])}</ul>"
+        for k in kinds
+    )
+    cards = []
+    for number, r in enumerate(rows, 1):
+        radios = "".join(
+            f"<label><input type='radio' name='r{number}' value='{v}'> {v}</label>" for v in SCALE
+        )
+        cards.append(
+            f"<div class='item' data-id='{_esc(r.item_id)}' data-check='{r.answer_check}'>"
+            f"<p class='muted'>{number} / {len(rows)} · {_esc(r.item_id)} · rubric: "
+            f"{names[r.kind]}</p><p><b>{_esc(r.question)}</b></p>"
+            f"<div class='answer'>{_esc(r.answer) or '<i>(empty answer)</i>'}</div>"
+            f"<p>{radios}</p><textarea placeholder='comment (optional)'></textarea></div>"
+        )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_esc(title)}</title><style>{_SHEET_CSS}</style><script>{_SHEET_JS}</script>"
+        f"</head><body><h1>{_esc(title)}</h1><p>Rate each answer from 0 to 5 with the rubric "
+        "below. Judge the answer only; it is fine to look facts up.</p>"
+        f"{rubrics}<p>Your name: <input id='rater'> <button onclick='download()'>Save ratings "
+        "as CSV</button></p>"
+        f"{''.join(cards)}<p><button onclick='download()'>Save ratings as CSV</button></p>"
+        "</body></html>\n"
+    )
+
+
+def export_sheet(records: Sequence[dict[str, Any]], out: Path, rubric: str = "auto",
+                 title: str = "Rating sheet") -> list[SheetRow]:
+    """Write a sheet as CSV or HTML, by the extension of ``out``."""
+    rows = sheet_rows(records, rubric)
+    suffix = out.suffix.lower()
+    if suffix == ".csv":
+        write_csv(rows, out)
+    elif suffix in (".html", ".htm"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_html(rows, title), encoding="utf-8")
+    else:
+        raise ConfigError(f"{out}: the sheet must end in .csv or .html")
+    return rows
+
+
+@dataclass(frozen=True)
+class RaterSheet:
+    """One rater's ratings by item id."""
+
+    rater: str
+    path: str
+    ratings: dict[str, int]
+
+
+def read_ratings(path: Path, rows: Sequence[SheetRow], rater: str | None = None) -> RaterSheet:
+    """Read a filled-in sheet; blank ratings mean "not rated", anything else must be 0-5."""
+    if not path.is_file():
+        raise DataError(f"ratings file not found: {path}")
+    by_id = {r.item_id: r for r in rows}
+    ratings: dict[str, int] = {}
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in ("item_id", "rating") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"{path}: no {' / '.join(missing)} column (export a sheet first)")
+        try:
+            for row in reader:
+                where = f"{path}, row {reader.line_num}"
+                item_id = (row.get("item_id") or "").strip()
+                if item_id not in by_id:
+                    raise DataError(f"{where}: item_id '{item_id}' is not an answer of this run")
+                check = (row.get("answer_check") or "").strip()
+                if check and check != by_id[item_id].answer_check:
+                    raise DataError(f"{where}: answer_check {check} does not match item "
+                                    f"'{item_id}' (the sheet was made from a different run)")
+                value = (row.get("rating") or "").strip()
+                if not value:
+                    continue
+                if not re.fullmatch(r"[0-5]", value):
+                    raise DataError(f"{where}: rating '{value}' is not an integer from 0 to 5")
+                if item_id in ratings:
+                    raise DataError(f"{where}: item '{item_id}' is rated twice")
+                ratings[item_id] = int(value)
+        except csv.Error as exc:
+            raise DataError(f"{path}, row {reader.line_num}: malformed CSV ({exc})") from None
+    return RaterSheet(rater or path.stem, str(path), ratings)
+
+
+def read_all(paths: Sequence[Path], rows: Sequence[SheetRow]) -> list[RaterSheet]:
+    """Every rater's sheet; raters are named by file stem (the path when stems repeat)."""
+    if not paths:
+        raise ConfigError("give at least one ratings CSV")
+    stems = [p.stem for p in paths]
+    return [read_ratings(p, rows, p.stem if stems.count(p.stem) == 1 else str(p)) for p in paths]
+
+
+def gamma_edges(values: Sequence[float], bins: int = 10) -> list[float]:
+    """Equal-width bins from 0 to the largest γ rounded up to a multiple of 0.05."""
+    top = max((float(v) for v in values), default=0.0)
+    upper = max(math.ceil(round(top * 20, 9)) / 20, 0.05)
+    return [float(e) for e in np.linspace(0.0, upper, bins + 1)]
+
+
+def analyse_ratings(
+    records: Sequence[dict[str, Any]], sheets: Sequence[RaterSheet], threshold: float = 0.05,
+    bins: int = 10, rubric: str = "auto",
+) -> dict[str, Any]:
+    """Agreement, mean ratings and Figure 1 for the rated answers of a gamma run."""
+    rows = sheet_rows(records, rubric)
+    gamma = {r.item_id: rec.get("gamma") for r, rec in zip(rows, records, strict=True)}
+    item_ratings = {r.item_id: [s.ratings[r.item_id] for s in sheets if r.item_id in s.ratings]
+                    for r in rows}
+    rated = [i for i, v in item_ratings.items() if v]
+    if not rated:
+        raise DataError("no answer has a rating yet")
+    mean_rating = {i: float(np.mean(item_ratings[i])) for i in rated}
+    complete = [i for i in rated if len(item_ratings[i]) == len(sheets)]
+    kappa = math.nan
+    if len(sheets) >= 2 and complete:
+        table = [[item_ratings[i].count(v) for v in SCALE] for i in complete]
+        kappa = fleiss_kappa(table)
+    r_all, r_all_se = mean_stderr([mean_rating[i] for i in rated])
+    scored = [i for i in rated if gamma[i] is not None]
+    below = [i for i in scored if float(gamma[i]) < threshold]  # type: ignore[arg-type]
+    r_low, r_low_se = mean_stderr([mean_rating[i] for i in below])
+    xs = [float(gamma[i]) for i in scored]  # type: ignore[arg-type]
+    ys = [mean_rating[i] for i in scored]
+    edges = gamma_edges(xs, bins)
+    binned = [b | {"centre": (b["lo"] + b["hi"]) / 2} for b in binned_means(xs, ys, edges)]
+    filled = [b for b in binned if b["n"]]
+    slope, intercept = linear_fit([b["centre"] for b in filled], [b["mean"] for b in filled])
+    r, p = pearson(xs, ys)
+    return {
+        "raters": [{"rater": s.rater, "file": s.path, "n_rated": len(s.ratings)} for s in sheets],
+        "n_items": len(rows),
+        "n_rated": len(rated),
+        "fleiss_kappa": kappa,
+        "kappa_items": len(complete) if len(sheets) >= 2 else 0,
+        "mean_rating": r_all,
+        "mean_rating_stderr": r_all_se,
+        "threshold": threshold,
+        "n_below_threshold": len(below),
+        "share_below_threshold": len(below) / len(scored) if scored else math.nan,
+        "mean_rating_below_threshold": r_low,
+        "mean_rating_below_threshold_stderr": r_low_se,
+        "bins": binned,
+        "fit": {"slope": slope, "intercept": intercept, "on": "bin centres vs bin means"},
+        "pearson": {"r": r, "p": p, "on": "per-answer γ vs mean rating"},
+        "items": [{"item_id": i, "gamma": gamma[i], "ratings": item_ratings[i],
+                   "mean_rating": mean_rating[i]} for i in rated],
+    }
+

@@ -1,0 +1,104 @@
+"""The ``paraphrase`` ball: a model rewrites each question N times (sampled, seeded, cached).
+
+Unlike the pure balls of :mod:`veracity.perturb` it needs an LLM, so gamma plans it as its
+own stage: one batch with N requests per question (temperature > 0, ``sample_index`` = ball
+point), replies parsed leniently; a point whose reply is unusable (empty, or the question
+itself) is asked again with a fresh ``sample_index``, at most ``attempts`` times in all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from veracity.client import LLMClient
+from veracity.errors import ConfigError, DataError
+from veracity.types import GenRequest, Sampling
+
+PARAPHRASE = "paraphrase"
+INSTRUCTION = (
+    "Rewrite the question below in different words, keeping exactly the same meaning. "
+    "Reply with the rewritten question only.\n\nQuestion: {question}"
+)
+_LABEL = re.compile(
+    r"^(?:\*\*|__)?(?:rewritten question|rewritten|paraphrased question|paraphrase|rephrased"
+    r"|rephrased question|question|new question|answer)\s*(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*",
+    re.IGNORECASE,
+)
+_BULLET = re.compile(r"^(?:\d+[.)]|[-*•])\s+")
+_QUOTES = "\"'“”‘’`"
+
+
+def paraphrase_sampling(seed: int = 0, max_tokens: int = 96) -> Sampling:
+    """Sampled decoding: each ball point must differ, and the seed makes it reproducible."""
+    return Sampling(temperature=1.0, top_p=0.95, max_tokens=max_tokens, seed=seed)
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"\W+", " ", text).strip().lower()
+
+
+def parse_paraphrase(reply: str, question: str) -> str | None:
+    """The rewritten question in a reply, or None when there is none.
+
+    Skips chatty preambles ("Sure! Here is ...:"), drops labels, list markers, quotes and
+    markdown emphasis; a reply that only repeats the question is not a paraphrase.
+    """
+    lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.endswith(":"):
+            continue  # a preamble announcing the paraphrase on the next line
+        text = _BULLET.sub("", line)
+        text = _LABEL.sub("", text).strip()
+        text = text.strip("*_ ").strip(_QUOTES).strip()
+        if not text:
+            continue
+        if _normal(text) == _normal(question) or not _normal(text):
+            return None
+        return text
+    return None
+
+
+def paraphrase_ball(
+    questions: Sequence[str],
+    client: LLMClient,
+    n: int,
+    seed: int = 0,
+    attempts: int = 3,
+    max_tokens: int = 96,
+) -> list[list[str]]:
+    """N paraphrases of each question, from one batched (cached) stage plus small retries.
+
+    Raises DataError naming the question when a point is still unusable after ``attempts``.
+    """
+    if n < 1:
+        raise ConfigError(f"the ball needs at least one point, got n={n}")
+    if attempts < 1:
+        raise ConfigError(f"paraphrase attempts must be >= 1, got {attempts}")
+    sampling = paraphrase_sampling(seed, max_tokens)
+    found: list[list[str | None]] = [[None] * n for _ in questions]
+    last: dict[tuple[int, int], str] = {}
+    missing = [(q, i) for q in range(len(questions)) for i in range(n)]
+    for attempt in range(attempts):
+        if not missing:
+            break
+        requests = [
+            GenRequest.user(
+                INSTRUCTION.format(question=questions[q]), sampling, sample_index=i + attempt * n
+            )
+            for q, i in missing
+        ]
+        stage = "paraphrase" if attempt == 0 else f"paraphrase: retry {attempt}"
+        replies = client.generate(requests, stage=stage)
+        for (q, i), reply in zip(missing, replies, strict=True):
+            last[q, i] = reply.text
+            found[q][i] = parse_paraphrase(reply.text, questions[q])
+        missing = [(q, i) for q, i in missing if found[q][i] is None]
+    if missing:
+        q, i = missing[0]
+        raise DataError(
+            f"paraphraser {client.spec} gave no usable paraphrase of question {q + 1} "
+            f"({questions[q][:60]!r}), ball point {i + 1}, in {attempts} attempts "
+            f"({len(missing)} points unusable in all); last reply: {last[q, i][:80]!r}"
+        )
+    return [[p for p in points if p is not None] for points in found]

@@ -1,0 +1,238 @@
+"""Validate a gamma run against labels, beside a self-consistency baseline; and import ratings.
+
+``validate_gamma`` reads a gamma run directory, labels every answer (TruthfulQA similarity rule,
+gold-string containment, or a judge model), scores the same answers with the sampling
+self-consistency baseline on the same model, and writes ``validation.json`` into the run.
+``import_ratings`` joins raters' sheets and writes ``ratings.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veracity.data.qa import load_items
+from veracity.errors import ConfigError, DataError
+from veracity.methods.annotate import analyse_ratings, gamma_edges, read_all, sheet_rows
+from veracity.methods.consistency import ConsistencySettings, consistency_scores
+from veracity.methods.correctness import Labelled, Verdict, label_answers
+from veracity.runs.common import Context
+from veracity.stats import (
+    auroc,
+    binned_means,
+    bootstrap_aurocs,
+    bootstrap_ci,
+    percentile_ci,
+)
+from veracity.store import RunDir, dumps
+
+VALIDATION_FILE = "validation.json"
+RATINGS_FILE = "ratings.json"
+
+
+@dataclass(frozen=True)
+class ValidateSettings:
+    """How a gamma run is validated; recorded in validation.json."""
+
+    judge: str | None = None
+    """Judge model spec; without it, the reference rules decide."""
+    embedder: str | None = None
+    """Embedder for the TruthfulQA rule and the baseline (default: the run's)."""
+    model: str | None = None
+    """Model for the baseline (default: the run's)."""
+    dataset: str | None = None
+    """Dataset spec to re-load references and incorrect answers from (default: the run's)."""
+    baseline_samples: int = 5
+    """M sampled answers per question for the baseline; 0 skips it."""
+    temperature: float = 0.7
+    threshold: float = 0.05
+    bins: int = 10
+    resamples: int = 2000
+    seed: int = 0
+    level: float = 0.95
+
+
+def open_gamma_run(path: Path) -> tuple[RunDir, list[dict[str, Any]]]:
+    run = RunDir.open(path)
+    if run.method != "gamma":
+        raise DataError(f"{path} is a '{run.method}' run, not a gamma run")
+    records = list(run.samples())
+    if not records:
+        raise DataError(f"{path}: the run has no samples")
+    return run, records
+
+
+def _reload_metadata(records: list[dict[str, Any]], spec: str) -> None:
+    """Fill each record's references and metadata from the dataset, matched by id."""
+    try:
+        items = {item.id: item for item in load_items(spec)}
+    except DataError as exc:
+        raise DataError(f"{exc} (the run's dataset is needed for its reference answers; "
+                        "pass --dataset SPEC)") from None
+    for record in records:
+        item = items.get(str(record.get("id")))
+        if item is None or item.question != record["prompt"]:
+            raise DataError(f"dataset '{spec}' has no question '{record.get('id')}' matching the "
+                            "run's prompt: is it the dataset the run used?")
+        record["references"] = list(item.references)
+        record["metadata"] = dict(item.metadata)
+
+
+def labelled_items(records: list[dict[str, Any]], config: dict[str, Any],
+                   dataset: str | None = None) -> list[Labelled]:
+    """What correctness needs per record; old runs without metadata re-read their dataset."""
+    spec = dataset or str(config.get("dataset", ""))
+    reloadable = spec and spec != "prompts" and not spec.startswith("recorded:")
+    if dataset or (reloadable and any("metadata" not in r for r in records)):
+        _reload_metadata(records, spec)
+    items = []
+    for r in records:
+        meta = r.get("metadata") or {}
+        items.append(Labelled(
+            question=str(r["prompt"]), answer=str(r["answer"]),
+            correct=tuple(str(a) for a in r.get("references") or ()),
+            incorrect=tuple(str(a) for a in meta.get("incorrect_answers") or ()),
+        ))
+    return items
+
+
+def _auroc_block(scores: np.ndarray, incorrect: np.ndarray, boot: np.ndarray,
+                 level: float) -> dict[str, Any]:
+    low, high = percentile_ci(boot, level)
+    return {"auroc": auroc(list(scores), list(incorrect)), "ci": [low, high],
+            "n": int(incorrect.size), "n_incorrect": int(incorrect.sum()),
+            "n_correct": int((~incorrect).sum())}
+
+
+def _accuracy(correct: Sequence[bool], level: float, seed: int) -> dict[str, Any]:
+    values = [float(c) for c in correct]
+    low, high = bootstrap_ci(values, level=level, seed=seed)
+    return {"accuracy": float(np.mean(values)) if values else math.nan, "ci": [low, high],
+            "n": len(values)}
+
+
+def summarise(
+    gamma: Sequence[float | None], verdicts: Sequence[Verdict],
+    baseline: Sequence[float | None] | None, settings: ValidateSettings,
+) -> dict[str, Any]:
+    """AUROCs with paired bootstrap CIs, accuracy below the threshold, binned accuracy."""
+    labelled = [k for k, v in enumerate(verdicts) if v.correct is not None]
+    if not labelled:
+        raise DataError("no answer could be labelled: the dataset has no reference answers "
+                        "(use --judge MODEL)")
+    correct = {k: bool(verdicts[k].correct) for k in labelled}
+    with_gamma = [k for k in labelled if gamma[k] is not None]
+    common = [k for k in with_gamma if baseline is None or baseline[k] is not None]
+    incorrect = np.array([not correct[k] for k in common], dtype=bool)
+    sets = [np.array([gamma[k] for k in common], dtype=np.float64)]
+    if baseline is not None:
+        sets.append(np.array([1.0 - float(baseline[k]) for k in common])  # type: ignore[arg-type]
+                    )
+    boot = (bootstrap_aurocs(sets, list(incorrect), settings.resamples, settings.seed)
+            if common else np.full((1, len(sets)), np.nan))
+    out: dict[str, Any] = {
+        "n_items": len(verdicts),
+        "n_labelled": len(labelled),
+        "rules": {rule: sum(1 for k in labelled if verdicts[k].rule == rule)
+                  for rule in dict.fromkeys(str(verdicts[k].rule) for k in labelled)},
+        "n_unlabelled": len(verdicts) - len(labelled),
+        "gamma": _auroc_block(sets[0], incorrect, boot[:, 0], settings.level),
+        "baseline": None,
+        "difference": None,
+    }
+    if baseline is not None:
+        out["baseline"] = _auroc_block(sets[1], incorrect, boot[:, 1], settings.level)
+        diff = out["gamma"]["auroc"] - out["baseline"]["auroc"]
+        out["difference"] = {"auroc": diff,
+                             "ci": list(percentile_ci(boot[:, 0] - boot[:, 1], settings.level))}
+    below = [k for k in with_gamma if float(gamma[k]) < settings.threshold]  # type: ignore[arg-type]
+    out["accuracy"] = {
+        "threshold": settings.threshold,
+        "all": _accuracy([correct[k] for k in labelled], settings.level, settings.seed),
+        "scored": _accuracy([correct[k] for k in with_gamma], settings.level, settings.seed),
+        "below_threshold": _accuracy([correct[k] for k in below], settings.level, settings.seed),
+        "share_below_threshold": len(below) / len(with_gamma) if with_gamma else math.nan,
+    }
+    xs = [float(gamma[k]) for k in with_gamma]  # type: ignore[arg-type]
+    edges = gamma_edges(xs, settings.bins)
+    out["bins"] = [
+        {"lo": b["lo"], "hi": b["hi"], "n": b["n"], "accuracy": b["mean"], "stderr": b["stderr"]}
+        for b in binned_means(xs, [float(correct[k]) for k in with_gamma], edges)
+    ]
+    return out
+
+
+def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
+                   out: Path | None = None) -> dict[str, Any]:
+    """Label the run's answers, run the baseline, and write validation.json into the run."""
+    run, records = open_gamma_run(path)
+    config = run.info.get("config", {})
+    embedder_spec = settings.embedder or str(config.get("embedder") or records[0]["embedder"])
+    model_spec = settings.model or str(config.get("model") or records[0]["model"])
+    items = labelled_items(records, config, settings.dataset)
+    embedder = ctx.embedder(embedder_spec)
+    judge = ctx.client(settings.judge) if settings.judge else None
+    verdicts = label_answers(items, embedder=embedder, judge=judge)
+    baseline_scores: list[float | None] | None = None
+    baseline_info: dict[str, Any] | None = None
+    if settings.baseline_samples > 0:
+        if settings.model is None and ("recorded" in config or model_spec == "recorded"):
+            raise ConfigError("this run holds recorded generations and names no model: give "
+                              "--model SPEC for the baseline, or --baseline-samples 0")
+        max_tokens = int(config.get("settings", {}).get("max_tokens", 64))
+        baseline_settings = ConsistencySettings(settings.baseline_samples, settings.temperature,
+                                                max_tokens, settings.seed)
+        found = consistency_scores([str(r["prompt"]) for r in records], ctx.client(model_spec),
+                                   embedder, baseline_settings,
+                                   greedy=[str(r["answer"]) for r in records])
+        baseline_scores = [f.score for f in found]
+        baseline_info = baseline_settings.describe() | {"model": model_spec}
+    gammas = [r.get("gamma") for r in records]
+    results = summarise(gammas, verdicts, baseline_scores, settings)
+    results = {
+        "method": "validate-gamma",
+        "run": str(path),
+        "model": model_spec,
+        "embedder": embedder_spec,
+        "dataset": config.get("dataset"),
+        "gamma_form": config.get("settings", {}).get("form"),
+        "settings": asdict(settings),
+        "labels": {"judge": settings.judge, "rules": results.pop("rules")},
+        "baseline_settings": baseline_info,
+        **results,
+        "items": [
+            {"id": r.get("id"), "gamma": r.get("gamma"), "correct": v.correct, "rule": v.rule,
+             "evidence": v.evidence,
+             "baseline": None if baseline_scores is None else baseline_scores[k]}
+            for k, (r, v) in enumerate(zip(records, verdicts, strict=True))
+        ],
+        "stats": ctx.stats(),
+    }
+    text = dumps(results, indent=2) + "\n"
+    (run.path / VALIDATION_FILE).write_text(text, encoding="utf-8")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return results
+
+
+def import_ratings(path: Path, files: Sequence[Path], threshold: float = 0.05, bins: int = 10,
+                   rubric: str = "auto", out: Path | None = None) -> dict[str, Any]:
+    """Join raters' sheets for a gamma run and write ratings.json into it."""
+    run, records = open_gamma_run(path)
+    rows = sheet_rows(records, rubric)
+    results = {"method": "ratings", "run": str(path),
+               "model": run.info.get("config", {}).get("model"),
+               "dataset": run.info.get("config", {}).get("dataset")}
+    results |= analyse_ratings(records, read_all(files, rows), threshold, bins, rubric)
+    text = dumps(results, indent=2) + "\n"
+    (run.path / RATINGS_FILE).write_text(text, encoding="utf-8")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return results
