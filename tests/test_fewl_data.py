@@ -10,8 +10,8 @@ import pytest
 from veracity.data.labelled import (
     leading_letter,
     load_chale,
-    load_halueval,
     load_haltt4llm,
+    load_halueval,
     load_labelled,
     load_truthfulqa_pairs,
     read_pairs,

@@ -54,6 +54,11 @@ def test_expertise_is_mean_gap_over_valid_pairs() -> None:
     assert expertise(co, iw, [[True, True]])[0] == pytest.approx([0.4, -0.1])
     assert expertise(co, iw, [[True, False]])[0] == pytest.approx([0.6, -0.2])
     assert np.isnan(expertise(co, iw, [[False, False]])).all()
+    # the other [reconstructed] forms: -mean SIM(h_j, IW) and mean SIM(h_j, CO)
+    assert expertise(co, iw, [[True, True]], "wrong")[0] == pytest.approx([-0.4, -0.6])
+    assert expertise(co, iw, [[True, True]], "corrected")[0] == pytest.approx([0.8, 0.5])
+    with pytest.raises(ConfigError, match="expertise"):
+        expertise(co, iw, [[True, True]], "ratio")  # type: ignore[arg-type]
 
 
 def test_softmax_weights_with_tau_and_mask() -> None:

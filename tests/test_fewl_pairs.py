@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
+from veracity.backends.base import Capabilities
 from veracity.backends.fake import FakeBackend
 from veracity.cache import Cache
 from veracity.client import LLMClient
-from veracity.errors import ConfigError
+from veracity.errors import BackendError, ConfigError
 from veracity.methods.fewl_pairs import (
     Pair,
     PairSettings,
@@ -15,7 +19,7 @@ from veracity.methods.fewl_pairs import (
     pair_prompt,
     parse_pairs,
 )
-from veracity.types import GenRequest
+from veracity.types import Generation, GenRequest
 
 
 def test_prompt_asks_for_r_numbered_pairs() -> None:
@@ -67,7 +71,7 @@ def test_junk_is_dropped_and_limit_applies() -> None:
     text = ("1. Wrong: <an intentionally wrong answer>\n1. Corrected: <the corrected answer>\n"
             "2. Corrected: an orphan correction\n"
             "3. Wrong: X\n3. Corrected: not X\n4. Wrong: X\n4. Corrected: not x\n"
-            "5. Wrong: same\n5. Corrected: Same\n6. Wrong: dangling\n"
+            "5. Wrong: 2 + 2 = 4.\n5. Corrected: 2+2=4\n6. Wrong: dangling\n"
             "7. Wrong: Y\n7. Corrected: not Y\n8. Wrong: Z\n8. Corrected: not Z")
     # placeholders, an orphan correction, a duplicate (case-insensitive), a pair whose two
     # sides are the same, and a wrong answer without correction are all dropped
@@ -135,3 +139,25 @@ def test_generation_retries_then_reports(cache: Cache) -> None:
     # batched call, once when the stage retries failed requests one by one
     assert len(backend.history) - calls == 2
     assert {r.sample_index for r in backend.history[calls:]} == {0}
+
+
+class _Truncating:
+    """A prefill-capable backend whose replies ran out of tokens."""
+
+    spec = "test/truncating"
+    capabilities = Capabilities(prefill=True)
+
+    def identity(self) -> dict[str, Any]:
+        return {}
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[Generation | BackendError]:
+        text = " w1\n1. Corrected: c1\n2. Wrong: w2\n2. Corrected: the Seine flows thr"
+        return [Generation(text, finish_reason="length") for _ in requests]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_reply_cut_by_the_token_budget_loses_its_last_line() -> None:
+    outcome = generate_pairs(LLMClient(_Truncating()), ["q"], PairSettings(r=2))
+    assert outcome.pairs == [[Pair("w1", "c1")]]

@@ -64,9 +64,8 @@ def test_run_records_rerun_and_score_only(tmp_path: Path) -> None:
     assert "0 model calls" in again.output
 
     # score-only from the run's files: no model at all, identical scores
-    answers = tmp_path / "stable.jsonl"
-    answers.write_text("".join(json.dumps({"id": r["id"], "answer": r["answers"]["fake/stable"][
-        "answer"]}) + "\n" for r in records))
+    answers = out / "answers" / "fake-stable.jsonl"
+    assert (out / "answers" / "fake-unstable.jsonl").is_file()
     only = fewl_cli(["run", "--dataset", "builtin", "--limit", "8", "--answers", str(answers),
                      "--references-file", str(out / "references.jsonl"),
                      "--pairs-file", str(out / "pairs.jsonl"), "--neighbours", "3",
@@ -194,8 +193,8 @@ def test_real_small_run(tmp_path: Path) -> None:
     out = tmp_path / "real"
     args: list[Any] = [
         "run", "--dataset", "builtin", "--limit", "3", "--answers", "llamacpp/default",
-        "--reference", "llamacpp/default", "--reference-samples", "2", "--pairs", "3",
-        "--pairs-max-tokens", "160", "--pair-retries", "1", "--max-tokens", "32",
+        "--reference", "llamacpp/default", "--reference-samples", "2", "--pairs", "2",
+        "--pairs-max-tokens", "100", "--pair-retries", "1", "--max-tokens", "24",
         "--neighbours", "2", "--similarity", "st/default", "--out", str(out)]
     fewl_cli(args, tmp_path / "c.sqlite")
     run = RunDir.open(out)

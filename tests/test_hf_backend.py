@@ -59,9 +59,14 @@ def test_bad_options_fail_before_loading(options: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def hf() -> Iterator[Any]:
-    backend = load_model("hf/default", batch_size=4)
+    import torch
+
+    threads = torch.get_num_threads()
+    # one thread: on a shared 2-core machine, more make torch crawl when other jobs run
+    backend = load_model("hf/default", batch_size=4, threads=1)
     yield backend
     backend.close()
+    torch.set_num_threads(threads)
 
 
 @pytest.mark.real
@@ -125,3 +130,27 @@ class TestBundledModel:
         assert isinstance(outcomes[0], PermanentError)
         assert "context window" in str(outcomes[0])
         assert isinstance(outcomes[1], Generation) and outcomes[1].text
+
+    def test_local_model_directory(self, hf: Any, tmp_path: Path) -> None:
+        """hf/DIR: a tiny random Llama saved with save_pretrained, plus the bundled tokenizer."""
+        import torch
+        import transformers
+
+        hf.tokenizer.save_pretrained(tmp_path)
+        config = transformers.LlamaConfig(
+            vocab_size=len(hf.tokenizer), hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+        )
+        torch.manual_seed(0)
+        transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+        backend = load_model(f"hf/{tmp_path}", batch_size=2)
+        try:
+            identity = backend.identity()
+            assert identity["path"] == str(tmp_path) and len(identity["fingerprint"]) == 16
+            requests = [GenRequest.user(q, Sampling(max_tokens=5)) for q in ("Hi", "What is 2+2?")]
+            outcomes = backend.generate([*requests, GenRequest.user("word " * 200, GREEDY)])
+            assert all(isinstance(g, Generation) and g.completion_tokens <= 5 for g in outcomes[:2])
+            assert isinstance(outcomes[2], PermanentError) and "128 tokens" in str(outcomes[2])
+        finally:
+            backend.close()

@@ -134,6 +134,9 @@ class ScriptedEmbeddingModel:
             out.append(Generation(text=text, completion_tokens=4))
         return out
 
+    def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        return [PermanentError("only embeddings are scripted") for _ in requests]
+
     def close(self) -> None:
         pass
 
@@ -208,7 +211,7 @@ def test_cached_points_are_not_generated_again(cache: Cache, embedder: CachedEmb
 
 
 def test_client_supplies_cache_and_counts_calls(cache: Cache, embedder: CachedEmbedder) -> None:
-    client = LLMClient(ScriptedEmbeddingModel(), cache)  # type: ignore[arg-type]
+    client = LLMClient(ScriptedEmbeddingModel(), cache)
     whitebox_gamma(ITEMS, client, embedder, n=2, radius=1.0)
     assert client.stats.model_calls == 6 and client.stats.cache_hits == 0
     whitebox_gamma(ITEMS, client, embedder, n=2, radius=1.0)
@@ -249,9 +252,14 @@ SHORT = Sampling(max_tokens=12)
 
 @pytest.fixture(scope="module")
 def hf() -> Iterator[Any]:
-    backend = load_model("hf/default", batch_size=4)
+    import torch
+
+    threads = torch.get_num_threads()
+    # one thread: on a shared 2-core machine, more make torch crawl when other jobs run
+    backend = load_model("hf/default", batch_size=4, threads=1)
     yield backend
     backend.close()
+    torch.set_num_threads(threads)
 
 
 @pytest.mark.real

@@ -3,7 +3,7 @@
 Importing this package loads no torch, llama_cpp or transformers; backends load on use.
 """
 
-from veracity.api import gamma, score_gamma
+from veracity.api import Truster, gamma, score_gamma, trust
 from veracity.errors import (
     BackendError,
     CapabilityError,
@@ -12,6 +12,7 @@ from veracity.errors import (
     VeracityError,
 )
 from veracity.methods.gamma import gamma_from_embeddings
+from veracity.methods.trust import TrustScore
 from veracity.registry import load_embedder, load_model
 from veracity.types import Generation, GenRequest, Item, MCItem, Message, Sampling
 
@@ -28,10 +29,13 @@ __all__ = [
     "MCItem",
     "Message",
     "Sampling",
+    "TrustScore",
+    "Truster",
     "VeracityError",
     "gamma",
     "gamma_from_embeddings",
     "load_embedder",
     "load_model",
     "score_gamma",
+    "trust",
 ]

@@ -11,6 +11,7 @@ from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.base import Embedder
 from veracity.methods.gamma import Form, GammaSettings, check_prompt, run_gamma, score_answers
+from veracity.methods.trust import TrustScore, TrustSettings, score_trust
 from veracity.registry import load_embedder, load_model
 from veracity.types import Item, Sampling
 
@@ -71,3 +72,87 @@ def score_gamma(
 ) -> float | None:
     """Gamma of recorded outputs, no model needed; None if the answer is empty."""
     return score_answers([answer], [perturbed_answers], _embedder(embedder, None), form)[0]
+
+
+class Truster:
+    """A loaded model and embedder that score answers in real time (see :func:`trust`).
+
+    Load once, score many: ``with Truster() as t: t("What is 2+2?", answer="4").verdict``.
+    """
+
+    def __init__(
+        self,
+        model: str | Backend = "llamacpp/default",
+        embedder: str | Embedder = "st/default",
+        n: int = 1,
+        form: Form = "sin",
+        thresholds: tuple[float, float] | None = None,
+        ball: str = "ascii-control",
+        seed: int = 0,
+        max_tokens: int = 64,
+        cache: bool | str | Path | Cache = True,
+        paraphraser: str | Backend | None = None,
+    ) -> None:
+        self.settings = TrustSettings(
+            n=n, ball=ball, seed=seed, form=form, thresholds=thresholds,
+            sampling=Sampling(temperature=0.0, max_tokens=max_tokens),
+        )
+        store = _cache(cache)
+        self._owned: list[LLMClient] = []
+        self.client = self._client(model, store)
+        self.paraphraser = None if paraphraser is None else self._client(paraphraser, store)
+        self.embedder = _embedder(embedder, store)
+
+    def _client(self, model: str | Backend, store: Cache | None) -> LLMClient:
+        client = LLMClient(load_model(model) if isinstance(model, str) else model, store)
+        if isinstance(model, str):
+            self._owned.append(client)
+        return client
+
+    def __call__(self, prompt: str, answer: str | None = None) -> TrustScore:
+        """Score ``answer`` to ``prompt`` (the model's own answer when None)."""
+        return score_trust(prompt, self.client, self.embedder, answer, self.settings,
+                           self.paraphraser)
+
+    def close(self) -> None:
+        """Release the models this Truster loaded itself."""
+        for client in self._owned:
+            client.close()
+        self._owned.clear()
+
+    def __enter__(self) -> Truster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def trust(
+    prompt: str,
+    answer: str | None = None,
+    model: str | Backend = "llamacpp/default",
+    embedder: str | Embedder = "st/default",
+    n: int = 1,
+    form: Form = "sin",
+    thresholds: tuple[float, float] | None = None,
+    ball: str = "ascii-control",
+    seed: int = 0,
+    max_tokens: int = 64,
+    cache: bool | str | Path | Cache = True,
+) -> TrustScore:
+    """Real-time trust score of one answer: gamma from N perturbed calls, and a verdict.
+
+    ``answer`` is the answer the caller already has (scored as is, not regenerated); without
+    it the model answers first. ``thresholds`` = (low, high): gamma < low is "trustworthy",
+    < high "uncertain", otherwise "untrustworthy" ("unscored" for an empty answer). The
+    default is the authors' 0.1 / 0.2 buckets, which they apply to their code's form
+    sqrt(1 - cos); for the default ``sin`` form they become 0.141 / 0.280.
+
+    This loads the model and embedder on every call; for many calls keep a :class:`Truster`.
+
+    >>> veracity.trust("What is 2+2?", answer="4", model="fake/constant",
+    ...                embedder="hash/default", cache=False).verdict
+    'trustworthy'
+    """
+    with Truster(model, embedder, n, form, thresholds, ball, seed, max_tokens, cache) as truster:
+        return truster(prompt, answer)

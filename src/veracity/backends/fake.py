@@ -150,20 +150,20 @@ _PARAPHRASE_ASKED = re.compile(r"Rewrite the question below.*\n\nQuestion: (.*)$
 
 
 def paraphraser(request: GenRequest) -> str:
-    """Answers paraphrase requests in assorted chatty formats (one in four replies is empty,
-    so callers must retry), and any other prompt like ``stable``."""
+    """Answers paraphrase requests in assorted chatty formats (always empty for
+    ``sample_index`` 1, so callers must retry), and any other prompt like ``stable``."""
     asked = _PARAPHRASE_ASKED.search(_last_user(request))
     if asked is None:
         return stable(request)
+    if request.sample_index == 1:
+        return ""
     question = asked.group(1).strip()
-    variant = _digest(f"{question}#{request.sample_index}#{request.sampling.seed}") % 4
-    opener = _babble(f"{question}#{request.sample_index}", 2)
+    variant = _digest(f"{question}#{request.sample_index}#{request.sampling.seed}") % 3
+    opener = _babble(f"{question}#{request.sample_index}#{request.sampling.seed}", 2)
     if variant == 0:
         return f'Sure! Here is the question in other words:\n"{opener}, {question}"'
     if variant == 1:
         return f"1. Put differently ({opener}): {question}"
-    if variant == 2:
-        return ""
     return f"**Rephrased:** {opener} - {question.lower()}"
 
 

@@ -106,7 +106,9 @@ class HFBackend:
         device: str = "cpu",
         batch_size: int = 8,
         dtype: str | None = None,
+        threads: int | None = None,
     ) -> None:
+        """``threads`` sets torch's CPU thread count, which is process-wide."""
         if batch_size < 1:
             raise ConfigError(f"{spec}: batch_size must be at least 1, got {batch_size}")
         if dtype is not None and dtype not in DTYPES:
@@ -120,6 +122,10 @@ class HFBackend:
             raise ConfigError(
                 "hf/... models need torch and transformers: pip install 'veracity[hf]'"
             ) from None
+        if threads is not None:
+            if threads < 1:
+                raise ConfigError(f"{spec}: threads must be at least 1, got {threads}")
+            torch.set_num_threads(threads)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"{spec}: device '{device}' requested but CUDA is not available")
         self.spec = spec

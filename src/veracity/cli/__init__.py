@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from veracity.cli.attack import attack, isotropy
 from veracity.cli.deception import deception
+from veracity.cli.fewl import fewl
 from veracity.cli.gamma import gamma
 from veracity.cli.misc import cache, models, report
 from veracity.cli.validate import annotate, validate
@@ -17,7 +19,10 @@ def main() -> None:
 
 
 main.add_command(gamma)
+main.add_command(attack)
+main.add_command(isotropy)
 main.add_command(deception)
+main.add_command(fewl)
 main.add_command(report)
 main.add_command(models)
 main.add_command(cache)

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 import click
 
 from veracity.cli.options import common_options, handles_errors, make_context, pop_common
-from veracity.data.labelled import load_labelled
+from veracity.data.labelled import load_labelled, load_questions
 from veracity.errors import ConfigError
-from veracity.methods.fewl import DIVERGENCES, VARIANTS
+from veracity.methods.fewl import DIVERGENCES, EXPERTISE_FORMS, VARIANTS
 from veracity.methods.fewl_pairs import PairSettings
 from veracity.methods.similarity import MAPPINGS
 from veracity.report import build_report
@@ -26,14 +26,14 @@ from veracity.runs.fewl import (
     fewl_run,
     fewl_select,
     fewl_validate,
-    load_questions,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
              "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
              "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
-             "question_embedder", "neighbours", "near_duplicate", "tau", "divergence",
+             "question_embedder", "neighbours", "near_duplicate", "tau", "expertise",
+             "divergence",
              "max_tokens", "answer_template", "seed")
 
 
@@ -75,6 +75,9 @@ def fewl_options(func: F) -> F:
                      help="[reconstructed] neighbours with question cosine above this excluded."),
         click.option("--tau", type=float, default=1.0, show_default=True,
                      help="[reconstructed] softmax temperature of the expertise weights."),
+        click.option("--expertise", type=click.Choice(EXPERTISE_FORMS), default="gap",
+                     show_default=True, help="[reconstructed] expertise s_j: mean SIM(h_j, CO) - "
+                     "SIM(h_j, IW) (gap), -SIM(h_j, IW) (wrong) or SIM(h_j, CO) (corrected)."),
         click.option("--divergence", type=click.Choice(DIVERGENCES), default="tv",
                      show_default=True, help="f-divergence of g / f* (tv is the paper's)."),
         click.option("--max-tokens", type=click.IntRange(min=1), default=96, show_default=True,
@@ -101,7 +104,8 @@ def settings_from(kw: dict[str, Any]) -> FewlSettings:
         pairs_model=o["pairs_model"], pairs_file=o["pairs_file"], similarity=o["similarity"],
         similarity_label=o["similarity_label"], mapping=o["mapping"],
         question_embedder=o["question_embedder"], neighbours=o["neighbours"],
-        near_duplicate=o["near_duplicate"], tau=o["tau"], divergence=o["divergence"],
+        near_duplicate=o["near_duplicate"], tau=o["tau"], expertise=o["expertise"],
+        divergence=o["divergence"],
         max_tokens=o["max_tokens"], answer_template=o["answer_template"], seed=o["seed"],
     )
 

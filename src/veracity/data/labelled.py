@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veracity.data.qa import load_items
 from veracity.errors import DataError
+from veracity.types import Item
 
 _TAG = re.compile(r"<\s*/?\s*[A-Za-z][A-Za-z0-9]*\s*/?\s*>")
 
@@ -218,6 +220,21 @@ def load_labelled(spec: str, limit: int | None = None) -> list[LabelledItem]:
     return items[:limit] if limit is not None else items
 
 
+def load_questions(spec: str, limit: int | None = None) -> list[Item]:
+    """Any question dataset: haltt4llm / chale / halueval (labelled loaders) or the general
+    loaders (builtin, truthfulqa, webquestions, jsonl, csv). haltt4llm items carry their
+    options and correct letter in metadata, which rank uses as labels."""
+    kind = spec.partition(":")[0]
+    if kind == "haltt4llm":
+        mc = load_haltt4llm(parse_spec(spec)[1])[:limit]
+        return [Item(m.id, m.question, (m.correct_text,),
+                     {"options": [list(o) for o in m.options], "correct": m.correct}
+                     if m.labelled else {"unlabelled": "empty correct option"}) for m in mc]
+    if kind in ("chale", "halueval"):
+        return [Item(x.id, x.question, (x.gold,)) for x in load_labelled(spec, limit)]
+    return load_items(spec, limit)
+
+
 # --- answers, references and pairs as JSONL ------------------------------------------------
 
 
@@ -298,3 +315,37 @@ def leading_letter(answer: str, letters: Sequence[str]) -> str | None:
         return None
     letter = match.group("letter")
     return letter if letter in letters else None
+
+
+def icl_prompts(
+    questions: Sequence[tuple[str, str]],
+    answers: Sequence[str | None],
+    scores: Sequence[float | None],
+    shots: Sequence[Sequence[int]],
+    template: str = "{question}",
+) -> list[dict[str, Any]]:
+    """In-context-learning prompts: for question i, chat messages with the questions
+    ``shots[i]`` (indices) and their answers as worked examples, then question i itself.
+
+    ``questions`` holds (id, question) pairs; ``template`` formats each user turn.
+    """
+    out = []
+    for (qid, question), examples in zip(questions, shots, strict=True):
+        messages: list[dict[str, str]] = []
+        for k in examples:
+            messages.append({"role": "user", "content": template.format(question=questions[k][1])})
+            messages.append({"role": "assistant", "content": answers[k] or ""})
+        messages.append({"role": "user", "content": template.format(question=question)})
+        out.append({"id": qid, "question": question, "messages": messages,
+                    "examples": [{"id": questions[k][0], "fewl": scores[k]} for k in examples]})
+    return out
+
+
+def finetune_set(
+    questions: Sequence[tuple[str, str]], answers: Sequence[str | None]
+) -> list[dict[str, Any]]:
+    """Chat-format supervised fine-tuning records ({"messages": [user, assistant]}), the
+    layout OpenAI-style and TRL / Axolotl trainers read; questions without answer skipped."""
+    return [{"messages": [{"role": "user", "content": question},
+                          {"role": "assistant", "content": answer}]}
+            for (_, question), answer in zip(questions, answers, strict=True) if answer]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,19 @@ class AttackSettings:
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
         } | ({"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {})
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with invisible characters (controls, format marks, unusual spaces) spelled
+    out as \\xNN / \\uNNNN, so an appended suffix can be read; ``keep`` lists exceptions."""
+    out = []
+    for char in text:
+        if unicodedata.category(char)[0] in "CZ" and char != " " and char not in keep:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def calls_per_point(settings: AttackSettings) -> int:

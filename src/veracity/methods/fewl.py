@@ -31,6 +31,8 @@ from veracity.methods.similarity import Similarity
 
 Divergence = Literal["tv", "js", "kl"]
 DIVERGENCES: tuple[Divergence, ...] = ("tv", "js", "kl")
+ExpertiseForm = Literal["gap", "wrong", "corrected"]
+EXPERTISE_FORMS: tuple[ExpertiseForm, ...] = ("gap", "wrong", "corrected")
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -70,15 +72,25 @@ def conjugate(t: npt.ArrayLike, divergence: Divergence = "tv") -> Floats:
     return np.exp(x - 1.0)
 
 
-def expertise(sim_corrected: npt.ArrayLike, sim_wrong: npt.ArrayLike, pair_mask: npt.ArrayLike) -> Floats:
+def expertise(
+    sim_corrected: npt.ArrayLike,
+    sim_wrong: npt.ArrayLike,
+    pair_mask: npt.ArrayLike,
+    form: ExpertiseForm = "gap",
+) -> Floats:
     """s (Q, J) from SIM(h_j, CO_r) and SIM(h_j, IW_r), both (Q, J, R); pair_mask (Q, R).
 
-    NaN where a question has no pairs: it must not be scored on an empty set.
+    [reconstructed] ``gap`` (default): mean of SIM(h_j, CO_r) − SIM(h_j, IW_r); ``wrong``:
+    mean of −SIM(h_j, IW_r) (disagreement with the wrong answers only); ``corrected``: mean
+    of SIM(h_j, CO_r). NaN where a question has no pairs: it is never scored on an empty set.
     """
+    if form not in EXPERTISE_FORMS:
+        raise ConfigError(f"unknown expertise form '{form}'; known: {', '.join(EXPERTISE_FORMS)}")
     co = np.asarray(sim_corrected, dtype=np.float64)
     iw = np.asarray(sim_wrong, dtype=np.float64)
     mask = np.asarray(pair_mask, dtype=bool)[:, None, :]
-    diff = np.where(mask, co - iw, 0.0)
+    values = co - iw if form == "gap" else -iw if form == "wrong" else co
+    diff = np.where(mask, values, 0.0)
     count = mask.sum(axis=2)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, diff.sum(axis=2) / count, np.nan)
@@ -292,6 +304,7 @@ def score_texts(
     gold: Sequence[str] | None = None,
     divergences: Sequence[Divergence] = DIVERGENCES,
     min_pairs: int = 1,
+    expertise_form: ExpertiseForm = "gap",
 ) -> FewlScores:
     """FEWL and its ablations for every answer set, vectorised over question x reference x
     pair; every distinct text goes through the similarity exactly once.
@@ -331,7 +344,7 @@ def score_texts(
     sim_iw = _sims(table, ref_idx[:, :, None], iw_idx[:, None, :], both)
     pair_count = pair_mask.sum(axis=1)
     scorable = (pair_count >= min_pairs) & ref_mask.any(axis=1)
-    s = expertise(sim_co, sim_iw, pair_mask)
+    s = expertise(sim_co, sim_iw, pair_mask, expertise_form)
     weights = softmax_weights(np.where(ref_mask, s, 0.0), ref_mask, tau)
     options: dict[str, tuple[Floats, bool]] = {
         "single": (single_weights(ref_mask), False),

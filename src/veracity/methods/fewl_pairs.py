@@ -84,6 +84,11 @@ def _clean(text: str) -> str:
     return "" if _PLACEHOLDER.match(text) else text
 
 
+def _norm(text: str) -> str:
+    """Case and punctuation folded: "2 + 2 = 4." and "2+2=4" are the same answer."""
+    return re.sub(r"\W+", "", text.lower())
+
+
 @dataclass
 class _Label:
     kind: str
@@ -150,11 +155,11 @@ def parse_pairs(text: str, limit: int | None = None) -> list[Pair]:
             used.add(target)
             matched.append((target, label.text))
     pairs: list[Pair] = []
-    seen = {(p.wrong.lower(), p.corrected.lower()) for p in EXAMPLE}
-    copied = {p.wrong.lower() for p in EXAMPLE} | {p.corrected.lower() for p in EXAMPLE}
+    seen = {(_norm(p.wrong), _norm(p.corrected)) for p in EXAMPLE}
+    copied = {_norm(p.wrong) for p in EXAMPLE} | {_norm(p.corrected) for p in EXAMPLE}
     for target, corrected in sorted(matched):
         wrong = wrongs[target][1]
-        key = (wrong.lower(), corrected.lower())
+        key = (_norm(wrong), _norm(corrected))
         if not wrong or not corrected or key[0] == key[1] or key in seen or key[0] in copied:
             continue
         seen.add(key)
@@ -241,7 +246,11 @@ def generate_pairs(
             if isinstance(result, BackendError):
                 outcome.errors[i] = str(result)
                 continue
-            pairs = parse_pairs(prefill + result.text, settings.r)
+            text = prefill + result.text
+            if result.finish_reason == "length" and "\n" in text.strip():
+                # the token budget ran out: the last line is cut mid-answer
+                text = text.rstrip().rsplit("\n", 1)[0]
+            pairs = parse_pairs(text, settings.r)
             if len(pairs) >= len(outcome.pairs[i]):
                 outcome.pairs[i], outcome.raw[i] = pairs, prefill + result.text
             outcome.errors[i] = None

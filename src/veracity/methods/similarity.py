@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from veracity.cache import Cache, cache_key
 from veracity.client import CachedEmbedder
+from veracity.data.labelled import leading_letter
 from veracity.errors import ConfigError
 
 Floats = npt.NDArray[np.float64]
@@ -285,4 +286,26 @@ def most_similar(
             best[row] = (float(value), k)
     for row, (_, k) in best.items():
         out[row] = k
+    return out
+
+
+def choose_options(
+    similarity: Similarity, answers: Sequence[str | None], options: Sequence[Sequence[Any]]
+) -> list[str | None]:
+    """The option letter each free-form answer picks: the letter it starts with ("B) ..."),
+    else the option whose text is most similar to the answer (all options compete, "None of
+    the above" and "I don't know" included); None for an empty answer.
+
+    ``options`` holds (letter, text) pairs per question.
+    """
+    opts = [[(str(letter), str(text)) for letter, text in row] for row in options]
+    texts = [a or "" for a in answers]
+    letters = [leading_letter(t, [o[0] for o in row]) for t, row in zip(texts, opts, strict=True)]
+    nearest = most_similar(similarity, [("" if letter else t) for t, letter in
+                                        zip(texts, letters, strict=True)],
+                           [[o[1] for o in row if o[1]] for row in opts])
+    out: list[str | None] = []
+    for letter, k, row in zip(letters, nearest, opts, strict=True):
+        present = [o for o in row if o[1]]
+        out.append(letter or (None if k is None else present[k][0]))
     return out

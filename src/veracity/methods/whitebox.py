@@ -16,9 +16,10 @@ length ``radius``, as the precursor paper *Harmonic Machine Learning Models are 
 Answers are greedy by default; the centre is generated from the unperturbed embeddings in
 the same way, and gamma is computed exactly as for the text ball
 (:func:`veracity.methods.gamma.score_answers`). Generations are cached per ball point.
-Radii are absolute L2 distances in embedding space; each record reports
-``token_change_rate``, the share of perturbed tokens whose nearest vocabulary embedding
-changed, to help choose a radius (for the bundled SmolLM2 token embeddings have norm ~3.2).
+Radii are absolute L2 distances in embedding space (the bundled SmolLM2's token embeddings
+have norm ~3.2; radius 1 visibly changes some answers). A record's ``perturbed_prompts`` are
+what each perturbed question reads as (nearest vocabulary embedding per token), and
+``token_change_rate`` is the share of perturbed tokens whose nearest token changed.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def whitebox_gamma(
     if cache is None and client is not None:
         cache = client.cache
     progress = progress or (client.progress if client is not None else NullProgress())
+    radius = float(radius)  # 1 and 1.0 must share cache keys
     _check(n, radius, shape, scope)
     require(model, "inputs_embeds", "the white-box (embedding) ball")
     if not isinstance(model, EmbeddingModel):

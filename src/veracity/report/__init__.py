@@ -16,8 +16,11 @@ SECTIONS: dict[str, str] = {
     "gamma": "veracity.report.gamma:section",
     "deception": "veracity.report.deception:section",
     "fewl": "veracity.report.fewl:section",
+    "attack": "veracity.report.attack:section",
+    "isotropy": "veracity.report.isotropy:section",
 }
-TITLES = {"gamma": "Harmonic γ", "deception": "Deception-based benchmarking", "fewl": "FEWL"}
+TITLES = {"gamma": "Harmonic γ", "deception": "Deception-based benchmarking", "fewl": "FEWL",
+          "attack": "Adversarial γ search", "isotropy": "Isotropy of the ball"}
 # Files that later commands add to a run directory; shown for every run that holds one.
 FILE_SECTIONS: dict[str, str] = {
     "validation.json": "veracity.report.validate:section",

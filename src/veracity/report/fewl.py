@@ -34,9 +34,10 @@ def _settings(runs: list[RunDir]) -> str:
         refs = s["references"] or [s["references_file"]]
         rows.append([_label(run), r["n_questions"], len(r["pairs_failed"]),
                      ", ".join(map(str, refs)), s["reference_samples"], r["similarity"]["spec"],
-                     r["divergence"], s["R"], s["K"], s["tau"], s["near_duplicate"]])
+                     r["divergence"], s["R"], s["K"], s["tau"], s["near_duplicate"],
+                     s.get("expertise", "gap")])
     return table(["run", "questions", "pair failures", "references", "J per model", "similarity",
-                  "divergence", "R", "K", "τ", "near-dup"], rows) + (
+                  "divergence", "R", "K", "τ", "near-dup", "expertise"], rows) + (
         "<p class='muted'>R, K, τ, the near-duplicate threshold, the expertise formula and the "
         "cosine mapping are our reconstruction of the paper; they are parameters.</p>")
 

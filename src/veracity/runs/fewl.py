@@ -9,6 +9,7 @@ batched client call across the dataset, and every stage can be replaced by a JSO
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,31 +19,36 @@ import numpy as np
 
 from veracity.data.labelled import (
     LabelledItem,
-    leading_letter,
-    load_haltt4llm,
-    load_labelled,
-    parse_spec,
+    finetune_set,
+    icl_prompts,
     read_pairs,
     read_texts,
     write_jsonl,
 )
-from veracity.data.qa import load_items
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.fewl import (
     DIVERGENCES,
+    EXPERTISE_FORMS,
     Divergence,
+    ExpertiseForm,
     FewlScores,
     measurement_accuracy,
     score_texts,
     select_neighbours,
 )
-from veracity.methods.fewl_pairs import Pair, PairOutcome, PairSettings, generate_pairs, generate_tolerant
+from veracity.methods.fewl_pairs import (
+    Pair,
+    PairOutcome,
+    PairSettings,
+    generate_pairs,
+    generate_tolerant,
+)
 from veracity.methods.similarity import (
     Mapping,
     Similarity,
+    choose_options,
     is_cross_encoder,
     load_similarity,
-    most_similar,
 )
 from veracity.runs.common import Context
 from veracity.stats import bootstrap_ci, mean_stderr, spearman
@@ -85,6 +91,8 @@ class FewlSettings:
     """Neighbours with question cosine above this are excluded. [reconstructed]"""
     tau: float = 1.0
     """Softmax temperature of lambda. [reconstructed]"""
+    expertise: ExpertiseForm = "gap"
+    """s_j from the pairs: gap (CO − IW), wrong (−IW) or corrected (CO). [reconstructed]"""
     divergence: Divergence = "tv"
     seed: int = 0
 
@@ -98,8 +106,9 @@ class FewlSettings:
         return out
 
     def check(self) -> None:
-        if self.divergence not in DIVERGENCES:
-            raise ConfigError(f"unknown divergence '{self.divergence}'")
+        if self.divergence not in DIVERGENCES or self.expertise not in EXPERTISE_FORMS:
+            raise ConfigError(f"unknown divergence '{self.divergence}' or expertise form "
+                              f"'{self.expertise}'")
         if "{question}" not in self.answer_template:
             raise ConfigError("the answer template must contain {question}")
         if self.reference_samples < 1 or self.neighbours < 0 or not self.tau > 0:
@@ -127,25 +136,6 @@ def answer_source(value: str) -> AnswerSource:
     return AnswerSource(value, model=value)
 
 
-def load_questions(spec: str, limit: int | None = None) -> list[Item]:
-    """Any question dataset: haltt4llm / chale / halueval (labelled loaders) or the general
-    loaders (builtin, truthfulqa, webquestions, jsonl, csv). haltt4llm items carry their
-    options and correct letter in metadata, which rank uses as labels."""
-    kind = spec.partition(":")[0]
-    if kind == "haltt4llm":
-        mc = load_haltt4llm(parse_spec(spec)[1])[:limit]
-        return [Item(m.id, m.question, (m.correct_text,),
-                     {"options": [list(o) for o in m.options], "correct": m.correct}
-                     if m.labelled else {"unlabelled": "empty correct option"}) for m in mc]
-    if kind in ("chale", "halueval"):
-        return [Item(x.id, x.question, (x.gold,)) for x in load_labelled(spec, limit)]
-    return load_items(spec, limit)
-
-
-def _lookup(table: dict[str, list[Any]], item: Item) -> list[Any] | None:
-    return table.get(item.id, table.get(item.question))
-
-
 def _ask(ctx: Context, spec: str, items: Sequence[Item], settings: FewlSettings, samples: int,
          temperature: float, stage: str) -> list[list[str]]:
     """samples answers per question from one model, in one batched call ("" = failed)."""
@@ -164,13 +154,17 @@ def answers_from(source: AnswerSource, items: Sequence[Item], settings: FewlSett
         return _ask(ctx, source.model, items, settings, samples, temperature,
                     f"fewl: answers {source.name}")
     assert source.path is not None
-    table = read_texts(source.path, ("answers", "candidates", "answer"))
+    return _from_file(source.path, ("answers", "candidates", "answer"), items)
+
+
+def _from_file(path: Path, fields: tuple[str, ...], items: Sequence[Item]) -> list[list[str]]:
+    table = read_texts(path, fields)
     out = []
     for item in items:
-        found = _lookup(table, item)
+        found = table.get(item.id, table.get(item.question))
         if found is None:
-            raise DataError(f"{source.path}: no answer for question '{item.id}'")
-        out.append([str(a).strip() for a in found])
+            raise DataError(f"{path}: no {fields[0]} for question '{item.id}'")
+        out.append([text.strip() for text in found])
     return out
 
 
@@ -178,32 +172,27 @@ def references_for(items: Sequence[Item], settings: FewlSettings,
                    ctx: Context) -> tuple[list[list[str]], list[str]]:
     """J reference answers per question and the name of each reference slot."""
     if settings.references_file is not None:
-        table = read_texts(settings.references_file, ("references",))
-        refs: list[list[str]] = []
-        for item in items:
-            found = _lookup(table, item)
-            if found is None:
-                raise DataError(f"{settings.references_file}: no references for '{item.id}'")
-            refs.append([str(r).strip() for r in found])
+        refs = _from_file(settings.references_file, ("references",), items)
         width = max(len(r) for r in refs)
         return refs, [f"{settings.references_file.name}#{j}" for j in range(width)]
     j = settings.reference_samples
     temperature = settings.reference_temperature if j > 1 else 0.0
-    refs = [[] for _ in items]
+    rows: list[list[str]] = [[] for _ in items]
     names: list[str] = []
     for spec in settings.references:
         got = _ask(ctx, spec, items, settings, j, temperature, f"fewl: references {spec}")
-        for row, answers in zip(refs, got, strict=True):
+        for row, answers in zip(rows, got, strict=True):
             row.extend(answers)
         names += [spec if j == 1 else f"{spec}#{s}" for s in range(j)]
-    return refs, names
+    return rows, names
 
 
 def pairs_for(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> PairOutcome:
     """Pairs per question from a file, or one call per question (with retries)."""
     if settings.pairs_file is not None:
         table = read_pairs(settings.pairs_file)
-        pairs = [[Pair(w, c) for w, c in (_lookup(table, item) or [])] for item in items]
+        pairs = [[Pair(w, c) for w, c in table.get(item.id, table.get(item.question, []))]
+                 for item in items]
         missing = "not in the pairs file"
         return PairOutcome(pairs, [""] * len(items), [0] * len(items),
                            [None if p else missing for p in pairs])
@@ -244,7 +233,8 @@ def score(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep:
           settings: FewlSettings, gold: Sequence[str] | None = None) -> FewlScores:
     pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
-                       settings.tau, gold, DIVERGENCES, settings.pairs.min_pairs)
+                       settings.tau, gold, DIVERGENCES, settings.pairs.min_pairs,
+                       settings.expertise)
 
 
 def _num(value: Any) -> float | None:
@@ -344,6 +334,11 @@ def _finish(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str,
              "reference_models": r["reference_models"]} for r in recs))
         write_jsonl(run.path / "pairs.jsonl", (
             {"id": r["id"], "question": r["question"], "pairs": r["pairs"]} for r in recs))
+        for name in recs[0]["answers"] if recs else ():
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
+            write_jsonl(run.path / "answers" / f"{slug}.jsonl", (
+                {"id": r["id"], "question": r["question"], "answer": r["answers"][name]["answer"]}
+                for r in recs if r["answers"][name]["answer"] is not None))
         run.write_results(results)
         run.finish(ctx.stats())
     return FewlOutcome(recs, results, run)
@@ -371,21 +366,6 @@ def fewl_run(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     return _finish(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
 
 
-def mc_choices(items: Sequence[Item], answers: Sequence[str | None],
-               similarity: Similarity) -> list[str | None]:
-    """The option each answer picks: the letter it starts with, else the option most similar
-    to it under the run's similarity (all of A-E compete); None for an empty answer."""
-    options = [[(str(a), str(b)) for a, b in item.metadata["options"]] for item in items]
-    texts = [a or "" for a in answers]
-    letters = [leading_letter(t, [o[0] for o in opts]) for t, opts in zip(texts, options,
-                                                                           strict=True)]
-    nearest = most_similar(similarity, [t if not letter else "" for t, letter in
-                                        zip(texts, letters, strict=True)],
-                           [[o[1] for o in opts] for opts in options])
-    return [letter or (None if k is None else opts[k][0])
-            for letter, k, opts in zip(letters, nearest, options, strict=True)]
-
-
 def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
     return float(np.mean([c == item.metadata["correct"] for item, c in zip(items, choices,
                                                                            strict=True)]))
@@ -401,8 +381,8 @@ def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
     if labelled:
         errors = {}
         for name in names:
-            choices = mc_choices([items[i] for i in labelled],
-                                 [answer_sets[name][i] for i in labelled], prep.similarity)
+            choices = choose_options(prep.similarity, [answer_sets[name][i] for i in labelled],
+                                     [items[i].metadata["options"] for i in labelled])
             for i, choice in zip(labelled, choices, strict=True):
                 recs[i]["answers"][name]["choice"] = choice
             errors[name] = 1.0 - _accuracy([items[i] for i in labelled], choices)
@@ -449,6 +429,8 @@ def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSetti
                 min_fewl: float | None = None) -> FewlOutcome:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
     answers of each question's nearest neighbours, and a chat-format fine-tuning set."""
+    if source.model is not None and samples > 1 and temperature <= 0:
+        raise ConfigError("several candidates from one model need --temperature > 0")
     candidates = answers_from(source, items, settings, ctx, samples, temperature)
     width = max(len(c) for c in candidates)
     sets: dict[str, list[str | None]] = {
@@ -460,52 +442,35 @@ def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSetti
     best: list[int | None] = [None if np.isnan(row).all() else int(np.nanargmax(row))
                               for row in matrix]
     chosen: list[str | None] = []
-    for rec, index, row in zip(recs, best, matrix, strict=True):
+    for i, (rec, index) in enumerate(zip(recs, best, strict=True)):
         rec["selected"] = index
-        rec["value"] = None if index is None else _num(row[index])
-        rec["answer"] = None if index is None else candidates[len(chosen)][index]
+        rec["value"] = None if index is None else _num(matrix[i, index])
+        rec["answer"] = None if index is None else candidates[i][index]
         chosen.append(rec["answer"])
     results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
                                "selection": summary([r["value"] for r in recs])}
     mc = [item for item in items if "options" in item.metadata]
     if mc:
-        first = mc_choices(mc, [a for a, i in zip(sets["candidate-0"], items, strict=True)
-                                if "options" in i.metadata], prep.similarity)
-        picked = mc_choices(mc, [a for a, i in zip(chosen, items, strict=True)
-                                 if "options" in i.metadata], prep.similarity)
+        options = [item.metadata["options"] for item in mc]
+        first = choose_options(prep.similarity, [a for a, i in zip(sets["candidate-0"], items,
+                               strict=True) if "options" in i.metadata], options)
+        picked = choose_options(prep.similarity, [a for a, i in zip(chosen, items, strict=True)
+                                if "options" in i.metadata], options)
         results["selection"] |= {"accuracy_first_candidate": _accuracy(mc, first),
                                  "accuracy_selected": _accuracy(mc, picked), "n_labelled": len(mc)}
     outcome = _finish("select", dataset, items, recs, results, prep, settings, ctx, out,
                       {"candidates": asdict(source) | {"path": str(source.path) if source.path
                        else None, "samples": samples, "temperature": temperature}})
     if outcome.run is not None:
-        icl, tune = exports(items, chosen, recs, prep, settings, icl_examples, min_fewl)
-        write_jsonl(outcome.run.path / "icl_prompts.jsonl", icl)
-        write_jsonl(outcome.run.path / "finetune.jsonl", tune)
+        nb = prep.neighbours
+        keep = [a is not None and (min_fewl is None or (r["value"] is not None and r["value"] >=
+                min_fewl)) for a, r in zip(chosen, recs, strict=True)]
+        shots = [[int(k) for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m and keep[k]]
+                 [:icl_examples] for i in range(len(items))]
+        questions = [(item.id, item.question) for item in items]
+        write_jsonl(outcome.run.path / "icl_prompts.jsonl", icl_prompts(
+            questions, chosen, [r["value"] for r in recs], shots, settings.answer_template))
+        write_jsonl(outcome.run.path / "finetune.jsonl", finetune_set(
+            [q for q, k in zip(questions, keep, strict=True) if k],
+            [a for a, k in zip(chosen, keep, strict=True) if k]))
     return outcome
-
-
-def exports(items: Sequence[Item], chosen: Sequence[str | None], recs: Sequence[dict[str, Any]],
-            prep: Prepared, settings: FewlSettings, icl_examples: int,
-            min_fewl: float | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """ICL prompts (few-shot chat messages from neighbour questions' best answers) and a
-    fine-tuning set {"messages": [user, assistant]} of the selected answers."""
-    nb = prep.neighbours
-    keep = [a is not None and (min_fewl is None or (r["value"] is not None and r["value"] >=
-            min_fewl)) for a, r in zip(chosen, recs, strict=True)]
-    icl, tune = [], []
-    for i, item in enumerate(items):
-        shots = [int(k) for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m and keep[k]]
-        shots = shots[:icl_examples]
-        messages: list[dict[str, str]] = []
-        for k in shots:
-            messages += [{"role": "user", "content": settings.answer_template.format(
-                question=items[k].question)}, {"role": "assistant", "content": chosen[k] or ""}]
-        messages.append({"role": "user",
-                         "content": settings.answer_template.format(question=item.question)})
-        icl.append({"id": item.id, "question": item.question, "messages": messages,
-                    "examples": [{"id": items[k].id, "fewl": recs[k]["value"]} for k in shots]})
-        if keep[i]:
-            tune.append({"messages": [{"role": "user", "content": item.question},
-                                      {"role": "assistant", "content": chosen[i] or ""}]})
-    return icl, tune

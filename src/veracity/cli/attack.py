@@ -1,0 +1,198 @@
+"""``veracity attack`` (adversarial gamma search) and ``veracity isotropy`` (ball check)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.gamma import DEFAULT_EMBEDDER, DEFAULT_MODEL, default_out
+from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.data.qa import load_items
+from veracity.errors import ConfigError
+from veracity.methods.attack import AttackSettings, visible
+from veracity.methods.gamma import FORMS, GammaSettings
+from veracity.methods.isotropy import DEFAULT_CONE
+from veracity.methods.paraphrase import PARAPHRASE
+from veracity.perturb import resolve_ball
+from veracity.report import build_report
+from veracity.runs.attack import attack_run
+from veracity.runs.common import total_stats
+from veracity.runs.isotropy import isotropy_run
+from veracity.store import dumps
+from veracity.types import Sampling
+
+
+def _ball_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Any registered ball, ``utf8:LOW-HIGH``, or (for gamma balls) ``paraphrase``."""
+    if value == PARAPHRASE and param.name == "ball":
+        return value
+    try:
+        resolve_ball(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _flat(text: str, width: int) -> str:
+    shown = re.sub(r"\s+", " ", visible(text)).strip()
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+
+def _gamma(value: float | None) -> str:
+    return "   —   " if value is None else f"{value:7.4f}"
+
+
+def _echo_step(record: dict[str, Any]) -> None:
+    suffix = record["suffix"] if record["suffix"] is not None else record["prompt"]
+    shown = "(start)" if record["step"] == 0 else _flat(suffix, 28)
+    click.echo(f"{record['step']:>4} {_gamma(record['gamma'])}  {shown:<28}  "
+               f"{_flat(record['answer'], 60)}")
+
+
+def _report(run_path: Path, title: str, as_json: bool) -> None:
+    report = build_report([run_path], run_path / "report.html", title=title)
+    if not as_json:
+        click.echo(f"run directory: {run_path}\nreport: {report}")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text)[:40].strip("-") or "prompt"
+
+
+@click.command()
+@click.option("--prompt", "-p", required=True, help="The prompt to start from.")
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
+@click.option("--steps", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Maximum number of moves.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Candidates per step, and perturbed prompts per γ.")
+@click.option("--max-calls", type=click.IntRange(min=1),
+              help="Generation budget: stop before a step that would exceed it (cached or not).")
+@click.option("--charset", default="utf8", show_default=True, callback=_ball_name,
+              help="Ball that draws candidates: utf8 (codes 0-500), utf8:LOW-HIGH, ascii-control, ...")
+@click.option("--ball", default="ascii-control", show_default=True, callback=_ball_name,
+              help="Ball that measures γ of each candidate (or paraphrase).")
+@click.option("--paraphraser", metavar="SPEC", help="Model writing the paraphrase ball.")
+@click.option("--descend", is_flag=True, help="Walk towards the smallest γ instead.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of both balls.")
+@click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the steps as JSON.")
+@common_options
+@handles_errors
+def attack(**kw: Any) -> None:
+    """Adversarial γ search: append random characters, move to the largest γ, repeat.
+
+    Each step costs N x (N + 1) generations (one cached batch); the trajectory shows where
+    the answers start to drift.
+    """
+    common = pop_common(kw)
+    settings = AttackSettings(
+        steps=kw["steps"], n=kw["n"], charset=kw["charset"], ball=kw["ball"],
+        descend=kw["descend"], seed=kw["seed"], max_calls=kw["max_calls"], form=kw["form"],
+        sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
+        paraphraser=kw["paraphraser"],
+    )
+    out = kw["out"] or default_out("attack", _slug(kw["prompt"]), kw["model"])
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    if not kw["as_json"]:
+        click.echo(f"{'step':>4} {'γ':>7}  {'appended':<28}  answer")
+    try:
+        outcome = attack_run(kw["prompt"], kw["model"], kw["embedder"], settings, ctx, out,
+                             None if kw["as_json"] else _echo_step)
+        stats = total_stats(ctx)
+    finally:
+        ctx.close()
+    r = outcome.results
+    if kw["as_json"]:
+        click.echo(dumps(outcome.result.steps, indent=2))
+    else:
+        best = r["best"]
+        click.echo(
+            f"\n{r['steps_taken']} steps ({'budget reached' if r['stop_reason'] == 'budget' else 'done'}), "
+            f"{r['uphill_moves']} up / {r['downhill_moves']} down; start γ {_gamma(r['start']['gamma'])}"
+            f", final γ {_gamma(r['final']['gamma'])}, best γ {_gamma(best['gamma'])} at step "
+            f"{best['step']}\n{r['requested_calls']} generations requested: "
+            f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+    if outcome.run is not None:
+        _report(outcome.run.path, f"veracity attack: {kw['prompt'][:60]}", kw["as_json"])
+
+
+@click.command()
+@click.option("--dataset", required=True,
+              help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
+@click.option("--ball", default="ascii-control", show_default=True, callback=_ball_name,
+              help="Perturbation family (any ball, utf8:LOW-HIGH, or paraphrase).")
+@click.option("--paraphraser", metavar="SPEC", help="Model writing the paraphrase ball.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Perturbed prompts per question.")
+@click.option("--cone", type=click.FloatRange(min=0, max=180), default=DEFAULT_CONE,
+              show_default=True, help="Cone half-angle in degrees.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ball.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
+@click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the aggregates as JSON.")
+@common_options
+@handles_errors
+def isotropy(**kw: Any) -> None:
+    """Is the ball centred? Angles of perturbed answers and prompts around the originals.
+
+    Uses the same (cached) generations as `veracity gamma` with the same ball, N and seed.
+    """
+    common = pop_common(kw)
+    items = load_items(kw["dataset"], kw["limit"], kw["question_field"])
+    settings = GammaSettings(
+        n=kw["n"], ball=kw["ball"], seed=kw["seed"],
+        sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
+        paraphraser=kw["paraphraser"],
+    )
+    out = kw["out"] or default_out("isotropy", kw["dataset"].split(":")[-1], kw["model"])
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        outcome = isotropy_run(items, kw["model"], kw["embedder"], settings, ctx, kw["cone"], out,
+                               kw["dataset"])
+        stats = total_stats(ctx)
+    finally:
+        ctx.close()
+    agg = outcome.results["aggregate"]
+    if kw["as_json"]:
+        click.echo(dumps(outcome.results, indent=2))
+    else:
+        cone = agg["cone"]
+        click.echo(f"\n{'angle (degrees)':<40} {'mean':>7} {'median':>7} {'max':>7} {'≤ cone':>7}")
+        for key, label in (
+            ("answer_angle", "answer vs mean perturbed answer"),
+            ("prompt_angle_mean", "perturbed prompts vs prompt (mean)"),
+            ("prompt_angle_std", "  spread (std) of those angles"),
+            ("prompt_centroid_angle", "prompt vs mean perturbed prompt"),
+        ):
+            s = agg[key]
+            share = "—" if s["n"] == 0 else f"{100 * s['share_within_cone']:.0f}%"
+            click.echo(f"{label:<40} {_num(s['mean'])} {_num(s['median'])} {_num(s['max'])} "
+                       f"{share:>7}")
+        click.echo(
+            f"\n{agg['n_items']} questions, cone {cone}°, ball {settings.ball}, N {settings.n}, "
+            f"model {outcome.results['model']}, embedder {outcome.results['embedder']}\n"
+            f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+    if outcome.run is not None:
+        _report(outcome.run.path, f"veracity isotropy: {kw['dataset']}", kw["as_json"])
+
+
+def _num(value: float | None) -> str:
+    return f"{'—':>7}" if value is None or value != value else f"{value:7.2f}"
