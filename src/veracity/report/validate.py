@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,9 @@ def _read(run: RunDir, name: str) -> dict[str, Any]:
 
 
 def _label(v: dict[str, Any]) -> str:
-    return f"{v.get('model')} × {v.get('dataset')}"
+    kind, sep, rest = str(v.get("dataset")).partition(":")
+    dataset = f"{kind}:{Path(rest).name}" if sep else kind
+    return f"{v.get('model')} × {dataset}"
 
 
 def _ci(block: dict[str, Any] | None) -> str:
@@ -77,7 +80,7 @@ def _accuracy_plot(found: list[dict[str, Any]]) -> str:
     ax.set_ylabel("share of answers judged correct")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("Accuracy vs γ (numbers: answers per bin; dotted: overall)", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return figure(fig, "binned accuracy against gamma")
 
@@ -105,11 +108,12 @@ def _roc_plot(found: list[dict[str, Any]]) -> str:
         for name, scores in curves:
             if scores.size:
                 fp, tp = _roc(scores, wrong)
-                ax.plot(fp, tp, label=f"{name}: {_label(v)}", linewidth=1.2)
+                label = name if len(found) == 1 else f"{name}: {_label(v)}"
+                ax.plot(fp, tp, label=label, linewidth=1.2)
     ax.plot([0, 1], [0, 1], color="#999", linestyle="--", linewidth=0.8)
     ax.set_xlabel("false positive rate (correct answers flagged)", fontsize=8)
     ax.set_ylabel("true positive rate (incorrect answers flagged)", fontsize=8)
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return figure(fig, "ROC curves")
 
