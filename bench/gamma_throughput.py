@@ -94,8 +94,8 @@ def main() -> int:
     print(f"naive    : {naive_seconds:7.1f} s  {prompts / naive_seconds:6.2f} prompts/s  "
           f"{naive_tokens / naive_seconds:7.1f} tok/s")
     print(f"ratio (veracity prompts/s / naive prompts/s): {naive_seconds / ours:.2f}")
-    print(f"gamma values agree: {agree} (max |diff| "
-          f"{np.nanmax(np.abs(our_gammas - np.array(naive_gammas))):.2e}); mean gamma {our_gammas.mean():.4f}")
+    diff = float(np.nanmax(np.abs(our_gammas - np.array(naive_gammas))))
+    print(f"gamma values agree: {agree} (max |diff| {diff:.2e}); mean gamma {our_gammas.mean():.4f}")
     print(f"rerun of the finished run: {rerun_calls} model calls, {rerun_seconds:.2f} s, "
           f"same gammas: {[r['gamma'] for r in rerun] == [r['gamma'] for r in records]}")
     return 0 if agree and rerun_calls == 0 else 1
