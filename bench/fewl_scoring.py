@@ -27,7 +27,8 @@ from veracity.data.labelled import write_jsonl
 from veracity.data.qa import load_items
 from veracity.methods.fewl_pairs import PairSettings
 from veracity.runs.common import Context
-from veracity.runs.fewl import AnswerSource, FewlSettings, fewl_run
+from veracity.runs.fewl import AnswerSource, FewlSettings
+from veracity.runs.fewl_modes import fewl_run
 
 PLACES = ["France", "Peru", "Kenya", "Norway", "Japan", "Chile", "Egypt", "Canada", "Nepal",
           "Ghana", "Spain", "Laos", "Iceland", "Brazil", "India", "Poland", "Fiji", "Oman"]

@@ -16,7 +16,8 @@ from veracity.client import LLMClient
 from veracity.methods.fewl_pairs import PairSettings
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.fewl import AnswerSource, FewlSettings, answer_source, fewl_run
+from veracity.runs.fewl import AnswerSource, FewlSettings, answer_source
+from veracity.runs.fewl_modes import fewl_run
 from veracity.store import RunDir
 from veracity.types import GenRequest, Item
 

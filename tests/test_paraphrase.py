@@ -38,7 +38,8 @@ def test_parse_finds_the_rewritten_question(reply: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize("reply", ["", "   ", "Who wrote Hamlet?", '"who wrote hamlet"',
-                                   "Here you go:", "**Paraphrase:**"])
+                                   "Here you go:", "**Paraphrase:**",
+                                   "William Shakespeare wrote Hamlet."])
 def test_parse_rejects_empty_and_echoes(reply: str) -> None:
     assert parse_paraphrase(reply, Q) is None
 

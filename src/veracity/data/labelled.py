@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veracity.data.jsonl import read_objects
 from veracity.data.qa import load_items
 from veracity.errors import DataError
 from veracity.types import Item
@@ -134,19 +135,9 @@ def load_truthfulqa_pairs(path: Path) -> list[LabelledItem]:
 
 
 def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    _require(path)
-    with path.open(encoding="utf-8-sig") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{where}: expected a JSON object")
-            yield where, record
+    for number, record in read_objects(path):
+        yield f"{path}, line {number}", record
+
 
 
 def load_halueval(path: Path) -> list[LabelledItem]:

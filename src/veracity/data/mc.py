@@ -12,12 +12,12 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from veracity.data.jsonl import read_objects
 from veracity.errors import DataError
 from veracity.types import MCItem
 
@@ -191,39 +191,28 @@ def load_mc_jsonl(
     path: Path, subjects: Sequence[str] | None = None, limit_per_subject: int | None = None
 ) -> list[MCItem]:
     """JSONL: question, options (4), answer (A-D or 0-3); optional subject, misleading_start, id."""
-    if not path.is_file():
-        raise DataError(f"file not found: {path}")
     items: list[MCItem] = []
     counts: dict[str, int] = {}
-    with path.open(encoding="utf-8-sig") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{where}: expected a JSON object")
-            for name in ("question", "options", "answer"):
-                if name not in record:
-                    raise DataError(f"{where}: missing field '{name}'")
-            subject = str(record.get("subject") or path.stem)
-            if subjects is not None and subject not in subjects:
-                continue
-            counts[subject] = counts.get(subject, 0) + 1
-            if limit_per_subject is not None and counts[subject] > limit_per_subject:
-                continue
-            start = record.get("misleading_start") or ""
-            items.append(MCItem(
-                id=str(record.get("id") or f"{subject}/{number}"),
-                subject=subject,
-                question=_text(record["question"], "question", where),
-                options=_options(record["options"], where),
-                answer=_jsonl_answer(record["answer"], where),
-                misleading_start=str(start).strip(),
-            ))
+    for number, record in read_objects(path):
+        where = f"{path}, line {number}"
+        for name in ("question", "options", "answer"):
+            if name not in record:
+                raise DataError(f"{where}: missing field '{name}'")
+        subject = str(record.get("subject") or path.stem)
+        if subjects is not None and subject not in subjects:
+            continue
+        counts[subject] = counts.get(subject, 0) + 1
+        if limit_per_subject is not None and counts[subject] > limit_per_subject:
+            continue
+        start = record.get("misleading_start") or ""
+        items.append(MCItem(
+            id=str(record.get("id") or f"{subject}/{number}"),
+            subject=subject,
+            question=_text(record["question"], "question", where),
+            options=_options(record["options"], where),
+            answer=_jsonl_answer(record["answer"], where),
+            misleading_start=str(start).strip(),
+        ))
     if subjects is not None:
         missing = [s for s in subjects if s not in counts]
         if missing:

@@ -13,6 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from veracity.data.jsonl import read_objects
 from veracity.errors import DataError
 from veracity.types import Item
 
@@ -42,21 +43,6 @@ def _references(record: dict[str, Any]) -> tuple[str, ...]:
         if isinstance(value, list):
             return tuple(str(v).strip() for v in value if str(v).strip())
     return ()
-
-
-def _jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    _require_file(path)
-    with path.open(encoding="utf-8-sig") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}, line {number}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}, line {number}: expected a JSON object")
-            yield number, record
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -137,7 +123,7 @@ def load_webquestions(path: Path, question_field: str = "qText") -> list[Item]:
 def load_jsonl(path: Path, question_field: str = "question") -> list[Item]:
     """Any JSONL file with a question field; ``id`` and ``references``/``answer`` are optional."""
     items = []
-    for number, record in _jsonl_records(path):
+    for number, record in read_objects(path):
         where = f"{path}, line {number}"
         if question_field not in record:
             raise DataError(f"{where}: no '{question_field}' field (use --question-field)")

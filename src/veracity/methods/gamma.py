@@ -73,9 +73,17 @@ class GammaSettings:
     """gamma below this counts as "certified trustworthy" in the aggregates."""
     paraphraser: str | None = None
     """Model spec that writes the ``paraphrase`` ball (None: the model under test)."""
+    radius: float = 1.0
+    """``embedding`` ball only: L2 distance of each perturbed token embedding."""
+    shape: str = "sphere"
+    """``embedding`` ball only: ``sphere`` or ``simplex``."""
+    scope: str = "question"
+    """``embedding`` ball only: perturb the ``question`` tokens or ``all`` prompt tokens."""
 
     def describe(self) -> dict[str, Any]:
-        extra = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
+        extra: dict[str, Any] = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
+        if self.ball == EMBEDDING:
+            extra = {"radius": self.radius, "shape": self.shape, "scope": self.scope}
         return {
             "n": self.n,
             "ball": self.ball,
@@ -85,6 +93,10 @@ class GammaSettings:
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
         } | extra
+
+
+EMBEDDING = "embedding"
+"""The white-box ball (:mod:`veracity.methods.whitebox`): needs a backend with input embeddings."""
 
 
 def check_prompt(prompt: str, where: str) -> None:

@@ -2,8 +2,10 @@
 
 Unlike the pure balls of :mod:`veracity.perturb` it needs an LLM, so gamma plans it as its
 own stage: one batch with N requests per question (temperature > 0, ``sample_index`` = ball
-point), replies parsed leniently; a point whose reply is unusable (empty, or the question
-itself) is asked again with a fresh ``sample_index``, at most ``attempts`` times in all.
+point), replies parsed leniently; a point whose reply is unusable (empty, the question
+itself, or not a question) is asked again with a fresh ``sample_index``, at most
+``attempts`` times in all. The paraphraser must follow instructions: the bundled
+SmolLM2-135M mostly answers the question instead, so name a stronger model.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ _QUOTES = "\"'“”‘’`"
 
 def paraphrase_sampling(seed: int = 0, max_tokens: int = 96) -> Sampling:
     """Sampled decoding: each ball point must differ, and the seed makes it reproducible."""
-    return Sampling(temperature=1.0, top_p=0.95, max_tokens=max_tokens, seed=seed)
+    return Sampling(temperature=0.8, top_p=0.95, max_tokens=max_tokens, seed=seed)
 
 
 def _normal(text: str) -> str:
@@ -42,7 +44,8 @@ def parse_paraphrase(reply: str, question: str) -> str | None:
     """The rewritten question in a reply, or None when there is none.
 
     Skips chatty preambles ("Sure! Here is ...:"), drops labels, list markers, quotes and
-    markdown emphasis; a reply that only repeats the question is not a paraphrase.
+    markdown emphasis. A reply that only repeats the question is not a paraphrase, and
+    neither is one without a question mark when the question has one (usually an answer).
     """
     lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
     for line in lines:
@@ -54,6 +57,8 @@ def parse_paraphrase(reply: str, question: str) -> str | None:
         if not text:
             continue
         if _normal(text) == _normal(question) or not _normal(text):
+            return None
+        if "?" in question and "?" not in text:
             return None
         return text
     return None
@@ -99,6 +104,7 @@ def paraphrase_ball(
         raise DataError(
             f"paraphraser {client.spec} gave no usable paraphrase of question {q + 1} "
             f"({questions[q][:60]!r}), ball point {i + 1}, in {attempts} attempts "
-            f"({len(missing)} points unusable in all); last reply: {last[q, i][:80]!r}"
+            f"({len(missing)} points unusable in all); last reply: {last[q, i][:80]!r}. "
+            "A paraphraser must follow instructions: name a stronger model (--paraphraser SPEC)"
         )
     return [[p for p in points if p is not None] for points in found]

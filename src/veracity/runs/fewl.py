@@ -1,9 +1,9 @@
 """FEWL runs: generate (or read) answers, references and pairs, score, write a run directory.
 
-Modes: ``run`` (score answers), ``validate`` (measurement accuracy on labelled answers, with
-ablations), ``rank`` (models by mean FEWL vs their true error rate) and ``select`` (best of
-several candidates; ICL prompts and a fine-tuning set). Every generation stage is one
-batched client call across the dataset, and every stage can be replaced by a JSONL file.
+The shared machinery of every mode (settings, answer sources, the batched generation stages,
+scoring and the run directory); the modes themselves are in :mod:`veracity.runs.fewl_modes`.
+Every generation stage is one batched client call across the dataset, and every stage can be
+replaced by a JSONL file.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from typing import Any
 import numpy as np
 
 from veracity.data.labelled import (
-    LabelledItem,
-    finetune_set,
-    icl_prompts,
     read_pairs,
     read_texts,
     write_jsonl,
@@ -32,7 +29,6 @@ from veracity.methods.fewl import (
     Divergence,
     ExpertiseForm,
     FewlScores,
-    measurement_accuracy,
     score_texts,
     select_neighbours,
 )
@@ -46,12 +42,11 @@ from veracity.methods.fewl_pairs import (
 from veracity.methods.similarity import (
     Mapping,
     Similarity,
-    choose_options,
     is_cross_encoder,
     load_similarity,
 )
 from veracity.runs.common import Context
-from veracity.stats import bootstrap_ci, mean_stderr, spearman
+from veracity.stats import bootstrap_ci, mean_stderr
 from veracity.store import RunDir
 from veracity.types import GenRequest, Item, Sampling
 
@@ -237,7 +232,7 @@ def score(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep:
                        settings.expertise)
 
 
-def _num(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
     v = float(value)
     return None if math.isnan(v) else v
 
@@ -254,11 +249,11 @@ def records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], pre
         for name, values in answer_sets.items():
             terms = scores.sets[name][div]["fewl"]
             entry: dict[str, Any] = {
-                "answer": values[i], "truthfulness": _num(terms.truthfulness[i]),
-                "penalty": _num(terms.penalty[i]), "fewl": _num(terms.fewl[i]),
+                "answer": values[i], "truthfulness": as_number(terms.truthfulness[i]),
+                "penalty": as_number(terms.penalty[i]), "fewl": as_number(terms.fewl[i]),
             }
             if variants:
-                entry["variants"] = {d: {v: _num(t.fewl[i]) for v, t in per.items()}
+                entry["variants"] = {d: {v: as_number(t.fewl[i]) for v, t in per.items()}
                                      for d, per in scores.sets[name].items()}
             answers[name] = entry
         refs = prep.references[i]
@@ -273,10 +268,10 @@ def records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], pre
             "scored": bool(scores.scorable[i]),
             "pairs_error": prep.pairs.errors[i] if prep.pairs.errors else None,
             "pairs_raw": prep.pairs.raw[i] if not prep.pairs.pairs[i] else None,
-            "expertise": [_num(s) for s in scores.expertise[i, :len(refs)]],
-            "lambda": [_num(w) for w in scores.weights[i, :len(refs)]],
+            "expertise": [as_number(s) for s in scores.expertise[i, :len(refs)]],
+            "lambda": [as_number(w) for w in scores.weights[i, :len(refs)]],
             "neighbours": [items[k].id for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m],
-            "neighbour_cosine": [_num(c) for c, m in zip(nb.cosine[i], nb.mask[i], strict=True)
+            "neighbour_cosine": [as_number(c) for c, m in zip(nb.cosine[i], nb.mask[i], strict=True)
                                  if m],
             "answers": answers,
         })
@@ -310,7 +305,7 @@ class FewlOutcome:
     run: RunDir | None
 
 
-def _finish(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str, Any]],
+def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str, Any]],
             results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
             out: Path | None, extra: dict[str, Any]) -> FewlOutcome:
     failed = [r["id"] for r in recs if r["pairs_failed"]]
@@ -342,135 +337,3 @@ def _finish(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str,
         run.write_results(results)
         run.finish(ctx.stats())
     return FewlOutcome(recs, results, run)
-
-
-def fewl_run(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
-             ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
-             ) -> FewlOutcome:
-    """Score the answers of one or more sources; ``rank`` adds labels where items have them."""
-    if not sources:
-        raise ConfigError("give at least one --answers source")
-    names = [s.name for s in sources]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"answer sources must have distinct names, got {names}")
-    answer_sets: dict[str, list[str | None]] = {
-        s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
-        for s in sources}
-    prep = prepare(items, settings, ctx)
-    scores = score(items, answer_sets, prep, settings)
-    recs = records(items, answer_sets, prep, scores, settings, variants=False)
-    results: dict[str, Any] = {"models": model_summaries(recs, names)}
-    if mode == "rank":
-        results["ranking"] = ranking(items, answer_sets, recs, prep, names)
-    extra = {"answers": [asdict(s) | {"path": str(s.path) if s.path else None} for s in sources]}
-    return _finish(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
-
-
-def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
-    return float(np.mean([c == item.metadata["correct"] for item, c in zip(items, choices,
-                                                                           strict=True)]))
-
-
-def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
-            recs: list[dict[str, Any]], prep: Prepared, names: Sequence[str]) -> dict[str, Any]:
-    """Mean FEWL per model, and where items are multiple choice the true error rate, the two
-    rankings and their Spearman correlation (FEWL vs accuracy: +1 = same order)."""
-    means = {n: mean_stderr([r["answers"][n]["fewl"] for r in recs])[0] for n in names}
-    out: dict[str, Any] = {"mean_fewl": means}
-    labelled = [i for i, item in enumerate(items) if "options" in item.metadata]
-    if labelled:
-        errors = {}
-        for name in names:
-            choices = choose_options(prep.similarity, [answer_sets[name][i] for i in labelled],
-                                     [items[i].metadata["options"] for i in labelled])
-            for i, choice in zip(labelled, choices, strict=True):
-                recs[i]["answers"][name]["choice"] = choice
-            errors[name] = 1.0 - _accuracy([items[i] for i in labelled], choices)
-        rho, p = spearman([means[n] for n in names], [1.0 - errors[n] for n in names])
-        out |= {"error_rate": errors, "n_labelled": len(labelled), "spearman": rho,
-                "spearman_p": p, "match": "leading option letter, else the most similar option"}
-    order = sorted(names, key=lambda n: -means[n] if not math.isnan(means[n]) else math.inf)
-    out["rank_by_fewl"] = order
-    if "error_rate" in out:
-        out["rank_by_error"] = sorted(names, key=lambda n: out["error_rate"][n])
-    return out
-
-
-def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
-                  out: Path | None = None, dataset: str = "") -> FewlOutcome:
-    """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers."""
-    if not items:
-        raise DataError("no labelled questions")
-    plain = [Item(x.id, x.question, (x.gold,)) for x in items]
-    sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
-    for name, _ in items[0].worse:
-        sets[name] = [dict(x.worse)[name] for x in items]
-    prep = prepare(plain, settings, ctx)
-    scores = score(plain, sets, prep, settings, gold=[x.gold for x in items])
-    recs = records(plain, sets, prep, scores, settings, variants=True)
-    better = items[0].better_name
-    table: dict[str, Any] = {}
-    for name, _ in items[0].worse:
-        same = np.array([x.better.strip() == dict(x.worse)[name].strip() for x in items])
-        comparison: dict[str, Any] = {"identical_skipped": int(same.sum())}
-        for div, per in scores.sets[better].items():
-            comparison[div] = {}
-            for variant, terms in per.items():
-                worse = np.where(same, np.nan, scores.sets[name][div][variant].fewl)
-                comparison[div][variant] = measurement_accuracy(terms.fewl, worse)
-        table[f"{better} vs {name}"] = comparison
-    results = {"models": model_summaries(recs, list(sets)), "validation": table}
-    return _finish("validate", dataset, plain, recs, results, prep, settings, ctx, out, {})
-
-
-def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
-                out: Path | None = None, dataset: str = "", samples: int = 4,
-                temperature: float = 0.7, icl_examples: int = 3,
-                min_fewl: float | None = None) -> FewlOutcome:
-    """Best of several candidates per question by FEWL; exports ICL prompts using the best
-    answers of each question's nearest neighbours, and a chat-format fine-tuning set."""
-    if source.model is not None and samples > 1 and temperature <= 0:
-        raise ConfigError("several candidates from one model need --temperature > 0")
-    candidates = answers_from(source, items, settings, ctx, samples, temperature)
-    width = max(len(c) for c in candidates)
-    sets: dict[str, list[str | None]] = {
-        f"candidate-{k}": [c[k] if k < len(c) else None for c in candidates] for k in range(width)}
-    prep = prepare(items, settings, ctx)
-    scores = score(items, sets, prep, settings)
-    recs = records(items, sets, prep, scores, settings, variants=False)
-    matrix = np.stack([scores.sets[n][settings.divergence]["fewl"].fewl for n in sets], axis=1)
-    best: list[int | None] = [None if np.isnan(row).all() else int(np.nanargmax(row))
-                              for row in matrix]
-    chosen: list[str | None] = []
-    for i, (rec, index) in enumerate(zip(recs, best, strict=True)):
-        rec["selected"] = index
-        rec["value"] = None if index is None else _num(matrix[i, index])
-        rec["answer"] = None if index is None else candidates[i][index]
-        chosen.append(rec["answer"])
-    results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
-                               "selection": summary([r["value"] for r in recs])}
-    mc = [item for item in items if "options" in item.metadata]
-    if mc:
-        options = [item.metadata["options"] for item in mc]
-        first = choose_options(prep.similarity, [a for a, i in zip(sets["candidate-0"], items,
-                               strict=True) if "options" in i.metadata], options)
-        picked = choose_options(prep.similarity, [a for a, i in zip(chosen, items, strict=True)
-                                if "options" in i.metadata], options)
-        results["selection"] |= {"accuracy_first_candidate": _accuracy(mc, first),
-                                 "accuracy_selected": _accuracy(mc, picked), "n_labelled": len(mc)}
-    outcome = _finish("select", dataset, items, recs, results, prep, settings, ctx, out,
-                      {"candidates": asdict(source) | {"path": str(source.path) if source.path
-                       else None, "samples": samples, "temperature": temperature}})
-    if outcome.run is not None:
-        nb = prep.neighbours
-        keep = [a is not None and (min_fewl is None or (r["value"] is not None and r["value"] >=
-                min_fewl)) for a, r in zip(chosen, recs, strict=True)]
-        shots = [[int(k) for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m and keep[k]]
-                 [:icl_examples] for i in range(len(items))]
-        questions = [(item.id, item.question) for item in items]
-        write_jsonl(outcome.run.path / "icl_prompts.jsonl", icl_prompts(
-            questions, chosen, [r["value"] for r in recs], shots, settings.answer_template))
-        write_jsonl(outcome.run.path / "finetune.jsonl", finetune_set(
-            [q for q, k in zip(questions, keep, strict=True) if k],
-            [a for a, k in zip(chosen, keep, strict=True) if k]))
-    return outcome

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from veracity.data.jsonl import read_objects
 from veracity.errors import DataError
 from veracity.methods.gamma import (
+    EMBEDDING,
     Form,
     GammaSettings,
     aggregate,
@@ -17,6 +18,7 @@ from veracity.methods.gamma import (
     run_gamma,
     score_answers,
 )
+from veracity.methods.whitebox import Scope, Shape, whitebox_gamma
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import Item
@@ -70,8 +72,15 @@ def gamma_run(
     """Score items with gamma on a model; all generations go through the cache."""
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
-    paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
-    records = run_gamma(items, client, cached_embedder, settings, paraphraser)
+    if settings.ball == EMBEDDING:
+        records = whitebox_gamma(
+            items, client, cached_embedder, n=settings.n, radius=settings.radius,
+            seed=settings.seed, form=settings.form, shape=cast(Shape, settings.shape),
+            scope=cast(Scope, settings.scope), sampling=settings.sampling,
+        )
+    else:
+        paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
+        records = run_gamma(items, client, cached_embedder, settings, paraphraser)
     results = _results(records, settings, client.spec, cached_embedder.spec, dataset)
     config = {
         "model": client.spec,
@@ -87,30 +96,19 @@ def gamma_run(
 
 def read_recorded(path: Path) -> list[dict[str, Any]]:
     """Recorded generations: JSONL with prompt, answer, perturbed_answers per line."""
-    if not path.is_file():
-        raise DataError(f"recorded file not found: {path}")
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object")
-            for name in ("prompt", "answer", "perturbed_answers"):
-                if name not in row:
-                    raise DataError(f"{where}: missing field '{name}'")
-            perturbed = row["perturbed_answers"]
-            if not isinstance(perturbed, list) or not perturbed:
-                raise DataError(f"{where}: 'perturbed_answers' must be a non-empty list")
-            if not all(isinstance(a, str) for a in [row["answer"], *perturbed]):
-                raise DataError(f"{where}: answers must be strings")
-            row.setdefault("id", f"line-{number}")
-            rows.append(row)
+    for number, row in read_objects(path, "recorded file"):
+        where = f"{path}, line {number}"
+        for name in ("prompt", "answer", "perturbed_answers"):
+            if name not in row:
+                raise DataError(f"{where}: missing field '{name}'")
+        perturbed = row["perturbed_answers"]
+        if not isinstance(perturbed, list) or not perturbed:
+            raise DataError(f"{where}: 'perturbed_answers' must be a non-empty list")
+        if not all(isinstance(a, str) for a in [row["answer"], *perturbed]):
+            raise DataError(f"{where}: answers must be strings")
+        row.setdefault("id", f"line-{number}")
+        rows.append(row)
     if not rows:
         raise DataError(f"{path}: no records")
     return rows
