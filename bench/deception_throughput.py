@@ -6,6 +6,10 @@ measures generation; it sends the prompts in one batch, so llama.cpp reuses the 
 the shared prefix (instruction + 1-shot example, and the question itself between the normal
 and misleading variant). The naive loop resets llama.cpp's state before every prompt.
 
+Greedy predictions agree unless float rounding flips a token: evaluating a suffix after a
+reused prefix runs different CPU kernels (batch shapes) than evaluating the whole prompt at
+once, so a near-tie between two tokens can break differently. Each disagreement is listed.
+
     python bench/deception_throughput.py [--items 20] [--max-tokens 64] [--dataset DIR]
 """
 
