@@ -139,7 +139,6 @@ def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"{path}, line {number}", record
 
 
-
 def load_halueval(path: Path) -> list[LabelledItem]:
     """HaluEval QA JSONL: knowledge, question, right_answer, hallucinated_answer."""
     items: list[LabelledItem] = []

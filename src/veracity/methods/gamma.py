@@ -55,6 +55,10 @@ def gamma_from_embeddings(
     return float(gamma_batch(c, p, form)[0])
 
 
+EMBEDDING = "embedding"
+"""The white-box ball (:mod:`veracity.methods.whitebox`): needs a backend with input embeddings."""
+
+
 @dataclass(frozen=True)
 class GammaSettings:
     """How gamma is measured; every field is recorded with the results."""
@@ -93,10 +97,6 @@ class GammaSettings:
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
         } | extra
-
-
-EMBEDDING = "embedding"
-"""The white-box ball (:mod:`veracity.methods.whitebox`): needs a backend with input embeddings."""
 
 
 def check_prompt(prompt: str, where: str) -> None:
