@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from veracity.cli import main
+from veracity.perturb import BALLS
 
 FAKE = ["--model", "fake/unstable", "--embedder", "hash/default"]
 
@@ -163,3 +164,17 @@ def test_models_and_cache_commands() -> None:
     assert "generation" in info and "fake/unstable" in info
     assert "deleted" in run("cache", "clear", "--yes")
     assert "(empty)" in run("cache", "info")
+
+
+def test_ball_accepts_utf8_ranges_registered_balls_and_rejects_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    [record] = json.loads(run("gamma", "What is 2+2?", *FAKE, "-n", "3", "--ball", "utf8:945-969",
+                              "--json"))
+    assert record["ball"] == "utf8:945-969"
+    assert all("α" <= p[-1] <= "ω" for p in record["perturbed_prompts"])
+    monkeypatch.setitem(BALLS, "shout", lambda q, n, rng: [q.upper() + "!" * (i + 1) for i in range(n)])
+    [record] = json.loads(run("gamma", "What is 2+2?", *FAKE, "-n", "2", "--ball", "shout", "--json"))
+    assert record["perturbed_prompts"] == ["WHAT IS 2+2?!", "WHAT IS 2+2?!!"]
+    out = fails("gamma", "What is 2+2?", *FAKE, "--ball", "nope")
+    assert "unknown ball 'nope'" in out and "embedding" in out

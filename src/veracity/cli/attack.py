@@ -10,31 +10,24 @@ from typing import Any
 import click
 
 from veracity.cli.gamma import DEFAULT_EMBEDDER, DEFAULT_MODEL, default_out
-from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.cli.options import (
+    ball_choice,
+    common_options,
+    handles_errors,
+    make_context,
+    pop_common,
+)
 from veracity.data.qa import load_items
-from veracity.errors import ConfigError
 from veracity.methods.attack import AttackSettings, visible
 from veracity.methods.gamma import FORMS, GammaSettings
 from veracity.methods.isotropy import DEFAULT_CONE
 from veracity.methods.paraphrase import PARAPHRASE
-from veracity.perturb import resolve_ball
 from veracity.report import build_report
 from veracity.runs.attack import attack_run
 from veracity.runs.common import total_stats
 from veracity.runs.isotropy import isotropy_run
 from veracity.store import dumps
 from veracity.types import Sampling
-
-
-def _ball_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """Any registered ball, ``utf8:LOW-HIGH``, or (for gamma balls) ``paraphrase``."""
-    if value == PARAPHRASE and param.name == "ball":
-        return value
-    try:
-        resolve_ball(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
-    return value
 
 
 def _flat(text: str, width: int) -> str:
@@ -73,9 +66,9 @@ def _slug(text: str) -> str:
               help="Candidates per step, and perturbed prompts per γ.")
 @click.option("--max-calls", type=click.IntRange(min=1),
               help="Generation budget: stop before a step that would exceed it (cached or not).")
-@click.option("--charset", default="utf8", show_default=True, callback=_ball_name,
+@click.option("--charset", default="utf8", show_default=True, callback=ball_choice(),
               help="Ball that draws candidates: utf8 (codes 0-500), utf8:LOW-HIGH, ascii-control, ...")
-@click.option("--ball", default="ascii-control", show_default=True, callback=_ball_name,
+@click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice(PARAPHRASE),
               help="Ball that measures γ of each candidate (or paraphrase).")
 @click.option("--paraphraser", metavar="SPEC", help="Model writing the paraphrase ball.")
 @click.option("--descend", is_flag=True, help="Walk towards the smallest γ instead.")
@@ -132,7 +125,7 @@ def attack(**kw: Any) -> None:
               help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
-@click.option("--ball", default="ascii-control", show_default=True, callback=_ball_name,
+@click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice(PARAPHRASE),
               help="Perturbation family (any ball, utf8:LOW-HIGH, or paraphrase).")
 @click.option("--paraphraser", metavar="SPEC", help="Model writing the paraphrase ball.")
 @click.option("-n", "n", type=click.IntRange(min=1), default=10, show_default=True,

@@ -10,7 +10,13 @@ from typing import Any
 
 import click
 
-from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.cli.options import (
+    ball_choice,
+    common_options,
+    handles_errors,
+    make_context,
+    pop_common,
+)
 from veracity.data.qa import load_items
 from veracity.errors import ConfigError
 from veracity.methods.gamma import EMBEDDING, FORMS, GammaSettings, check_prompt
@@ -73,9 +79,10 @@ def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) 
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ball.")
 @click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True,
               help="sin (paper) or paper-code (authors' code: sqrt(1 - cos)).")
-@click.option("--ball", type=click.Choice([*sorted(BALLS), PARAPHRASE, EMBEDDING]),
-              default="ascii-control", show_default=True,
-              help="Perturbation family (embedding: white-box, hf/... models only).")
+@click.option("--ball", default="ascii-control", show_default=True,
+              callback=ball_choice(PARAPHRASE, EMBEDDING),
+              help=f"Perturbation family: {', '.join(sorted(BALLS))}, utf8:LOW-HIGH, {PARAPHRASE}, "
+                   f"{EMBEDDING} (white-box, hf/... models only), or one you registered.")
 @click.option("--radius", type=click.FloatRange(min=0), default=DEFAULT_RADIUS, show_default=True,
               help="Embedding ball: L2 distance of each perturbed token embedding.")
 @click.option("--shape", type=click.Choice(SHAPES), default="sphere", show_default=True,

@@ -11,9 +11,31 @@ import click
 
 from veracity.cache import Cache
 from veracity.cli.progress import TerminalProgress
+from veracity.errors import ConfigError
+from veracity.perturb import resolve_ball
 from veracity.runs.common import Context
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def ball_choice(*special: str) -> Callable[[click.Context, click.Parameter, str], str]:
+    """An option callback accepting any registered ball, ``utf8:LOW-HIGH``, or ``special``.
+
+    Checked when the command runs, not fixed at import, so balls registered by the user's
+    code are accepted too.
+    """
+
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        if value in special:
+            return value
+        try:
+            resolve_ball(value)
+        except ConfigError as exc:
+            known = f" (or {', '.join(special)})" if special else ""
+            raise click.BadParameter(f"{exc}{known}") from None
+        return value
+
+    return check
 
 
 def common_options(func: F) -> F:
