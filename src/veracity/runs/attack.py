@@ -54,7 +54,7 @@ def attack_run(
             "embedder": cached_embedder.spec,
             "prompt": prompt,
             "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-            "model_options": {k: v for k, v in ctx.model_options.items() if "key" not in k},
+            "model_options": ctx.options_record(),
         }
         run = RunDir.create(out, "attack", config)
         run.write_samples(result.steps)

@@ -57,7 +57,7 @@ def isotropy_run(
             "n_items": len(items),
             "cone": cone,
             "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-            "model_options": {k: v for k, v in ctx.model_options.items() if "key" not in k},
+            "model_options": ctx.options_record(),
         }
         run = RunDir.create(out, "isotropy", config)
         run.write_samples(records)
