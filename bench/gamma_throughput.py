@@ -4,11 +4,11 @@ N = 10 over the first 20 TruthfulQA questions, greedy, same max tokens. Prints p
 generated tokens/s for both, the ratio (veracity / naive), checks that the gamma values
 agree, then reruns veracity on the same cache to show a finished run makes no model call.
 
-Both keep one llama.cpp context and let it reuse the longest prefix shared with the previous
-prompt. veracity sends a prompt that occurs twice only once, so the prompt before the next one
-can differ from the naive loop's; llama.cpp then evaluates a different-length suffix, whose
-float rounding can flip a greedy token. The bench prints how many of the answers are
-identical, so such a flip is visible rather than hidden in the gamma difference.
+Both evaluate every prompt from an empty llama.cpp context (veracity: ``reuse_prefix=False``;
+the naive loop: ``reset()`` before each call). With prefix reuse, what was evaluated just
+before changes the float rounding of the rest of the prompt, and veracity sends a prompt that
+occurs twice only once, so the two histories differ and a near-tie can flip a greedy token;
+from an empty context each answer depends on its prompt alone and the two must agree exactly.
 
     python bench/gamma_throughput.py [--questions 20] [--n 10] [--max-tokens 64]
 """
@@ -47,6 +47,7 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
     for question in questions:
         answers = []
         for prompt in [question, *perturb(question, n)]:
+            llm.reset()  # type: ignore[no-untyped-call]
             out = llm.create_chat_completion(
                 messages=[{"role": "user", "content": prompt}],
                 temperature=0.0, max_tokens=max_tokens, repeat_penalty=1.0,
@@ -75,7 +76,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "cache.sqlite")
-        client = LLMClient(load_model("llamacpp/default", n_threads=2), cache)
+        client = LLMClient(load_model("llamacpp/default", n_threads=2, reuse_prefix=False), cache)
         began = time.perf_counter()
         records = run_gamma(items, client, embedder, settings)
         ours = time.perf_counter() - began
@@ -86,7 +87,7 @@ def main() -> int:
             [i.question for i in items], args.n, args.max_tokens, embedder
         )
 
-        rerun_client = LLMClient(load_model("llamacpp/default", n_threads=2), cache)
+        rerun_client = LLMClient(load_model("llamacpp/default", n_threads=2, reuse_prefix=False), cache)
         began = time.perf_counter()
         rerun = run_gamma(items, rerun_client, embedder, settings)
         rerun_seconds = time.perf_counter() - began

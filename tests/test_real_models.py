@@ -37,6 +37,32 @@ def test_bundled_smollm2_generates_deterministically_and_continues_a_prefill() -
         backend.close()
 
 
+def test_without_prefix_reuse_an_answer_depends_on_its_prompt_alone() -> None:
+    from llama_cpp import Llama
+
+    from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
+
+    backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", reuse_prefix=False)
+    fresh = Llama(model_path=str(bundled_gguf_path()), n_ctx=4096, verbose=False)
+    try:
+        assert backend.identity()["reuse_prefix"] is False
+        assert "reuse_prefix" not in load_model("llamacpp/default").identity()  # keys unchanged
+        sampling = Sampling(max_tokens=16)
+        questions = ["What is the capital of France?", "What is the capital of France? \x01",
+                     "Who wrote Hamlet?", "What is the capital of France? \x02\x03"]
+        outs = backend.generate([GenRequest.user(q, sampling) for q in questions])
+        for question, out in zip(questions, outs, strict=True):
+            fresh.reset()
+            prompt = backend.render(GenRequest.user(question, sampling).messages)
+            expected = fresh.create_completion(prompt, max_tokens=16, temperature=0.0,
+                                               stop=["<|im_end|>"])
+            assert not isinstance(out, Exception)
+            assert out.text == expected["choices"][0]["text"]  # type: ignore[index]
+    finally:
+        fresh.close()
+        backend.close()
+
+
 def test_bundled_minilm_on_the_papers_tables() -> None:
     import veracity
 

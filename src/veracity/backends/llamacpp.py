@@ -47,7 +47,14 @@ def file_fingerprint(path: Path) -> str:
 
 
 class LlamaCppBackend:
-    """A GGUF model run in this process by llama-cpp-python; one request at a time."""
+    """A GGUF model run in this process by llama-cpp-python; one request at a time.
+
+    By default llama.cpp reuses the part of the context shared with the previous prompt (a
+    long 1-shot prefix is evaluated once). Evaluating a suffix after a reused prefix rounds
+    differently from evaluating the whole prompt, so a near-tie can flip a greedy token
+    depending on what came before. ``reuse_prefix=False`` evaluates every prompt from an empty
+    context: an answer then depends on its prompt alone, whatever the batch order.
+    """
 
     capabilities = Capabilities(prefill=True, seed=True, max_concurrency=1)
 
@@ -58,6 +65,7 @@ class LlamaCppBackend:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_batch: int = 512,
+        reuse_prefix: bool = True,
     ) -> None:
         if not path.is_file():
             raise ConfigError(f"GGUF model file not found: {path}")
@@ -70,6 +78,7 @@ class LlamaCppBackend:
             ) from None
         self.spec = spec
         self.path = path
+        self.reuse_prefix = reuse_prefix
         self._llm = Llama(
             model_path=str(path),
             n_ctx=n_ctx,
@@ -88,11 +97,13 @@ class LlamaCppBackend:
             llama_version = version("llama-cpp-python")
         except PackageNotFoundError:
             llama_version = "unknown"
-        self._identity = {
+        self._identity: dict[str, Any] = {
             "file": path.name,
             "fingerprint": file_fingerprint(path),
             "llama_cpp": llama_version,
         }
+        if not reuse_prefix:
+            self._identity["reuse_prefix"] = False
 
     def _token_text(self, token: int) -> str:
         return self._llm.detokenize([token], special=True).decode("utf-8", "replace")
@@ -112,6 +123,8 @@ class LlamaCppBackend:
     def _one(self, request: GenRequest) -> Outcome:
         s = request.sampling
         prompt = self.render(request.messages, request.prefill)
+        if not self.reuse_prefix:
+            self._llm.reset()  # type: ignore[no-untyped-call]  # empty context: nothing reused
         try:
             result: Any = self._llm.create_completion(
                 prompt=prompt,
