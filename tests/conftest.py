@@ -33,7 +33,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def data_dir() -> Path:
     """The shared datasets folder beside the repository."""
     if not DATA.is_dir():
-        pytest.fail(f"shared data folder not found at {DATA}")
+        pytest.skip(f"needs the full datasets in {DATA} (absent in a bare clone)")
     return DATA
 
 
