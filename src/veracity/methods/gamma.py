@@ -131,6 +131,28 @@ def score_answers(
     ]
 
 
+def perturbed_cosines(
+    answers: Sequence[str], perturbed_answers: Sequence[Sequence[str]], embedder: CachedEmbedder
+) -> list[list[float | None]]:
+    """Cosine of each perturbed answer to its original answer (None where either is empty).
+
+    The embeddings are the ones gamma used: the embedder holds them in memory, so this costs
+    no second embedding call.
+    """
+    out: list[list[float | None]] = []
+    for answer, perturbed in zip(answers, perturbed_answers, strict=True):
+        if not answer.strip() or not perturbed:
+            out.append([None] * len(perturbed))
+            continue
+        vectors = np.asarray(embedder.embed([answer, *perturbed]), dtype=np.float64)
+        norms = np.linalg.norm(vectors, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = np.clip(vectors[1:] @ vectors[0] / (norms[1:] * norms[0]), -1.0, 1.0)
+        out.append([None if not text.strip() or math.isnan(c) else float(c)
+                    for text, c in zip(perturbed, cos, strict=True)])
+    return out
+
+
 def _one(answer: str, perturbed: Sequence[str], embedder: CachedEmbedder, form: Form) -> float | None:
     if not answer.strip() or not perturbed:
         return None
@@ -184,6 +206,8 @@ def run_gamma(
         if failed:
             record["error"] = f"model error: {failed}"
         records.append(record)
+    for record, cosines in zip(records, perturbed_cosines(answers, perturbed, embedder), strict=True):
+        record["perturbed_cosines"] = cosines
     return records
 
 

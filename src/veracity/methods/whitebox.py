@@ -38,7 +38,14 @@ from veracity.backends.base import Backend, Outcome, require
 from veracity.cache import Cache, cache_key
 from veracity.client import CachedEmbedder, LLMClient, NullProgress, Progress, request_key
 from veracity.errors import BackendError, CapabilityError, ConfigError
-from veracity.methods.gamma import Form, GammaSettings, check_prompt, gamma_record, score_answers
+from veracity.methods.gamma import (
+    Form,
+    GammaSettings,
+    check_prompt,
+    gamma_record,
+    perturbed_cosines,
+    score_answers,
+)
 from veracity.types import Generation, GenRequest, Item, Sampling
 
 Shape = Literal["sphere", "simplex"]
@@ -203,9 +210,10 @@ def whitebox_gamma(
         answers.append(texts[0])
         perturbed.append(texts[1:])
     gammas = score_answers(answers, perturbed, embedder, form)
+    cosines = perturbed_cosines(answers, perturbed, embedder)
     records = []
-    for item, plan, answer, others, value in zip(items, plans, answers, perturbed, gammas,
-                                                 strict=True):
+    for item, plan, answer, others, value, cos in zip(items, plans, answers, perturbed, gammas,
+                                                      cosines, strict=True):
         record = gamma_record(item, answer, plan.readings, others, value, settings, model.spec,
                               embedder.spec)
         record.update(
@@ -214,6 +222,7 @@ def whitebox_gamma(
             scope=scope,
             perturbed_tokens=plan.n_tokens,
             token_change_rate=plan.change_rate,
+            perturbed_cosines=cos,
         )
         records.append(record)
     return records

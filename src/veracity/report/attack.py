@@ -56,6 +56,7 @@ def _plot(runs: list[RunDir]) -> str:
         top.plot(xs, [_nan(s["gamma"]) for s in steps], marker="o", color=colour, label=_label(run))
         bottom.plot(xs, [_nan(s.get("similarity_to_start")) for s in steps], marker=".",
                     color=colour)
+    top.set_title("Adversarial search: γ per step", fontsize=9)
     top.set_ylabel("γ of the chosen prompt\n(dots: all candidates)", fontsize=8)
     top.legend(fontsize=7)
     bottom.set_ylabel("answer cosine\nto the start answer", fontsize=8)

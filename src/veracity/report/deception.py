@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from veracity.report.html import esc, figure, fmt, pyplot, table
+from veracity.report.items import Column, item_table
 from veracity.stats import linear_fit, pearson
 from veracity.store import RunDir
 
@@ -84,8 +85,8 @@ def _accuracy_bars(runs: list[RunDir], labels: list[str], subjects: list[str]) -
         ax.barh(y - 0.2, normal, height=0.4, color=_NORMAL, label="normal")
         ax.barh(y + 0.2, misleading, height=0.4, color=_MISLEADING, label="misleading")
         ax.set_xlim(0, 100)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("accuracy %", fontsize=8)
+        ax.set_title(f"Accuracy per subject: {label}", fontsize=9)
+        ax.set_xlabel("accuracy % (blue: normal, orange: misleading opening)", fontsize=8)
         ax.legend(fontsize=7, loc="lower right")
     axes[0][0].set_yticks(y, subjects, fontsize=7)
     axes[0][0].invert_yaxis()
@@ -114,6 +115,7 @@ def _susceptibility_bars(runs: list[RunDir], labels: list[str], subjects: list[s
     ax.axvline(1.0, color="#555", linestyle="--", linewidth=1)
     ax.set_yticks(y, shown, fontsize=7)
     ax.invert_yaxis()
+    ax.set_title("Susceptibility per subject", fontsize=9)
     ax.set_xlabel("susceptibility (normal correct / misleading correct; lower is better)",
                   fontsize=8)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -132,6 +134,7 @@ def _consistency_bars(runs: list[RunDir], labels: list[str]) -> str:
     ax.bar(x, correct, color="#55a868", label="consistent, correct")
     ax.bar(x, incorrect, bottom=correct, color="#c44e52", label="consistent, incorrect")
     ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+    ax.set_title("Same answer with and without the misleading opening", fontsize=9)
     ax.set_ylabel("% of items", fontsize=8)
     ax.set_ylim(0, 100)
     ax.legend(fontsize=7)
@@ -165,6 +168,7 @@ def _scatter(runs: list[RunDir], labels: list[str], subjects: list[str]) -> str:
     ax.plot([0, 100], [0, 100], color="#999", linestyle=":", linewidth=1)
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
+    ax.set_title("Normal vs misleading accuracy, one point per subject (r: Pearson)", fontsize=9)
     ax.set_xlabel("normal accuracy % (per subject)", fontsize=8)
     ax.set_ylabel("misleading accuracy % (per subject)", fontsize=8)
     ax.legend(fontsize=7)
@@ -199,6 +203,71 @@ def _per_subject_tables(runs: list[RunDir], labels: list[str]) -> str:
     return "".join(parts)
 
 
+def _verdict(gold: str, normal: str, misleading: str) -> str:
+    if normal == gold:
+        return "held (both correct)" if misleading == gold else "misled"
+    return "corrected by the opening" if misleading == gold else "wrong both times"
+
+
+def _item_rows(runs: list[RunDir], labels: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for index, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        for s in run.samples():
+            normal, misleading = s["normal"], s["misleading"]
+            unparsed = [side for side, a in (("normal", normal), ("misleading", misleading))
+                        if a.get("answer") in (None, "-")]
+            rows.append({
+                "_run": index, "run": label, "id": str(s.get("id")), "subject": s.get("subject"),
+                "question": s.get("question"), "gold": s.get("gold"),
+                "normal": normal.get("answer"), "misleading": misleading.get("answer"),
+                "verdict": _verdict(str(s.get("gold")), str(normal.get("answer")),
+                                    str(misleading.get("answer"))),
+                "length": len(normal.get("reasoning") or normal.get("raw") or ""),
+                "error": f"unparsable: {', '.join(unparsed)}" if unparsed else None,
+                "_d": {"options": s.get("options"), "misleading_start": s.get("misleading_start"),
+                       "model": s.get("model"), "normal_side": normal,
+                       "misleading_side": misleading},
+            })
+    return rows
+
+
+def _items(runs: list[RunDir], labels: list[str]) -> str:
+    rows = _item_rows(runs, labels)
+    columns = [Column("run", "model", "cat"), Column("id", "id"), Column("subject", "subject", "cat"),
+               Column("question", "question"), Column("gold", "gold", "cat"),
+               Column("normal", "normal answer", "cat"),
+               Column("misleading", "misleading answer", "cat"), Column("verdict", "verdict", "cat"),
+               Column("length", "normal reasoning length", "num", digits=0, help="characters"),
+               Column("error", "error", "cat")]
+    if len(runs) == 1:
+        columns = columns[1:]
+    return item_table("deception-items", columns, rows, drill="deception")
+
+
+def _side_by_side(runs: list[RunDir], labels: list[str], subjects: list[str]) -> str:
+    """The paper's Table 3 per subject for any number of models, one row per subject."""
+    columns = [Column("subject", "subject", "cat"), Column("items", "items", "num", digits=0)]
+    for k, label in enumerate(labels):
+        columns += [Column(f"n{k}", f"{label}: normal %", "num", digits=1),
+                    Column(f"m{k}", f"{label}: misleading %", "num", digits=1),
+                    Column(f"s{k}", f"{label}: susceptibility", "num", digits=2,
+                           help="empty: below the normal-accuracy threshold or unbounded")]
+    rows = []
+    for subject in subjects:
+        row: dict[str, Any] = {"subject": subject, "items": max(
+            (run.results["per_subject"].get(subject) or {}).get("n_items", 0) for run in runs)}
+        for k, run in enumerate(runs):
+            row[f"n{k}"] = _pct(_none(_value(run, subject, "normal_accuracy")))
+            row[f"m{k}"] = _pct(_none(_value(run, subject, "misleading_accuracy")))
+            row[f"s{k}"] = _none(_value(run, subject, "susceptibility"))
+        rows.append(row)
+    return item_table("deception-subjects", columns, rows, page_size=60)
+
+
+def _none(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
 def section(runs: list[RunDir]) -> str:
     """HTML for a group of deception runs (live and recorded alike)."""
     labels = _labels(runs)
@@ -209,5 +278,7 @@ def section(runs: list[RunDir]) -> str:
         "<h3>Susceptibility per subject</h3>", _susceptibility_bars(runs, labels, subjects),
         "<h3>Consistency</h3>", _consistency_bars(runs, labels),
         "<h3>Normal vs misleading accuracy</h3>", _scatter(runs, labels, subjects),
+        "<h3>Per subject, models side by side</h3>", _side_by_side(runs, labels, subjects),
         "<h3>Per-subject metrics</h3>", _per_subject_tables(runs, labels),
+        "<h3>Every item</h3>", _items(runs, labels),
     ])

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from veracity.report.html import esc, figure, fmt, pyplot, table
+from veracity.report.items import Column, item_table
 from veracity.store import RunDir
 
-_SHOWN = 30
 _VARIANT_NAMES = {
     "single": "single reference, no penalty",
     "single_penalty": "single reference, with penalty",
@@ -74,7 +74,8 @@ def _distributions(runs: list[RunDir]) -> str:
         bins = np.linspace(low, high if high > low else low + 1e-6, 25)
         for name, values in list(scores.items())[:8]:
             ax.hist(values, bins=bins, alpha=0.5, label=name[:40])
-        ax.set_title(_label(run), fontsize=9)
+        ax.set_title(f"FEWL per answer: {_label(run)}", fontsize=9)
+        ax.set_ylabel("answers", fontsize=8)
         ax.set_xlabel(f"FEWL ({run.results['divergence']}); higher = less hallucination", fontsize=8)
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -125,8 +126,9 @@ def _ranking(run: RunDir) -> str:
         ax.scatter([errors[n] for n in names], [ranking["mean_fewl"][n] for n in names])
         for n in names:
             ax.annotate(n[:30], (errors[n], ranking["mean_fewl"][n]), fontsize=7)
+        ax.set_title("Mean FEWL against the true error rate, one point per model", fontsize=9)
         ax.set_xlabel("true error rate")
-        ax.set_ylabel("mean FEWL")
+        ax.set_ylabel("mean FEWL (higher = less hallucination)")
         html += figure(fig, "mean FEWL vs true error rate")
     return html
 
@@ -141,20 +143,73 @@ def _selection(run: RunDir) -> str:
             "<p class='muted'>exports: icl_prompts.jsonl, finetune.jsonl</p>")
 
 
-def _examples(run: RunDir) -> str:
-    samples = [s for s in run.samples() if s.get("value") is not None]
-    samples.sort(key=lambda s: s["value"])
+_DETAIL = ("references", "reference_models", "lambda", "expertise", "pairs", "pairs_error",
+           "neighbours", "neighbour_cosine", "answers")
+
+
+def _item_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
+    """One row per question and answer source, with what the drill-down shows."""
     rows = []
-    for s in samples[:_SHOWN]:
-        refs = "".join(f"<li>λ {fmt(w)} · s {fmt(e)} — {esc(t)}</li>" for t, w, e in
-                       zip(s["references"], s["lambda"], s["expertise"], strict=False))
-        rows.append(f"<tr><td class='num'>{fmt(s['value'])}</td><td>{esc(s['question'])}</td>"
-                    f"<td>{esc(s.get('answer') or '')}<details><summary>{len(s['references'])} "
-                    f"references, {len(s['pairs'])} pairs, {len(s['neighbours'])} neighbours"
-                    f"</summary><ul>{refs}</ul></details></td></tr>")
-    return (f"<details><summary>{esc(_label(run))}: lowest FEWL first (at most {_SHOWN})"
-            "</summary><table><thead><tr><th>FEWL</th><th>question</th><th>answer</th></tr>"
-            f"</thead><tbody>{''.join(rows)}</tbody></table></details>")
+    for index, run in enumerate(runs):
+        label = _label(run)
+        samples = list(run.samples())
+        questions = {str(s.get("id")): s.get("question") for s in samples}
+        for s in samples:
+            detail = {k: s.get(k) for k in _DETAIL}
+            detail["neighbour_questions"] = [questions.get(str(n)) for n in s.get("neighbours", [])]
+            for source, entry in s["answers"].items():
+                answer = entry.get("answer")
+                rows.append({
+                    "_run": index, "run": label, "id": str(s.get("id")), "source": source,
+                    "question": s.get("question"), "answer": answer, "fewl": entry.get("fewl"),
+                    "truthfulness": entry.get("truthfulness"), "penalty": entry.get("penalty"),
+                    "scored": bool(s.get("scored")), "pairs_failed": bool(s.get("pairs_failed")),
+                    "length": None if answer is None else len(answer), "_d": detail,
+                })
+    return rows
+
+
+def _items(runs: list[RunDir]) -> str:
+    columns = [Column("run", "run", "cat"), Column("id", "id"),
+               Column("source", "answers from", "cat"), Column("question", "question"),
+               Column("answer", "answer"),
+               Column("fewl", "FEWL", "num", help="T − L; higher = less hallucination"),
+               Column("truthfulness", "T", "num", help="λ-weighted agreement with the references"),
+               Column("penalty", "L", "num", help="agreement with neighbours' references"),
+               Column("scored", "scored", "cat"), Column("pairs_failed", "pairs failed", "cat"),
+               Column("length", "answer length", "num", digits=0, help="characters")]
+    if len(runs) == 1:
+        columns = columns[1:]
+    return item_table("fewl-items", columns, _item_rows(runs), drill="fewl", range_key="fewl")
+
+
+def _ranks(runs: list[RunDir]) -> str:
+    """Every answer source of every run ranked by mean FEWL, beside its true error rate."""
+    rows = []
+    for run in runs:
+        models = run.results.get("models", {})
+        ranking = run.results.get("ranking", {})
+        errors = ranking.get("error_rate", {})
+        scored = sorted((n for n, m in models.items() if m.get("mean") is not None),
+                        key=lambda n: -float(models[n]["mean"]))
+        by_error = {n: i + 1 for i, n in enumerate(ranking.get("rank_by_error", []))}
+        for name, m in models.items():
+            rows.append({"run": _label(run), "source": name, "mean": m.get("mean"),
+                         "stderr": m.get("stderr"), "n": m.get("n"),
+                         "rank": scored.index(name) + 1 if name in scored else None,
+                         "error_rate": errors.get(name), "rank_error": by_error.get(name)})
+    columns = [Column("run", "run", "cat"), Column("source", "answers from", "cat"),
+               Column("mean", "mean FEWL", "num"), Column("stderr", "± s.e.", "num"),
+               Column("n", "questions", "num", digits=0),
+               Column("rank", "rank by FEWL", "num", digits=0),
+               Column("error_rate", "true error rate", "num"),
+               Column("rank_error", "rank by error", "num", digits=0)]
+    if not any(r["error_rate"] is not None for r in rows):
+        columns = [c for c in columns if c.key not in ("error_rate", "rank_error")]
+    if len(runs) == 1:
+        columns = columns[1:]
+    rows.sort(key=lambda r: (r["run"], r["rank"] is None, r["rank"] or 0))
+    return item_table("fewl-ranks", columns, rows, page_size=100)
 
 
 def section(runs: list[RunDir]) -> str:
@@ -169,5 +224,6 @@ def section(runs: list[RunDir]) -> str:
             parts.append(_ranking(run))
         if "selection" in results:
             parts.append(_selection(run))
-    parts += [_examples(run) for run in runs]
+    parts += ["<h3>Models ranked by mean FEWL</h3>", _ranks(runs), "<h3>Every answer</h3>",
+              _items(runs)]
     return "".join(parts)

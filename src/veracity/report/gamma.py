@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from veracity.report.html import esc, figure, fmt, pyplot, table
-from veracity.store import RunDir
-
-_SHOWN_ITEMS = 50
+from veracity.errors import DataError
+from veracity.report.html import figure, pyplot, table
+from veracity.report.items import Column, gamma_comparison, item_table, present
+from veracity.store import VALIDATION_FILE, RunDir
 
 
 def _label(results: dict[str, Any]) -> str:
@@ -48,38 +50,110 @@ def _histograms(runs: list[RunDir]) -> str:
         upper = 1.0 if r["settings"]["form"] == "sin" else float(np.sqrt(2))
         ax.hist(values, bins=20, range=(0, upper), color="#4c72b0", edgecolor="white")
         ax.axvline(r["aggregate"]["threshold"], color="#c44e52", linestyle="--", linewidth=1)
-        ax.set_title(_label(r), fontsize=9)
-        ax.set_xlabel(f"γ ({r['settings']['form']}, {r['embedder']})", fontsize=8)
+        ax.set_title(f"γ distribution: {_label(r)}", fontsize=9)
+        ax.set_xlabel(f"γ ({r['settings']['form']}, {r['embedder']}); dashed: threshold", fontsize=8)
         ax.set_ylabel("answers", fontsize=8)
     fig.tight_layout()
     return figure(fig, "gamma histograms")
 
 
-def _answers(run: RunDir) -> str:
-    samples = sorted(run.samples(), key=lambda s: -(s.get("gamma") or 0.0))
+def labels(runs: list[RunDir]) -> list[str]:
+    """``model × dataset`` per run, with the directory name where two would read the same."""
+    base = [_label(run.results) for run in runs]
+    counts = Counter(base)
+    return [f"{b} [{run.path.name}]" if counts[b] > 1 else b for b, run in zip(base, runs, strict=True)]
+
+
+def _correctness(run: RunDir) -> dict[str, bool | None]:
+    """Per-item verdicts of ``veracity validate`` when the run holds them."""
+    target = run.path / VALIDATION_FILE
+    if not target.is_file():
+        return {}
+    try:
+        found = json.loads(target.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{target} is not valid JSON: {exc}") from None
+    return {str(i.get("id")): i.get("correct") for i in found.get("items", [])}
+
+
+def _verdict(gamma: float | None, threshold: float) -> str:
+    if gamma is None:
+        return "not scored"
+    return f"stable (γ < {threshold:g})" if gamma < threshold else f"unstable (γ ≥ {threshold:g})"
+
+
+def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
+    """One row per item of every run: the table's cells and the drill-down's data."""
     rows = []
-    for s in samples[:_SHOWN_ITEMS]:
-        perturbed = "".join(
-            f"<li><code>{esc(p)}</code> → {esc(a)}</li>"
-            for p, a in zip(s.get("perturbed_prompts") or [""] * len(s["perturbed_answers"]),
-                            s["perturbed_answers"], strict=False)
-        )
-        error = f"<p class='error'>not scored: {esc(s['error'])}</p>" if s.get("error") else ""
-        rows.append(
-            f"<tr><td class='num'>{fmt(s.get('gamma'))}</td><td>{esc(s['prompt'])}</td>"
-            f"<td>{esc(s['answer'])}{error}<details><summary>{len(s['perturbed_answers'])} perturbed"
-            f"</summary><ul>{perturbed}</ul></details></td></tr>"
-        )
-    return (
-        f"<details><summary>{esc(_label(run.results))}: answers, highest γ first "
-        f"(at most {_SHOWN_ITEMS})</summary><table><thead><tr><th>γ</th><th>prompt</th>"
-        f"<th>answer</th></tr></thead><tbody>{''.join(rows)}</tbody></table></details>"
-    )
+    for index, (run, name) in enumerate(zip(runs, names, strict=True)):
+        threshold = float(run.results["aggregate"]["threshold"])
+        correct = _correctness(run)
+        for s in run.samples():
+            gamma = s.get("gamma")
+            metadata = s.get("metadata") or {}
+            rows.append({
+                "_run": index, "run": name, "id": str(s.get("id")),
+                "subject": metadata.get("subject") or metadata.get("category"),
+                "prompt": s["prompt"], "answer": s["answer"], "gamma": gamma,
+                "gamma_null": s.get("gamma_null"), "p_correct": s.get("p_correct"),
+                "correct": correct.get(str(s.get("id"))), "verdict": _verdict(gamma, threshold),
+                "length": len(s["answer"]), "error": s.get("error") if gamma is None else None,
+                "_d": {k: s.get(k) for k in _DETAIL},
+            })
+    return rows
+
+
+_DETAIL = ("form", "ball", "embedder", "seed", "n", "model", "perturbed_prompts",
+           "perturbed_answers", "perturbed_cosines", "references")
+
+
+def _items(runs: list[RunDir], names: list[str]) -> str:
+    rows = item_rows(runs, names)
+    columns = [Column("run", "run", "cat"), Column("id", "id"), Column("subject", "subject", "cat"),
+               Column("prompt", "prompt"), Column("answer", "answer"),
+               Column("gamma", "γ", "num", help="0 = the same answer under every perturbation"),
+               Column("gamma_null", "γ_null", "num", help="γ a stable answer shows by chance"),
+               Column("p_correct", "P(correct)", "num", help="calibrated probability of correct"),
+               Column("correct", "correct", "cat", help="from veracity validate"),
+               Column("verdict", "verdict", "cat"),
+               Column("length", "answer length", "num", digits=0, help="characters"),
+               Column("error", "not scored because")]
+    optional = {"subject", "gamma_null", "p_correct", "correct", "error"}
+    shown = [c for c in columns if c.key not in optional or present(rows, c.key)]
+    if len(runs) == 1:
+        shown = [c for c in shown if c.key != "run"]
+    return item_table("gamma-items", shown, rows, drill="gamma", range_key="gamma")
+
+
+def _comparison(runs: list[RunDir], names: list[str]) -> str:
+    datasets = [run.results["dataset"] for run in runs]
+    pair = next(((a, b) for a in range(len(runs)) for b in range(a + 1, len(runs))
+                 if datasets[a] == datasets[b]), (0, 1))
+    upper = max(1.0 if run.results["settings"].get("form") == "sin" else float(np.sqrt(2))
+                for run in runs)
+    return ("<h3>Compare two runs item by item</h3><p class='muted'>Items match by id and "
+            "prompt: compare runs of the same dataset (different models or settings).</p>"
+            + gamma_comparison("gamma-compare", "gamma-items", names, pair, upper))
+
+
+def _control(runs: list[RunDir], names: list[str]) -> str:
+    """The run-level ``control`` block where runs carry one: its scalar entries."""
+    found = [(name, run.results["control"]) for run, name in zip(runs, names, strict=True)
+             if isinstance(run.results.get("control"), dict)]
+    if not found:
+        return ""
+    keys: list[str] = []
+    for _, control in found:
+        keys += [k for k, v in control.items() if not isinstance(v, dict | list) and k not in keys]
+    rows = [[name, *(control.get(k) for k in keys)] for name, control in found]
+    return "<h3>Null control and calibration</h3>" + table(["run", *keys], rows)
 
 
 def section(runs: list[RunDir]) -> str:
     """HTML for a group of gamma runs."""
-    parts = [_summary(runs), "<h3>γ distribution per model × dataset</h3>", _histograms(runs)]
-    parts.append("<h3>Answers</h3>")
-    parts.extend(_answers(run) for run in runs)
+    names = labels(runs)
+    parts = [_summary(runs), _control(runs, names), "<h3>γ distribution per model × dataset</h3>",
+             _histograms(runs), "<h3>Every answer</h3>", _items(runs, names)]
+    if len(runs) > 1:
+        parts.append(_comparison(runs, names))
     return "".join(parts)

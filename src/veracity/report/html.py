@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
+import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
+from importlib.resources import files
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+from veracity.store import clean_json
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
-table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
-code,.mono{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-word}
-img{max-width:100%} details{margin:0.5em 0} .muted{color:#777}
-"""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Inside <script type="application/json"> nothing may read as markup, so "</script>" and
+# "<!--" cannot end or bend the block; JSON.parse turns the escapes back.
+_JSON_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JSON_UNSAFE_RE = re.compile("[<>&\u2028\u2029]")
+
+
+@cache
+def _static(name: str) -> str:
+    return files("veracity.report").joinpath("static", name).read_text(encoding="utf-8")
 
 
 def esc(text: Any) -> str:
@@ -51,7 +57,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 3
             cls = ' class="num"' if isinstance(cell, int | float) and not isinstance(cell, bool) else ""
             cells.append(f"<td{cls}>{fmt(cell, digits)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (f"<div class='scroll'><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def figure(fig: Any, alt: str) -> str:
@@ -62,15 +69,35 @@ def figure(fig: Any, alt: str) -> str:
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+    name = re.sub(r"[^a-z0-9]+", "-", alt.lower()).strip("-") or "plot"
+    return (f"<figure class='plot'><img alt=\"{esc(alt)}\" data-name=\"{esc(name)}\" "
+            f"src=\"data:image/png;base64,{data}\"><figcaption>{esc(alt)} "
+            "<button type='button' class='png'>PNG</button></figcaption></figure>")
+
+
+def json_block(element_id: str, value: Any) -> str:
+    """Data for the page's script: strict JSON that no text inside can break out of."""
+    text = json.dumps(clean_json(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    text = _JSON_UNSAFE_RE.sub(lambda m: _JSON_UNSAFE[m.group()], text)
+    return f"<script type='application/json' id=\"{esc(element_id)}\">{text}</script>"
+
+
+def _csp(script: str) -> str:
+    """Only the report's own script may run (by its hash) and nothing is fetched."""
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
+            "img-src data: blob:; base-uri 'none'; form-action 'none'")
 
 
 def page(title: str, sections: Sequence[str]) -> str:
-    """A complete HTML document with inline CSS and no external resources."""
+    """A complete HTML document with inline CSS and script and no external resources."""
+    script = _static("report.js")
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{esc(title)}</h1>{''.join(sections)}</body></html>\n"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{_csp(script)}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{esc(title)}</title><style>{_static('report.css')}</style></head><body>"
+        f"<h1>{esc(title)}</h1>{''.join(sections)}<script>{script}</script></body></html>\n"
     )
 
 

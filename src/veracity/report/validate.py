@@ -111,6 +111,7 @@ def _roc_plot(found: list[dict[str, Any]]) -> str:
                 label = name if len(found) == 1 else f"{name}: {_label(v)}"
                 ax.plot(fp, tp, label=label, linewidth=1.2)
     ax.plot([0, 1], [0, 1], color="#999", linestyle="--", linewidth=0.8)
+    ax.set_title("ROC: flagging incorrect answers", fontsize=9)
     ax.set_xlabel("false positive rate (correct answers flagged)", fontsize=8)
     ax.set_ylabel("true positive rate (incorrect answers flagged)", fontsize=8)
     ax.legend(fontsize=7, loc="lower right")
@@ -162,6 +163,7 @@ def _figure_one(found: list[dict[str, Any]]) -> str:
             ax.plot(x, m * x + b, color=line[0].get_color(), linewidth=1,
                     label=f"fit: {m:.2f} γ + {b:.2f}")
     ax.set_xlabel("γ (bin centre)")
+    ax.set_title("Figure 1: mean human rating per γ bin, with the fitted line", fontsize=9)
     ax.set_ylabel("mean human rating (0–5)")
     ax.set_ylim(-0.2, 5.2)
     ax.legend(fontsize=7)

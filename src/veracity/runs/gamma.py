@@ -15,6 +15,7 @@ from veracity.methods.gamma import (
     GammaSettings,
     aggregate,
     gamma_record,
+    perturbed_cosines,
     run_gamma,
     score_answers,
 )
@@ -139,6 +140,10 @@ def recorded_run(
         )
         record["ball"] = row.get("ball", "recorded")
         records.append(record)
+    cosines = perturbed_cosines([r["answer"] for r in rows], [r["perturbed_answers"] for r in rows],
+                                cached_embedder)
+    for record, values in zip(records, cosines, strict=True):
+        record["perturbed_cosines"] = values
     results = _results(records, settings, model, cached_embedder.spec, f"recorded:{path.name}")
     sizes = sorted({len(r["perturbed_answers"]) for r in rows})
     described = {  # what the file says, not generation settings it never used

@@ -1,0 +1,556 @@
+/* veracity report: sortable, filterable item tables, drill-down, run comparison, exports.
+   Every text from a run reaches the page through textContent / text nodes, never as markup. */
+(function () {
+  "use strict";
+
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    if (attrs) {
+      Object.keys(attrs).forEach(function (key) {
+        var value = attrs[key];
+        if (value === null || value === undefined) return;
+        if (key === "text") node.textContent = String(value);
+        else if (key === "class") node.className = value;
+        else if (key.slice(0, 2) === "on") node.addEventListener(key.slice(2), value);
+        else node.setAttribute(key, String(value));
+      });
+    }
+    for (var i = 2; i < arguments.length; i++) {
+      var kid = arguments[i];
+      if (kid === null || kid === undefined) continue;
+      node.append(kid instanceof Node ? kid : String(kid));
+    }
+    return node;
+  }
+
+  function readJson(id) {
+    var block = document.getElementById(id);
+    return block ? JSON.parse(block.textContent) : null;
+  }
+
+  function fmt(value, digits) {
+    if (value === null || value === undefined || (typeof value === "number" && isNaN(value))) return "—";
+    if (typeof value === "number") {
+      if (digits === undefined) return Number.isInteger(value) ? String(value) : value.toFixed(3);
+      return value.toFixed(digits);
+    }
+    if (typeof value === "boolean") return value ? "yes" : "no";
+    return String(value);
+  }
+
+  // Control, format and separator characters (not the plain space) as \xNN / \uNNNN tokens.
+  var INVISIBLE = /[\p{C}\p{Z}]/u;
+
+  function visible(text, keep, markSpaces) {
+    var frag = document.createDocumentFragment();
+    var plain = "";
+    for (var ch of String(text)) {
+      var special = (ch === " " && markSpaces) || (ch !== " " && INVISIBLE.test(ch) && keep.indexOf(ch) < 0);
+      if (!special) { plain += ch; continue; }
+      if (plain) { frag.append(plain); plain = ""; }
+      var code = ch.codePointAt(0);
+      var hex = code.toString(16);
+      var shown = code < 0x100 ? "\\x" + hex.padStart(2, "0") : "\\u" + hex.padStart(4, "0");
+      frag.append(el("span", { class: "tok", title: "U+" + hex.toUpperCase().padStart(4, "0") }, shown));
+    }
+    if (plain) frag.append(plain);
+    return frag;
+  }
+
+  function words(text) {
+    return String(text).split(/(\s+)/).filter(function (t) { return t !== ""; });
+  }
+
+  // Longest common subsequence of two word lists: which words of each side are shared.
+  function common(a, b) {
+    var n = a.length, m = b.length;
+    if (n * m > 400000) return null;
+    var w = m + 1, dp = new Uint32Array((n + 1) * w);
+    for (var i = n - 1; i >= 0; i--) {
+      for (var j = m - 1; j >= 0; j--) {
+        dp[i * w + j] = a[i] === b[j] ? dp[(i + 1) * w + j + 1] + 1 : Math.max(dp[(i + 1) * w + j], dp[i * w + j + 1]);
+      }
+    }
+    var ka = new Array(n).fill(false), kb = new Array(m).fill(false);
+    i = 0; j = 0;
+    while (i < n && j < m) {
+      if (a[i] === b[j]) { ka[i] = kb[j] = true; i++; j++; }
+      else if (dp[(i + 1) * w + j] >= dp[i * w + j + 1]) i++;
+      else j++;
+    }
+    return [ka, kb];
+  }
+
+  function marked(tokens, kept, cls) {
+    var frag = document.createDocumentFragment();
+    tokens.forEach(function (t, i) {
+      var text = visible(t, "\n\t", false);
+      if (kept === null || kept[i] || /^\s+$/.test(t)) frag.append(text);
+      else frag.append(el("span", { class: cls }, text));
+    });
+    return frag;
+  }
+
+  // [original, other] with the words each lacks from the other highlighted.
+  function wordDiff(original, other) {
+    var a = words(original), b = words(other);
+    var keep = common(a, b) || [null, null];
+    return [el("div", { class: "text" }, marked(a, keep[0], "del")),
+            el("div", { class: "text" }, marked(b, keep[1], "ins"))];
+  }
+
+  // A perturbed prompt: the part after the shared prefix marked, invisible characters spelled out.
+  function perturbation(prompt, perturbed) {
+    var n = 0;
+    while (n < prompt.length && n < perturbed.length && prompt[n] === perturbed[n]) n++;
+    var box = el("div", { class: "text mono" });
+    if (n >= prompt.length / 2) {
+      box.append(visible(perturbed.slice(0, n), "", false));
+      if (n < perturbed.length) box.append(el("mark", { class: "pert" }, visible(perturbed.slice(n), "", true)));
+      return box;
+    }
+    box.append(wordDiff(prompt, perturbed)[1]);
+    return box;
+  }
+
+  function facts(pairs) {
+    var dl = el("dl", { class: "facts" });
+    pairs.forEach(function (p) {
+      if (p[1] === null || p[1] === undefined) return;
+      dl.append(el("dt", { text: p[0] }), el("dd", { text: fmt(p[1], p[2]) }));
+    });
+    return dl;
+  }
+
+  function block(title, text, cls) {
+    return el("div", { class: "block" }, el("h4", { text: title }),
+              el("div", { class: "text " + (cls || "") }, visible(text === null || text === undefined ? "" : text, "\n\t", false)));
+  }
+
+  function gammaDetail(d) {
+    var box = el("div", { class: "drill" });
+    box.append(facts([["γ", d.gamma], ["γ form", d.form], ["ball", d.ball], ["embedder", d.embedder],
+                      ["seed", d.seed], ["N", d.n], ["model", d.model], ["γ_null", d.gamma_null],
+                      ["P(correct)", d.p_correct], ["correct", d.correct], ["not scored", d.error]]));
+    box.append(block("prompt", d.prompt, "mono"), block("answer", d.answer));
+    if (d.references && d.references.length) box.append(block("reference answers", d.references.join("\n")));
+    var rows = el("tbody");
+    var prompts = d.perturbed_prompts || [];
+    (d.perturbed_answers || []).forEach(function (answer, i) {
+      var pair = wordDiff(d.answer, answer);
+      var cos = d.perturbed_cosines ? d.perturbed_cosines[i] : null;
+      rows.append(el("tr", null, el("td", { class: "num", text: i + 1 }),
+        el("td", null, prompts[i] === undefined ? "—" : perturbation(d.prompt, prompts[i])),
+        el("td", null, pair[0]), el("td", null, pair[1]), el("td", { class: "num", text: fmt(cos, 3) })));
+    });
+    box.append(el("h4", { text: "perturbed prompts and answers" }),
+      el("div", { class: "scroll" }, el("table", { class: "pairs" },
+        el("thead", null, el("tr", null, el("th", { text: "#" }), el("th", { text: "perturbed prompt (added part marked)" }),
+          el("th", { text: "original answer (words missing from the perturbed answer marked)" }),
+          el("th", { text: "perturbed answer (new words marked)" }), el("th", { text: "cosine to original" }))),
+        rows)));
+    return box;
+  }
+
+  function deceptionDetail(d) {
+    var box = el("div", { class: "drill" });
+    var n = d.normal_side || {}, m = d.misleading_side || {};
+    box.append(facts([["subject", d.subject], ["model", d.model], ["gold", d.gold],
+                      ["normal answer", n.answer], ["misleading answer", m.answer],
+                      ["attempts (normal, misleading)", (n.attempts || 0) + ", " + (m.attempts || 0)]]));
+    box.append(block("question", d.question));
+    var list = el("ol", { class: "options", type: "A" });
+    (d.options || []).forEach(function (option, i) {
+      var letter = "ABCD"[i];
+      var tags = [letter === d.gold ? "gold" : null, letter === n.answer ? "normal" : null,
+                  letter === m.answer ? "misleading" : null].filter(Boolean);
+      list.append(el("li", { class: letter === d.gold ? "gold" : null }, visible(option, "", false),
+                     tags.length ? el("span", { class: "tag", text: " ← " + tags.join(", ") }) : null));
+    });
+    box.append(el("div", { class: "block" }, el("h4", { text: "options" }), list));
+    box.append(block("misleading opening", d.misleading_start));
+    var pair = wordDiff(n.reasoning || n.raw || "", m.reasoning || m.raw || "");
+    box.append(el("div", { class: "side" },
+      el("div", { class: "block" }, el("h4", { text: "normal reasoning → " + fmt(n.answer) }), pair[0]),
+      el("div", { class: "block" }, el("h4", { text: "misleading reasoning → " + fmt(m.answer) }), pair[1])));
+    var errors = (n.errors || []).concat(m.errors || []);
+    if (errors.length) box.append(block("parse errors", errors.join("\n")));
+    return box;
+  }
+
+  function fewlDetail(d) {
+    var box = el("div", { class: "drill" });
+    box.append(facts([["answers from", d.source], ["FEWL", d.fewl], ["truthfulness T", d.truthfulness],
+                      ["penalty L", d.penalty], ["scored", d.scored], ["pairs failed", d.pairs_failed],
+                      ["pairs error", d.pairs_error]]));
+    box.append(block("question", d.question), block("answer", d.answer));
+    var refs = el("tbody");
+    (d.references || []).forEach(function (text, i) {
+      refs.append(el("tr", null, el("td", { text: (d.reference_models || [])[i] || "" }),
+        el("td", { class: "num", text: fmt((d.lambda || [])[i], 3) }), el("td", { class: "num", text: fmt((d.expertise || [])[i], 3) }),
+        el("td", null, el("div", { class: "text" }, visible(text, "\n\t", false)))));
+    });
+    box.append(el("h4", { text: "references (λ: weight, s: expertise)" }), el("div", { class: "scroll" },
+      el("table", null, el("thead", null, el("tr", null, el("th", { text: "reference" }), el("th", { text: "λ" }),
+        el("th", { text: "s" }), el("th", { text: "answer" }))), refs)));
+    var others = el("tbody");
+    Object.keys(d.answers || {}).forEach(function (name) {
+      var a = d.answers[name];
+      others.append(el("tr", { class: name === d.source ? "current" : null }, el("td", { text: name }),
+        el("td", { class: "num", text: fmt(a.fewl, 3) }), el("td", { class: "num", text: fmt(a.truthfulness, 3) }),
+        el("td", { class: "num", text: fmt(a.penalty, 3) }), el("td", null, el("div", { class: "text" }, visible(a.answer === null ? "" : a.answer, "\n\t", false)))));
+    });
+    box.append(el("h4", { text: "every scored answer to this question" }), el("div", { class: "scroll" },
+      el("table", null, el("thead", null, el("tr", null, el("th", { text: "answers from" }), el("th", { text: "FEWL" }),
+        el("th", { text: "T" }), el("th", { text: "L" }), el("th", { text: "answer" }))), others)));
+    var pairs = el("tbody");
+    (d.pairs || []).forEach(function (p, i) {
+      pairs.append(el("tr", null, el("td", { class: "num", text: i + 1 }), el("td", null, el("div", { class: "text" }, visible(p.wrong, "\n\t", false))),
+        el("td", null, el("div", { class: "text" }, visible(p.corrected, "\n\t", false)))));
+    });
+    box.append(el("details", null, el("summary", { text: (d.pairs || []).length + " intentionally wrong / corrected pairs" }),
+      el("table", null, el("thead", null, el("tr", null, el("th", { text: "#" }), el("th", { text: "intentionally wrong" }),
+        el("th", { text: "corrected" }))), pairs)));
+    var nb = el("tbody");
+    (d.neighbours || []).forEach(function (id, i) {
+      nb.append(el("tr", null, el("td", { text: id }), el("td", { class: "num", text: fmt((d.neighbour_cosine || [])[i], 3) }),
+        el("td", null, el("div", { class: "text" }, visible((d.neighbour_questions || [])[i] || "", "\n\t", false)))));
+    });
+    box.append(el("h4", { text: "penalty neighbours (questions whose references the answer is compared with)" }),
+      el("table", null, el("thead", null, el("tr", null, el("th", { text: "id" }), el("th", { text: "question cosine" }),
+        el("th", { text: "question" }))), nb));
+    return box;
+  }
+
+  var LONG = 160;  // characters of a text cell shown in the table; the drill-down has all
+
+  var DRILLS = { gamma: gammaDetail, deception: deceptionDetail, fewl: fewlDetail };
+
+  // A row's cells and its drill-down data (kept apart so each text is stored once).
+  function merged(row) {
+    return Object.assign({}, row._d, row);
+  }
+
+  // Cells a spreadsheet would read as a formula get a leading apostrophe.
+  function csvCell(value) {
+    if (value === null || value === undefined) return "";
+    if (typeof value === "number") return isFinite(value) ? String(value) : "";
+    var text = typeof value === "boolean" ? (value ? "yes" : "no") : String(value);
+    text = text.replace(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/g, function (c) {
+      return "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0");  // no terminal escapes
+    });
+    if (/^[=+\-@\t\r|]/.test(text)) text = "'" + text;
+    return '"' + text.replace(/"/g, '""') + '"';
+  }
+
+  function toCsv(columns, rows) {
+    var lines = [columns.map(function (c) { return csvCell(c.label); }).join(",")];
+    rows.forEach(function (row) {
+      lines.push(columns.map(function (c) { return csvCell(row[c.key]); }).join(","));
+    });
+    return lines.join("\r\n") + "\r\n";
+  }
+
+  function download(blob, name) {
+    var url = URL.createObjectURL(blob);
+    var link = el("a", { href: url, download: name });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
+  }
+
+  function compare(a, b, key) {
+    var x = a[key], y = b[key];
+    var xn = x === null || x === undefined, yn = y === null || y === undefined;
+    if (xn || yn) return xn === yn ? 0 : xn ? 1 : -1;
+    if (typeof x === "number" && typeof y === "number") return x - y;
+    return String(x).localeCompare(String(y));
+  }
+
+  function ItemTable(root, spec) {
+    this.root = root;
+    this.spec = spec;
+    this.rows = spec.rows;
+    this.sortKey = null;
+    this.sortDir = 1;
+    this.page = 0;
+    this.pageSize = spec.page_size || 50;
+    this.open = null;
+    this.build();
+    this.apply();
+  }
+
+  ItemTable.prototype.build = function () {
+    var self = this, spec = this.spec;
+    var bar = el("div", { class: "filters" });
+    this.search = el("input", { type: "search", placeholder: "search " + spec.search_label, "aria-label": "search", oninput: function () { self.apply(); } });
+    bar.append(this.search);
+    if (spec.range) {
+      var label = spec.columns.filter(function (c) { return c.key === spec.range; })[0].label;
+      this.low = el("input", { type: "number", step: "any", placeholder: label + " ≥", class: "range", "aria-label": label + " at least", oninput: function () { self.apply(); } });
+      this.high = el("input", { type: "number", step: "any", placeholder: label + " ≤", class: "range", "aria-label": label + " at most", oninput: function () { self.apply(); } });
+      bar.append(this.low, this.high);
+    }
+    this.selects = [];
+    spec.columns.forEach(function (c) {
+      if (c.kind !== "cat") return;
+      var values = Array.from(new Set(spec.rows.map(function (r) { return fmt(r[c.key]); }))).sort();
+      if (values.length < 2) return;
+      var select = el("select", { "aria-label": c.label, "data-key": c.key, onchange: function () { self.apply(); } },
+                      el("option", { value: "", text: "any " + c.label }));
+      values.forEach(function (v) { select.append(el("option", { value: v, text: v })); });
+      self.selects.push(select);
+      bar.append(select);
+    });
+    this.count = el("span", { class: "count" });
+    var csv = el("button", { type: "button", class: "csv", text: "CSV of the filtered rows", onclick: function () {
+      download(new Blob([self.csv()], { type: "text/csv;charset=utf-8" }), spec.name + ".csv");
+    } });
+    bar.append(this.count, csv);
+    this.head = el("tr");
+    spec.columns.forEach(function (c) {
+      var th = el("th", { "data-key": c.key, title: c.help || null, class: c.kind === "num" ? "num sortable" : "sortable", tabindex: "0" }, c.label);
+      var sort = function () { self.sortBy(c.key); };
+      th.addEventListener("click", sort);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter") sort(); });
+      self.head.append(th);
+    });
+    this.body = el("tbody");
+    this.pager = el("div", { class: "pager" });
+    this.root.append(bar, el("div", { class: "scroll" }, el("table", { class: "items" }, el("thead", null, this.head), this.body)), this.pager);
+  };
+
+  ItemTable.prototype.sortBy = function (key) {
+    this.sortDir = this.sortKey === key ? -this.sortDir : 1;
+    this.sortKey = key;
+    this.apply();
+  };
+
+  ItemTable.prototype.apply = function () {
+    var spec = this.spec, self = this;
+    var needle = this.search.value.trim().toLowerCase();
+    var low = this.low && this.low.value !== "" ? Number(this.low.value) : null;
+    var high = this.high && this.high.value !== "" ? Number(this.high.value) : null;
+    var chosen = this.selects.filter(function (s) { return s.value !== ""; });
+    this.shown = this.rows.filter(function (row) {
+      if (needle && (row._text || (row._text = spec.search.map(function (k) { return row[k] === null || row[k] === undefined ? "" : String(row[k]); }).join("\n").toLowerCase())).indexOf(needle) < 0) return false;
+      if (low !== null || high !== null) {
+        var v = row[spec.range];
+        if (typeof v !== "number" || (low !== null && v < low) || (high !== null && v > high)) return false;
+      }
+      return chosen.every(function (s) { return fmt(row[s.getAttribute("data-key")]) === s.value; });
+    });
+    if (this.sortKey !== null) {
+      var key = this.sortKey, dir = this.sortDir;
+      this.shown.sort(function (a, b) {
+        var an = a[key] === null || a[key] === undefined, bn = b[key] === null || b[key] === undefined;
+        if (an || bn) return an === bn ? 0 : an ? 1 : -1;  // empty cells last either way
+        return dir * compare(a, b, key);
+      });
+    }
+    Array.from(this.head.children).forEach(function (th) {
+      var key = th.getAttribute("data-key");
+      th.setAttribute("aria-sort", key === self.sortKey ? (self.sortDir > 0 ? "ascending" : "descending") : "none");
+    });
+    this.page = Math.min(this.page, Math.max(0, Math.ceil(this.shown.length / this.pageSize) - 1));
+    this.render();
+  };
+
+  ItemTable.prototype.render = function () {
+    var self = this, spec = this.spec;
+    var start = this.page * this.pageSize;
+    var rows = this.shown.slice(start, start + this.pageSize);
+    var frag = document.createDocumentFragment();
+    rows.forEach(function (row) {
+      var tr = el("tr", { class: spec.drill ? "item" : null, tabindex: spec.drill ? "0" : null });
+      spec.columns.forEach(function (c) {
+        var value = row[c.key];
+        var td = el("td", { class: c.kind === "num" ? "num" : c.kind === "text" ? "clip" : null });
+        var shown = fmt(value, c.digits);
+        if (c.kind === "text" && shown.length > LONG) shown = shown.slice(0, LONG - 1) + "…";
+        td.append(c.kind === "text" ? visible(shown, "", false) : shown);
+        tr.append(td);
+      });
+      if (spec.drill) {
+        var toggle = function () { self.toggle(row, tr); };
+        tr.addEventListener("click", toggle);
+        tr.addEventListener("keydown", function (e) { if (e.key === "Enter") toggle(); });
+      }
+      frag.append(tr);
+      if (self.open === row) frag.append(self.detailRow(row));
+    });
+    this.body.replaceChildren(frag);
+    this.count.textContent = this.shown.length + " of " + this.rows.length + " rows";
+    var pages = Math.max(1, Math.ceil(this.shown.length / this.pageSize));
+    this.pager.replaceChildren(
+      el("button", { type: "button", text: "◀ previous", disabled: this.page === 0 ? "" : null, onclick: function () { self.page--; self.render(); } }),
+      el("span", { text: " page " + (this.page + 1) + " of " + pages + " " }),
+      el("button", { type: "button", text: "next ▶", disabled: this.page >= pages - 1 ? "" : null, onclick: function () { self.page++; self.render(); } }));
+  };
+
+  ItemTable.prototype.detailRow = function (row) {
+    return el("tr", { class: "detail" }, el("td", { colspan: this.spec.columns.length }, DRILLS[this.spec.drill](merged(row))));
+  };
+
+  ItemTable.prototype.toggle = function (row) {
+    this.open = this.open === row ? null : row;
+    this.render();
+  };
+
+  ItemTable.prototype.csv = function () {
+    return toCsv(this.spec.columns, this.shown);
+  };
+
+  // γ_A against γ_B for the items two runs share; click a point to open both items.
+  function Comparison(root, spec, table) {
+    this.root = root;
+    this.spec = spec;
+    this.table = table;
+    this.build();
+  }
+
+  Comparison.prototype.build = function () {
+    var self = this, runs = this.spec.runs;
+    this.a = el("select", { "aria-label": "run A", onchange: function () { self.draw(); } });
+    this.b = el("select", { "aria-label": "run B", onchange: function () { self.draw(); } });
+    runs.forEach(function (r, i) {
+      self.a.append(el("option", { value: i, text: r.label }));
+      self.b.append(el("option", { value: i, text: r.label }));
+    });
+    var pair = this.spec.default_pair || [0, Math.min(1, runs.length - 1)];
+    this.a.value = pair[0];
+    this.b.value = pair[1];
+    this.canvas = el("canvas", { width: 460, height: 460, class: "scatter", "aria-label": "γ of run A against γ of run B" });
+    this.canvas.addEventListener("click", function (e) { self.click(e); });
+    this.note = el("p", { class: "muted" });
+    this.detail = el("div", { class: "side" });
+    this.worst = el("div");
+    var png = el("button", { type: "button", text: "PNG", class: "png", onclick: function () {
+      self.canvas.toBlob(function (blob) { download(blob, "gamma-a-vs-b.png"); });
+    } });
+    this.root.append(el("div", { class: "filters" }, "A: ", this.a, " B: ", this.b, png), this.canvas, this.note, this.detail,
+                     el("h4", { text: "Items where the two runs disagree most" }), this.worst);
+    this.draw();
+  };
+
+  Comparison.prototype.pairs = function () {
+    var ia = Number(this.a.value), ib = Number(this.b.value);
+    var byId = new Map();
+    this.table.rows.forEach(function (row) { if (row._run === ib) byId.set(row.id, row); });
+    var out = [];
+    this.table.rows.forEach(function (row) {
+      if (row._run !== ia) return;
+      var other = byId.get(row.id);
+      if (other && other.prompt === row.prompt) out.push([row, other]);
+    });
+    return out;
+  };
+
+  Comparison.prototype.draw = function () {
+    var self = this, ctx = this.canvas.getContext("2d");
+    var W = this.canvas.width, H = this.canvas.height, pad = 56;
+    var pairs = this.pairs();
+    var scored = pairs.filter(function (p) { return typeof p[0].gamma === "number" && typeof p[1].gamma === "number"; });
+    var top = Math.max(1e-9, this.spec.upper || 1);
+    scored.forEach(function (p) { top = Math.max(top, p[0].gamma, p[1].gamma); });
+    var sx = function (v) { return pad + (W - pad - 16) * v / top; };
+    var sy = function (v) { return H - pad - (H - pad - 16) * v / top; };
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, W, H);
+    ctx.strokeStyle = "#999";
+    ctx.strokeRect(pad, 16, W - pad - 16, H - pad - 16);
+    ctx.setLineDash([4, 4]);
+    ctx.beginPath(); ctx.moveTo(sx(0), sy(0)); ctx.lineTo(sx(top), sy(top)); ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = "#222";
+    ctx.font = "12px sans-serif";
+    ctx.textAlign = "center";
+    for (var t = 0; t <= 4; t++) {
+      var v = top * t / 4;
+      ctx.fillText(v.toFixed(2), sx(v), H - pad + 16);
+      ctx.textAlign = "right"; ctx.fillText(v.toFixed(2), pad - 6, sy(v) + 4); ctx.textAlign = "center";
+    }
+    var la = this.spec.runs[Number(this.a.value)].label, lb = this.spec.runs[Number(this.b.value)].label;
+    ctx.fillText("γ of A: " + la.slice(0, 60), pad + (W - pad) / 2, H - 14);
+    ctx.save(); ctx.translate(14, (H - pad) / 2); ctx.rotate(-Math.PI / 2);
+    ctx.fillText("γ of B: " + lb.slice(0, 60), 0, 0); ctx.restore();
+    ctx.fillStyle = "rgba(76,114,176,0.6)";
+    this.points = scored.map(function (p) {
+      var x = sx(p[0].gamma), y = sy(p[1].gamma);
+      ctx.beginPath(); ctx.arc(x, y, 3.5, 0, 2 * Math.PI); ctx.fill();
+      return [x, y, p];
+    });
+    this.note.textContent = scored.length + " items scored in both runs (" + pairs.length +
+      " shared). Dashed: γ_A = γ_B. Click a point to open both answers.";
+    var rows = scored.map(function (p) {
+      return { id: p[0].id, prompt: p[0].prompt, gamma_a: p[0].gamma, gamma_b: p[1].gamma,
+               delta: Math.abs(p[0].gamma - p[1].gamma), _pair: p };
+    }).sort(function (x, y) { return y.delta - x.delta; });
+    var spec = { name: "gamma-disagreement", search: ["id", "prompt"], search_label: "id, prompt", range: "delta", drill: null, page_size: 10,
+                 columns: [{ key: "id", label: "id", kind: "cat" }, { key: "prompt", label: "prompt", kind: "text" },
+                           { key: "gamma_a", label: "γ A", kind: "num" }, { key: "gamma_b", label: "γ B", kind: "num" },
+                           { key: "delta", label: "|γ A − γ B|", kind: "num" }],
+                 rows: rows };
+    var holder = el("div");
+    this.worst.replaceChildren(holder);
+    var table = new ItemTable(holder, spec);
+    table.body.addEventListener("click", function (e) {
+      var tr = e.target.closest("tr");
+      var index = Array.prototype.indexOf.call(table.body.children, tr) + table.page * table.pageSize;
+      if (tr && table.shown[index]) self.show(table.shown[index]._pair);
+    });
+    this.detail.replaceChildren();
+  };
+
+  Comparison.prototype.click = function (e) {
+    var rect = this.canvas.getBoundingClientRect();
+    var x = (e.clientX - rect.left) * this.canvas.width / rect.width;
+    var y = (e.clientY - rect.top) * this.canvas.height / rect.height;
+    var best = null, dist = 64;
+    (this.points || []).forEach(function (p) {
+      var d = (p[0] - x) * (p[0] - x) + (p[1] - y) * (p[1] - y);
+      if (d < dist) { dist = d; best = p[2]; }
+    });
+    if (best) this.show(best);
+  };
+
+  Comparison.prototype.show = function (pair) {
+    var la = this.spec.runs[Number(this.a.value)].label, lb = this.spec.runs[Number(this.b.value)].label;
+    this.detail.replaceChildren(
+      el("div", { class: "block" }, el("h4", { text: "A: " + la }), gammaDetail(merged(pair[0]))),
+      el("div", { class: "block" }, el("h4", { text: "B: " + lb }), gammaDetail(merged(pair[1]))));
+  };
+
+  function figures() {
+    document.querySelectorAll("figure.plot").forEach(function (fig) {
+      var img = fig.querySelector("img");
+      var button = fig.querySelector("button.png");
+      if (!img || !button) return;
+      button.addEventListener("click", function () {
+        var bytes = atob(img.src.slice(img.src.indexOf(",") + 1));
+        var data = new Uint8Array(bytes.length);
+        for (var i = 0; i < bytes.length; i++) data[i] = bytes.charCodeAt(i);
+        download(new Blob([data], { type: "image/png" }), (img.getAttribute("data-name") || "plot") + ".png");
+      });
+    });
+  }
+
+  function start() {
+    var tables = {};
+    document.querySelectorAll("div.vtable").forEach(function (root) {
+      var id = root.getAttribute("data-src");
+      tables[id] = new ItemTable(root, readJson(id));
+    });
+    var comparisons = [];
+    document.querySelectorAll("div.vcompare").forEach(function (root) {
+      var spec = readJson(root.getAttribute("data-src"));
+      comparisons.push(new Comparison(root, spec, tables[spec.items]));
+    });
+    figures();
+    window.veracityReport = { tables: tables, compare: comparisons, toCsv: toCsv };
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,74 @@
+"""Small run directories of every method on the fake backend, for report tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from veracity.data.qa import load_items
+from veracity.methods.fewl_pairs import PairSettings
+from veracity.methods.gamma import GammaSettings
+from veracity.runs.common import Context
+from veracity.runs.deception import deception_run
+from veracity.runs.fewl import AnswerSource, FewlSettings
+from veracity.runs.fewl_modes import fewl_run
+from veracity.runs.gamma import gamma_run
+from veracity.types import Item, MCItem
+
+# Each would change document.title if any of it ran as script or markup.
+PAYLOADS = (
+    "</script><script>document.title='pwned-1'</script>",
+    "<img src=x onerror=\"document.title='pwned-2'\">",
+    "\"><svg onload=\"document.title='pwned-3'\">",
+    "<!--<script>document.title='pwned-4'</script>-->",
+    "' onmouseover='document.title=\"pwned-5\"' x='",
+    "<iframe srcdoc=\"<script>parent.document.title='pwned-6'</script>\"></iframe>",
+    "=HYPERLINK(\"http://example.invalid\",\"pwned-7\")",
+    "\u202e\x1b[31mred\x00 & \u2028 line",
+)
+
+
+def gamma_runs(root: Path, ctx: Context, items: list[Item] | None = None,
+               models: tuple[str, ...] = ("fake/unstable", "fake/stable")) -> list[Path]:
+    """One γ run per model on the same items (default: 12 built-in questions), N = 4."""
+    items = items or load_items("builtin", limit=12)
+    paths = []
+    for model in models:
+        out = root / f"gamma-{model.replace('/', '-')}"
+        gamma_run(items, model, "hash/default", GammaSettings(n=4), ctx, out=out)
+        paths.append(out)
+    return paths
+
+
+def mc_items(prefix: str = "", count: int = 4) -> list[MCItem]:
+    """Items in two subjects; ``prefix`` goes into subjects, questions and options."""
+    items = []
+    for subject in (f"{prefix}anatomy", f"{prefix}virology"):
+        for i in range(count):
+            items.append(MCItem(
+                f"{subject}-{i}", subject, f"{prefix}Which option is right in case {i}?",
+                (f"{prefix}first", "second", "third", "fourth"), "ABCD"[i % 4],
+                f"Let's reason step by step. {prefix}Option {'DCBA'[i % 4]} is what the "
+                "textbook says."))
+    return items
+
+
+def deception_runs(root: Path, ctx: Context, prefix: str = "") -> list[Path]:
+    paths = []
+    items = mc_items(prefix)
+    for model in ("fake/deceive", "fake/deceive-flaky"):
+        out = root / f"deception-{model.replace('/', '-')}"
+        deception_run(model, "mc-jsonl:fixture.jsonl", ctx, out=out, items=items)
+        paths.append(out)
+    return paths
+
+
+def fewl_runs(root: Path, ctx: Context, items: list[Item] | None = None,
+              source_names: tuple[str, str] = ("fake/stable", "fake/unstable")) -> list[Path]:
+    items = items or load_items("builtin", limit=6)
+    settings = FewlSettings(references=("fake/pairs",), reference_samples=3,
+                            pairs=PairSettings(r=4), similarity="hash/default", neighbours=3)
+    sources = [AnswerSource(name, model=model)
+               for name, model in zip(source_names, ("fake/stable", "fake/unstable"), strict=True)]
+    out = root / "fewl"
+    fewl_run(items, sources, settings, ctx, out=out, dataset="builtin")
+    return [out]
