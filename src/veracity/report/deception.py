@@ -248,10 +248,11 @@ def _side_by_side(runs: list[RunDir], labels: list[str], subjects: list[str]) ->
     """The paper's Table 3 per subject for any number of models, one row per subject."""
     columns = [Column("subject", "subject", "cat"), Column("items", "items", "num", digits=0)]
     for k, label in enumerate(labels):
-        columns += [Column(f"n{k}", f"{label}: normal %", "num", digits=1),
-                    Column(f"m{k}", f"{label}: misleading %", "num", digits=1),
-                    Column(f"s{k}", f"{label}: susceptibility", "num", digits=2,
-                           help="empty: below the normal-accuracy threshold or unbounded")]
+        columns += [Column(f"n{k}", "normal %", "num", digits=1, group=label),
+                    Column(f"m{k}", "misleading %", "num", digits=1, group=label),
+                    Column(f"s{k}", "suscept.", "num", digits=2, group=label,
+                           help="susceptibility; empty: below the normal-accuracy threshold "
+                           "or unbounded")]
     rows = []
     for subject in subjects:
         row: dict[str, Any] = {"subject": subject, "items": max(

@@ -28,6 +28,8 @@ class Column:
     kind: Kind = "text"
     digits: int = 3
     help: str = ""
+    group: str = ""
+    """Shown in a header row above consecutive columns of the same group."""
 
 
 def present(rows: Sequence[Mapping[str, Any]], key: str) -> bool:

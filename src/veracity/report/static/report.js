@@ -244,7 +244,7 @@
   }
 
   function toCsv(columns, rows) {
-    var lines = [columns.map(function (c) { return csvCell(c.label); }).join(",")];
+    var lines = [columns.map(function (c) { return csvCell(c.group ? c.group + ": " + c.label : c.label); }).join(",")];
     rows.forEach(function (row) {
       lines.push(columns.map(function (c) { return csvCell(row[c.key]); }).join(","));
     });
@@ -318,7 +318,22 @@
     });
     this.body = el("tbody");
     this.pager = el("div", { class: "pager" });
-    this.root.append(bar, el("div", { class: "scroll" }, el("table", { class: "items" }, el("thead", null, this.head), this.body)), this.pager);
+    var head = el("thead", null, this.groups(), this.head);
+    this.root.append(bar, el("div", { class: "scroll" }, el("table", { class: "items" }, head, this.body)), this.pager);
+  };
+
+  // A header row over columns that share a group (e.g. one model's metrics), if any do.
+  ItemTable.prototype.groups = function () {
+    var columns = this.spec.columns;
+    if (!columns.some(function (c) { return c.group; })) return null;
+    var row = el("tr", { class: "groups" });
+    for (var i = 0; i < columns.length;) {
+      var j = i;
+      while (j < columns.length && columns[j].group === columns[i].group) j++;
+      row.append(el("th", { colspan: j - i, text: columns[i].group || "" }));
+      i = j;
+    }
+    return row;
   };
 
   ItemTable.prototype.sortBy = function (key) {
@@ -383,6 +398,7 @@
     this.body.replaceChildren(frag);
     this.count.textContent = this.shown.length + " of " + this.rows.length + " rows";
     var pages = Math.max(1, Math.ceil(this.shown.length / this.pageSize));
+    if (pages === 1) { this.pager.replaceChildren(); return; }
     this.pager.replaceChildren(
       el("button", { type: "button", text: "◀ previous", disabled: this.page === 0 ? "" : null, onclick: function () { self.page--; self.render(); } }),
       el("span", { text: " page " + (this.page + 1) + " of " + pages + " " }),
@@ -488,9 +504,10 @@
                delta: Math.abs(p[0].gamma - p[1].gamma), _pair: p };
     }).sort(function (x, y) { return y.delta - x.delta; });
     var spec = { name: "gamma-disagreement", search: ["id", "prompt"], search_label: "id, prompt", range: "delta", drill: null, page_size: 10,
-                 columns: [{ key: "id", label: "id", kind: "cat" }, { key: "prompt", label: "prompt", kind: "text" },
-                           { key: "gamma_a", label: "γ A", kind: "num" }, { key: "gamma_b", label: "γ B", kind: "num" },
-                           { key: "delta", label: "|γ A − γ B|", kind: "num" }],
+                 columns: [{ key: "id", label: "id", kind: "text" }, { key: "prompt", label: "prompt", kind: "text" },
+                           { key: "gamma_a", label: "γ A", kind: "num", digits: 3 },
+                           { key: "gamma_b", label: "γ B", kind: "num", digits: 3 },
+                           { key: "delta", label: "|γ A − γ B|", kind: "num", digits: 3 }],
                  rows: rows };
     var holder = el("div");
     this.worst.replaceChildren(holder);
