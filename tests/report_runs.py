@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from veracity.data.qa import load_items
+from veracity.methods.attack import AttackSettings
 from veracity.methods.fewl_pairs import PairSettings
 from veracity.methods.gamma import GammaSettings
+from veracity.runs.attack import attack_run
 from veracity.runs.common import Context
 from veracity.runs.deception import deception_run
 from veracity.runs.fewl import AnswerSource, FewlSettings
 from veracity.runs.fewl_modes import fewl_run
 from veracity.runs.gamma import gamma_run
+from veracity.runs.isotropy import isotropy_run
 from veracity.types import Item, MCItem
 
 # Each would change document.title if any of it ran as script or markup.
@@ -72,3 +75,12 @@ def fewl_runs(root: Path, ctx: Context, items: list[Item] | None = None,
     out = root / "fewl"
     fewl_run(items, sources, settings, ctx, out=out, dataset="builtin")
     return [out]
+
+
+def other_runs(root: Path, ctx: Context) -> list[Path]:
+    """An adversarial search and an isotropy check."""
+    attack_run("What is the capital of France?", "fake/slope", "hash/default",
+               AttackSettings(steps=3, n=4), ctx, root / "attack")
+    isotropy_run(load_items("builtin", limit=8), "fake/unstable", "hash/default",
+                 GammaSettings(n=4), ctx, out=root / "isotropy")
+    return [root / "attack", root / "isotropy"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from report_runs import PAYLOADS, deception_runs, fewl_runs, gamma_runs
+from report_runs import PAYLOADS, deception_runs, fewl_runs, gamma_runs, other_runs
 from veracity.cache import Cache
 from veracity.report import build_report
 from veracity.runs.common import Context
@@ -60,7 +60,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Pa
     cache = Cache(root / "cache.sqlite")
     ctx = Context(cache=cache)
     found = {"gamma": gamma_runs(root, ctx), "deception": deception_runs(root, ctx),
-             "fewl": fewl_runs(root, ctx)}
+             "fewl": fewl_runs(root, ctx), "other": other_runs(root, ctx)}
     ctx.close()
     cache.close()
     yield found
@@ -220,6 +220,22 @@ def test_fewl_report_ranks_and_drill_down(
     assert fits_1280(browser)
     assert console_errors(browser) == []
     browser.save_screenshot(str(tmp_path / "fewl.png"))
+
+
+def test_attack_and_isotropy_reports(
+    browser: Any, runs: dict[str, list[Path]], tmp_path: Path
+) -> None:
+    open_report(browser, runs["other"], tmp_path / "other.html")
+    keys = [th.get_attribute("data-key") for th in
+            css(browser, "div.vtable[data-src='isotropy-items'] th")]
+    header(browser, "isotropy-items", "answer_angle").click()
+    header(browser, "isotropy-items", "answer_angle").click()
+    angles = numbers(column(browser, "isotropy-items", keys.index("answer_angle")))
+    assert len(angles) == 8 and angles == sorted(angles, reverse=True)
+    assert len(css(browser, "figure.plot img")) >= 2  # the trajectory and the angle histograms
+    assert fits_1280(browser)
+    assert console_errors(browser) == []
+    browser.save_screenshot(str(tmp_path / "attack-isotropy.png"))
 
 
 def test_csv_and_png_exports_download(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from veracity.report.html import esc, figure, fmt, pyplot, table
+from veracity.report.html import figure, fmt, pyplot, table
+from veracity.report.items import Column, item_table
 from veracity.store import RunDir
 
-_SHOWN_ITEMS = 50
 _ANGLES = (
     ("answer_angle", "answer vs mean of perturbed answers"),
     ("prompt_angle_mean", "perturbed prompts vs prompt (mean angle)"),
@@ -64,25 +64,31 @@ def _histograms(runs: list[RunDir]) -> str:
     return figure(fig, "isotropy angle histograms")
 
 
-def _items(run: RunDir) -> str:
-    samples = sorted(run.samples(), key=lambda s: -(s.get("answer_angle") or 0.0))
-    rows = [
-        [s["prompt"], s["answer_angle"], s["prompt_angle_mean"], s["prompt_angle_std"],
-         s["prompt_centroid_angle"], s["gamma"], s["answer"]]
-        for s in samples[:_SHOWN_ITEMS]
-    ]
-    return (
-        f"<details><summary>{esc(_label(run.results))}: questions, largest answer angle first "
-        f"(at most {_SHOWN_ITEMS})</summary>"
-        + table(["question", "answer angle", "prompt angle mean", "prompt angle std",
-                 "prompt centroid angle", "γ", "answer"], rows, digits=2)
-        + "</details>"
-    )
+def _items(runs: list[RunDir]) -> str:
+    rows = []
+    for run in runs:
+        label = _label(run.results)
+        for s in run.samples():
+            rows.append({"run": label, "id": str(s.get("id")), "prompt": s["prompt"],
+                         "answer": s["answer"], "answer_angle": s.get("answer_angle"),
+                         "prompt_angle_mean": s.get("prompt_angle_mean"),
+                         "prompt_angle_std": s.get("prompt_angle_std"),
+                         "prompt_centroid_angle": s.get("prompt_centroid_angle"),
+                         "gamma": s.get("gamma")})
+    columns = [Column("run", "run", "cat"), Column("id", "id"), Column("prompt", "question"),
+               Column("answer", "answer"),
+               Column("answer_angle", "answer angle", "num", digits=2),
+               Column("prompt_angle_mean", "prompt angle mean", "num", digits=2),
+               Column("prompt_angle_std", "prompt angle std", "num", digits=2),
+               Column("prompt_centroid_angle", "prompt centroid angle", "num", digits=2),
+               Column("gamma", "γ", "num")]
+    if len(runs) == 1:
+        columns = columns[1:]
+    return item_table("isotropy-items", columns, rows, range_key="answer_angle")
 
 
 def section(runs: list[RunDir]) -> str:
     """HTML for a group of isotropy runs."""
     parts = [_summary(runs), "<h3>Angle distributions</h3>", _histograms(runs),
-             "<h3>Questions</h3>"]
-    parts.extend(_items(run) for run in runs)
+             "<h3>Every question (angles in degrees)</h3>", _items(runs)]
     return "".join(parts) + f"<p class='muted'>{fmt(None)} = undefined (empty answer).</p>"

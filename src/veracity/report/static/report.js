@@ -378,7 +378,7 @@
     var rows = this.shown.slice(start, start + this.pageSize);
     var frag = document.createDocumentFragment();
     rows.forEach(function (row) {
-      var tr = el("tr", { class: spec.drill ? "item" : null, tabindex: spec.drill ? "0" : null });
+      var tr = el("tr", { class: spec.drill ? "item drill" : "item", tabindex: spec.drill ? "0" : null });
       spec.columns.forEach(function (c) {
         var value = row[c.key];
         var td = el("td", { class: c.kind === "num" ? "num" : c.kind === "text" ? "clip" : null });
