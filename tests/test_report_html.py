@@ -110,3 +110,16 @@ def test_comparison_and_per_method_tables(tmp_path: Path, ctx: Context) -> None:
     first = fewl[0]
     assert first["_d"]["neighbour_questions"][0] in {r["question"] for r in fewl}
     assert first["fewl"] == pytest.approx(first["truthfulness"] - first["penalty"])
+
+
+def test_labels_from_validate_fill_the_correct_column(tmp_path: Path, ctx: Context) -> None:
+    from veracity.report.gamma import item_rows
+
+    items = [Item("a", "What is 2+2?"), Item("b", "Name a river."), Item("c", "Name a sea.")]
+    out = tmp_path / "v"
+    gamma_run(items, "fake/unstable", "hash/default", GammaSettings(n=2), ctx, out=out)
+    labels = {"items": [{"id": "a", "correct": True}, {"id": "b", "correct": False}]}
+    (out / "validation.json").write_text(json.dumps(labels), encoding="utf-8")
+    rows = item_rows([RunDir.open(out)], ["run"])
+    assert [r["correct"] for r in rows] == [True, False, None]
+    assert all(r["verdict"].startswith("unstable") for r in rows)
