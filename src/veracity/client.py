@@ -175,8 +175,8 @@ class LLMClient:
                         stop.set()
                 self._save(fresh)
                 found.update(fresh)
-                fresh = {}
                 self._answered = self._answered or bool(fresh)
+                fresh = {}
                 calls += len(group)
                 self.stats.model_calls += len(group)
                 done += len(group)
