@@ -11,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from mock_openai import MockOpenAI, Received, Reply
+from veracity.cli import main
 
 N_ITEMS, N = 16, 4
 TOTAL = N_ITEMS * (N + 1)
@@ -78,10 +81,11 @@ def test_kill_9_then_rerun_loses_nothing_and_resends_only_what_is_missing(tmp_pa
         assert len(mock.received) - before == missing  # exactly the calls that were missing
         assert _cached(tmp_path) == TOTAL
 
-        fresh = tmp_path / "fresh"
+        fresh = tmp_path / "fresh"  # an uninterrupted run, in this process
         fresh.mkdir()
         _dataset(fresh)
-        subprocess.run(_command(mock.url, fresh, "run"), check=True, capture_output=True)
+        result = CliRunner().invoke(main, _command(mock.url, fresh, "run")[3:])
+        assert result.exit_code == 0, result.output
     assert _samples(tmp_path, "run") == _samples(fresh, "run")
 
 
