@@ -199,7 +199,7 @@ class LLMClient:
 
     def _save(self, fresh: dict[str, Generation]) -> None:
         if self.cache is not None and fresh:
-            self.cache.put_json("generation", self.spec, {k: asdict(g) for k, g in fresh.items()})
+            self.cache.put_json("generation", self.spec, {k: _stored(g) for k, g in fresh.items()})
 
     def _finished(
         self, requests: Sequence[GenRequest], stop: threading.Event
@@ -234,6 +234,15 @@ class LLMClient:
 
     def close(self) -> None:
         self.backend.close()
+
+
+def _stored(generation: Generation) -> dict[str, Any]:
+    """A generation as cached; ``replaced_chars`` only when set, so caches written before it
+    existed and after read alike."""
+    value = asdict(generation)
+    if not value["replaced_chars"]:
+        del value["replaced_chars"]
+    return value
 
 
 def _repaired(generation: Generation) -> Generation:
