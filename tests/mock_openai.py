@@ -2,7 +2,9 @@
 
 ``MockOpenAI`` answers /chat/completions, /completions and /embeddings after ``delay``
 seconds, records every request, and counts the largest number of requests in flight.
-Replies queued with ``script()`` are used first, in arrival order (429s, 500s, hangs, ...).
+Replies queued with ``script()`` are used first, in arrival order (429s, 500s, hangs, ...),
+then those ``chooser(received)`` returns (None: the normal answer). ``answered`` counts the
+normal 200 answers fully sent.
 
 Run as a script it serves until stdin closes and prints ``PORT <n>`` once listening;
 ``GET /stats`` returns the request count and the peak number in flight.
@@ -15,6 +17,7 @@ import hashlib
 import json
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,6 +34,10 @@ class Reply:
     """Seconds to wait before answering (released early when the server stops)."""
     drop: bool = False
     """Close the connection without answering."""
+    truncate: bool = False
+    """Announce the whole body but send only its first half, then close the connection."""
+    good: bool = False
+    """``body`` is a usable answer: counted in ``answered`` like the normal one."""
 
 
 @dataclass
@@ -70,11 +77,16 @@ def normal_answer(path: str, body: Any) -> dict[str, Any]:
 class MockOpenAI:
     """The server; use as a context manager or call start()/stop()."""
 
-    def __init__(self, delay: float = 0.0, port: int = 0) -> None:
+    def __init__(
+        self, delay: float = 0.0, port: int = 0,
+        chooser: Callable[[Received], Reply | None] | None = None,
+    ) -> None:
         self.delay = delay
+        self.chooser = chooser
         self.received: list[Received] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.answered = 0
         self._queue: list[Reply] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -115,7 +127,10 @@ class MockOpenAI:
             self.received.append(received)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return self._queue.pop(0) if self._queue else Reply()
+            if self._queue:
+                return self._queue.pop(0)
+            chosen = self.chooser(received) if self.chooser else None
+            return chosen or Reply()
 
     def _done(self) -> None:
         with self._lock:
@@ -142,7 +157,8 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def _send(self, status: int, payload: dict[str, Any] | str, headers: dict[str, str]) -> None:
+    def _send(self, status: int, payload: dict[str, Any] | str, headers: dict[str, str],
+              truncate: bool = False) -> None:
         data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -150,12 +166,18 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
+        if truncate:
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         self.wfile.write(data)
 
     def do_GET(self) -> None:
         mock = self.server.mock
         with mock._lock:
-            stats = {"requests": len(mock.received), "max_in_flight": mock.max_in_flight}
+            stats = {"requests": len(mock.received), "max_in_flight": mock.max_in_flight,
+                     "answered": mock.answered}
         self._send(200, stats, {})
 
     def do_POST(self) -> None:
@@ -172,7 +194,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             payload = reply.body if reply.body is not None else normal_answer(self.path, body)
-            self._send(reply.status, payload, reply.headers)
+            self._send(reply.status, payload, reply.headers, reply.truncate)
+            if reply.status == 200 and not reply.truncate and (reply.body is None or reply.good):
+                self.wfile.flush()
+                with mock._lock:
+                    mock.answered += 1
         finally:
             mock._done()
 

@@ -129,7 +129,8 @@ def test_a_request_the_model_rejects_becomes_dash_and_the_run_goes_on(
     for record in outcome.records:
         assert record["normal"]["answer"] in "ABCD"
         assert record["misleading"]["answer"] == "-" and record["misleading"]["attempts"] == 2
-        assert record["misleading"]["errors"][0] == "model error: prompt too long"
+        assert record["misleading"]["errors"][0] == "model rejected the request: prompt too long"
+        assert record["misleading"]["error_kind"] == "rejected"  # the model's "-": counted
     assert outcome.results["error_rate_misleading"] == 1.0
 
 

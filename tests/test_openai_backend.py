@@ -177,7 +177,7 @@ def test_gives_up_after_max_retries(server: MockOpenAI, sleeps: list[float]) -> 
     server.script(*[Reply(503, {"error": {"message": "overloaded"}})] * 3)
     error = one(backend(server, sleeps, max_retries=2), GenRequest.user("hi"))
     assert isinstance(error, RetryableError)
-    assert f"server at {server.url}/chat/completions unreachable after 3 attempts" in str(error)
+    assert f"server at {server.url}/chat/completions failed after 3 attempts" in str(error)
     assert "HTTP 503" in str(error) and "overloaded" in str(error)
     assert len(server.received) == 3 and len(sleeps) == 2
 
@@ -198,7 +198,7 @@ def test_connection_refused_on_a_closed_port(sleeps: list[float]) -> None:
     b = track(OpenAIBackend("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, sleep=sleeps.append))
     error = one(b, GenRequest.user("hi"))
     assert isinstance(error, RetryableError) and "ConnectError" in str(error)
-    assert f"server at http://127.0.0.1:{port}/v1/chat/completions unreachable after 3 attempts" in str(error)
+    assert f"server at http://127.0.0.1:{port}/v1/chat/completions failed after 3 attempts" in str(error)
     assert len(sleeps) == 2
 
 
@@ -209,12 +209,18 @@ def test_one_failure_does_not_sink_the_batch(server: MockOpenAI, sleeps: list[fl
     assert [g.text for g in out[1:] if isinstance(g, Generation)] == ["echo: q1", "echo: q2"]
 
 
-def test_malformed_answers_are_permanent_errors(server: MockOpenAI, sleeps: list[float]) -> None:
+def test_malformed_answers_are_retried_like_server_errors(
+    server: MockOpenAI, sleeps: list[float]
+) -> None:
     server.script(Reply(200, {"choices": []}), Reply(200, "<html>gateway</html>"))
     b = backend(server, sleeps, max_concurrency=1)
-    first, second = b.generate([GenRequest.user("a"), GenRequest.user("b")])
-    assert isinstance(first, PermanentError) and "unexpected response" in str(first)
-    assert isinstance(second, PermanentError) and "did not answer with a JSON object" in str(second)
+    assert b.generate([GenRequest.user("a"), GenRequest.user("b")]) == [
+        Generation("echo: a", "stop", 7, 3), Generation("echo: b", "stop", 7, 3)]
+    assert len(sleeps) == 2 and len(server.received) == 4
+    server.script(*[Reply(200, {"choices": []})] * 6)
+    error = one(b, GenRequest.user("c"))
+    assert isinstance(error, RetryableError) and "malformed reply" in str(error)
+    assert "(no choices)" in str(error) and "failed after 6 attempts" in str(error)
 
 
 def test_concurrency_is_bounded(sleeps: list[float]) -> None:
@@ -355,7 +361,8 @@ def test_embedders_can_live_on_another_server_than_the_models() -> None:
     ctx = make_context(no_cache=True, quiet=True, base_url="http://models:8000/v1",
                        api_key_env="MODEL_KEY", embedder_base_url="http://embed:9000/v1")
     assert ctx.http_options["base_url"] == "http://models:8000/v1"
-    assert ctx.embedder_http_options == {"base_url": "http://embed:9000/v1"}  # not MODEL_KEY
+    # another server gets no key at all (not MODEL_KEY, not $OPENAI_API_KEY) unless named
+    assert ctx.embedder_http_options == {"base_url": "http://embed:9000/v1", "api_key_env": ""}
     keyed = make_context(no_cache=True, quiet=True, api_key_env="MODEL_KEY",
                          embedder_base_url="http://embed:9000/v1", embedder_api_key_env="EMB")
     assert keyed.embedder_http_options["api_key_env"] == "EMB"

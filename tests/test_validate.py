@@ -285,8 +285,11 @@ def test_items_the_model_rejected_are_left_out_of_validation(ctx: Context, data_
     run = tqa_run(ctx, data_dir, tmp_path / "run")
     samples = run / "samples.jsonl"
     records = [json.loads(line) for line in samples.read_text().splitlines()]
-    records[0] |= {"gamma": None, "error": "model error: prompt too long"}
+    records[0] |= {"gamma": None, "error": "model error: prompt too long"}  # a run before kinds
+    del records[0]["error_kind"]
+    records[1] |= {"gamma": None, "error": "server fault: HTTP 503", "error_kind": "server"}
     samples.write_text("".join(json.dumps(r) + "\n" for r in records))
     results = validate_gamma(run, ValidateSettings(baseline_samples=2, resamples=50), ctx)
-    assert results["excluded_model_errors"] == [records[0]["id"]]
-    assert len(results["items"]) == 11 and records[0]["id"] not in [i["id"] for i in results["items"]]
+    assert results["excluded_model_errors"] == [records[0]["id"], records[1]["id"]]
+    assert len(results["items"]) == 10
+    assert not {records[0]["id"], records[1]["id"]} & {i["id"] for i in results["items"]}

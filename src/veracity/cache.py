@@ -49,6 +49,17 @@ def cache_key(payload: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
+def _json_text(value: Any) -> str:
+    """JSON that SQLite can store: text holding lone surrogates (no valid UTF-8) is escaped."""
+    text = json.dumps(value, ensure_ascii=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(value, ensure_ascii=True)
+    return text
+
+
 @dataclass(frozen=True)
 class CacheStats:
     """Counts per (kind, spec) and the file size."""
@@ -97,7 +108,7 @@ class Cache:
 
     def put_json(self, kind: str, spec: str, items: Mapping[str, Any]) -> None:
         """Store JSON-serialisable values under their keys."""
-        self._put(kind, spec, ((k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()))
+        self._put(kind, spec, ((k, _json_text(v)) for k, v in items.items()))
 
     def get_vectors(self, keys: Sequence[str]) -> dict[str, Matrix]:
         """float32 vectors of the keys that are present."""

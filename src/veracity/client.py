@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Generator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol, cast
 
 import numpy as np
 
-from veracity.backends.base import Backend
+from veracity.backends.base import Backend, Finished, StreamingBackend
 from veracity.cache import Cache, cache_key
 from veracity.embed.base import Embedder, Matrix
-from veracity.errors import AccessError, BackendError, PermanentError
+from veracity.errors import AccessError, BackendError, ErrorKind, Interrupted, PermanentError
 from veracity.types import Generation, GenRequest
+
+_CHUNK_SECONDS = 0.5
+"""Target duration of one call of a backend without ``stream``: what a kill -9 can lose."""
 
 
 class Progress(Protocol):
@@ -98,28 +102,31 @@ class LLMClient:
         return self.backend.spec
 
     def generate(self, requests: Sequence[GenRequest], stage: str = "generate") -> list[Generation]:
-        """One generation per request; cached ones are reused, the rest sent in chunks.
+        """One generation per request; cached ones are reused, the rest sent to the backend.
 
-        Each finished chunk is cached before the next is sent, so an interrupted or failed
-        stage loses nothing already generated. If any request fails after the backend's own
-        retries, the successes of that chunk are kept and a BackendError is raised.
+        Each answer is cached as soon as it arrives, so an interrupted or failed stage loses
+        nothing already generated. If any request fails after the backend's own retries,
+        requests not yet sent are dropped, those in flight are awaited and kept, and a
+        BackendError is raised.
         """
         return cast(list[Generation], self._generate(requests, stage, keep_going=False))
 
     def generate_each(
         self, requests: Sequence[GenRequest], stage: str = "generate"
-    ) -> list[Generation | PermanentError]:
-        """Like ``generate``, but a request the backend rejects for good (a bad request, a
-        prompt too long for the context) gets its error in its slot and the stage goes on.
-        Errors that no request could escape still raise: server down, key rejected, or a
-        whole chunk rejected before the model ever answered."""
+    ) -> list[Generation | BackendError]:
+        """Like ``generate``, but a request that fails on its own gets its error in its slot
+        (never cached; its ``kind`` says why) and the stage goes on: a request the backend
+        rejects (a prompt too long for the context), a reply with no text, or a server fault
+        that outlasted the retries. Errors that no request could escape still raise: a
+        rejected key, a server that fails every request in a row (down), or requests all
+        rejected before the model ever answered."""
         return self._generate(requests, stage, keep_going=True)
 
     def _generate(
         self, requests: Sequence[GenRequest], stage: str, keep_going: bool
-    ) -> list[Generation | PermanentError]:
+    ) -> list[Generation | BackendError]:
         keys = [request_key(self.spec, self._identity, r) for r in requests]
-        found: dict[str, Generation | PermanentError] = {}
+        found: dict[str, Generation | BackendError] = {}
         if self.cache is not None:
             found = {k: Generation(**v) for k, v in self.cache.get_json(keys).items()}
         self._answered = self._answered or bool(found)
@@ -136,52 +143,122 @@ class LLMClient:
         calls = 0
         self.progress.update(done, calls, hits)
         todo = list(pending.items())
+        stop = threading.Event()
+        outage = max(8, self.backend.capabilities.max_concurrency)
+        # failures; server faults in a row; rejections before the model ever answered
+        failed = faults = rejected = 0
+        fatal: list[BackendError] = []
+        began = time.perf_counter()
+        finished = self._finished([request for _, request in todo], stop)
+        fresh: dict[str, Generation] = {}
         try:
-            for start in range(0, len(todo), self.chunk_size):
-                chunk = todo[start : start + self.chunk_size]
-                began = time.perf_counter()
-                outcomes = self.backend.generate([request for _, request in chunk])
-                self.stats.model_seconds += time.perf_counter() - began
-                fresh: dict[str, Generation] = {}
-                errors: list[BackendError] = []
-                for (key, _), outcome in zip(chunk, outcomes, strict=True):
-                    if isinstance(outcome, BackendError):
-                        errors.append(outcome)
-                        if keep_going and _request_specific(outcome):
-                            found[key] = cast(PermanentError, outcome)  # never cached
-                    else:
-                        fresh[key] = outcome
+            for group in finished:
+                fresh = {}
+                for index, outcome in group:
+                    key = todo[index][0]
+                    if isinstance(outcome, Generation):
+                        fresh[key] = _repaired(outcome)
                         self.stats.completion_tokens += outcome.completion_tokens
-                if self.cache is not None and fresh:
-                    self.cache.put_json("generation", self.spec, {k: asdict(g) for k, g in fresh.items()})
+                        faults = 0
+                        continue
+                    self.stats.failed += 1
+                    failed += 1
+                    server = not isinstance(outcome, PermanentError)
+                    faults = faults + 1 if server else 0
+                    rejected += outcome.kind is ErrorKind.REJECTED and not self._answered
+                    down = (faults >= outage or isinstance(outcome, AccessError)
+                            or (not self._answered and rejected >= min(len(todo), self.chunk_size)))
+                    if keep_going and not down:
+                        found[key] = outcome  # never cached
+                    else:
+                        fatal.append(outcome)
+                        stop.set()
+                self._save(fresh)
                 found.update(fresh)
-                calls += len(chunk)
-                self.stats.model_calls += len(chunk)
-                self.stats.failed += len(errors)
-                done += len(chunk)
-                self.progress.update(done, calls, hits)
                 self._answered = self._answered or bool(fresh)
-                fatal = [e for e in errors if not (keep_going and _request_specific(e))]
-                if not self._answered and len(errors) == len(chunk):
-                    fatal = errors  # nothing ever answered: the model, not one prompt
-                if fatal:
-                    kept = "kept in the cache" if self.cache is not None else "not cached"
-                    so_far = sum(isinstance(g, Generation) for g in found.values())
-                    raise BackendError(
-                        f"{self.spec}: {len(errors)} of {len(chunk)} requests failed in stage "
-                        f"'{stage}' ({so_far} outputs so far, {kept}). First error: {fatal[0]}"
-                    ) from fatal[0]
+                fresh = {}
+                calls += len(group)
+                self.stats.model_calls += len(group)
+                done += len(group)
+                self.progress.update(done, calls, hits)
+        except KeyboardInterrupt:
+            self._save(fresh)  # the group Ctrl-C cut short, if any
+            raise Interrupted(self._kept(stage)) from None
         finally:
+            finished.close()  # on Ctrl-C or an error: requests in flight are abandoned
+            self.stats.model_seconds += time.perf_counter() - began
             self.progress.finish()
+        if fatal:
+            kept = "kept in the cache" if self.cache is not None else "not cached"
+            so_far = sum(isinstance(g, Generation) for g in found.values())
+            raise BackendError(
+                f"{self.spec}: {failed} of {calls} requests failed in stage '{stage}' "
+                f"({so_far} outputs so far, {kept}). First error: {fatal[0]}"
+            ) from fatal[0]
         return [found[k] for k in keys]
+
+    def _save(self, fresh: dict[str, Generation]) -> None:
+        if self.cache is not None and fresh:
+            self.cache.put_json("generation", self.spec, {k: _stored(g) for k, g in fresh.items()})
+
+    def _finished(
+        self, requests: Sequence[GenRequest], stop: threading.Event
+    ) -> Generator[Finished, None, None]:
+        """Outcomes as they finish: from the backend's stream, else from ``generate`` in
+        chunks sized to take about _CHUNK_SECONDS each."""
+        if isinstance(self.backend, StreamingBackend):
+            yield from self.backend.stream(requests, stop)
+            return
+        size, start = max(1, self.backend.capabilities.max_concurrency), 0
+        while start < len(requests) and not stop.is_set():
+            chunk = requests[start : start + size]
+            began = time.perf_counter()
+            outcomes = self.backend.generate(chunk)
+            took = time.perf_counter() - began
+            yield list(enumerate(outcomes, start))
+            start += len(chunk)
+            if took < _CHUNK_SECONDS / 2:
+                size = min(self.chunk_size, size * 2)
+            elif took > _CHUNK_SECONDS:
+                size = max(1, size // 2)
+
+    def _kept(self, stage: str) -> str:
+        """What an interruption keeps, for the user."""
+        new = self.stats.model_calls - self.stats.failed
+        if self.cache is None:
+            return (f"during '{stage}': {new} answers received from {self.spec} in this run are "
+                    "lost (no cache)")
+        return (f"during '{stage}': {new} answers received from {self.spec} in this run are in the "
+                f"cache ({self.stats.cache_hits} were there before); rerun the same command to "
+                "resume: it sends only the missing requests")
 
     def close(self) -> None:
         self.backend.close()
 
 
-def _request_specific(error: BackendError) -> bool:
-    """A rejection of this one request, which other requests need not share."""
-    return isinstance(error, PermanentError) and not isinstance(error, AccessError)
+def _stored(generation: Generation) -> dict[str, Any]:
+    """A generation as cached; ``replaced_chars`` only when set, so caches written before it
+    existed and after read alike."""
+    value = asdict(generation)
+    if not value["replaced_chars"]:
+        del value["replaced_chars"]
+    return value
+
+
+def _repaired(generation: Generation) -> Generation:
+    """The generation with lone UTF-16 surrogates (which a server's JSON can hold, and which no
+    UTF-8 file or database accepts) replaced by U+FFFD and counted."""
+    text = generation.text
+    if text.isascii():
+        return generation
+    try:
+        text.encode("utf-8")
+        return generation
+    except UnicodeEncodeError:
+        pass
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    count = fixed.count("\ufffd") - text.count("\ufffd")
+    return replace(generation, text=fixed, replaced_chars=generation.replaced_chars + count)
 
 
 def embedding_key(spec: str, identity: dict[str, Any], text: str) -> str:

@@ -2,6 +2,42 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
+
+class ErrorKind(str, Enum):
+    """Why an item has no usable output; stored as its value in run records."""
+
+    REJECTED = "rejected"
+    """The model's server refused this one request for good (prompt too long, bad parameter)."""
+    SERVER = "server"
+    """The server failed (5xx, timeout, dropped connection, malformed reply) through every retry."""
+    EMPTY = "empty"
+    """A well-formed reply that holds no answer text (content null, a refusal, no text part)."""
+    UNPARSEABLE = "unparseable"
+    """The model answered, but not in the form the method needs (an invalid DB-MMLU answer)."""
+    UNDEFINED = "undefined"
+    """The model answered, but the score is undefined for that answer (gamma of an empty one)."""
+
+    @property
+    def label(self) -> str:
+        """How a message names this kind."""
+        return _LABELS[self]
+
+    @property
+    def blames_model(self) -> bool:
+        """Whether the model's own answer is at fault, so a method may count it as wrong."""
+        return self in (ErrorKind.REJECTED, ErrorKind.UNPARSEABLE, ErrorKind.UNDEFINED)
+
+
+_LABELS = {
+    ErrorKind.REJECTED: "model rejected the request",
+    ErrorKind.SERVER: "server fault",
+    ErrorKind.EMPTY: "empty reply",
+    ErrorKind.UNPARSEABLE: "invalid answer",
+    ErrorKind.UNDEFINED: "score undefined",
+}
+
 
 class VeracityError(Exception):
     """Base class for every error raised by veracity."""
@@ -26,6 +62,8 @@ class DataError(VeracityError):
 class BackendError(VeracityError):
     """A model backend failed to produce an output."""
 
+    kind = ErrorKind.SERVER
+
 
 class RetryableError(BackendError):
     """A transient failure (rate limit, server error, timeout); may be retried."""
@@ -38,6 +76,18 @@ class RetryableError(BackendError):
 class PermanentError(BackendError):
     """A failure of one request that retrying cannot fix (bad request, prompt too long)."""
 
+    kind = ErrorKind.REJECTED
+
+
+class EmptyReplyError(PermanentError):
+    """The server answered, but with no text to score (content null, a refusal)."""
+
+    kind = ErrorKind.EMPTY
+
 
 class AccessError(PermanentError):
     """The server refuses every request (rejected key, unknown model): the run stops."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a model stage; the message says what was kept and how to resume."""

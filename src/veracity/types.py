@@ -59,6 +59,8 @@ class Generation:
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    replaced_chars: int = 0
+    """Invalid characters in the model's text (lone UTF-16 surrogates) replaced by U+FFFD."""
 
 
 @dataclass(frozen=True)

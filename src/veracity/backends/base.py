@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -10,6 +11,8 @@ from veracity.errors import BackendError, CapabilityError
 from veracity.types import Generation, GenRequest
 
 Outcome = Generation | BackendError
+Finished = list[tuple[int, Outcome]]
+"""Outcomes that finished together, each with the index of its request."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,22 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release resources (threads, sockets, model memory)."""
+        ...
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A backend that hands over each outcome as soon as it is ready (HTTP backends).
+
+    The client caches each group at once, so an interrupted stage loses no answer it
+    received. Backends without ``stream`` are called through ``generate`` in small chunks.
+    """
+
+    def stream(self, requests: Sequence[GenRequest], stop: threading.Event) -> Iterator[Finished]:
+        """Yield the outcomes finished since the last yield (at least one each time), until
+        every request is done. Once ``stop`` is set, requests not yet sent are dropped (never
+        yielded) and the iterator ends when those in flight are done; closing the iterator
+        abandons those in flight too."""
         ...
 
 

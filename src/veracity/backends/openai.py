@@ -1,25 +1,31 @@
 """OpenAI-compatible HTTP backend (``openai/MODEL``): OpenAI, vLLM, llama.cpp server, Ollama.
 
-Requests run concurrently on a bounded thread pool sharing one ``httpx.Client``; each one
-is retried on rate limits, server errors, timeouts and connection failures, and fails at
-once on a bad request. The API key is read from an environment variable and kept only in
-memory: it never appears in ``identity()``, ``repr`` or error messages.
+Requests run concurrently on a bounded pool of daemon threads sharing one ``httpx.Client``;
+each one is retried on rate limits, server errors, timeouts, connection failures and malformed
+replies (a truncated or non-JSON body, no choice, an error object sent with status 200), and
+fails at once on a bad request. The API key is read from an environment variable and kept only
+in memory: it never appears in ``identity()``, ``repr`` or error messages.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import queue
+import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
-from veracity.backends.base import Capabilities, Outcome
+from veracity.backends.base import Capabilities, Finished, Outcome
+from veracity.backends.pool import DaemonPool
+from veracity.backends.reply import read_reply
 from veracity.errors import (
     AccessError,
     BackendError,
@@ -29,12 +35,13 @@ from veracity.errors import (
     RetryableError,
 )
 from veracity.retry import call_with_retry, parse_retry_after
-from veracity.types import Generation, GenRequest, Message
+from veracity.types import GenRequest, Message
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PREFILL_MODES = ("none", "continue", "completions")
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _LIMIT = 300  # characters of a server message kept in an error
+T = TypeVar("T")
 
 
 def _truncate(text: str, limit: int = _LIMIT) -> str:
@@ -55,6 +62,10 @@ def _server_message(response: httpx.Response) -> str:
         data = response.json()
     except ValueError:
         return response.text
+    return _server_message_of(data) or response.text
+
+
+def _server_message_of(data: Any) -> str:
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -64,7 +75,11 @@ def _server_message(response: httpx.Response) -> str:
         for field in ("message", "detail"):
             if data.get(field):
                 return str(data[field])
-    return response.text
+    return ""
+
+
+def _notify(done: queue.SimpleQueue[int], index: int, _: Future[Any]) -> None:
+    done.put(index)
 
 
 class HttpEndpoint:
@@ -102,13 +117,23 @@ class HttpEndpoint:
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST JSON with retries; the decoded JSON object, or a BackendError raised."""
+        return self.post_read(path, body, lambda data: data)
+
+    def post_read(self, path: str, body: dict[str, Any], read: Callable[[dict[str, Any]], T]) -> T:
+        """POST JSON with retries and return ``read(reply)``; ``read`` raises RetryableError
+        for a malformed reply, so it is retried like a server error."""
         url = self.base_url + path
         payload = json.dumps(body, ensure_ascii=True).encode("ascii")
+
+        def attempt() -> T:
+            data = self._attempt(url, payload)
+            if data.get("error") and not data.get("choices") and not data.get("data"):
+                message = _truncate(self.redact(_server_message_of(data) or json.dumps(data)))
+                raise RetryableError(f"server at {url} sent an error with status 200: {message}")
+            return read(data)
+
         return call_with_retry(
-            lambda: self._attempt(url, payload),
-            max_retries=self.max_retries,
-            what=f"server at {url} unreachable",
-            sleep=self._sleep,
+            attempt, max_retries=self.max_retries, what=f"server at {url} failed", sleep=self._sleep
         )
 
     def _attempt(self, url: str, payload: bytes) -> dict[str, Any]:
@@ -129,8 +154,13 @@ class HttpEndpoint:
             data = None
         if not isinstance(data, dict):
             text = _truncate(self.redact(response.text))
-            raise PermanentError(f"server at {url} did not answer with a JSON object: {text!r}")
+            raise RetryableError(f"server at {url} did not answer with a JSON object: {text!r}")
         return data
+
+    def malformed(self, data: dict[str, Any], what: str) -> RetryableError:
+        """The error of a reply that is JSON but not what the protocol says."""
+        shown = _truncate(self.redact(json.dumps(data, ensure_ascii=True)))
+        return RetryableError(f"malformed reply from {self.base_url} ({what}): {shown}")
 
     def _error(self, url: str, response: httpx.Response) -> BackendError:
         status = response.status_code
@@ -247,7 +277,7 @@ class OpenAIBackend:
             base_url, api_key_env, timeout, max_retries, max_concurrency, transport, sleep
         )
         self.base_url = self._http.base_url
-        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="veracity-http")
+        self._pool = DaemonPool(max_concurrency, "veracity-http")
 
     def __repr__(self) -> str:
         return (
@@ -307,18 +337,48 @@ class OpenAIBackend:
         return path, body
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        out: list[Outcome | None] = [None] * len(requests)
+        for finished in self.stream(requests, threading.Event()):
+            for index, outcome in finished:
+                out[index] = outcome
+        return [o if o is not None else BackendError("no outcome") for o in out]
+
+    def stream(self, requests: Sequence[GenRequest], stop: threading.Event) -> Iterator[Finished]:
+        """Outcomes in the order they finish, grouped by what finished together; see
+        :class:`~veracity.backends.base.StreamingBackend`."""
         if self.prefill_mode == "none" and any(r.prefill for r in requests):
             raise CapabilityError(
                 f"backend '{self.spec}' cannot continue an assistant prefill with prefill_mode='none'; "
                 "use prefill_mode='continue' (vLLM, llama.cpp server) or 'completions' with a chat_template"
             )
-        futures: list[Future[Outcome]] = [self._pool.submit(self._one, r) for r in requests]
+        done: queue.SimpleQueue[int] = queue.SimpleQueue()
+        futures: list[Future[Outcome]] = []
+        for index, request in enumerate(requests):
+            future = self._pool.submit(functools.partial(self._one, request))
+            future.add_done_callback(functools.partial(_notify, done, index))
+            futures.append(future)
+        given, live, stopped = 0, len(futures), False
         try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+            while given < live:
+                if stop.is_set() and not stopped:  # drop what has not started; in-flight ones come
+                    stopped = True
+                    for future in futures:
+                        future.cancel()
+                    live = sum(not f.cancelled() for f in futures)
+                    continue
+                try:
+                    ready = [done.get(timeout=0.1)]  # a timeout, so Ctrl-C is seen at once
+                except queue.Empty:
+                    continue
+                while not done.empty():
+                    ready.append(done.get())
+                ready = [i for i in ready if not futures[i].cancelled()]
+                given += len(ready)
+                if ready:
+                    yield [(i, futures[i].result()) for i in ready]
+        finally:
+            for future in futures:
+                future.cancel()
 
     def _one(self, request: GenRequest) -> Outcome:
         from jinja2 import TemplateError
@@ -327,30 +387,19 @@ class OpenAIBackend:
             path, body = self.payload(request)
         except TemplateError as exc:
             return PermanentError(f"{self.spec}: chat template failed: {exc}")
+        chat = path == "/chat/completions"
         try:
-            data = self._http.post(path, body)
+            return self._http.post_read(
+                path, body, lambda data: read_reply(data, chat, self._http.malformed)
+            )
         except PermanentError as exc:
-            return type(exc)(f"{self.spec}: {exc}")  # keeps AccessError
+            return type(exc)(f"{self.spec}: {exc}")  # keeps AccessError, EmptyReplyError
         except RetryableError as exc:
             return RetryableError(f"{self.spec}: {exc}", exc.retry_after)
-        try:
-            choice = data["choices"][0]
-            text = choice["text"] if path == "/completions" else choice["message"]["content"]
-            usage = data.get("usage") or {}
-            return Generation(
-                text=str(text or ""),
-                finish_reason=str(choice.get("finish_reason") or "stop"),
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            )
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            shown = _truncate(self._http.redact(json.dumps(data)))
-            return PermanentError(f"{self.spec}: unexpected response from {self.base_url}{path}: {shown}")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         self._http.close()
-
 
 def load(
     name: str,

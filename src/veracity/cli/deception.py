@@ -62,6 +62,9 @@ def print_metrics(results: dict[str, Any]) -> None:
         f"{_pct(results['consistent_incorrect']).strip()}%; susceptibility over {len(used)} "
         f"subject(s) with normal accuracy > {results['susceptibility_threshold']}"
     )
+    if results.get("n_unscored"):
+        click.echo(f"{results['n_unscored']} item(s) not scored: the server failed or sent no text "
+                   "(error_kind in samples.jsonl); rerun the same command to retry them")
 
 
 def _finish(outcome: DeceptionOutcome, as_json: bool, title: str) -> None:

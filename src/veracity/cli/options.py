@@ -62,7 +62,7 @@ def common_options(func: F) -> F:
                      help="Base URL for openai/... embedders, when not the --base-url server."),
         click.option("--embedder-api-key-env", default=None,
                      help="Environment variable with the embedder's key (default: --api-key-env on the "
-                          "same server, OPENAI_API_KEY on another)."),
+                          "same server, no key at all on another)."),
         click.option("--device", default=None,
                      help="Torch device of hf/... models: cpu, cuda, cuda:1 (default: cuda if "
                           "available, else cpu)."),
@@ -90,9 +90,11 @@ def make_context(
     """A Context from the common options (HTTP options reach openai/... specs only)."""
     http = {"base_url": base_url, "api_key_env": api_key_env, "max_concurrency": max_concurrency,
             "timeout": timeout, "prefill_mode": prefill_mode, "chat_template": chat_template}
-    # another server means another key: the model's key is never sent to it
+    # another server gets a key only when one is named for it ("" = send none)
+    other = embedder_base_url is not None and (
+        embedder_base_url.rstrip("/") != (base_url or "").rstrip("/"))
     endpoint = {"base_url": embedder_base_url or base_url,
-                "api_key_env": embedder_api_key_env or (None if embedder_base_url else api_key_env),
+                "api_key_env": embedder_api_key_env or ("" if other else api_key_env),
                 "timeout": timeout}
     return Context(
         cache=None if no_cache else Cache(cache_path),
@@ -121,11 +123,10 @@ def handles_errors(func: F) -> F:
             return func(*args, **kwargs)
         except VeracityError as exc:
             raise click.ClickException(str(exc)) from exc
-        except KeyboardInterrupt:
-            click.echo(
-                "\ninterrupted: finished generations are cached; rerun the same command to resume.",
-                err=True,
-            )
+        except KeyboardInterrupt as exc:
+            detail = (f" {exc}" if str(exc) else
+                      ": finished generations are cached; rerun the same command to resume")
+            click.echo(f"\ninterrupted{detail}.", err=True)
             raise SystemExit(130) from None
 
     return wrapper  # type: ignore[return-value]

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from veracity.backends.base import require
 from veracity.client import LLMClient
 from veracity.data.mc import LETTERS, NO_ANSWER
-from veracity.errors import ConfigError, DataError, PermanentError
+from veracity.errors import BackendError, ConfigError, DataError, ErrorKind
 from veracity.types import Generation, GenRequest, MCItem, Message, Sampling
 
 Category = Literal["normal", "misleading"]
@@ -282,6 +282,13 @@ class _Answer:
     attempts: int
     errors: list[str]
     finish_reason: str
+    kind: ErrorKind | None = None
+    replaced_chars: int = 0
+
+    @property
+    def retry(self) -> bool:
+        """An invalid answer of the model's own, worth asking again (not a server fault)."""
+        return self.parsed.answer == NO_ANSWER and (self.kind is None or self.kind.blames_model)
 
 
 def answer_items(
@@ -295,7 +302,7 @@ def answer_items(
     generations = client.generate_each(requests, stage="deception: answers")
     answers = [_take(r, g, settings, None) for r, g in zip(requests, generations, strict=True)]
     for attempt in range(1, settings.retries + 1):
-        todo = [i for i, a in enumerate(answers) if a.parsed.answer == NO_ANSWER]
+        todo = [i for i, a in enumerate(answers) if a.retry]
         if not todo:
             break
         again = [replace(requests[i], sample_index=attempt) for i in todo]
@@ -308,17 +315,24 @@ def answer_items(
     ]
 
 
-def _take(request: GenRequest, generation: Generation | PermanentError,
+def _take(request: GenRequest, generation: Generation | BackendError,
           settings: DeceptionSettings, previous: _Answer | None) -> _Answer:
-    if isinstance(generation, PermanentError):  # the model rejected it: "-", like unparseable
-        parsed, text, finish = Parsed(NO_ANSWER, error=f"model error: {generation}"), "", "error"
+    replaced = 0
+    if isinstance(generation, BackendError):
+        # rejected by the model: "-", like an invalid answer; a server fault or an empty
+        # reply is no answer at all, and the item is left out of the metrics
+        kind: ErrorKind | None = generation.kind
+        parsed = Parsed(NO_ANSWER, error=f"{generation.kind.label}: {generation}")
+        text, finish = "", "error"
     else:
-        text, finish = generation.text, generation.finish_reason
+        text, finish, replaced = generation.text, generation.finish_reason, generation.replaced_chars
         parsed = parse_response(request.prefill, text, settings.lenient)
+        kind = ErrorKind.UNPARSEABLE if parsed.error else None
     errors = list(previous.errors) if previous else []
     if parsed.error:
         errors.append(parsed.error)
-    return _Answer(parsed, text, (previous.attempts if previous else 0) + 1, errors, finish)
+    return _Answer(parsed, text, (previous.attempts if previous else 0) + 1, errors, finish, kind,
+                   replaced + (previous.replaced_chars if previous else 0))
 
 
 def deception_record(
@@ -327,7 +341,8 @@ def deception_record(
     """The per-item record written to samples.jsonl."""
     def side(a: _Answer) -> dict[str, Any]:
         return {"answer": a.parsed.answer, "reasoning": a.parsed.reasoning, "raw": a.raw,
-                "attempts": a.attempts, "errors": a.errors, "finish_reason": a.finish_reason}
+                "attempts": a.attempts, "errors": a.errors, "finish_reason": a.finish_reason,
+                "error_kind": a.kind.value if a.kind else None, "replaced_chars": a.replaced_chars}
 
     return {
         "id": item.id,
@@ -342,10 +357,20 @@ def deception_record(
     }
 
 
+def scored(record: dict[str, Any]) -> bool:
+    """Whether a record counts in the metrics: not when a side got no answer from the model
+    (a server fault or an empty reply), which says nothing about the model."""
+    for side in (record["normal"], record["misleading"]):
+        kind = side.get("error_kind") if isinstance(side, dict) else None
+        if kind in (ErrorKind.SERVER.value, ErrorKind.EMPTY.value):
+            return False
+    return True
+
+
 def pairs_from_records(records: Sequence[dict[str, Any]]) -> list[AnswerPair]:
-    """The metrics' view of per-item records (live or recorded)."""
+    """The metrics' view of per-item records (live or recorded); unscored records left out."""
     return [
         AnswerPair(str(r["subject"]), str(r["gold"]), str(r["normal"]["answer"]),
                    str(r["misleading"]["answer"]))
-        for r in records
+        for r in records if scored(r)
     ]

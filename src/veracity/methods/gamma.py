@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.client import CachedEmbedder, LLMClient
-from veracity.errors import ConfigError
+from veracity.errors import BackendError, ConfigError, ErrorKind
 from veracity.methods.paraphrase import PARAPHRASE, paraphrase_ball
 from veracity.perturb import perturb
 from veracity.stats import histogram, mean_stderr
@@ -187,24 +187,23 @@ def run_gamma(
     generations = client.generate_each(requests, stage="gamma: answers")
     texts = [g.text.strip() if isinstance(g, Generation) else "" for g in generations]
     stride = settings.n + 1
-    failures = [
-        next((str(g) for g in generations[i * stride : (i + 1) * stride]
-              if not isinstance(g, Generation)), None)
-        for i in range(len(items))
-    ]
+    groups = [generations[i * stride : (i + 1) * stride] for i in range(len(items))]
+    failures = [next((g for g in group if isinstance(g, BackendError)), None) for group in groups]
     # an item the model rejected is not scored (its answer, if any, is kept); the others go on
     answers = [texts[i * stride] for i in range(len(items))]
     perturbed = [texts[i * stride + 1 : (i + 1) * stride] for i in range(len(items))]
     gammas = score_answers(answers, perturbed, embedder, settings.form)
     gammas = [None if failed else g for g, failed in zip(gammas, failures, strict=True)]
     records = []
-    for item, ball, answer, others, value, failed in zip(
-        items, balls, answers, perturbed, gammas, failures, strict=True
+    for item, ball, answer, others, value, failed, group in zip(
+        items, balls, answers, perturbed, gammas, failures, groups, strict=True
     ):
         record = gamma_record(item, answer, ball, others, value, settings, client.spec,
                               embedder.spec)
         if failed:
-            record["error"] = f"model error: {failed}"
+            record["error"] = f"{failed.kind.label}: {failed}"
+            record["error_kind"] = failed.kind.value
+        record["replaced_chars"] = sum(g.replaced_chars for g in group if isinstance(g, Generation))
         records.append(record)
     for record, cosines in zip(records, perturbed_cosines(answers, perturbed, embedder), strict=True):
         record["perturbed_cosines"] = cosines
@@ -238,6 +237,7 @@ def gamma_record(
         "references": list(item.references),
         "metadata": dict(item.metadata),
         "error": None if value is not None else "empty answer: gamma is undefined",
+        "error_kind": None if value is not None else ErrorKind.UNDEFINED.value,
     }
 
 

@@ -43,9 +43,10 @@ class DeceptionOutcome:
 
 def _results(records: Sequence[dict[str, Any]], settings: DeceptionSettings, model: str,
              dataset: str, source: str) -> dict[str, Any]:
-    metrics = deception_metrics(pairs_from_records(records), settings.threshold)
+    pairs = pairs_from_records(records)
+    metrics = deception_metrics(pairs, settings.threshold)
     return {"method": "deception", "model": model, "dataset": dataset, "source": source,
-            "settings": settings.describe()} | metrics
+            "settings": settings.describe(), "n_unscored": len(records) - len(pairs)} | metrics
 
 
 def _save(out: Path | None, config: dict[str, Any], records: list[dict[str, Any]],

@@ -133,6 +133,11 @@ def _ask(ctx: Context, spec: str, items: Sequence[Item], settings: FewlSettings,
     requests = [GenRequest.user(settings.answer_template.format(question=item.question), sampling,
                                 sample_index=s) for item in items for s in range(samples)]
     results = ctx.client(spec).generate_each(requests, stage)
+    faults = [r for r in results if isinstance(r, BackendError) and not r.kind.blames_model]
+    if faults:  # "" would be scored as the model's answer: only a rejection may stand for one
+        raise BackendError(f"{spec}: {len(faults)} of {len(results)} requests got no answer in "
+                           f"stage '{stage}' (the others are cached; rerun to retry). First error: "
+                           f"{faults[0].kind.label}: {faults[0]}")
     texts = ["" if isinstance(r, BackendError) else r.text.strip() for r in results]
     return [texts[i * samples:(i + 1) * samples] for i in range(len(items))]
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from veracity.data.qa import load_items
-from veracity.errors import ConfigError, DataError
+from veracity.errors import ConfigError, DataError, ErrorKind
 from veracity.methods.annotate import analyse_ratings, gamma_edges, read_all, sheet_rows
 from veracity.methods.consistency import ConsistencySettings, consistency_scores
 from veracity.methods.correctness import Labelled, Verdict, label_answers
@@ -164,12 +164,20 @@ def summarise(
     return out
 
 
+def _no_answer(record: dict[str, Any]) -> bool:
+    """Whether the model gave this item no answer at all (runs before error kinds: a prefix)."""
+    kind = record.get("error_kind")
+    if kind is None:
+        return str(record.get("error") or "").startswith("model error:")
+    return kind in (ErrorKind.REJECTED.value, ErrorKind.SERVER.value, ErrorKind.EMPTY.value)
+
+
 def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
                    out: Path | None = None) -> dict[str, Any]:
     """Label the run's answers, run the baseline, and write validation.json into the run."""
     run, every = open_gamma_run(path)
-    # items the model rejected (e.g. prompt too long) have no answer to judge or resample
-    rejected = [str(r.get("error") or "").startswith("model error:") for r in every]
+    # items with no answer from the model (rejected, server fault) have nothing to judge
+    rejected = [_no_answer(r) for r in every]
     records = [r for r, no in zip(every, rejected, strict=True) if not no]
     if not records:
         raise DataError(f"{path}: every item failed with a model error; nothing to validate")
