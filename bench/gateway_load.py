@@ -176,7 +176,8 @@ def main() -> int:
                                   "--max-concurrency", str(4 * args.concurrency),
                                   "--queue", str(4 * args.concurrency),
                                   "--log", f"{tmp}/traffic.sqlite", "--cache", f"{tmp}/cache.sqlite"])
-            gw_s, gw_lat, scores, gw_err = asyncio.run(load(url + "/v1", args.requests, args.concurrency, "gw"))
+            gw_s, gw_lat, scores, gw_err = asyncio.run(
+                load(url + "/v1", args.requests, args.concurrency, "gw"))
         finally:
             if gateway is not None:
                 gateway.stop()

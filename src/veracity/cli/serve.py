@@ -76,7 +76,8 @@ def serve(**kw: Any) -> None:
 
         from veracity.serve import create_app
     except ImportError as exc:
-        raise ConfigError(f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})")
+        raise ConfigError(
+            f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
     settings = GatewaySettings(
         upstream=kw["upstream"], upstream_api_key_env=kw["upstream_api_key_env"], model=kw["model"],
         embedder=kw["embedder"], n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],

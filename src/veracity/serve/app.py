@@ -98,7 +98,9 @@ class Gateway:
     async def start(self) -> None:
         s = self.settings
         await self.upstream.start()
-        embedder = self._embedder or await anyio.to_thread.run_sync(load_embedder, s.embedder)
+        embedder = self._embedder
+        if embedder is None:
+            embedder = await anyio.to_thread.run_sync(load_embedder, s.embedder)
         self.cache = None if s.no_cache else Cache(s.cache)
         self._scorer = Scorer(s, embedder, self.cache, self.thresholds)
         self.writer = LogWriter(None if s.log is None else TrafficLog(s.log))

@@ -186,7 +186,8 @@ class HttpUpstream:
         elif isinstance(error, str):
             message = error
         status = response.status_code
-        text = f"upstream {url} answered HTTP {status}: {_short(self.redact(message)) or response.reason_phrase}"
+        shown = _short(self.redact(message)) or response.reason_phrase
+        text = f"upstream {url} answered HTTP {status}: {shown}"
         return UpstreamError(status, text, f"http_{status}", error_type, code)
 
     async def aclose(self) -> None:
