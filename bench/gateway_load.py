@@ -87,15 +87,18 @@ def serve(args: list[str]) -> tuple[Process, str]:
     raise RuntimeError("gateway never ready:\n" + "".join(gateway.lines[-20:]))
 
 
+Outcome = tuple[float, list[float], list[dict[str, Any]], int]
+
+
 async def load(url: str, total: int, concurrency: int, tag: str, model: str = "mock-model",
-               max_tokens: int | None = None) -> tuple[float, list[float], list[dict[str, Any]], int]:
+               max_tokens: int | None = None, timeout: float = 60) -> Outcome:
     """(seconds, latencies, veracity objects, errors) of ``total`` requests."""
     latencies: list[float] = []
     scores: list[dict[str, Any]] = []
     errors = 0
     todo = iter(range(total))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
 
         async def worker() -> None:
             nonlocal errors
@@ -138,7 +141,7 @@ def embedded_default(requests: int, n: int, cache: Path) -> tuple[float, float]:
     gateway, url = serve(["--n", str(n), "--no-log", "--cache", str(cache)])
     try:
         seconds, latencies, scores, errors = asyncio.run(
-            load(url + "/v1", requests, 1, "embedded", "llamacpp/default", max_tokens=32))
+            load(url + "/v1", requests, 1, "embedded", "llamacpp/default", max_tokens=32, timeout=900))
         if errors or not scores:
             raise RuntimeError(f"{errors} errors on the embedded default")
         return (statistics.median(s["timings"]["scoring_ms"] for s in scores),
@@ -157,12 +160,14 @@ def main() -> int:
                         help="answers the mock upstream works on at once")
     parser.add_argument("--n", type=int, default=3, help="perturbed calls per answer")
     parser.add_argument("--embedder", default="hash/default")
-    parser.add_argument("--embedded-requests", type=int, default=10,
-                        help="inline scores timed on the embedded default (0: skip)")
+    parser.add_argument("--embedded-requests", type=int, default=None,
+                        help="inline scores timed on the embedded default (default 10, smoke 1; 0: skip)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code path")
     args = parser.parse_args()
     if args.smoke:
-        args.requests, args.concurrency, args.embedded_requests = 64, 8, 2
+        args.requests, args.concurrency = 64, 8
+    if args.embedded_requests is None:
+        args.embedded_requests = 1 if args.smoke else 10
 
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     mock = Process([sys.executable, str(MOCK), "--delay", str(args.delay),
