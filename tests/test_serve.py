@@ -314,3 +314,27 @@ def test_settings_refuse_open_access_off_loopback_and_missing_keys() -> None:
         GatewaySettings()
     assert GatewaySettings(no_auth=True, host="::1").no_auth
     assert "gw" not in repr(GatewaySettings(api_keys=("gw",)))
+
+
+def test_event_reader_keeps_the_upstreams_framing_and_reads_the_answer() -> None:
+    from veracity.serve.sse import EventReader, event
+
+    reader = EventReader()
+    first = b'data: {"choices": [{"index": 0, "delta": {"content": "Pa"}}]}\r\n\r\ndata: {"cho'
+    events = reader.feed(first)
+    assert events == [b'data: {"choices": [{"index": 0, "delta": {"content": "Pa"}}]}\r\n\r\n']
+    events = reader.feed(b'ices": [{"index": 0, "delta": {"content": "ris"}, "finish_reason": "stop"}]}'
+                         b"\r\n\r\ndata: [DONE]\r\n\r\n")
+    assert len(events) == 2 and reader.is_done(events[1]) and not reader.is_done(events[0])
+    assert reader.answer == "Paris" and reader.finished and reader.done
+    assert event({"a": 1}, reader.separator) == b'data: {"a": 1}\r\n\r\n'
+
+
+def test_key_check_names_the_key_by_position_only() -> None:
+    from veracity.serve.auth import KeyCheck
+
+    check = KeyCheck(["alpha", "beta"])
+    assert check.owner("Bearer beta") == 1 and check.owner("bearer alpha") == 0
+    assert check.owner("Bearer gamma") is None and check.owner(None) is None
+    assert check.owner("Basic alpha") is None and check.owner("Bearer ") is None
+    assert KeyCheck([], open_access=True).owner(None) == -1
