@@ -338,3 +338,27 @@ def test_key_check_names_the_key_by_position_only() -> None:
     assert check.owner("Bearer gamma") is None and check.owner(None) is None
     assert check.owner("Basic alpha") is None and check.owner("Bearer ") is None
     assert KeyCheck([], open_access=True).owner(None) == -1
+
+
+def test_an_in_process_model_answers_streams_and_scores_in_one_backend_call(tmp_path: Path) -> None:
+    settings = GatewaySettings(model="fake/stable", embedder="hash/default", no_auth=True, n=3,
+                               log=tmp_path / "t.sqlite", no_cache=True)
+    app = create_app(settings)
+    with RunningApp(app) as running:
+        fake = app.state.gateway.upstream.backend.backend
+        batches: list[int] = []
+        generate = fake.generate
+        fake.generate = lambda requests: batches.append(len(requests)) or generate(requests)
+        client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=20)
+        assert [m.id for m in client.models.list()] == ["fake/stable"]
+        messages: Any = [{"role": "user", "content": PROMPT}]
+        reply = client.chat.completions.create(model="fake/stable", messages=messages)
+        assert batches == [1, 3]  # the answer, then the three perturbed prompts in one call
+        score = (reply.model_extra or {})["veracity"]
+        assert score["gamma"] == 0.0 and score["perturbed_answers"] == [reply.choices[0].message.content] * 3
+        chunks = list(client.chat.completions.create(model="fake/stable", messages=messages, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == reply.choices[0].message.content
+        assert (chunks[-1].model_extra or {})["veracity"]["gamma"] == 0.0
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="gpt-4o", messages=messages)
