@@ -9,6 +9,7 @@ from veracity.cli.deception import deception
 from veracity.cli.fewl import fewl
 from veracity.cli.gamma import gamma
 from veracity.cli.misc import cache, models, report
+from veracity.cli.serve import serve
 from veracity.cli.validate import annotate, validate
 
 
@@ -28,3 +29,4 @@ main.add_command(models)
 main.add_command(cache)
 main.add_command(validate)
 main.add_command(annotate)
+main.add_command(serve)

@@ -62,11 +62,22 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
 
 
 @click.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("runs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--traffic", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A traffic log of 'veracity serve' instead of run directories.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report.html"),
               show_default=True, help="HTML file to write.")
 @click.option("--title", default="veracity report", show_default=True)
 @handles_errors
-def report(runs: tuple[Path, ...], out: Path, title: str) -> None:
-    """One self-contained HTML report comparing run directories."""
+def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str) -> None:
+    """One self-contained HTML report comparing run directories (or of a traffic log)."""
+    if traffic is not None:
+        if runs:
+            raise click.UsageError("give run directories or --traffic FILE, not both")
+        from veracity.report.traffic import build_traffic_report
+
+        click.echo(f"report: {build_traffic_report(traffic, out, title)}")
+        return
+    if not runs:
+        raise click.UsageError("give at least one run directory (or --traffic FILE)")
     click.echo(f"report: {build_report(list(runs), out, title)}")

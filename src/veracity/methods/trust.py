@@ -24,7 +24,7 @@ from veracity.errors import ConfigError
 from veracity.methods.gamma import FORMS, Form, check_prompt, score_answers
 from veracity.methods.paraphrase import PARAPHRASE, paraphrase_ball
 from veracity.perturb import perturb
-from veracity.types import GenRequest, Sampling
+from veracity.types import GenRequest, Message, Sampling
 
 Verdict = Literal["trustworthy", "uncertain", "untrustworthy", "unscored"]
 AUTHORS_THRESHOLDS = (0.1, 0.2)
@@ -137,8 +137,13 @@ def score_trust(
     answer: str | None = None,
     settings: TrustSettings = TrustSettings(),
     paraphraser: LLMClient | None = None,
+    context: Sequence[Message] = (),
 ) -> TrustScore:
-    """Score ``answer`` (or the model's own answer) to ``prompt``: one batch of generations."""
+    """Score ``answer`` (or the model's own answer) to ``prompt``: one batch of generations.
+
+    ``context`` holds the turns before the prompt (a system message, earlier exchanges); they
+    are sent unchanged with every perturbed prompt.
+    """
     check_prompt(prompt, "trust")
     began = time.perf_counter()
     clients = [client] if paraphraser in (None, client) else [client, paraphraser]
@@ -147,9 +152,10 @@ def score_trust(
         ball = paraphrase_ball([prompt], paraphraser or client, settings.n, settings.seed)[0]
     else:
         ball = perturb(prompt, settings.n, settings.ball, settings.seed)
-    requests = [GenRequest.user(p, settings.sampling) for p in ball]
+    turns = tuple(context)
+    requests = [GenRequest((*turns, Message("user", p)), settings.sampling) for p in ball]
     if answer is None:
-        requests.insert(0, GenRequest.user(prompt, settings.sampling))
+        requests.insert(0, GenRequest((*turns, Message("user", prompt)), settings.sampling))
     texts = [g.text.strip() for g in client.generate(requests, stage="trust")]
     centre = texts.pop(0) if answer is None else answer.strip()
     value = score_answers([centre], [texts], embedder, settings.form)[0]

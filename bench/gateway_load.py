@@ -1,0 +1,226 @@
+"""Load on ``veracity serve``: throughput and latency added by inline scoring.
+
+Starts ``tests/mock_upstream.py`` (answers after ``--delay``, ``--upstream-concurrency`` at a
+time) and ``veracity serve --upstream`` in front of it, each in its own process on 127.0.0.1.
+Sends the same bounded run of requests (distinct prompts, so no cache hits) first to the
+upstream alone, then through the gateway (inline mode, n perturbed calls per answer), at a
+fixed client concurrency. Then times a few inline scores on the embedded default.
+
+Targets (issue 12): p50 added latency <= 1.3 x one upstream call + the embedding time;
+throughput >= 80 % of what the upstream allows for (n + 1) calls per request; no errors.
+The last line is the worst of the two ratios (<= 1.0 meets both).
+
+    python bench/gateway_load.py [--requests 2000] [--concurrency 32] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+MOCK = ROOT / "tests" / "mock_upstream.py"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Process:
+    """A child process whose output is read in the background for a line matching ``pattern``."""
+
+    def __init__(self, args: list[str], pattern: str, stream: str = "stdout") -> None:
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.match: re.Match[str] | None = None
+        self._found = threading.Event()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            threading.Thread(target=self._read, args=(pipe, pattern), daemon=True).start()
+
+    def _read(self, pipe: Any, pattern: str) -> None:
+        for line in pipe:
+            self.lines.append(line)
+            found = re.search(pattern, line)
+            if found and not self._found.is_set():
+                self.match = found
+                self._found.set()
+
+    def wait(self, seconds: float) -> re.Match[str]:
+        if not self._found.wait(seconds) or self.match is None:
+            raise RuntimeError("child did not start:\n" + "".join(self.lines[-20:]))
+        return self.match
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def serve(args: list[str]) -> tuple[Process, str]:
+    gateway = Process([sys.executable, "-m", "veracity", "serve", "--no-auth", "--port", "0", *args],
+                      r"veracity gateway on (http://\S+)/v1")
+    url = gateway.wait(120).group(1)
+    for _ in range(1200):
+        try:
+            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                return gateway, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("gateway never ready:\n" + "".join(gateway.lines[-20:]))
+
+
+Outcome = tuple[float, list[float], list[dict[str, Any]], int]
+
+
+async def load(url: str, total: int, concurrency: int, tag: str, model: str = "mock-model",
+               max_tokens: int | None = None, timeout: float = 60) -> Outcome:
+    """(seconds, latencies, veracity objects, errors) of ``total`` requests."""
+    latencies: list[float] = []
+    scores: list[dict[str, Any]] = []
+    errors = 0
+    todo = iter(range(total))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+
+        async def worker() -> None:
+            nonlocal errors
+            for i in todo:
+                body: dict[str, Any] = {"model": model, "messages": [
+                    {"role": "user", "content": f"Question {tag}-{i}: what is {i} + {i}?"}]}
+                if max_tokens:
+                    body["max_tokens"] = max_tokens
+                began = time.perf_counter()
+                response = await client.post(url + "/chat/completions", json=body,
+                                             headers={"Authorization": "Bearer bench"})
+                latencies.append(time.perf_counter() - began)
+                data = response.json() if response.status_code == 200 else {}
+                if "veracity" in data:
+                    scores.append(data["veracity"])
+                if response.status_code != 200 or data.get("veracity", {}).get("error"):
+                    errors += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - began, latencies, scores, errors
+
+
+def embedding_ms(spec: str, n: int, rounds: int) -> float:
+    """p50 time to embed one answer and its n perturbed answers (no cache)."""
+    from veracity.registry import load_embedder
+
+    embedder = load_embedder(spec)
+    times = []
+    for r in range(rounds):
+        texts = [f"Answer {r}.{k}: the sum is {r + k}." for k in range(n + 1)]
+        began = time.perf_counter()
+        embedder.embed(texts)
+        times.append(time.perf_counter() - began)
+    return 1000 * statistics.median(times)
+
+
+def embedded_default(requests: int, n: int, cache: Path) -> tuple[float, float]:
+    """p50 (score ms, end-to-end ms) of inline scores on llamacpp/default + st/default."""
+    gateway, url = serve(["--n", str(n), "--no-log", "--cache", str(cache)])
+    try:
+        seconds, latencies, scores, errors = asyncio.run(
+            load(url + "/v1", requests, 1, "embedded", "llamacpp/default", max_tokens=32, timeout=900))
+        if errors or not scores:
+            raise RuntimeError(f"{errors} errors on the embedded default")
+        return (statistics.median(s["timings"]["scoring_ms"] for s in scores),
+                1000 * statistics.median(latencies))
+    finally:
+        gateway.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=32, help="client concurrency")
+    parser.add_argument("--delay", type=float, default=0.05, help="upstream seconds per answer")
+    parser.add_argument("--upstream-concurrency", type=int, default=128,
+                        help="answers the mock upstream works on at once")
+    parser.add_argument("--n", type=int, default=3, help="perturbed calls per answer")
+    parser.add_argument("--embedder", default="hash/default")
+    parser.add_argument("--embedded-requests", type=int, default=None,
+                        help="inline scores timed on the embedded default (default 10, smoke 1; 0: skip)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code path")
+    args = parser.parse_args()
+    if args.smoke:
+        args.requests, args.concurrency = 64, 8
+    if args.embedded_requests is None:
+        args.embedded_requests = 1 if args.smoke else 10
+
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    mock = Process([sys.executable, str(MOCK), "--delay", str(args.delay),
+                    "--concurrency", str(args.upstream_concurrency)], r"PORT (\d+)")
+    gateway = None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            upstream = f"http://127.0.0.1:{mock.wait(30).group(1)}/v1"
+            up_s, up_lat, _, up_err = asyncio.run(load(upstream, args.requests, args.concurrency, "up"))
+            gateway, url = serve(["--upstream", upstream, "--embedder", args.embedder, "--n", str(args.n),
+                                  "--max-concurrency", str(4 * args.concurrency),
+                                  "--queue", str(4 * args.concurrency),
+                                  "--log", f"{tmp}/traffic.sqlite", "--cache", f"{tmp}/cache.sqlite"])
+            gw_s, gw_lat, scores, gw_err = asyncio.run(
+                load(url + "/v1", args.requests, args.concurrency, "gw"))
+        finally:
+            if gateway is not None:
+                gateway.stop()
+            mock.stop()
+        embed = embedding_ms(args.embedder, args.n, 50)
+        embedded = (embedded_default(args.embedded_requests, args.n, Path(tmp) / "embedded.sqlite")
+                    if args.embedded_requests else (float("nan"), float("nan")))
+
+    up_p50, gw_p50 = 1000 * percentile(up_lat, 0.5), 1000 * percentile(gw_lat, 0.5)
+    throughput = args.requests / gw_s
+    added = gw_p50 - up_p50
+    added_target = 1.3 * up_p50 + embed
+    # the upstream runs upstream_concurrency calls at once and each request needs n + 1 calls;
+    # the client never has more than `concurrency` requests out, each at least two calls long
+    bound = min(args.upstream_concurrency / ((args.n + 1) * args.delay),
+                args.concurrency / (2 * args.delay))
+    print(f"requests: {args.requests} count")
+    print(f"client concurrency: {args.concurrency} count")
+    print(f"perturbed calls per answer: {args.n} count")
+    print(f"upstream alone throughput: {args.requests / up_s:.1f} req/s")
+    print(f"upstream alone p50 latency: {up_p50:.1f} ms")
+    print(f"upstream alone p99 latency: {1000 * percentile(up_lat, 0.99):.1f} ms")
+    print(f"gateway throughput: {throughput:.1f} req/s")
+    print(f"gateway p50 latency: {gw_p50:.1f} ms")
+    print(f"gateway p99 latency: {1000 * percentile(gw_lat, 0.99):.1f} ms")
+    print(f"gateway p50 scoring time: {statistics.median(s['timings']['scoring_ms'] for s in scores):.1f} ms")
+    print(f"embedding time p50 ({args.embedder}, {args.n + 1} texts): {embed:.2f} ms")
+    print(f"p50 added latency: {added:.1f} ms")
+    print(f"p50 added latency target: {added_target:.1f} ms")
+    print(f"throughput bound: {bound:.1f} req/s")
+    print(f"throughput / bound: {throughput / bound:.3f} ratio")
+    print(f"errors: {gw_err + up_err} count")
+    print(f"embedded default inline score p50: {embedded[0]:.0f} ms")
+    print(f"embedded default end-to-end p50: {embedded[1]:.0f} ms")
+    worst = max(added / added_target, 0.8 * bound / throughput)
+    print(f"worst of added/target and 0.8*bound/throughput: {worst:.3f} ratio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

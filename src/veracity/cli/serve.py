@@ -1,0 +1,106 @@
+"""``veracity serve``: the OpenAI-compatible gateway that scores every answer with gamma."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.options import ball_choice, handles_errors
+from veracity.errors import ConfigError
+from veracity.methods.gamma import FORMS
+
+
+def parse_thresholds(value: str | None) -> tuple[float, float] | None:
+    """``"low,high"`` -> (low, high)."""
+    if value is None:
+        return None
+    parts = value.split(",")
+    try:
+        low, high = (float(p) for p in parts)
+    except ValueError:
+        raise ConfigError(f"--thresholds must be two numbers 'low,high', got '{value}'") from None
+    return low, high
+
+
+@click.command()
+@click.option("--upstream", default=None, metavar="URL",
+              help="OpenAI-compatible server to front, e.g. http://127.0.0.1:8080/v1 "
+                   "(default: serve --model in this process).")
+@click.option("--upstream-api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="NAME",
+              help="Environment variable with the upstream's key (held by the gateway only).")
+@click.option("--model", default="llamacpp/default", show_default=True,
+              help="In-process model served when there is no --upstream.")
+@click.option("--embedder", default="st/default", show_default=True)
+@click.option("--n", "n", type=click.IntRange(1), default=3, show_default=True,
+              help="Perturbed calls per answer.")
+@click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice())
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True)
+@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True,
+              help="Temperature of the perturbed calls.")
+@click.option("--max-tokens", type=click.IntRange(1), default=256, show_default=True,
+              help="Token budget of perturbed calls when a request sets none.")
+@click.option("--thresholds", default=None, metavar="LOW,HIGH",
+              help="Verdict thresholds (default: the authors' 0.1 / 0.2 buckets in --form).")
+@click.option("--mode", type=click.Choice(["inline", "async"]), default="inline", show_default=True,
+              help="inline: the score is in the response; async: fetch it from /v1/veracity/scores/ID.")
+@click.option("--max-concurrency", type=click.IntRange(1), default=32, show_default=True,
+              help="Requests handled at once.")
+@click.option("--queue", type=click.IntRange(0), default=64, show_default=True,
+              help="Requests (and async scores) allowed to wait; beyond that: 429.")
+@click.option("--timeout", type=click.FloatRange(0.0, min_open=True), default=60.0, show_default=True,
+              help="Seconds per upstream call before a 504.")
+@click.option("--log", "log_file", type=click.Path(path_type=Path, dir_okay=False),
+              default=Path("veracity-traffic.sqlite"), show_default=True, help="SQLite traffic log.")
+@click.option("--no-log", is_flag=True, help="Keep no traffic log.")
+@click.option("--cache", "cache_path", type=click.Path(path_type=Path), default=None,
+              help="SQLite cache file (default: $VERACITY_HOME/cache.sqlite).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option("--api-keys-env", default="VERACITY_API_KEYS", show_default=True, metavar="NAME",
+              help="Environment variable with the comma-separated keys clients must send.")
+@click.option("--no-auth", is_flag=True, help="No client keys (loopback --host only).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--shutdown-grace", type=click.FloatRange(0.0), default=30.0, show_default=True,
+              help="Seconds in-flight requests and pending scores get on SIGTERM.")
+@handles_errors
+def serve(**kw: Any) -> None:
+    """Serve an OpenAI-compatible API that scores every answer with gamma."""
+    from veracity.serve.settings import GatewaySettings, keys_from_env
+
+    try:
+        import uvicorn
+
+        from veracity.serve import create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
+    settings = GatewaySettings(
+        upstream=kw["upstream"], upstream_api_key_env=kw["upstream_api_key_env"], model=kw["model"],
+        embedder=kw["embedder"], n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
+        temperature=kw["temperature"], max_tokens=kw["max_tokens"],
+        thresholds=parse_thresholds(kw["thresholds"]), mode=kw["mode"],
+        max_concurrency=kw["max_concurrency"], queue=kw["queue"], timeout=kw["timeout"],
+        log=None if kw["no_log"] else kw["log_file"], cache=kw["cache_path"], no_cache=kw["no_cache"],
+        api_keys=() if kw["no_auth"] else keys_from_env(kw["api_keys_env"]), no_auth=kw["no_auth"],
+        host=kw["host"], port=kw["port"], shutdown_grace=kw["shutdown_grace"],
+    )
+    app = create_app(settings)
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {settings.host}:{settings.port}: {exc}") from None
+    port = sock.getsockname()[1]
+    source = settings.upstream or settings.model
+    click.echo(f"veracity gateway on http://{settings.host}:{port}/v1 in front of {source} "
+               f"(mode {settings.mode}, n {settings.n}, embedder {settings.embedder}; "
+               f"log {settings.log or 'off'})", err=True)
+    config = uvicorn.Config(app, log_level="info", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=int(settings.shutdown_grace) or None)
+    uvicorn.Server(config).run(sockets=[sock])

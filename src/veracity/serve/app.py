@@ -1,0 +1,365 @@
+"""The gateway as an ASGI app: ``create_app(settings)`` returns a Starlette app to serve or mount.
+
+Startup (the ASGI lifespan) loads the model and embedder, opens the cache and the traffic
+log and starts the score workers; shutdown drains pending scores (bounded) and flushes the log.
+Errors use the OpenAI body shape ``{"error": {"message", "type", "code"}}`` so unmodified
+clients raise their usual exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from veracity.cache import Cache
+from veracity.embed.base import Embedder
+from veracity.registry import load_embedder
+from veracity.serve.admission import Admission, Saturated
+from veracity.serve.auth import KeyCheck
+from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
+from veracity.serve.local import LocalUpstream
+from veracity.serve.metrics import GatewayMetrics
+from veracity.serve.scoring import Exchange, Scorer
+from veracity.serve.settings import GatewaySettings
+from veracity.serve.sse import EventReader, event
+from veracity.serve.traffic import TrafficLog
+from veracity.serve.upstream import HttpUpstream, Upstream, UpstreamError
+from veracity.serve.verdicts import FixedThresholds, ThresholdSource
+
+log = logging.getLogger(__name__)
+ROUTES = ("/v1/chat/completions", "/v1/models", "/v1/veracity/scores", "/metrics", "/healthz", "/readyz")
+
+
+def error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
+          headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error in the OpenAI body shape."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def score_headers(score: dict[str, Any]) -> dict[str, str]:
+    gamma = score.get("gamma")
+    return {"x-veracity-id": score["id"], "x-veracity-verdict": str(score.get("verdict")),
+            "x-veracity-gamma": "none" if gamma is None else f"{gamma:.6f}"}
+
+
+def first_answer(data: dict[str, Any]) -> str | None:
+    """The text of the first choice, or None (a tool call, a refusal without text)."""
+    try:
+        content = data["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) else None
+
+
+class Gateway:
+    """Everything one app owns: upstream, scorer, metrics, log, queues."""
+
+    def __init__(self, settings: GatewaySettings, upstream: Upstream | None = None,
+                 embedder: Embedder | None = None, thresholds: ThresholdSource | None = None) -> None:
+        s = settings
+        self.settings = s
+        self.metrics = GatewayMetrics()
+        self.keys = KeyCheck(s.api_keys, open_access=s.no_auth)
+        self.upstream: Upstream = upstream or (
+            HttpUpstream(s.upstream, s.upstream_api_key_env, s.timeout,
+                         max_connections=s.max_concurrency * (s.n + 1) + 8,
+                         scoring_concurrency=s.max_concurrency * s.n)
+            if s.upstream else LocalUpstream(s.model, s.max_tokens))
+        self._embedder = embedder
+        self.thresholds = thresholds or FixedThresholds(s.thresholds)
+        self.admission = Admission(s.max_concurrency, s.queue,
+                                   self.metrics.queue_depth.labels("requests").set)
+        self.book = ScoreBook()
+        self.scores = ScoreQueue(s.max_concurrency, s.queue, self.metrics.queue_depth.labels("scores").set)
+        self.writer = LogWriter(None)
+        self.cache: Cache | None = None
+        self._scorer: Scorer | None = None
+        self.ready = False
+
+    @property
+    def scorer(self) -> Scorer:
+        if self._scorer is None:
+            raise RuntimeError("gateway not started")
+        return self._scorer
+
+    async def start(self) -> None:
+        s = self.settings
+        await self.upstream.start()
+        embedder = self._embedder
+        if embedder is None:
+            embedder = await anyio.to_thread.run_sync(load_embedder, s.embedder)
+        self.cache = None if s.no_cache else Cache(s.cache)
+        self._scorer = Scorer(s, embedder, self.cache, self.thresholds)
+        self.writer = LogWriter(None if s.log is None else TrafficLog(s.log))
+        self.writer.start()
+        self.scores.start()
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        abandoned = await self.scores.drain(self.settings.shutdown_grace)
+        if abandoned:
+            log.warning("shutdown: %d pending scores abandoned after %.0f s", abandoned,
+                        self.settings.shutdown_grace)
+        await self.writer.close()
+        await self.upstream.aclose()
+        if self.cache is not None:
+            self.cache.close()
+
+    # --- routes -------------------------------------------------------------------------
+
+    def owner(self, request: Request) -> int | None:
+        return self.keys.owner(request.headers.get("authorization"))
+
+    @staticmethod
+    def refused() -> JSONResponse:
+        return error(401, "missing or invalid gateway key: send 'Authorization: Bearer KEY'",
+                     code="invalid_api_key")
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        if self.ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not ready"}, status_code=503)
+
+    async def metrics_page(self, request: Request) -> Response:
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def models(self, request: Request) -> Response:
+        if self.owner(request) is None:
+            return self.refused()
+        try:
+            return JSONResponse(await self.upstream.models())
+        except UpstreamError as exc:
+            return self.upstream_failed(exc)
+
+    async def score(self, request: Request) -> Response:
+        owner = self.owner(request)
+        if owner is None:
+            return self.refused()
+        score_id = request.path_params["score_id"]
+        pending = self.book.get(score_id)
+        if pending is None or (owner >= 0 and pending.owner != owner):
+            return error(404, f"unknown or expired score id '{score_id}'", code="score_not_found")
+        if pending.result is None:
+            return JSONResponse({"id": score_id, "status": "pending"})
+        return JSONResponse({"id": score_id, "status": "done", "veracity": pending.result},
+                            headers=score_headers(pending.result))
+
+    async def chat(self, request: Request) -> Response:
+        owner = self.owner(request)
+        if owner is None:
+            return self.refused()
+        try:
+            body = await request.json()
+        except ValueError:
+            return error(400, "the request body is not valid JSON")
+        problem = check_body(body)
+        if problem:
+            return error(400, problem)
+        try:
+            await self.admission.acquire()
+        except Saturated:
+            return error(429, "the gateway is at capacity: retry later", "rate_limit_exceeded",
+                         "rate_limit_exceeded", {"Retry-After": str(self.settings.retry_after)})
+        exchange_id = f"vrc-{uuid.uuid4().hex}"
+        release = True
+        try:
+            if body.get("stream"):
+                response = await self.chat_stream(exchange_id, body, owner)
+                release = not isinstance(response, StreamingResponse)  # the stream releases it
+                return response
+            return await self.chat_once(exchange_id, body, owner)
+        finally:
+            if release:
+                self.admission.release()
+
+    def upstream_failed(self, exc: UpstreamError) -> JSONResponse:
+        self.metrics.upstream_errors.labels(exc.kind).inc()
+        return error(exc.status, exc.message, exc.error_type, exc.code)
+
+    async def chat_once(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
+        began = time.perf_counter()
+        try:
+            data = await self.upstream.chat(body)
+        except UpstreamError as exc:
+            return self.upstream_failed(exc)
+        upstream_ms = self.observe_upstream(body["model"], began)
+        exchange = Exchange(exchange_id, body["model"], body, first_answer(data))
+        if self.settings.mode == "inline":
+            data["veracity"] = await self.run_score(exchange, upstream_ms, began)
+            return JSONResponse(data, headers=score_headers(data["veracity"]))
+        data["veracity"] = self.enqueue(exchange, owner, upstream_ms, began)
+        return JSONResponse(data, headers={"x-veracity-id": exchange_id})
+
+    async def chat_stream(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
+        began = time.perf_counter()
+        try:
+            stream = await self.upstream.stream(body)
+        except UpstreamError as exc:
+            return self.upstream_failed(exc)
+
+        async def events() -> AsyncIterator[bytes]:
+            reader = EventReader()
+            done: bytes | None = None
+            try:
+                try:
+                    async for chunk in stream.chunks:
+                        for ev in reader.feed(chunk):
+                            if reader.is_done(ev):
+                                done = ev
+                            else:
+                                yield ev
+                    tail = reader.rest()
+                    if tail.strip() and not reader.is_done(tail):
+                        yield tail + reader.separator
+                except UpstreamError as exc:
+                    self.metrics.upstream_errors.labels(exc.kind).inc()
+                    failure = {"error": {"message": f"{exc.message} (mid-stream; the answer is "
+                                         "incomplete and was not scored)", "type": exc.error_type,
+                                         "code": exc.code}}
+                    yield event(failure, reader.separator)
+                    return
+                upstream_ms = self.observe_upstream(body["model"], began)
+                exchange = Exchange(exchange_id, body["model"], body, reader.answer)
+                if self.settings.mode == "inline":
+                    score = await self.run_score(exchange, upstream_ms, began)
+                else:
+                    score = self.enqueue(exchange, owner, upstream_ms, began)
+                final = {"id": exchange_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                         "model": body["model"], "choices": [], "veracity": score}
+                yield event(final, reader.separator)
+                if done is not None:
+                    yield done
+            finally:
+                await stream.aclose()
+                self.admission.release()
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"x-veracity-id": exchange_id, "cache-control": "no-cache"})
+
+    # --- scoring --------------------------------------------------------------------------
+
+    def observe_upstream(self, model: str, began: float) -> float:
+        seconds = time.perf_counter() - began
+        self.metrics.upstream_seconds.labels(self.metrics.model_label(model)).observe(seconds)
+        return 1000 * seconds
+
+    async def run_score(self, exchange: Exchange, upstream_ms: float, began: float) -> dict[str, Any]:
+        score = await self.scorer.score(exchange, self.upstream.scoring_backend)
+        self.finish(exchange, score, upstream_ms, began)
+        return score
+
+    def finish(self, exchange: Exchange, score: dict[str, Any], upstream_ms: float, began: float) -> None:
+        """Timings, metrics and the traffic log of a finished (or failed) score."""
+        score["timings"] |= {"upstream_ms": upstream_ms, "total_ms": 1000 * (time.perf_counter() - began)}
+        m, label = self.metrics, self.metrics.model_label(exchange.model)
+        if "scoring_ms" in score["timings"]:
+            m.scoring_seconds.labels(label).observe(score["timings"]["scoring_ms"] / 1000)
+        if score["gamma"] is not None:
+            m.gamma.labels(label).observe(score["gamma"])
+        if score["error"]:
+            m.scoring_errors.labels(label).inc()
+        m.verdicts.labels(label, score["verdict"]).inc()
+        self.writer.put(entry(score, exchange.prompt(), exchange.answer or ""))
+
+    def enqueue(self, exchange: Exchange, owner: int, upstream_ms: float, began: float) -> dict[str, Any]:
+        """Queue an async-mode score; the pending object the client gets."""
+        self.book.add(exchange.id, owner)
+
+        async def job() -> None:
+            self.book.finish(exchange.id, await self.run_score(exchange, upstream_ms, began))
+
+        status = "pending"
+        if not self.scores.offer(job):
+            status = "skipped"
+            thresholds = self.thresholds.lookup(exchange.model, self.scorer.embedder.spec,
+                                                self.settings.form)
+            score = self.scorer.describe(exchange, thresholds)
+            score["error"] = "not scored: the score queue was full"
+            self.finish(exchange, score, upstream_ms, began)
+            self.book.finish(exchange.id, score)
+        return {"id": exchange.id, "status": status, "url": f"/v1/veracity/scores/{exchange.id}"}
+
+
+def check_body(body: Any) -> str | None:
+    """What is wrong with a chat request body, if anything."""
+    if not isinstance(body, dict):
+        return "the request body must be a JSON object"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "'model' must be a non-empty string"
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        return "'messages' must be a non-empty list"
+    if not isinstance(body.get("stream", False), bool):
+        return "'stream' must be true or false"
+    return None
+
+
+class CountRequests:
+    """ASGI middleware: requests by route and status, and the number in flight."""
+
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        route = next((r for r in ROUTES if path == r or path.startswith(r + "/")), "other")
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.metrics.requests.labels(route, str(message["status"])).inc()
+            await send(message)
+
+        self.metrics.in_flight.inc()
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            self.metrics.in_flight.dec()
+
+
+def create_app(settings: GatewaySettings, *, upstream: Upstream | None = None,
+               embedder: Embedder | None = None, thresholds: ThresholdSource | None = None) -> Starlette:
+    """The gateway app; ``app.state.gateway`` holds its parts (metrics registry, settings)."""
+    gateway = Gateway(settings, upstream, embedder, thresholds)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.stop()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", gateway.chat, methods=["POST"]),
+            Route("/v1/models", gateway.models, methods=["GET"]),
+            Route("/v1/veracity/scores/{score_id}", gateway.score, methods=["GET"]),
+            Route("/metrics", gateway.metrics_page, methods=["GET"]),
+            Route("/healthz", gateway.healthz, methods=["GET"]),
+            Route("/readyz", gateway.readyz, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.gateway = gateway
+    app.add_middleware(CountRequests, metrics=gateway.metrics)
+    return app

@@ -1,0 +1,144 @@
+"""Background work of the gateway: the traffic-log writer and async-mode scores."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from veracity.serve.traffic import Entry, TrafficLog
+
+log = logging.getLogger(__name__)
+
+KEPT_SCORES = 10_000
+"""Scores kept in memory for ``GET /v1/veracity/scores/{id}`` (older ones come from the log)."""
+
+
+def entry(score: dict[str, Any], prompt: str, answer: str) -> Entry:
+    """The traffic-log row of a finished score."""
+    timings = score.get("timings") or {}
+    return Entry(
+        id=score["id"], time=time.time(), model=score["model"], prompt=prompt, answer=answer,
+        gamma=score.get("gamma"), verdict=score.get("verdict") or "unscored",
+        upstream_ms=timings.get("upstream_ms"), scoring_ms=timings.get("scoring_ms"),
+        total_ms=timings.get("total_ms"), error=score.get("error"), score=score,
+    )
+
+
+class LogWriter:
+    """Writes log entries from a queue in a worker thread, so requests never wait on disk."""
+
+    def __init__(self, log_file: TrafficLog | None) -> None:
+        self.log = log_file
+        self._queue: asyncio.Queue[Entry | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.log is not None:
+            self._task = asyncio.create_task(self._run())
+
+    def put(self, item: Entry) -> None:
+        if self._task is not None:
+            self._queue.put_nowait(item)
+
+    async def _run(self) -> None:
+        assert self.log is not None
+        stop = False
+        while not stop:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            stop = None in batch
+            rows = [b for b in batch if b is not None]
+            try:
+                await anyio.to_thread.run_sync(self.log.append_many, rows)
+            except Exception:  # a full disk must not stop the gateway
+                log.exception("could not write %d traffic-log rows", len(rows))
+
+    async def close(self) -> None:
+        """Write what is queued, then close the file."""
+        if self._task is not None:
+            self._queue.put_nowait(None)
+            await self._task
+        if self.log is not None:
+            self.log.close()
+
+
+@dataclass
+class Pending:
+    """An async-mode score: who may read it, and the result once done."""
+
+    owner: int
+    result: dict[str, Any] | None = None
+
+
+class ScoreBook:
+    """Async-mode scores by id, newest kept, bounded."""
+
+    def __init__(self, size: int = KEPT_SCORES) -> None:
+        self._scores: OrderedDict[str, Pending] = OrderedDict()
+        self._size = size
+
+    def add(self, score_id: str, owner: int) -> None:
+        self._scores[score_id] = Pending(owner)
+        while len(self._scores) > self._size:
+            self._scores.popitem(last=False)
+
+    def finish(self, score_id: str, result: dict[str, Any]) -> None:
+        if score_id in self._scores:
+            self._scores[score_id].result = result
+
+    def get(self, score_id: str) -> Pending | None:
+        return self._scores.get(score_id)
+
+
+Job = Callable[[], Awaitable[None]]
+
+
+class ScoreQueue:
+    """Bounded queue of async-mode scores, run by a fixed number of workers."""
+
+    def __init__(self, workers: int, size: int, on_depth: Callable[[int], None]) -> None:
+        self._queue: asyncio.Queue[Job] = asyncio.Queue(maxsize=max(1, size))
+        self._workers = workers
+        self._tasks: list[asyncio.Task[None]] = []
+        self._on_depth = on_depth
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._run()) for _ in range(self._workers)]
+
+    def offer(self, job: Job) -> bool:
+        """Queue a job; False when the queue is full."""
+        try:
+            self._queue.put_nowait(job)
+        except asyncio.QueueFull:
+            return False
+        self._on_depth(self._queue.qsize())
+        return True
+
+    async def _run(self) -> None:
+        while True:
+            job = await self._queue.get()
+            self._on_depth(self._queue.qsize())
+            try:
+                await job()
+            except Exception:
+                log.exception("async score failed")
+            finally:
+                self._queue.task_done()
+
+    async def drain(self, grace: float) -> int:
+        """Wait up to ``grace`` seconds for queued scores; returns how many were abandoned."""
+        with anyio.move_on_after(grace):
+            await self._queue.join()
+        left = self._queue.qsize()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        return left

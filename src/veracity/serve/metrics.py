@@ -1,0 +1,54 @@
+"""Prometheus metrics of one gateway, in a registry the app owns (several apps, several registries)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_GAMMA = (0.01, 0.025, 0.05, 0.1, 0.141, 0.2, 0.28, 0.4, 0.6, 0.8, 1.0, 1.42)
+MAX_MODEL_LABELS = 32
+"""Model names come from clients: past this many distinct ones they are counted as 'other'."""
+
+
+class GatewayMetrics:
+    """Requests, latencies, gamma and verdicts per model, queue depth, upstream errors."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("veracity_gateway_requests", "HTTP requests answered, by route and status",
+                                ["route", "status"], registry=r)
+        self.upstream_seconds = Histogram("veracity_gateway_upstream_seconds",
+                                          "Latency of the upstream call that produced the answer",
+                                          ["model"], buckets=_LATENCY, registry=r)
+        self.scoring_seconds = Histogram("veracity_gateway_scoring_seconds",
+                                         "Latency of one score (perturbed calls + embedding + gamma)",
+                                         ["model"], buckets=_LATENCY, registry=r)
+        self.gamma = Histogram("veracity_gateway_gamma", "Gamma of scored answers", ["model"],
+                               buckets=_GAMMA, registry=r)
+        self.verdicts = Counter("veracity_gateway_verdicts", "Verdicts of scored answers",
+                                ["model", "verdict"], registry=r)
+        self.queue_depth = Gauge("veracity_gateway_queue_depth", "Requests or scores waiting",
+                                 ["queue"], registry=r)
+        self.in_flight = Gauge("veracity_gateway_in_flight", "Requests being handled", registry=r)
+        self.upstream_errors = Counter("veracity_gateway_upstream_errors",
+                                       "Upstream failures by kind (HTTP status, timeout, connection)",
+                                       ["kind"], registry=r)
+        self.scoring_errors = Counter("veracity_gateway_scoring_errors",
+                                      "Answers returned without a score because scoring failed",
+                                      ["model"], registry=r)
+        self._models: set[str] = set()
+
+    def model_label(self, model: str) -> str:
+        """The label for a client-supplied model name, bounded in number and length."""
+        label = model[:100]
+        if label in self._models:
+            return label
+        if len(self._models) >= MAX_MODEL_LABELS:
+            return "other"
+        self._models.add(label)
+        return label
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

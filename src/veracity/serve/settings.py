@@ -1,0 +1,103 @@
+"""Gateway settings: one frozen object, validated once, that ``create_app`` is built from."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from veracity.errors import ConfigError
+from veracity.methods.gamma import FORMS, Form
+from veracity.methods.trust import check_thresholds
+from veracity.perturb import resolve_ball
+
+Mode = Literal["inline", "async"]
+MODES: tuple[Mode, ...] = ("inline", "async")
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost, 127.0.0.0/8 and ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def keys_from_env(name: str) -> tuple[str, ...]:
+    """Comma-separated gateway keys from an environment variable (empty if unset)."""
+    return tuple(k.strip() for k in os.environ.get(name, "").split(",") if k.strip())
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Everything ``veracity serve`` is configured with; keys are held here, never printed."""
+
+    upstream: str | None = None
+    """Base URL of an OpenAI-compatible server (``http://host:port/v1``); None: ``model`` in process."""
+    upstream_api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the upstream's key (read once, kept in memory)."""
+    model: str = "llamacpp/default"
+    """The in-process model served when there is no upstream."""
+    embedder: str = "st/default"
+    n: int = 3
+    """Perturbed calls per answer."""
+    ball: str = "ascii-control"
+    seed: int = 0
+    form: Form = "sin"
+    temperature: float = 0.0
+    """Temperature of the perturbed calls (the paper's 0)."""
+    max_tokens: int = 256
+    """Token budget of perturbed calls when the request sets none (else the request's)."""
+    thresholds: tuple[float, float] | None = None
+    """(low, high) verdict thresholds; None: the authors' buckets in ``form``."""
+    mode: Mode = "inline"
+    max_concurrency: int = 32
+    """Requests handled at once; more wait in the queue."""
+    queue: int = 64
+    """Requests allowed to wait (and, in async mode, scores allowed to wait); beyond: 429."""
+    timeout: float = 60.0
+    """Seconds for one upstream call (answer or perturbed) before a 504."""
+    log: Path | None = field(default_factory=lambda: Path("veracity-traffic.sqlite"))
+    """SQLite traffic log; None keeps nothing."""
+    cache: Path | None = None
+    """Generation / embedding cache file (None: the default cache)."""
+    no_cache: bool = False
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    """Gateway keys clients must present (``Authorization: Bearer KEY``)."""
+    no_auth: bool = False
+    """Serve without keys; only allowed on a loopback host."""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    shutdown_grace: float = 30.0
+    """Seconds in-flight requests and pending scores get to finish on shutdown."""
+    retry_after: int = 1
+    """Seconds a client is told to wait in a 429."""
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ConfigError(f"--n must be at least 1, got {self.n}")
+        resolve_ball(self.ball)
+        if self.form not in FORMS:
+            raise ConfigError(f"unknown gamma form '{self.form}'; known: {', '.join(FORMS)}")
+        if self.mode not in MODES:
+            raise ConfigError(f"--mode must be inline or async, got '{self.mode}'")
+        if self.thresholds is not None:
+            check_thresholds(self.thresholds)
+        for name in ("max_concurrency", "queue", "max_tokens"):
+            if getattr(self, name) < (0 if name == "queue" else 1):
+                raise ConfigError(f"--{name.replace('_', '-')} is too small: {getattr(self, name)}")
+        if self.timeout <= 0 or self.shutdown_grace < 0 or self.temperature < 0:
+            raise ConfigError("timeout must be positive, shutdown grace and temperature not negative")
+        if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
+            raise ConfigError(f"--upstream must start with http:// or https://, got '{self.upstream}'")
+        if self.no_auth and not is_loopback(self.host):
+            raise ConfigError(f"--no-auth is only allowed on a loopback address, not '{self.host}'")
+        if not self.no_auth and not self.api_keys:
+            raise ConfigError(
+                "no gateway keys: set a comma-separated list in $VERACITY_API_KEYS (or the variable "
+                "named by --api-keys-env), or pass --no-auth on a loopback address"
+            )

@@ -1,0 +1,197 @@
+"""Where answers come from: an OpenAI-compatible server over async httpx.
+
+The upstream's key lives only in this object: it is sent in the ``Authorization`` header
+and masked in any message the server echoes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from veracity.backends.base import Backend
+from veracity.backends.openai import OpenAIBackend
+
+_LIMIT = 300  # characters of an upstream message kept in an error
+
+
+class UpstreamError(Exception):
+    """The upstream failed; ``status`` is what the gateway answers, ``kind`` labels the metric."""
+
+    def __init__(self, status: int, message: str, kind: str, error_type: str = "upstream_error",
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.error_type = error_type
+        self.code = code
+
+
+@dataclass
+class Stream:
+    """An upstream response whose status is known and whose body is still arriving."""
+
+    chunks: AsyncIterator[bytes]
+    response: httpx.Response | None = None
+
+    async def aclose(self) -> None:
+        if self.response is not None:
+            await self.response.aclose()
+
+
+class Upstream(Protocol):
+    """What the gateway needs from whatever produces answers."""
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def stream(self, body: dict[str, Any]) -> Stream: ...
+
+    async def models(self) -> dict[str, Any]: ...
+
+    def scoring_backend(self, model: str) -> Backend:
+        """The backend perturbed prompts of ``model`` are sent to (thread-safe)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _LIMIT else text[: _LIMIT - 3] + "..."
+
+
+class HttpUpstream:
+    """An OpenAI-compatible server: vLLM, llama.cpp server, Ollama, OpenAI."""
+
+    def __init__(self, base_url: str, api_key_env: str, timeout: float, max_connections: int,
+                 scoring_concurrency: int) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.name = self.base_url
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self._key = os.environ.get(api_key_env) or None if api_key_env else None
+        self._max_connections = max_connections
+        self._scoring_concurrency = scoring_concurrency
+        self._client: httpx.AsyncClient | None = None
+        self._backends: dict[str, OpenAIBackend] = {}
+
+    def __repr__(self) -> str:
+        return f"HttpUpstream(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+
+    async def start(self) -> None:
+        limits = httpx.Limits(max_connections=self._max_connections,
+                              max_keepalive_connections=self._max_connections)
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), limits=limits,
+                                         headers=headers)
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._key, "[redacted]") if self._key else text
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError("upstream not started")
+        return self._client
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = await self.client.post(url, json=body)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(url, exc) from None
+        if response.status_code >= 400:
+            raise self._status_error(url, response)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise UpstreamError(502, f"upstream {url} did not answer with a JSON object: "
+                                f"{_short(self.redact(response.text))!r}", "bad_reply")
+        return data
+
+    async def stream(self, body: dict[str, Any]) -> Stream:
+        url = f"{self.base_url}/chat/completions"
+        request = self.client.build_request("POST", url, json=body)
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(url, exc) from None
+        if response.status_code >= 400:
+            await response.aread()
+            await response.aclose()
+            raise self._status_error(url, response)
+        return Stream(self._chunks(url, response), response)
+
+    async def _chunks(self, url: str, response: httpx.Response) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in response.aiter_raw():
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise self._transport_error(url, exc) from None
+        finally:
+            await response.aclose()
+
+    async def models(self) -> dict[str, Any]:
+        url = f"{self.base_url}/models"
+        try:
+            response = await self.client.get(url)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(url, exc) from None
+        if response.status_code >= 400:
+            raise self._status_error(url, response)
+        data = response.json()
+        if not isinstance(data, dict):
+            raise UpstreamError(502, f"upstream {url} did not answer with a JSON object", "bad_reply")
+        return data
+
+    def scoring_backend(self, model: str) -> Backend:
+        if model not in self._backends:
+            self._backends[model] = OpenAIBackend(
+                model, base_url=self.base_url, api_key_env=self.api_key_env,
+                max_concurrency=self._scoring_concurrency, timeout=self.timeout, max_retries=1,
+            )
+        return self._backends[model]
+
+    def _transport_error(self, url: str, exc: httpx.HTTPError) -> UpstreamError:
+        if isinstance(exc, httpx.TimeoutException):
+            return UpstreamError(504, f"upstream {url} gave no answer within {self.timeout:g} s",
+                                 "timeout", "timeout", "upstream_timeout")
+        detail = self.redact(str(exc)) or "connection closed without an answer"
+        return UpstreamError(502, f"upstream {url} failed: {type(exc).__name__}: {_short(detail)}",
+                             "connection", code="upstream_unreachable")
+
+    def _status_error(self, url: str, response: httpx.Response) -> UpstreamError:
+        error_type, code, message = "upstream_error", None, response.text
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            data = None
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict):
+            message = str(error.get("message") or message)
+            error_type = str(error.get("type") or error_type)
+            code = None if error.get("code") is None else str(error["code"])
+        elif isinstance(error, str):
+            message = error
+        status = response.status_code
+        shown = _short(self.redact(message)) or response.reason_phrase
+        text = f"upstream {url} answered HTTP {status}: {shown}"
+        return UpstreamError(status, text, f"http_{status}", error_type, code)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+        for backend in self._backends.values():
+            backend.close()
