@@ -5,12 +5,11 @@ from __future__ import annotations
 import base64
 import html
 import io
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+from veracity.text import display_safe
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -23,9 +22,8 @@ img{max-width:100%} details{margin:0.5em 0} .muted{color:#777}
 
 
 def esc(text: Any) -> str:
-    """HTML-escape any value; control characters become visible as \\xNN."""
-    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
-    return html.escape(shown, quote=True)
+    """HTML-escape any value; control and bidi characters become visible as \\xNN / \\uNNNN."""
+    return html.escape(display_safe(text), quote=True)
 
 
 def fmt(value: Any, digits: int = 3) -> str:
