@@ -71,7 +71,7 @@ def load_json(text: str, where: str, surrogates: bool = False) -> Any:
     try:
         value = json.loads(text, parse_constant=_constant, parse_float=_float)
     except json.JSONDecodeError as exc:
-        line = f", line {exc.lineno}" if text.count("\n") > 0 else ""
+        line = f", line {exc.lineno}" if "\n" in text.strip() else ""
         raise DataError(f"{where}{line}: invalid JSON ({exc.msg})") from None
     except RecursionError:
         raise DataError(f"{where}: JSON nested too deeply") from None

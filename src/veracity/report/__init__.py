@@ -47,6 +47,12 @@ def _runs_table(runs: Sequence[RunDir]) -> str:
     return "<h2>Runs</h2>" + table(["directory", "method", "started", "veracity", "commit"], rows)
 
 
+def _owns(run: RunDir, name: str) -> bool:
+    """The run holds ``name`` and its run.json lists it (older runs list nothing)."""
+    files = run.info.get("files")
+    return (run.path / name).is_file() and (files is None or name in files)
+
+
 def _guarded(section: Section, runs: list[RunDir], files: str) -> str:
     """A section, or a DataError naming the runs when their files do not have the shape
     veracity writes (edited by hand, truncated, or from another tool)."""
@@ -72,7 +78,7 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
             sections.append(f"<h2>{esc(TITLES.get(method, method))}</h2>")
             sections.append(_guarded(_section_for(method), group, "results.json / samples.jsonl"))
         for name in FILE_SECTIONS:
-            holding = [run for run in runs if (run.path / name).is_file()]
+            holding = [run for run in runs if _owns(run, name)]
             if holding:
                 sections.append(f"<h2>{esc(TITLES[name])}</h2>")
                 sections.append(_guarded(_section_for(name), holding, name))
