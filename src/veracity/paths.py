@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from veracity.errors import ConfigError
@@ -24,12 +25,15 @@ def _blocking_file(path: Path) -> Path | None:
 
 
 def check_output_dir(path: Path) -> None:
-    """An output directory must be a directory or creatable as one."""
+    """An output directory must be a writable directory, or creatable as one."""
     blocker = _blocking_file(path)
     if blocker == path:
         raise ConfigError(f"{path} is a file, not a directory: pick another output directory")
     if blocker is not None:
         raise ConfigError(f"{path} cannot be created: {blocker} is a file, not a directory")
+    existing = next(p for p in (path, *path.parents, Path(".")) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{path}: cannot write into {existing} (permission denied)")
 
 
 def check_output_file(path: Path) -> None:
