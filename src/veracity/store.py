@@ -180,9 +180,12 @@ class RunDir:
         old run's run.json lists go: anything else in the directory is left alone."""
         if not (self.path / "run.json").is_file():
             return
+        root = self.path.resolve()
         for name in self.info.get("files", []):
             target = self.path / name
-            if _inside(name) and (target.is_file() or target.is_symlink()):
+            if not _inside(name) or not target.parent.resolve().is_relative_to(root):
+                continue  # a hand-edited list naming something outside the run
+            if target.is_file() or target.is_symlink():
                 target.unlink()
 
     def record(self, name: str) -> Path:

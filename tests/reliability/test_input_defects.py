@@ -106,6 +106,20 @@ def test_a_rerun_replaces_only_the_files_its_run_json_lists(tmp_path: Path) -> N
     assert json.loads((folder / "run.json").read_text())["method"] == "gamma"
 
 
+def test_a_hand_edited_file_list_never_reaches_outside_the_run(tmp_path: Path) -> None:
+    folder, outside = tmp_path / "run", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep")
+    (tmp_path / "victim.txt").write_text("keep")
+    assert CliRunner().invoke(main, ["gamma", "What?", *FAKE, "--out", str(folder)]).exit_code == 0
+    (folder / "link").symlink_to(outside)
+    info = json.loads((folder / "run.json").read_text())
+    info["files"] += ["../victim.txt", str(tmp_path / "victim.txt"), "link/victim.txt"]
+    (folder / "run.json").write_text(json.dumps(info))
+    assert CliRunner().invoke(main, ["gamma", "What?", *FAKE, "--out", str(folder)]).exit_code == 0
+    assert (outside / "victim.txt").read_text() == (tmp_path / "victim.txt").read_text() == "keep"
+
+
 # --- 6: clear errors, before any model call ------------------------------------------------
 
 

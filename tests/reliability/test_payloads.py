@@ -31,6 +31,7 @@ PAYLOADS = (
     "@SUM(1+1)*cmd|' /C calc'!A0",
 )
 FAKE = ["--embedder", "hash/default", "--no-cache", "-q"]
+pytestmark = pytest.mark.filterwarnings("ignore:Glyph.*missing from font")  # spelled-out controls
 RAW = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e", "\u2066", "\u2069")
 
 
