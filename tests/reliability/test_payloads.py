@@ -119,6 +119,11 @@ def test_gamma_table_report_and_rating_sheets(tmp_path: Path, questions: Path) -
         writer.writerows([*row[:5], "3", "", ""] for row in rows[1:])
     invoke("annotate", "import", str(run), str(rated))
     assert_harmless_html(run / "report.html")
+    invoke("validate", "gamma", str(run), "--baseline-samples", "0", "--resamples", "100",
+           "--embedder", "hash/default", "--no-cache")
+    report = (run / "report.html").read_text(encoding="utf-8")
+    assert "Validation against labels" in report and "Human ratings" in report
+    assert_harmless_html(run / "report.html")
     assert json.loads((run / "ratings.json").read_text())["n_rated"] == len(PAYLOADS)
 
 

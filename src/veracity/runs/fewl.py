@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from veracity.checks import check_number
 from veracity.data.labelled import read_pairs, read_texts
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.fewl import (
@@ -104,6 +105,9 @@ class FewlSettings:
             raise ConfigError("the answer template must contain {question}")
         if self.reference_samples < 1 or self.neighbours < 0 or not self.tau > 0:
             raise ConfigError("reference samples must be >= 1, neighbours >= 0, tau > 0")
+        check_number("tau", self.tau, 0.0, low_open=True)
+        check_number("near_duplicate", self.near_duplicate, -1.0, 1.0)
+        check_number("reference_temperature", self.reference_temperature, 0.0)
         if not self.references and self.references_file is None:
             raise ConfigError("give reference models (--reference) or --references-file")
 
