@@ -72,6 +72,22 @@ def test_run_writers_keep_any_text_readable_and_harmless(tmp_path: Path) -> None
     assert run.info["config"] == {"note": texts[0]}
 
 
+def test_a_run_whose_model_answers_hold_lone_surrogates_finishes(tmp_path: Path) -> None:
+    from veracity.backends.fake import FakeBackend
+    from veracity.client import LLMClient
+    from veracity.report import build_report
+
+    ctx = Context(cache=None)  # --no-cache: the run files are the first writers
+    ctx.clients["fake/odd"] = LLMClient(FakeBackend("odd", lambda r: "half \ud83d and \x9b"), None)
+    outcome = gamma_run([Item("a", "What?")], "fake/odd", "hash/default", GammaSettings(n=2), ctx,
+                        tmp_path / "run")
+    assert outcome.run is not None
+    [record] = outcome.run.samples()
+    assert record["answer"].startswith("half \ud83d")
+    report = build_report([outcome.run.path], tmp_path / "run" / "report.html")
+    assert "half \\ud83d and \\x9b" in report.read_text(encoding="utf-8")
+
+
 # --- 5: --out into a used folder -------------------------------------------------------------
 
 
