@@ -89,12 +89,16 @@ def redact_url(url: str) -> str:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
         return _URL_IN_TEXT.sub(REDACTED, url) if "@" in url else url
+    items = parsed.params.multi_items()
+    secret = [_SECRET_PARAM.search(k) is not None for k, _ in items]
+    if not parsed.userinfo and not any(secret):
+        return url
     if parsed.userinfo:
         parsed = parsed.copy_with(username=REDACTED, password=None)
-    params = [(k, REDACTED if _SECRET_PARAM.search(k) else v) for k, v in parsed.params.multi_items()]
-    if params:
-        parsed = parsed.copy_with(params=params)
-    return str(parsed) if (parsed.userinfo or params) else url
+    if any(secret):
+        parsed = parsed.copy_with(params=[(k, REDACTED if s else v)
+                                          for (k, v), s in zip(items, secret, strict=True)])
+    return str(parsed)
 
 
 def redact_urls(text: str) -> str:
