@@ -23,8 +23,11 @@ from veracity.data.mc import load_mc, read_recorded_file
 from veracity.data.qa import load_items
 from veracity.errors import VeracityError
 from veracity.methods.annotate import SheetRow, read_ratings
+from veracity.methods.correctness import parse_verdict
 from veracity.methods.deception import PREFILL_HEAD, parse_response
+from veracity.methods.deception_dataset import parse_batch
 from veracity.methods.fewl_pairs import parse_pairs
+from veracity.methods.paraphrase import parse_paraphrase
 from veracity.report import build_report
 from veracity.runs.gamma import read_recorded
 from veracity.store import RunDir
@@ -209,6 +212,15 @@ TARGETS: dict[str, Target] = {
                                        "Question", "incorrect 3"]), strings),
             st.text(chars, max_size=60)), max_size=12).map("\n".join),
         lambda d, t: parse_pairs(t)),
+    "make-dataset batch parser": Target(
+        st.one_of(st.builds(json_text, st.lists(fields("id", "mistake", "misleading_start",
+                                                       id=st.integers(-2, 5)), max_size=5),
+                            st.booleans()).map(lambda t: f"```json\n{t}"),
+                  st.text(chars, max_size=200), oddities),
+        lambda d, t: parse_batch(t, 4)),
+    "paraphrase and judge parsers": Target(
+        st.text(chars, max_size=200),
+        lambda d, t: (parse_paraphrase(t, "What is 2+2?"), parse_verdict(t))),
     "run.json": Target(json_document(fields("schema_version", "method", "config", "files")),
                        _run_json),
     "report of a hand-edited run": Target(

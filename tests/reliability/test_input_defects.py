@@ -304,3 +304,15 @@ def test_settings_refuse_nan_in_the_library() -> None:
     with pytest.raises(ConfigError, match="sampling"):
         from veracity.types import Sampling
         Sampling(temperature=float("nan"))
+
+
+@pytest.mark.parametrize("reply", ["[" + "1" * 5000 + "]", '[{"id": "²", "mistake": "m"}]',
+                                   "[" * 100_000, '{"Answer": ' + "[" * 100_000])
+def test_hostile_model_replies_are_invalid_answers_not_crashes(reply: str) -> None:
+    from veracity.methods.deception import parse_response
+    from veracity.methods.deception_dataset import parse_batch
+
+    valid, errors = parse_batch(reply, 2)
+    assert not valid and set(errors) == {1, 2}
+    for lenient in (False, True):
+        assert parse_response("", reply, lenient).answer == "-"
