@@ -133,6 +133,10 @@ def check_run_target(path: Path) -> None:
     check_output_dir(path)
     marker = path / "run.json"
     if not marker.exists():
+        foreign = [name for name in RUN_FILES if (path / name).exists()]
+        if foreign:
+            raise ConfigError(f"{path} holds {', '.join(foreign)} but no run.json: files veracity "
+                              "did not write; pick another output directory")
         return
     try:
         info = json.loads(marker.read_text(encoding="utf-8"))

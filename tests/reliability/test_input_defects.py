@@ -100,6 +100,9 @@ def test_a_folder_with_someone_elses_run_json_is_refused_and_kept(tmp_path: Path
         (folder / name).write_text(text, encoding="utf-8")
     out = refused("gamma", "What is 2+2?", *FAKE, "--out", str(folder))
     assert "not a veracity run" in out
+    (folder / "run.json").unlink()
+    del files["run.json"]
+    assert "but no run.json" in refused("gamma", "What?", *FAKE, "--out", str(folder))
     for name, text in files.items():
         assert (folder / name).read_text(encoding="utf-8") == text
 
