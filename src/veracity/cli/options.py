@@ -16,6 +16,7 @@ from veracity.cli.progress import TerminalProgress
 from veracity.errors import ConfigError
 from veracity.perturb import resolve_ball
 from veracity.runs.common import Context
+from veracity.text import redact_urls
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,7 +140,7 @@ def handles_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except VeracityError as exc:
-            raise click.ClickException(safe(exc)) from exc
+            raise click.ClickException(safe(redact_urls(str(exc)))) from exc
         except KeyboardInterrupt:
             click.echo(
                 "\ninterrupted: finished generations are cached; rerun the same command to resume.",

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import click
 
-from veracity.text import redact_urls, terminal_safe
+from veracity.text import terminal_safe
 
 
 def safe(text: object) -> str:
-    """Printable text: controls, bidi overrides and lone surrogates spelled out, and
-    credentials inside URLs redacted; newlines kept."""
-    return terminal_safe(redact_urls(str(text)), keep_newlines=True)
+    """Printable text: controls, bidi overrides and lone surrogates spelled out; newlines kept."""
+    return terminal_safe(text, keep_newlines=True)
 
 
 def echo(message: object = "", err: bool = False) -> None:
