@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from veracity.cli import main
 from veracity.perturb import BALLS
+from veracity.store import RunDir
 from veracity.types import GenRequest
 
 FAKE = ["--model", "fake/unstable", "--embedder", "hash/default"]
@@ -250,10 +251,13 @@ def test_a_new_run_in_a_used_directory_drops_what_was_derived_from_the_old_one(
 ) -> None:
     out = tmp_path / "run"
     run("gamma", "--dataset", "builtin", "--limit", "3", *FAKE, "--out", str(out))
-    (out / "validation.json").write_text("{}")
+    RunDir.open(out).write_json("validation.json", {})  # listed in run.json: the run's own
     (out / "notes.txt").write_text("mine")
+    (out / "ratings.json").write_text("{}")  # not listed: someone else's, kept and not shown
     run("gamma", "Who wrote Hamlet?", *FAKE, "--out", str(out))
     assert not (out / "validation.json").exists() and (out / "notes.txt").read_text() == "mine"
+    assert (out / "ratings.json").read_text() == "{}"
+    assert "Human ratings" not in (out / "report.html").read_text()
     assert len((out / "samples.jsonl").read_text().splitlines()) == 1
 
 

@@ -118,7 +118,7 @@ def test_bad_dataset_rows_name_file_and_row(tmp_path: Path) -> None:
         load_mmlu(tmp_path / "mm_test.csv")
     jl = tmp_path / "bad.jsonl"
     jl.write_text('{"question": "Q", "options": ["a", "b"], "answer": 0}\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"bad\.jsonl, line 1: 'options' must be a list of 4"):
+    with pytest.raises(DataError, match=r"bad\.jsonl, line 1, field 'options': expected a list of 4"):
         load_mc_jsonl(jl)
 
 

@@ -17,7 +17,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from veracity.errors import DataError
+from veracity.data.jsonl import load_json, read_objects, read_text
+from veracity.errors import ConfigError, DataError
+from veracity.paths import check_output_dir
+from veracity.text import json_safe, redact_urls
 
 SCHEMA_VERSION = 1
 _PACKAGES = (
@@ -38,7 +41,21 @@ def clean_json(value: Any) -> Any:
 
 
 def dumps(value: Any, indent: int | None = None) -> str:
-    return json.dumps(clean_json(value), ensure_ascii=False, indent=indent, allow_nan=False)
+    """Strict JSON; control, bidi and lone surrogate characters as ``\\uXXXX`` escapes, so the
+    text is valid UTF-8, harmless in a terminal, and reads back to the same strings."""
+    return json_safe(json.dumps(clean_json(value), ensure_ascii=False, indent=indent,
+                                allow_nan=False))
+
+
+def redact(value: Any) -> Any:
+    """Every URL inside strings of ``value`` without credentials (for run.json)."""
+    if isinstance(value, str):
+        return redact_urls(value)
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
 
 
 def package_versions() -> dict[str, str]:
@@ -70,10 +87,9 @@ def git_commit() -> dict[str, Any] | None:
 
 VALIDATION_FILE = "validation.json"
 RATINGS_FILE = "ratings.json"
-RUN_FILES = ("run.json", "samples.jsonl", "results.json", "report.html", VALIDATION_FILE,
-             RATINGS_FILE, "references.jsonl", "pairs.jsonl", "icl_prompts.jsonl",
-             "finetune.jsonl")
-"""What veracity writes into a run directory (FEWL adds answers/*.jsonl)."""
+RUN_FILES = ("run.json", "samples.jsonl", "results.json", "report.html")
+"""What every run writes; run.json lists these and every file added later (``files``)."""
+METHODS = ("gamma", "deception", "fewl", "attack", "isotropy")
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
@@ -89,6 +105,49 @@ def timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+def run_info_problem(info: Any) -> str | None:
+    """Why a parsed run.json is not a veracity run's, or None when it is one."""
+    if not isinstance(info, dict):
+        return "not a JSON object"
+    if not isinstance(info.get("schema_version"), int) or isinstance(info["schema_version"], bool):
+        return "no integer 'schema_version'"
+    if info.get("method") not in METHODS:
+        return f"'method' is not one of {', '.join(METHODS)}"
+    if not isinstance(info.get("config", {}), dict):
+        return "'config' is not an object"
+    files = info.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return "'files' is not a list of file names"
+    return None
+
+
+def _inside(name: str) -> bool:
+    """A relative path that stays inside the run directory."""
+    path = Path(name)
+    return bool(name) and not path.is_absolute() and ".." not in path.parts
+
+
+def check_run_target(path: Path) -> None:
+    """Refuse, before any work, an output directory veracity cannot write a run into: a
+    file, a path under a file, or a directory whose run.json is not a veracity run."""
+    check_output_dir(path)
+    marker = path / "run.json"
+    if not marker.exists():
+        foreign = [name for name in RUN_FILES if (path / name).exists()]
+        if foreign:
+            raise ConfigError(f"{path} holds {', '.join(foreign)} but no run.json: files veracity "
+                              "did not write; pick another output directory")
+        return
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+        problem = run_info_problem(info)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        problem = f"unreadable ({type(exc).__name__})"
+    if problem:
+        raise ConfigError(f"{path} holds a run.json that is not a veracity run ({problem}); "
+                          "pick another output directory")
+
+
 class RunDir:
     """One run's directory."""
 
@@ -101,6 +160,7 @@ class RunDir:
     ) -> RunDir:
         """Write run.json; ``started`` is when the work began (default: now)."""
         run = cls(Path(path))
+        check_run_target(run.path)
         run.path.mkdir(parents=True, exist_ok=True)
         run._clear_previous()
         run._write(
@@ -108,30 +168,61 @@ class RunDir:
             {
                 "schema_version": SCHEMA_VERSION,
                 "method": method,
-                "config": config,
+                "config": redact(config),
                 "versions": package_versions(),
                 "git": git_commit(),
                 "started": started or timestamp(),
                 "finished": None,
+                "files": list(RUN_FILES),
             },
         )
         return run
 
     def _clear_previous(self) -> None:
         """A new run in a used directory replaces the old one, with what was derived from it
-        (validation, ratings, exports), so a report never mixes two runs."""
+        (validation, ratings, exports), so a report never mixes two runs. Only the files the
+        old run's run.json lists go: anything else in the directory is left alone."""
         if not (self.path / "run.json").is_file():
             return
-        for name in RUN_FILES:
-            (self.path / name).unlink(missing_ok=True)
-        for answers in (self.path / "answers").glob("*.jsonl"):
-            answers.unlink()
+        root = self.path.resolve()
+        for name in self.info.get("files", []):
+            target = self.path / name
+            if not _inside(name) or not target.parent.resolve().is_relative_to(root):
+                continue  # a hand-edited list naming something outside the run
+            if target.is_file() or target.is_symlink():
+                target.unlink()
+
+    def record(self, name: str) -> Path:
+        """Add a file (relative to the run directory) to run.json's list; its path."""
+        if not _inside(name):
+            raise ConfigError(f"{name}: not a file inside the run directory")
+        info = self.info
+        if name not in info.setdefault("files", []):
+            info["files"].append(name)
+            self._write("run.json", info)
+        return self.path / name
+
+    def write_json(self, name: str, value: Any) -> Path:
+        """A JSON file owned by this run (replaced with it)."""
+        self.record(name)
+        self._write(name, value)
+        return self.path / name
+
+    def write_jsonl(self, name: str, records: Iterable[dict[str, Any]]) -> Path:
+        """A JSONL file owned by this run (replaced with it)."""
+        target = self.record(name)
+        write_jsonl(target, records)
+        return target
 
     @classmethod
     def open(cls, path: Path | str) -> RunDir:
+        """An existing run directory; a DataError unless its run.json is a veracity run's."""
         run = cls(Path(path))
         if not (run.path / "run.json").is_file():
             raise DataError(f"{run.path} is not a veracity run directory (no run.json)")
+        problem = run_info_problem(run.info)
+        if problem:
+            raise DataError(f"{run.path / 'run.json'} is not a veracity run: {problem}")
         return run
 
     def _write(self, name: str, value: Any) -> None:
@@ -142,17 +233,19 @@ class RunDir:
 
     def _read(self, name: str) -> Any:
         target = self.path / name
-        try:
-            return json.loads(target.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DataError(f"{target} is missing: the run did not finish") from None
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{target} is not valid JSON: {exc}") from None
+        if not target.is_file():
+            raise DataError(f"{target} is missing: the run did not finish")
+        return load_json(read_text(target, "run file"), str(target), surrogates=True)
+
+    def _read_object(self, name: str) -> dict[str, Any]:
+        value = self._read(name)
+        if not isinstance(value, dict):
+            raise DataError(f"{self.path / name}: expected a JSON object")
+        return value
 
     @property
     def info(self) -> dict[str, Any]:
-        value: dict[str, Any] = self._read("run.json")
-        return value
+        return self._read_object("run.json")
 
     @property
     def method(self) -> str:
@@ -170,21 +263,15 @@ class RunDir:
         target = self.path / name
         if not target.is_file():
             raise DataError(f"{target} is missing: the run did not finish")
-        with target.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"{target}, line {number}: invalid JSON ({exc})") from None
+        for _, record in read_objects(target, "run file", surrogates=True):
+            yield record
 
     def write_results(self, results: dict[str, Any]) -> None:
         self._write("results.json", results)
 
     @property
     def results(self) -> dict[str, Any]:
-        value: dict[str, Any] = self._read("results.json")
-        return value
+        return self._read_object("results.json")
 
     def finish(self, stats: dict[str, Any]) -> None:
         info = self.info

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from veracity.errors import ConfigError
 
 Role = Literal["system", "user", "assistant"]
 
@@ -27,6 +30,17 @@ class Sampling:
     max_tokens: int = 128
     seed: int = 0
     stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        finite = all(isinstance(v, int | float) and math.isfinite(v)
+                     for v in (self.temperature, self.top_p, self.repeat_penalty))
+        if not finite or self.temperature < 0 or not 0 <= self.top_p <= 1 or self.top_k < 0 \
+                or self.repeat_penalty < 0 or self.max_tokens < 0:
+            raise ConfigError(
+                f"sampling: temperature, top-p (<= 1), top-k, repeat penalty and max tokens must "
+                f"be finite and >= 0, got temperature={self.temperature}, top_p={self.top_p}, "
+                f"top_k={self.top_k}, repeat_penalty={self.repeat_penalty}, "
+                f"max_tokens={self.max_tokens}")
 
     @property
     def greedy(self) -> bool:

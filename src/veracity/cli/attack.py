@@ -9,16 +9,20 @@ from typing import Any
 
 import click
 
+from veracity.checks import MAX_N
 from veracity.cli.gamma import DEFAULT_EMBEDDER, DEFAULT_MODEL, default_out
 from veracity.cli.options import (
+    SEED,
+    Finite,
     ball_choice,
     common_options,
     handles_errors,
     make_context,
     pop_common,
 )
+from veracity.cli.output import echo
 from veracity.data.qa import load_items
-from veracity.methods.attack import AttackSettings, visible
+from veracity.methods.attack import ATTACK_MAX_N, AttackSettings, visible
 from veracity.methods.gamma import FORMS, GammaSettings
 from veracity.methods.isotropy import DEFAULT_CONE
 from veracity.methods.paraphrase import PARAPHRASE
@@ -42,14 +46,14 @@ def _gamma(value: float | None) -> str:
 def _echo_step(record: dict[str, Any]) -> None:
     suffix = record["suffix"] if record["suffix"] is not None else record["prompt"]
     shown = "(start)" if record["step"] == 0 else _flat(suffix, 28)
-    click.echo(f"{record['step']:>4} {_gamma(record['gamma'])}  {shown:<28}  "
+    echo(f"{record['step']:>4} {_gamma(record['gamma'])}  {shown:<28}  "
                f"{_flat(record['answer'], 60)}")
 
 
 def _report(run_path: Path, title: str, as_json: bool) -> None:
     report = build_report([run_path], run_path / "report.html", title=title)
     if not as_json:
-        click.echo(f"run directory: {run_path}\nreport: {report}")
+        echo(f"run directory: {run_path}\nreport: {report}")
 
 
 def _slug(text: str) -> str:
@@ -60,10 +64,12 @@ def _slug(text: str) -> str:
 @click.option("--prompt", "-p", required=True, help="The prompt to start from.")
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
-@click.option("--steps", type=click.IntRange(min=0), default=20, show_default=True,
+@click.option("--steps", type=click.IntRange(0, 10_000), default=20, show_default=True,
               help="Maximum number of moves.")
 @click.option("-n", "--n", "n", type=click.IntRange(min=1), default=10, show_default=True,
               help="Candidates per step, and perturbed prompts per γ.")
+@click.option("--allow-large-n", is_flag=True,
+              help=f"Allow -n above {ATTACK_MAX_N} (a step costs n x (n + 1) generations).")
 @click.option("--max-calls", type=click.IntRange(min=1),
               help="Generation budget: stop before a step that would exceed it (cached or not).")
 @click.option("--charset", default="utf8", show_default=True, callback=ball_choice(),
@@ -72,9 +78,9 @@ def _slug(text: str) -> str:
               help="Ball that measures γ of each candidate (or paraphrase).")
 @click.option("--paraphraser", metavar="SPEC", help="Model writing the paraphrase ball.")
 @click.option("--descend", is_flag=True, help="Walk towards the smallest γ instead.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of both balls.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of both balls.")
 @click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True)
-@click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the steps as JSON.")
 @common_options
@@ -90,13 +96,13 @@ def attack(**kw: Any) -> None:
         steps=kw["steps"], n=kw["n"], charset=kw["charset"], ball=kw["ball"],
         descend=kw["descend"], seed=kw["seed"], max_calls=kw["max_calls"], form=kw["form"],
         sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
-        paraphraser=kw["paraphraser"],
+        paraphraser=kw["paraphraser"], allow_large_n=kw["allow_large_n"],
     )
     out = kw["out"] or default_out("attack", _slug(kw["prompt"]), kw["model"])
     ctx = make_context(**common)
     started = time.perf_counter()
     if not kw["as_json"]:
-        click.echo(f"{'step':>4} {'γ':>7}  {'appended':<28}  answer")
+        echo(f"{'step':>4} {'γ':>7}  {'appended':<28}  answer")
     try:
         outcome = attack_run(kw["prompt"], kw["model"], kw["embedder"], settings, ctx, out,
                              None if kw["as_json"] else _echo_step)
@@ -105,10 +111,10 @@ def attack(**kw: Any) -> None:
         ctx.close()
     r = outcome.results
     if kw["as_json"]:
-        click.echo(dumps(outcome.result.steps, indent=2))
+        echo(dumps(outcome.result.steps, indent=2))
     else:
         best = r["best"]
-        click.echo(
+        echo(
             f"\n{r['steps_taken']} steps ({'budget reached' if r['stop_reason'] == 'budget' else 'done'}), "
             f"{r['uphill_moves']} up / {r['downhill_moves']} down; start γ {_gamma(r['start']['gamma'])}"
             f", final γ {_gamma(r['final']['gamma'])}, best γ {_gamma(best['gamma'])} at step "
@@ -130,10 +136,12 @@ def attack(**kw: Any) -> None:
 @click.option("--paraphraser", metavar="SPEC", help="Model writing the paraphrase ball.")
 @click.option("-n", "--n", "n", type=click.IntRange(min=1), default=10, show_default=True,
               help="Perturbed prompts per question.")
-@click.option("--cone", type=click.FloatRange(min=0, max=180), default=DEFAULT_CONE,
+@click.option("--allow-large-n", is_flag=True,
+              help=f"Allow -n above {MAX_N} (each perturbed prompt is a model call).")
+@click.option("--cone", type=Finite(min=0, max=180), default=DEFAULT_CONE,
               show_default=True, help="Cone half-angle in degrees.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ball.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the ball.")
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
 @click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
@@ -150,7 +158,7 @@ def isotropy(**kw: Any) -> None:
     settings = GammaSettings(
         n=kw["n"], ball=kw["ball"], seed=kw["seed"],
         sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
-        paraphraser=kw["paraphraser"],
+        paraphraser=kw["paraphraser"], allow_large_n=kw["allow_large_n"],
     )
     out = kw["out"] or default_out("isotropy", kw["dataset"].split(":")[-1], kw["model"])
     ctx = make_context(**common)
@@ -163,10 +171,10 @@ def isotropy(**kw: Any) -> None:
         ctx.close()
     agg = outcome.results["aggregate"]
     if kw["as_json"]:
-        click.echo(dumps(outcome.results, indent=2))
+        echo(dumps(outcome.results, indent=2))
     else:
         cone = agg["cone"]
-        click.echo(f"\n{'angle (degrees)':<40} {'mean':>7} {'median':>7} {'max':>7} {'≤ cone':>7}")
+        echo(f"\n{'angle (degrees)':<40} {'mean':>7} {'median':>7} {'max':>7} {'≤ cone':>7}")
         for key, label in (
             ("answer_angle", "answer vs mean perturbed answer"),
             ("prompt_angle_mean", "perturbed prompts vs prompt (mean)"),
@@ -175,9 +183,9 @@ def isotropy(**kw: Any) -> None:
         ):
             s = agg[key]
             share = "—" if s["n"] == 0 else f"{100 * s['share_within_cone']:.0f}%"
-            click.echo(f"{label:<40} {_num(s['mean'])} {_num(s['median'])} {_num(s['max'])} "
+            echo(f"{label:<40} {_num(s['mean'])} {_num(s['median'])} {_num(s['max'])} "
                        f"{share:>7}")
-        click.echo(
+        echo(
             f"\n{agg['n_items']} questions, cone {cone}°, ball {settings.ball}, N {settings.n}, "
             f"model {outcome.results['model']}, embedder {outcome.results['embedder']}\n"
             f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from veracity.cli.gamma import default_out
-from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.cli.options import SEED, Finite, common_options, handles_errors, make_context, pop_common
+from veracity.cli.output import echo
 from veracity.errors import ConfigError
 from veracity.methods.deception import PAPER_SAMPLING, DeceptionSettings
 from veracity.methods.deception_dataset import MakeSettings
@@ -44,18 +45,18 @@ def _susceptibility(m: dict[str, Any]) -> str:
 
 def print_metrics(results: dict[str, Any]) -> None:
     """Per-subject and overall metrics as a plain-text table (percentages)."""
-    click.echo(f"\n{'subject':<36} {'items':>5} {'norm%':>6} {'misl%':>6} {'susc':>6} "
+    echo(f"\n{'subject':<36} {'items':>5} {'norm%':>6} {'misl%':>6} {'susc':>6} "
                f"{'cons%':>6} {'err n%':>6} {'err m%':>6}")
     rows = [*results["per_subject"].items(), ("ALL", results)]
     for name, m in rows:
-        click.echo(
+        echo(
             f"{name[:36]:<36} {m['n_items']:>5} {_pct(m['normal_accuracy']):>6} "
             f"{_pct(m['misleading_accuracy']):>6} {_susceptibility(m):>6} "
             f"{_pct(m['consistency']):>6} {_pct(m['error_rate_normal']):>6} "
             f"{_pct(m['error_rate_misleading']):>6}"
         )
     used = results.get("susceptibility_subjects", [])
-    click.echo(
+    echo(
         f"\nmodel {results['model']}  dataset {results['dataset']}\n"
         f"consistency {_pct(results['consistency']).strip()}% = correct "
         f"{_pct(results['consistent_correct']).strip()}% + incorrect "
@@ -69,13 +70,13 @@ def print_metrics(results: dict[str, Any]) -> None:
 
 def _finish(outcome: DeceptionOutcome, as_json: bool, title: str) -> None:
     if as_json:
-        click.echo(dumps(outcome.results, indent=2))
+        echo(dumps(outcome.results, indent=2))
     else:
         print_metrics(outcome.results)
     if outcome.run is not None:
         report = build_report([outcome.run.path], outcome.run.path / "report.html", title=title)
         if not as_json:
-            click.echo(f"run directory: {outcome.run.path}\nreport: {report}")
+            echo(f"run directory: {outcome.run.path}\nreport: {report}")
 
 
 @click.group()
@@ -100,17 +101,17 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @click.option("--dataset", required=True, help="db-mmlu:DIR, or mc-jsonl:FILE with openings.")
 @click.option("--subjects", help="Comma-separated subjects (default: all).")
 @click.option("--limit-per-subject", type=click.IntRange(min=1), help="First K items per subject.")
-@click.option("--temperature", type=click.FloatRange(min=0.0), help="Default 0.3 (paper).")
-@click.option("--top-p", type=click.FloatRange(0.0, 1.0), help="Default 0.3 (paper).")
+@click.option("--temperature", type=Finite(0.0, 10.0), help="Default 0.3 (paper).")
+@click.option("--top-p", type=Finite(0.0, 1.0), help="Default 0.3 (paper).")
 @click.option("--top-k", type=click.IntRange(min=0), help="Default 40 (paper).")
-@click.option("--repeat-penalty", type=click.FloatRange(min=0.0), help="Default 1.1 (paper).")
+@click.option("--repeat-penalty", type=Finite(0.0, 10.0), help="Default 1.1 (paper).")
 @click.option("--greedy", is_flag=True, help="Temperature 0 instead of the paper's sampling.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
-@click.option("--retries", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=256, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Sampling seed.")
+@click.option("--retries", type=click.IntRange(0, 10), default=1, show_default=True,
               help="Extra attempts for an invalid answer (with --greedy on a local model a "
                    "retry repeats the same answer: 0 saves time).")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.4,
+@click.option("--threshold", type=Finite(0.0, 1.0, max_open=True), default=0.4,
               show_default=True, help="Susceptibility uses subjects above this normal accuracy.")
 @click.option("--lenient", is_flag=True, help="Lenient answer parsing (not paper-compatible).")
 @click.option("--out", type=click.Path(path_type=Path),
@@ -134,7 +135,7 @@ def run(**kw: Any) -> None:
         ctx.close()
     _finish(outcome, kw["as_json"], f"veracity deception: {outcome.results['model']}")
     if not kw["as_json"]:
-        click.echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+        echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
                    f"{time.perf_counter() - started:.1f} s")
 
 
@@ -146,7 +147,7 @@ def run(**kw: Any) -> None:
 @click.option("--dataset", required=True, help="db-mmlu:DIR the results were produced on.")
 @click.option("--subjects", help="Comma-separated subjects (default: every results file).")
 @click.option("--model", "model_name", help="Name shown for these results (default: DIR name).")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.4,
+@click.option("--threshold", type=Finite(0.0, 1.0, max_open=True), default=0.4,
               show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), help="Also write a run directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
@@ -167,13 +168,13 @@ def score_recorded(results_dir: Path, dataset: str, subjects: str | None, model_
               help="Directory for <subject>.csv (DB-MMLU format) and the side files.")
 @click.option("--subjects", help="Comma-separated subjects (default: all).")
 @click.option("--limit-per-subject", type=click.IntRange(min=1), help="First K items per subject.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=5, show_default=True,
+@click.option("--batch-size", type=click.IntRange(1, 100), default=5, show_default=True,
               help="Questions per request.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the targeted wrong options.")
-@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0.0), default=0.7, show_default=True)
-@click.option("--max-tokens", type=click.IntRange(min=0), default=0,
+@click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True)
+@click.option("--temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(0, 100_000), default=0,
               help="Per request (default: 100 + 120 per question).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @common_options
@@ -194,16 +195,16 @@ def make_dataset_command(**kw: Any) -> None:
         ctx.close()
     s = made.summary
     if kw["as_json"]:
-        click.echo(dumps(s, indent=2))
+        echo(dumps(s, indent=2))
     else:
-        click.echo(f"wrote {s['n_written']} of {s['n_items']} items to {made.out} "
+        echo(f"wrote {s['n_written']} of {s['n_items']} items to {made.out} "
                    f"({len(s['per_subject'])} subject file(s)); targets in targets.jsonl")
     if made.failed:
-        click.echo(f"warning: {len(made.failed)} item(s) got no valid misleading opening after "
+        echo(f"warning: {len(made.failed)} item(s) got no valid misleading opening after "
                    f"{settings.retries} retr{'y' if settings.retries == 1 else 'ies'}; they are "
                    f"listed in {made.out / 'failures.jsonl'}", err=True)
         for f in made.failed[:5]:
-            click.echo(f"  {f.item.id}: {f.errors[-1] if f.errors else 'no answer'}", err=True)
+            echo(f"  {f.item.id}: {f.errors[-1] if f.errors else 'no answer'}", err=True)
     if not s["n_written"]:
         raise click.exceptions.Exit(1)  # nothing `run` could read: scripts must see it
 

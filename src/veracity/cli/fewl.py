@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
-from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.cli.options import SEED, Finite, common_options, handles_errors, make_context, pop_common
+from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
 from veracity.errors import ConfigError
 from veracity.methods.fewl import DIVERGENCES, EXPERTISE_FORMS, VARIANTS
@@ -45,21 +46,21 @@ def fewl_options(func: F) -> F:
         click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions."),
         click.option("--reference", multiple=True,
                      help="Reference model spec (repeat for several models)."),
-        click.option("--reference-samples", type=click.IntRange(min=1), default=1,
+        click.option("--reference-samples", type=click.IntRange(1, 100), default=1,
                      show_default=True, help="J answers per reference model (sampled when > 1)."),
-        click.option("--reference-temperature", type=float, default=0.7, show_default=True),
+        click.option("--reference-temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True),
         click.option("--references-file", type=click.Path(path_type=Path),
                      help="JSONL with id + references (e.g. a run's references.jsonl)."),
-        click.option("--pairs", type=click.IntRange(min=1), default=25, show_default=True,
+        click.option("--pairs", type=click.IntRange(1, 200), default=25, show_default=True,
                      help="R wrong / corrected pairs asked per question."),
         click.option("--pairs-model", help="Model writing the pairs (default: first reference)."),
         click.option("--pairs-file", type=click.Path(path_type=Path),
                      help="JSONL with id + pairs [{wrong, corrected}] (e.g. a run's pairs.jsonl)."),
-        click.option("--pairs-temperature", type=float, default=0.7, show_default=True),
-        click.option("--pair-retries", type=click.IntRange(min=0), default=2, show_default=True),
-        click.option("--min-pairs", type=click.IntRange(min=1), default=1, show_default=True,
+        click.option("--pairs-temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True),
+        click.option("--pair-retries", type=click.IntRange(0, 10), default=2, show_default=True),
+        click.option("--min-pairs", type=click.IntRange(1, 200), default=1, show_default=True,
                      help="Questions with fewer parsed pairs are reported, not scored."),
-        click.option("--pairs-max-tokens", type=click.IntRange(min=16),
+        click.option("--pairs-max-tokens", type=click.IntRange(16, 100_000),
                      help="Token budget of a pair call (default 48 per pair + 64)."),
         click.option("--similarity", default="st/default", show_default=True,
                      help="Embedder spec (cosine) or cross-encoder/PATH (local NLI / STS model)."),
@@ -68,22 +69,22 @@ def fewl_options(func: F) -> F:
         click.option("--mapping", type=click.Choice(MAPPINGS), default="affine", show_default=True,
                      help="[reconstructed] cosine -> [0,1]: (1+cos)/2 or max(cos,0)."),
         click.option("--question-embedder", help="Embedder for the neighbour search."),
-        click.option("--neighbours", type=click.IntRange(min=0), default=25, show_default=True,
+        click.option("--neighbours", type=click.IntRange(0, 10_000), default=25, show_default=True,
                      help="[reconstructed] K questions of the laziness penalty."),
-        click.option("--near-duplicate", type=float, default=0.8, show_default=True,
+        click.option("--near-duplicate", type=Finite(-1.0, 1.0), default=0.8, show_default=True,
                      help="[reconstructed] neighbours with question cosine above this excluded."),
-        click.option("--tau", type=float, default=1.0, show_default=True,
+        click.option("--tau", type=Finite(0.0, min_open=True), default=1.0, show_default=True,
                      help="[reconstructed] softmax temperature of the expertise weights."),
         click.option("--expertise", type=click.Choice(EXPERTISE_FORMS), default="gap",
                      show_default=True, help="[reconstructed] expertise s_j: mean SIM(h_j, CO) - "
                      "SIM(h_j, IW) (gap), -SIM(h_j, IW) (wrong) or SIM(h_j, CO) (corrected)."),
         click.option("--divergence", type=click.Choice(DIVERGENCES), default="tv",
                      show_default=True, help="f-divergence of g / f* (tv is the paper's)."),
-        click.option("--max-tokens", type=click.IntRange(min=1), default=96, show_default=True,
+        click.option("--max-tokens", type=click.IntRange(1, 100_000), default=96, show_default=True,
                      help="Token budget of each answer (references and answers)."),
         click.option("--answer-template", default=ANSWER_TEMPLATE,
                      help="Prompt for answers; must contain {question}."),
-        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--seed", type=SEED, default=0, show_default=True),
         click.option("--out", type=click.Path(path_type=Path), help="Run directory to write."),
     ]
     for decorator in reversed(decorators):
@@ -121,28 +122,28 @@ def _f(value: Any, digits: int = 4) -> str:
 def _models_table(results: dict[str, Any]) -> None:
     ranking = results.get("ranking", {})
     errors = ranking.get("error_rate", {})
-    click.echo(f"\n{'answers':<36} {'n':>5} {'mean FEWL':>10} {'± s.e.':>8} {'mean T':>8} "
+    echo(f"\n{'answers':<36} {'n':>5} {'mean FEWL':>10} {'± s.e.':>8} {'mean T':>8} "
                f"{'mean L':>8}" + (f" {'error rate':>10}" if errors else ""))
     for name, m in results["models"].items():
         line = (f"{name[:36]:<36} {m['n']:>5} {_f(m['mean']):>10} {_f(m['stderr']):>8} "
                 f"{_f(m['mean_truthfulness']):>8} {_f(m['mean_penalty']):>8}")
-        click.echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
+        echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
     if "spearman" in ranking:
-        click.echo(f"Spearman(mean FEWL, accuracy) over {len(ranking['spearman_models'])} models: "
+        echo(f"Spearman(mean FEWL, accuracy) over {len(ranking['spearman_models'])} models: "
                    f"{_f(ranking['spearman'], 3)} (p {_f(ranking['spearman_p'], 3)}; "
                    f"{ranking['n_labelled']} labelled questions)")
 
 
 def _validation_table(results: dict[str, Any]) -> None:
     for comparison, by_div in results["validation"].items():
-        click.echo(f"\nmeasurement accuracy, {comparison} "
+        echo(f"\nmeasurement accuracy, {comparison} "
                    f"({by_div['identical_skipped']} identical pairs skipped)")
-        click.echo(f"{'variant':<18}" + "".join(f"{d:>12}" for d in DIVERGENCES))
+        echo(f"{'variant':<18}" + "".join(f"{d:>12}" for d in DIVERGENCES))
         for variant in VARIANTS:
             cells = [by_div[d].get(variant) for d in DIVERGENCES]
             if all(c is None for c in cells):
                 continue
-            click.echo(f"{variant:<18}" + "".join(
+            echo(f"{variant:<18}" + "".join(
                 f"{_f(c['accuracy'], 3) + ' (' + str(c['n']) + ')':>12}" if c else f"{'—':>12}"
                 for c in cells))
 
@@ -156,20 +157,20 @@ def _finish(outcome: FewlOutcome, ctx: Context, started: float) -> None:
         _models_table(results)
     if "selection" in results:
         sel = results["selection"]
-        click.echo(f"selected answers: mean FEWL {_f(sel['mean'])} over {sel['n']} questions"
+        echo(f"selected answers: mean FEWL {_f(sel['mean'])} over {sel['n']} questions"
                    + (f"; accuracy first candidate {_f(sel['accuracy_first_candidate'], 3)}, "
                       f"selected {_f(sel['accuracy_selected'], 3)}" if "accuracy_selected" in sel
                       else ""))
     failed = results["pairs_failed"]
     if failed:
         shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
-        click.echo(f"pair generation failed for {len(failed)} question(s), not scored: {shown}")
-    click.echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+        echo(f"pair generation failed for {len(failed)} question(s), not scored: {shown}")
+    echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
                f"{time.perf_counter() - started:.1f} s")
     if outcome.run is not None:
         report = build_report([outcome.run.path], outcome.run.path / "report.html",
                               title=f"veracity FEWL {results['mode']}: {results['dataset']}")
-        click.echo(f"run directory: {outcome.run.path}\nreport: {report}")
+        echo(f"run directory: {outcome.run.path}\nreport: {report}")
 
 
 @click.group()
@@ -242,12 +243,12 @@ def validate_cmd(**kw: Any) -> None:
 @fewl.command("select")
 @click.option("--candidates", required=True,
               help="Model spec (sampled --samples times) or JSONL (id + answers list).")
-@click.option("--samples", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--temperature", type=float, default=0.7, show_default=True,
+@click.option("--samples", type=click.IntRange(1, 100), default=4, show_default=True)
+@click.option("--temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True,
               help="Sampling temperature of the candidates.")
-@click.option("--icl-examples", type=click.IntRange(min=0), default=3, show_default=True,
+@click.option("--icl-examples", type=click.IntRange(0, 100), default=3, show_default=True,
               help="Neighbour questions used as examples in each ICL prompt.")
-@click.option("--min-fewl", type=float, help="Only export answers scoring at least this.")
+@click.option("--min-fewl", type=Finite(), help="Only export answers scoring at least this.")
 @questions_dataset
 @fewl_options
 @common_options
@@ -269,7 +270,7 @@ def select_cmd(**kw: Any) -> None:
             kw["icl_examples"], kw["min_fewl"])
         _finish(outcome, ctx, started)
         if outcome.run is not None:
-            click.echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "
+            echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "
                        f"{outcome.run.path / 'finetune.jsonl'}")
     finally:
         ctx.close()

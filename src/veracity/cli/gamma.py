@@ -11,13 +11,18 @@ from typing import Any
 
 import click
 
+from veracity.checks import MAX_N
 from veracity.cli.options import (
+    SEED,
+    THRESHOLD,
+    Finite,
     ball_choice,
     common_options,
     handles_errors,
     make_context,
     pop_common,
 )
+from veracity.cli.output import echo
 from veracity.data.qa import load_items
 from veracity.errors import ConfigError
 from veracity.methods.gamma import EMBEDDING, FORMS, GammaSettings, check_prompt
@@ -49,29 +54,29 @@ def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) 
     agg = outcome.results["aggregate"]
     settings = outcome.results["settings"]
     share = agg["share_below_threshold"]
-    click.echo(f"\n{'prompt':<62} {'gamma':>7}  answer")
+    echo(f"\n{'prompt':<62} {'gamma':>7}  answer")
     for record in outcome.records[:25]:
         value = "   —   " if record["gamma"] is None else f"{record['gamma']:7.4f}"
         said = f"[{record['error']}]" if record.get("error") else record["answer"]
-        click.echo(f"{_short(record['prompt']):<62} {value}  {_short(said, 50)}")
+        echo(f"{_short(record['prompt']):<62} {value}  {_short(said, 50)}")
     if len(outcome.records) > 25:
-        click.echo(f"... {len(outcome.records) - 25} more in samples.jsonl")
+        echo(f"... {len(outcome.records) - 25} more in samples.jsonl")
     stderr = agg["stderr"]
     spread = "" if stderr is None or math.isnan(stderr) else f" ± {stderr:.4f}"  # one item: none
-    click.echo(
+    echo(
         f"\nitems {agg['n_items']} (scored {agg['n_scored']})  "
         f"mean γ {agg['mean']:.4f}{spread}  median {agg['median']:.4f}  "
         f"γ < {agg['threshold']}: {100 * share:.1f}%"
         if agg["n_scored"] else f"\nitems {agg['n_items']}: none could be scored"
     )
-    click.echo(
+    echo(
         f"model {outcome.results['model']}  embedder {outcome.results['embedder']}  "
         f"form {settings['form']}  ball {settings['ball']}  N {settings['n']}"
     )
-    click.echo(f"{calls} model calls, {hits} cache hits, {seconds:.1f} s")
+    echo(f"{calls} model calls, {hits} cache hits, {seconds:.1f} s")
 
 
-_GENERATION_OPTIONS = ("model", "n", "seed", "ball", "max_tokens", "paraphraser", "radius",
+_GENERATION_OPTIONS = ("model", "n", "allow_large_n", "seed", "ball", "max_tokens", "paraphraser", "radius",
                        "shape", "scope", "limit", "question_field")
 
 
@@ -94,14 +99,16 @@ def _refuse_generation_options() -> None:
 @click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
 @click.option("-n", "--n", "n", type=click.IntRange(min=1), default=10, show_default=True,
               help="Perturbed prompts per question.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ball.")
+@click.option("--allow-large-n", is_flag=True,
+              help=f"Allow -n above {MAX_N} (each perturbed prompt is a model call).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the ball.")
 @click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True,
               help="sin (paper) or paper-code (authors' code: sqrt(1 - cos)).")
 @click.option("--ball", default="ascii-control", show_default=True,
               callback=ball_choice(PARAPHRASE, EMBEDDING),
               help=f"Perturbation family: {', '.join(sorted(BALLS))}, utf8:LOW-HIGH, {PARAPHRASE}, "
                    f"{EMBEDDING} (white-box, hf/... models only), or one you registered.")
-@click.option("--radius", type=click.FloatRange(min=0), default=DEFAULT_RADIUS, show_default=True,
+@click.option("--radius", type=Finite(min=0), default=DEFAULT_RADIUS, show_default=True,
               help="Embedding ball: L2 distance of each perturbed token embedding.")
 @click.option("--shape", type=click.Choice(SHAPES), default="sphere", show_default=True,
               help="Embedding ball: random points on a sphere, or simplex vertices.")
@@ -109,8 +116,8 @@ def _refuse_generation_options() -> None:
               help="Embedding ball: perturb the question's tokens or all prompt tokens.")
 @click.option("--paraphraser", metavar="SPEC",
               help="Model that writes the paraphrase ball (default: the model itself).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option("--threshold", type=float, default=0.05, show_default=True,
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
+@click.option("--threshold", type=THRESHOLD, default=0.05, show_default=True,
               help="γ below this counts as trustworthy in the summary.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
 @click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
@@ -151,20 +158,21 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
                 sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
                 threshold=kw["threshold"], paraphraser=kw["paraphraser"],
                 radius=kw["radius"], shape=kw["shape"], scope=kw["scope"],
+                allow_large_n=kw["allow_large_n"],
             )
             outcome = gamma_run(items, kw["model"], kw["embedder"], settings, ctx, out, dataset)
         stats = total_stats(ctx)
     finally:
         ctx.close()
     if kw["as_json"]:
-        click.echo(dumps(outcome.records, indent=2))
+        echo(dumps(outcome.records, indent=2))
     else:
         print_summary(outcome, time.perf_counter() - started, stats.model_calls, stats.cache_hits)
     if outcome.run is not None:
         report = build_report([outcome.run.path], outcome.run.path / "report.html",
                               title=f"veracity γ: {outcome.results['dataset']}")
         if not kw["as_json"]:
-            click.echo(f"run directory: {outcome.run.path}\nreport: {report}")
+            echo(f"run directory: {outcome.run.path}\nreport: {report}")
 
 
 def json_records(outcome: GammaOutcome) -> str:

@@ -8,6 +8,8 @@ import click
 
 from veracity.cache import Cache
 from veracity.cli.options import handles_errors
+from veracity.cli.output import echo
+from veracity.paths import check_output_file
 from veracity.registry import list_providers
 from veracity.report import build_report
 
@@ -17,16 +19,16 @@ def models() -> None:
     """List model and embedder specs and what each needs installed."""
     model_providers, embedder_providers = list_providers()
     for title, providers in (("Models", model_providers), ("Embedders", embedder_providers)):
-        click.echo(f"{title}:")
+        echo(f"{title}:")
         for p in providers:
             needs = ", ".join(p.requires) or "nothing extra"
             if p.extra:
                 needs += f" (pip install 'veracity[{p.extra}]')"
             status = "ready" if p.installed() else "missing"
-            click.echo(f"  {p.examples:<44} {status}")
-            click.echo(f"  {'':<44} {p.description}")
-            click.echo(f"  {'':<44} needs: {needs}")
-        click.echo("")
+            echo(f"  {p.examples:<44} {status}")
+            echo(f"  {'':<44} {p.description}")
+            echo(f"  {'':<44} needs: {needs}")
+        echo("")
 
 
 @click.group()
@@ -40,11 +42,11 @@ def cache_info(cache_path: Path | None) -> None:
     """Where the cache is, its size, and entries per model / embedder."""
     c = Cache(cache_path)
     stats = c.stats()
-    click.echo(f"cache: {stats.path}  ({stats.size_bytes / 1e6:.1f} MB)")
+    echo(f"cache: {stats.path}  ({stats.size_bytes / 1e6:.1f} MB)")
     for kind, spec, count in stats.rows:
-        click.echo(f"  {kind:<12} {spec:<40} {count:>8}")
+        echo(f"  {kind:<12} {spec:<40} {count:>8}")
     if not stats.rows:
-        click.echo("  (empty)")
+        echo("  (empty)")
     c.close()
 
 
@@ -57,7 +59,7 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
     c = Cache(cache_path)
     if not yes:
         click.confirm(f"delete {'all entries' if spec is None else spec} from {c.path}?", abort=True)
-    click.echo(f"deleted {c.clear(spec)} entries")
+    echo(f"deleted {c.clear(spec)} entries")
     c.close()
 
 
@@ -76,8 +78,10 @@ def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str) 
             raise click.UsageError("give run directories or --traffic FILE, not both")
         from veracity.report.traffic import build_traffic_report
 
-        click.echo(f"report: {build_traffic_report(traffic, out, title)}")
+        check_output_file(out)
+        echo(f"report: {build_traffic_report(traffic, out, title)}")
         return
     if not runs:
         raise click.UsageError("give at least one run directory (or --traffic FILE)")
-    click.echo(f"report: {build_report(list(runs), out, title)}")
+    check_output_file(out)
+    echo(f"report: {build_report(list(runs), out, title)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -10,12 +11,31 @@ from typing import Any, TypeVar
 import click
 
 from veracity.cache import Cache
+from veracity.cli.output import safe
 from veracity.cli.progress import TerminalProgress
 from veracity.errors import ConfigError
 from veracity.perturb import resolve_ball
 from veracity.runs.common import Context
+from veracity.text import redact_urls
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Finite(click.FloatRange):
+    """A float range that also refuses NaN and infinity (FloatRange lets NaN through)."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+SEED = click.IntRange(0, 2**32 - 1)
+THRESHOLD = Finite(0.0, 2.0, min_open=True)
+"""γ thresholds: γ is at most 1 (sin form) or sqrt(2) (paper-code form)."""
 
 
 def ball_choice(*special: str) -> Callable[[click.Context, click.Parameter, str], str]:
@@ -49,9 +69,9 @@ def common_options(func: F) -> F:
                      help="Base URL of an OpenAI-compatible server (openai/... specs)."),
         click.option("--api-key-env", default=None,
                      help="Environment variable holding the API key (default OPENAI_API_KEY)."),
-        click.option("--max-concurrency", type=int, default=None,
+        click.option("--max-concurrency", type=click.IntRange(1, 1024), default=None,
                      help="Concurrent HTTP requests (openai/... specs, default 16)."),
-        click.option("--timeout", type=float, default=None,
+        click.option("--timeout", type=Finite(0.0, 86400.0, min_open=True), default=None,
                      help="Seconds per HTTP request (openai/... specs, default 60)."),
         click.option("--prefill-mode", type=click.Choice(["none", "continue", "completions"]),
                      default=None, help="How an openai/... server continues an assistant prefill: "
@@ -122,7 +142,7 @@ def handles_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except VeracityError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(safe(redact_urls(str(exc)))) from exc
         except KeyboardInterrupt as exc:
             detail = (f" {exc}" if str(exc) else
                       ": finished generations are cached; rerun the same command to resume")

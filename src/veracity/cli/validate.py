@@ -8,7 +8,16 @@ from typing import Any
 
 import click
 
-from veracity.cli.options import common_options, handles_errors, make_context, pop_common
+from veracity.cli.options import (
+    SEED,
+    THRESHOLD,
+    Finite,
+    common_options,
+    handles_errors,
+    make_context,
+    pop_common,
+)
+from veracity.cli.output import echo
 from veracity.methods.annotate import RUBRIC_CHOICES, export_sheet
 from veracity.report import build_report
 from veracity.runs.common import total_stats
@@ -45,17 +54,17 @@ def validate() -> None:
 @click.argument("run", type=RUN)
 @click.option("--judge", help="Judge model spec (asked CORRECT / INCORRECT) instead of the "
                               "reference rules.")
-@click.option("--baseline-samples", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("--baseline-samples", type=click.IntRange(0, 100), default=5, show_default=True,
               help="M sampled answers per question for the self-consistency baseline (0: skip).")
-@click.option("--temperature", type=click.FloatRange(min=0.0, min_open=True), default=0.7,
+@click.option("--temperature", type=Finite(0.0, 10.0, min_open=True), default=0.7,
               show_default=True, help="Sampling temperature of the baseline.")
-@click.option("--threshold", type=float, default=0.05, show_default=True,
+@click.option("--threshold", type=THRESHOLD, default=0.05, show_default=True,
               help="Accuracy of answers with γ below this vs all answers.")
-@click.option("--bins", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--bins", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="γ bins of the accuracy-vs-γ plot.")
-@click.option("--resamples", type=click.IntRange(min=100), default=2000, show_default=True,
+@click.option("--resamples", type=click.IntRange(100, 1_000_000), default=2000, show_default=True,
               help="Bootstrap resamples for the confidence intervals.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--embedder", "-e", help="Embedder for the TruthfulQA rule and the baseline "
                                        "(default: the run's).")
 @click.option("--model", "-m", help="Model for the baseline (default: the run's).")
@@ -89,17 +98,17 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
         ctx.close()
     report = _rebuild_report(run)
     if as_json:
-        click.echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
+        echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
         return
     acc = results["accuracy"]
     rules = ", ".join(f"{n} by {rule}" for rule, n in results["labels"]["rules"].items())
-    click.echo(f"labelled {results['n_labelled']} of {results['n_items']} answers ({rules}); "
+    echo(f"labelled {results['n_labelled']} of {results['n_items']} answers ({rules}); "
                f"accuracy {_num(acc['all']['accuracy'])}")
-    click.echo(f"accuracy of answers with γ < {acc['threshold']}: "
+    echo(f"accuracy of answers with γ < {acc['threshold']}: "
                f"{_num(acc['below_threshold']['accuracy'])} (n = {acc['below_threshold']['n']}, "
                f"{100 * (acc['share_below_threshold'] or 0):.1f}% of scored answers)")
     g = results["gamma"]
-    click.echo(f"\nAUROC for flagging incorrect answers (n = {g['n']}: {g['n_incorrect']} "
+    echo(f"\nAUROC for flagging incorrect answers (n = {g['n']}: {g['n_incorrect']} "
                f"incorrect, {g['n_correct']} correct), 95% bootstrap CI:")
     lines = [("γ", g)]
     if results["baseline"] is not None:
@@ -107,10 +116,10 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
         lines += [(f"self-consistency (M={b['m']}, T={b['temperature']})", results["baseline"]),
                   ("difference γ − baseline", results["difference"])]
     for name, block in lines:
-        click.echo(f"  {name:<34} {_ci(block)}")
-    click.echo(f"\n{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+        echo(f"  {name:<34} {_ci(block)}")
+    echo(f"\n{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
                f"{time.perf_counter() - started:.1f} s")
-    click.echo(f"validation: {run / 'validation.json'}\nreport: {report}")
+    echo(f"validation: {run / 'validation.json'}\nreport: {report}")
 
 
 @click.group()
@@ -130,15 +139,15 @@ def annotate_export(run: Path, out: Path, rubric: str) -> None:
     _, records = open_gamma_run(run)
     rows = export_sheet(records, out, rubric, title=f"Rating sheet: {run.name}")
     code = sum(r.kind == "code" for r in rows)
-    click.echo(f"{len(rows)} answers ({code} with the coding rubric) -> {out}")
+    echo(f"{len(rows)} answers ({code} with the coding rubric) -> {out}")
 
 
 @annotate.command("import")
 @click.argument("run", type=RUN)
 @click.argument("ratings", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--threshold", type=float, default=0.05, show_default=True,
+@click.option("--threshold", type=THRESHOLD, default=0.05, show_default=True,
               help="R and share of answers with γ below this.")
-@click.option("--bins", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--bins", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="γ bins of Figure 1 (mean rating per bin).")
 @click.option("--rubric", type=click.Choice(RUBRIC_CHOICES), default="auto", show_default=True,
               help="The rubric the sheet was exported with.")
@@ -151,16 +160,16 @@ def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float, bins
     r = import_ratings(run, list(ratings), threshold, bins, rubric, out)
     report = _rebuild_report(run)
     if as_json:
-        click.echo(dumps({k: v for k, v in r.items() if k != "items"}, indent=2))
+        echo(dumps({k: v for k, v in r.items() if k != "items"}, indent=2))
         return
     raters = ", ".join(f"{x['rater']} ({x['n_rated']})" for x in r["raters"])
-    click.echo(f"raters: {raters}; rated answers {r['n_rated']} of {r['n_items']}")
-    click.echo(f"Fleiss' kappa {_num(r['fleiss_kappa'])} over {r['kappa_items']} answers "
+    echo(f"raters: {raters}; rated answers {r['n_rated']} of {r['n_items']}")
+    echo(f"Fleiss' kappa {_num(r['fleiss_kappa'])} over {r['kappa_items']} answers "
                "rated by everyone")
-    click.echo(f"R = {_num(r['mean_rating'], 2)} ± {_num(r['mean_rating_stderr'], 2)}   "
+    echo(f"R = {_num(r['mean_rating'], 2)} ± {_num(r['mean_rating_stderr'], 2)}   "
                f"R(γ < {threshold}) = {_num(r['mean_rating_below_threshold'], 2)} ± "
                f"{_num(r['mean_rating_below_threshold_stderr'], 2)}   "
                f"γ < {threshold}: {100 * (r['share_below_threshold'] or 0):.1f}%")
     fit = r["fit"]
-    click.echo(f"Figure 1 fit: rating = {_num(fit['slope'], 2)} γ + {_num(fit['intercept'], 2)}")
-    click.echo(f"ratings: {run / 'ratings.json'}\nreport: {report}")
+    echo(f"Figure 1 fit: rating = {_num(fit['slope'], 2)} γ + {_num(fit['intercept'], 2)}")
+    echo(f"ratings: {run / 'ratings.json'}\nreport: {report}")

@@ -1,15 +1,22 @@
-"""Reading dataset files (text, JSONL, CSV) with errors that name the file and line."""
+"""Reading dataset files (text, JSON, JSONL, CSV) with errors that name the file and line.
+
+JSON is read strictly: no NaN / Infinity, no number too large for a float or an integer of
+more than 4,300 digits, no nesting deep enough to exhaust the stack, and no lone UTF-16
+surrogate (``"\\ud800"``), which is not text and cannot be written back as UTF-8.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from veracity.errors import DataError
+from veracity.text import lone_surrogate
 
 
 def read_text(path: Path, what: str = "dataset file") -> str:
@@ -21,7 +28,7 @@ def read_text(path: Path, what: str = "dataset file") -> str:
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from None
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def csv_reader(path: Path, what: str = "dataset file") -> csv.DictReader[str]:
@@ -29,15 +36,66 @@ def csv_reader(path: Path, what: str = "dataset file") -> csv.DictReader[str]:
     return csv.DictReader(io.StringIO(read_text(path, what), newline=""), strict=True)
 
 
-def read_objects(path: Path, what: str = "dataset file") -> Iterator[tuple[int, dict[str, Any]]]:
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is too large")
+    return value
+
+
+def _bad_string(value: Any) -> str | None:
+    """Field path (``options[2]``) of the first string holding a lone surrogate, if any."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, str):
+            if lone_surrogate(node) is not None:
+                return where or "value"
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if lone_surrogate(key) is not None:
+                    return f"{where}.{key!r}" if where else "a key"
+                stack.append((f"{where}.{key}" if where else key, child))
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(node))
+    return None
+
+
+def load_json(text: str, where: str, surrogates: bool = False) -> Any:
+    """Parse strict JSON text; a DataError naming ``where`` (file, line) and the field.
+    ``surrogates`` lets lone surrogates through (run files keep model text as it came)."""
+    try:
+        value = json.loads(text, parse_constant=_constant, parse_float=_float)
+    except json.JSONDecodeError as exc:
+        line = f", line {exc.lineno}" if "\n" in text.strip() else ""
+        raise DataError(f"{where}{line}: invalid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise DataError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # NaN, huge numbers, integers over 4,300 digits
+        raise DataError(f"{where}: invalid JSON ({str(exc).split(';')[0]})") from None
+    field = None if surrogates else _bad_string(value)
+    if field is not None:
+        raise DataError(f"{where}, field {field}: holds a lone UTF-16 surrogate (\\ud800-\\udfff), "
+                        "which is not text; fix the file")
+    return value
+
+
+def read_objects(path: Path, what: str = "dataset file", surrogates: bool = False,
+                 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) per non-blank line; a clear DataError on anything else."""
     for number, line in enumerate(io.StringIO(read_text(path, what)), 1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}, line {number}: invalid JSON ({exc.msg})") from None
+        record = load_json(line, f"{path}, line {number}", surrogates)
         if not isinstance(record, dict):
             raise DataError(f"{path}, line {number}: expected a JSON object")
         yield number, record
+
+
+def load_json_file(path: Path, what: str = "dataset file") -> Any:
+    """A whole JSON file (a list or an object), strictly parsed."""
+    return load_json(read_text(path, what), str(path))

@@ -12,16 +12,17 @@ A spec is ``kind:PATH`` with kind chale, truthfulqa, halueval or haltt4llm.
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veracity.data.jsonl import csv_reader, read_objects, read_text
+from veracity.data.jsonl import csv_reader, load_json_file, read_objects
 from veracity.data.qa import load_items
 from veracity.errors import DataError
+from veracity.paths import user_path
+from veracity.text import short
 from veracity.types import Item
 
 _TAG = re.compile(r"<\s*/?\s*[A-Za-z][A-Za-z0-9]*\s*/?\s*>")
@@ -67,16 +68,15 @@ def strip_html(text: str) -> str:
 
 
 def _text(value: Any, where: str, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if value is not None and not isinstance(value, str):
+        raise DataError(f"{where}, field '{name}': expected a string, got {type(value).__name__}")
+    if not value or not value.strip():
         raise DataError(f"{where}: empty or missing '{name}'")
     return value.strip()
 
 
 def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}, line {exc.lineno}: invalid JSON ({exc.msg})") from None
+    return load_json_file(path)
 
 
 def load_chale(path: Path, clean_html: bool = True) -> list[LabelledItem]:
@@ -166,7 +166,11 @@ def load_haltt4llm(path: Path) -> list[MCQuestion]:
         for answer in record["answers"]:
             if not isinstance(answer, dict) or "choice" not in answer:
                 raise DataError(f"{where}: every answer needs text, correct and choice")
-            letter = str(answer["choice"]).strip().upper()
+            choice = answer["choice"]
+            if not isinstance(choice, str) or not re.fullmatch(r"\s*[A-Za-z]\s*", choice):
+                raise DataError(f"{where}, field 'choice': expected one letter, got "
+                                f"{short(choice)}")
+            letter = choice.strip().upper()
             if not isinstance(answer.get("text"), str):
                 raise DataError(f"{where}: option {letter} has no text")
             # one upstream record has an empty correct option: kept, but unusable as a label
@@ -187,7 +191,7 @@ def parse_spec(spec: str) -> tuple[str, Path]:
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise DataError(f"dataset spec '{spec}' must look like kind:PATH")
-    return kind, Path(rest).expanduser()
+    return kind, user_path(rest)
 
 
 def load_labelled(spec: str, limit: int | None = None) -> list[LabelledItem]:
@@ -223,7 +227,7 @@ def load_questions(spec: str, limit: int | None = None) -> list[Item]:
 def _key(record: dict[str, Any], where: str) -> str:
     for name in ("id", "question"):
         value = record.get(name)
-        if isinstance(value, str | int) and str(value).strip():
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
             return str(value).strip()
     raise DataError(f"{where}: needs an 'id' (or 'question') to match it to a question")
 

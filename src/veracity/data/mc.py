@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 from veracity.data.jsonl import read_objects
 from veracity.errors import DataError
+from veracity.paths import user_path
+from veracity.text import csv_cell, csv_uncell, short
 from veracity.types import MCItem
 
 LETTERS = ("A", "B", "C", "D")
@@ -34,7 +37,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     try:
         raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
         text = raw.decode("utf-8-sig")
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
         raise DataError(f"{path}: cannot read ({exc})") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
@@ -53,14 +56,21 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
 def _letter(value: str, where: str) -> str:
     letter = value.strip()
     if letter not in LETTERS:
-        raise DataError(f"{where}: answer must be one of A, B, C, D, got {value!r}")
+        raise DataError(f"{where}: answer must be one of A, B, C, D, got {short(value)}")
     return letter
 
 
 def _text(value: Any, what: str, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if value is not None and not isinstance(value, str):
+        raise DataError(f"{where}: {what} must be a string, got {type(value).__name__}")
+    if not value or not value.strip():
         raise DataError(f"{where}: empty or missing {what}")
     return value.strip()
+
+
+def _options_of(cells: Sequence[Any], where: str) -> tuple[str, ...]:
+    return tuple(_text(c, f"option {letter}", where) for letter, c in zip(LETTERS, cells,
+                                                                            strict=True))
 
 
 def subject_files(directory: Path, suffixes: Sequence[str] = (".csv",)) -> dict[str, Path]:
@@ -97,12 +107,12 @@ def read_db_mmlu_file(path: Path, subject: str) -> list[MCItem]:
         if len(cells) != 7:
             raise DataError(f"{where}: expected 7 columns (question, misleading_start, A, B, C, D, "
                             f"answer), found {len(cells)}")
-        question, start, a, b, c, d, answer = cells
+        question, start, a, b, c, d, answer = (csv_uncell(cell) for cell in cells)
         items.append(MCItem(
             id=f"{subject}/{row}",
             subject=subject,
             question=_text(question, "question", where),
-            options=(a.strip(), b.strip(), c.strip(), d.strip()),
+            options=_options_of((a, b, c, d), where),
             answer=_letter(answer, where),
             misleading_start=_text(start, "misleading_start", where),
         ))
@@ -143,12 +153,12 @@ def read_mmlu_file(path: Path, subject: str | None = None) -> list[MCItem]:
             raise DataError(f"{where}: expected 6 columns, found {len(cells)}")
         answer = cells[5].strip()
         if answer not in ("0", "1", "2", "3"):
-            raise DataError(f"{where}: answer must be an integer 0-3, got {cells[5]!r}")
+            raise DataError(f"{where}: answer must be an integer 0-3, got {short(cells[5])}")
         items.append(MCItem(
             id=f"{subject}/{row}",
             subject=subject,
             question=_text(cells[0], "question", where),
-            options=tuple(c.strip() for c in cells[1:5]),
+            options=_options_of(cells[1:5], where),
             answer=LETTERS[int(answer)],
         ))
     return items
@@ -172,11 +182,24 @@ def _options(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, dict):
         keys = sorted(value)
         if keys != list(LETTERS):
-            raise DataError(f"{where}: 'options' object must have the keys A, B, C, D")
+            raise DataError(f"{where}, field 'options': an object must have the keys A, B, C, D")
         value = [value[k] for k in LETTERS]
     if not isinstance(value, list) or len(value) != 4:
-        raise DataError(f"{where}: 'options' must be a list of 4 options (or an A-D object)")
-    return tuple(_text(str(v), "option", where) for v in value)
+        raise DataError(f"{where}, field 'options': expected a list of 4 strings (or an A-D "
+                        "object)")
+    return _options_of(value, f"{where}, field 'options'")
+
+
+def _optional_text(record: dict[str, Any], name: str, where: str) -> str:
+    """An optional string field ("" when absent); an id may also be an integer."""
+    value = record.get(name)
+    if value is None:
+        return ""
+    if name == "id" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise DataError(f"{where}, field '{name}': expected a string, got {type(value).__name__}")
+    return value.strip()
 
 
 def _jsonl_answer(value: Any, where: str) -> str:
@@ -184,7 +207,7 @@ def _jsonl_answer(value: Any, where: str) -> str:
         return LETTERS[value]
     if isinstance(value, str):
         return _letter(value, where)
-    raise DataError(f"{where}: 'answer' must be a letter A-D or an index 0-3, got {value!r}")
+    raise DataError(f"{where}: 'answer' must be a letter A-D or an index 0-3, got {short(value)}")
 
 
 def load_mc_jsonl(
@@ -198,20 +221,19 @@ def load_mc_jsonl(
         for name in ("question", "options", "answer"):
             if name not in record:
                 raise DataError(f"{where}: missing field '{name}'")
-        subject = str(record.get("subject") or path.stem)
+        subject = _optional_text(record, "subject", where) or path.stem
         if subjects is not None and subject not in subjects:
             continue
         counts[subject] = counts.get(subject, 0) + 1
         if limit_per_subject is not None and counts[subject] > limit_per_subject:
             continue
-        start = record.get("misleading_start") or ""
         items.append(MCItem(
-            id=str(record.get("id") or f"{subject}/{number}"),
+            id=_optional_text(record, "id", where) or f"{subject}/{number}",
             subject=subject,
-            question=_text(record["question"], "question", where),
+            question=_text(record["question"], "question", f"{where}, field 'question'"),
             options=_options(record["options"], where),
-            answer=_jsonl_answer(record["answer"], where),
-            misleading_start=str(start).strip(),
+            answer=_jsonl_answer(record["answer"], f"{where}, field 'answer'"),
+            misleading_start=_optional_text(record, "misleading_start", where),
         ))
     if subjects is not None:
         missing = [s for s in subjects if s not in counts]
@@ -238,7 +260,7 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
         raise DataError(
             f"dataset spec '{spec}' must be one of db-mmlu:DIR, mmlu:DIR_OR_FILE, mc-jsonl:FILE"
         )
-    return DatasetSpec(kind, Path(rest).expanduser())
+    return DatasetSpec(kind, user_path(rest))
 
 
 def load_mc(
@@ -272,7 +294,8 @@ class RecordedRow:
 def _prediction(value: str, where: str, column: int) -> str:
     letter = value.strip()
     if letter not in (*LETTERS, NO_ANSWER):
-        raise DataError(f"{where}, column {column}: prediction must be A-D or '-', got {value!r}")
+        raise DataError(f"{where}, column {column}: prediction must be A-D or '-', got "
+                        f"{short(value)}")
     return letter
 
 
@@ -331,7 +354,8 @@ def match_recorded(
 
 
 def write_db_mmlu_file(path: Path, items: Sequence[MCItem]) -> None:
-    """Write items in the DB-MMLU format (no header, 7 columns), so ``db-mmlu:`` reads them."""
+    """Write items in the DB-MMLU format (no header, 7 columns), so ``db-mmlu:`` reads them;
+    cells a spreadsheet would run as formulas get a ``'`` that the reader removes again."""
     for item in items:
         if len(item.options) != 4 or not item.misleading_start:
             raise DataError(f"item {item.id}: needs 4 options and a misleading opening")
@@ -340,5 +364,6 @@ def write_db_mmlu_file(path: Path, items: Sequence[MCItem]) -> None:
     with tmp.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         for item in items:
-            writer.writerow([item.question, item.misleading_start, *item.options, item.answer])
+            writer.writerow([csv_cell(cell) for cell in (item.question, item.misleading_start,
+                                                         *item.options, item.answer)])
     tmp.replace(path)

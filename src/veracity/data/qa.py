@@ -13,8 +13,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from veracity.data.jsonl import csv_reader, read_objects, read_text
+from veracity.data.jsonl import csv_reader, load_json_file, read_objects, read_text
 from veracity.errors import DataError
+from veracity.paths import user_path
 from veracity.types import Item
 
 _KINDS = ("builtin", "truthfulqa", "webquestions", "jsonl", "csv")
@@ -25,19 +26,34 @@ def _split_list(value: str) -> tuple[str, ...]:
 
 
 def _question(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if value is not None and not isinstance(value, str):
+        raise DataError(f"{where}: the question must be a string, got {type(value).__name__}")
+    if not value or not value.strip():
         raise DataError(f"{where}: empty or missing question")
     return value.strip()
 
 
-def _references(record: dict[str, Any]) -> tuple[str, ...]:
+def _references(record: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The first reference field present: a string or a list of strings."""
     for name in ("references", "answers", "answer", "reference", "best_answer"):
         value = record.get(name)
-        if isinstance(value, str) and value.strip():
-            return (value.strip(),)
-        if isinstance(value, list):
-            return tuple(str(v).strip() for v in value if str(v).strip())
+        if value is None or value == "":
+            continue
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise DataError(f"{where}, field '{name}': expected a string or a list of strings, "
+                            f"got {type(value).__name__}")
+        return tuple(v.strip() for v in values if v.strip())
     return ()
+
+
+def _id(value: Any, default: str, where: str) -> str:
+    """An item id: a string or an integer (default when absent)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+        raise DataError(f"{where}, field 'id': expected a non-empty string or an integer")
+    return str(value).strip()
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -48,7 +64,7 @@ def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         for row in reader:
             if None in row:
                 raise DataError(f"{path}, line {reader.line_num}: more cells than header columns")
-            yield reader.line_num, row
+            yield reader.line_num, {k: v or "" for k, v in row.items()}  # short rows: "" cells
     except csv.Error as exc:
         raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from None
 
@@ -91,10 +107,7 @@ def load_truthfulqa(path: Path, question_field: str = "Question") -> list[Item]:
 
 def load_webquestions(path: Path, question_field: str = "qText") -> list[Item]:
     """WebQuestions JSON list of {qId, qText, answers}."""
-    try:
-        records = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}, line {exc.lineno}: invalid JSON ({exc.msg})") from None
+    records = load_json_file(path)
     if not isinstance(records, list):
         raise DataError(f"{path}: expected a JSON list of questions")
     items = []
@@ -102,11 +115,15 @@ def load_webquestions(path: Path, question_field: str = "qText") -> list[Item]:
         where = f"{path}, record {index + 1}"
         if not isinstance(record, dict):
             raise DataError(f"{where}: expected an object")
+        answers = record.get("answers", [])
+        if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+            raise DataError(f"{where}, field 'answers': expected a list of strings, "
+                            f"got {type(answers).__name__}")
         items.append(
             Item(
-                id=str(record.get("qId", f"wq-{index:05d}")),
-                question=_question(record.get(question_field), where),
-                references=tuple(str(a) for a in record.get("answers", [])),
+                id=_id(record.get("qId"), f"wq-{index:05d}", where),
+                question=_question(record.get(question_field), f"{where}, field '{question_field}'"),
+                references=tuple(a.strip() for a in answers if a.strip()),
             )
         )
     return items
@@ -121,9 +138,9 @@ def load_jsonl(path: Path, question_field: str = "question") -> list[Item]:
             raise DataError(f"{where}: no '{question_field}' field (use --question-field)")
         items.append(
             Item(
-                id=str(record.get("id", f"line-{number}")),
-                question=_question(record[question_field], where),
-                references=_references(record),
+                id=_id(record.get("id"), f"line-{number}", where),
+                question=_question(record[question_field], f"{where}, field '{question_field}'"),
+                references=_references(record, where),
                 metadata={k: v for k, v in record.items() if k not in (question_field, "id")},
             )
         )
@@ -140,8 +157,8 @@ def load_csv(path: Path, question_field: str = "question") -> list[Item]:
         items.append(
             Item(
                 id=str(row.get("id") or f"line-{number}"),
-                question=_question(row[question_field], where),
-                references=_references(dict(row)),
+                question=_question(row[question_field], f"{where}, column '{question_field}'"),
+                references=_references(dict(row), where),
             )
         )
     return items
@@ -173,9 +190,9 @@ def load_items(spec: str, limit: int | None = None, question_field: str | None =
     if spec == "builtin" or kind == "builtin":
         kind, path = "builtin", Path()
     elif sep and kind in LOADERS:
-        path = Path(rest).expanduser()
+        path = user_path(rest)
     else:
-        path = Path(spec).expanduser()
+        path = user_path(spec)
         kind = _guess_kind(path)
     loader = LOADERS[kind]
     items = loader(path, question_field) if question_field else loader(path)

@@ -11,6 +11,7 @@ import numpy as np
 
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError
+from veracity.paths import user_path
 
 
 def bundled_minilm_path() -> Path:
@@ -75,5 +76,5 @@ def _bundled_or_none() -> Path | None:
 
 def load(name: str, **options: Any) -> SentenceTransformerEmbedder:
     """Registry factory for ``st/default`` and ``st/PATH``."""
-    path = bundled_minilm_path() if name in ("", "default") else Path(name).expanduser()
+    path = bundled_minilm_path() if name in ("", "default") else user_path(name)
     return SentenceTransformerEmbedder(path, **options)

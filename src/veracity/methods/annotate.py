@@ -24,7 +24,9 @@ import numpy as np
 
 from veracity.data.jsonl import csv_reader
 from veracity.errors import ConfigError, DataError
+from veracity.paths import check_output_file
 from veracity.stats import binned_means, fleiss_kappa, linear_fit, mean_stderr, pearson
+from veracity.text import csv_cell, csv_uncell, display_safe
 
 Kind = Literal["qa", "code"]
 RUBRIC_CHOICES = ("auto", "qa", "code")
@@ -114,12 +116,14 @@ def write_csv(rows: Sequence[SheetRow], path: Path) -> None:
         writer = csv.writer(fh)
         writer.writerow(SHEET_COLUMNS)
         for r in rows:
-            writer.writerow([r.item_id, r.answer_check, r.kind, r.question, r.answer, "", "",
-                             " | ".join(RUBRICS[r.kind])])
+            writer.writerow([csv_cell(cell) for cell in (
+                r.item_id, r.answer_check, r.kind, r.question, r.answer, "", "",
+                " | ".join(RUBRICS[r.kind]))])
 
 
 _SHEET_JS = """
-function csvCell(v){return '"'+String(v).replace(/"/g,'""')+'"';}
+function csvCell(v){v=String(v);if(/^'*[=+\\-@\\t\\r]/.test(v)){v="'"+v;}
+  return '"'+v.replace(/"/g,'""')+'"';}
 function download(){
   var rater=document.getElementById('rater').value.trim()||'rater';
   var lines=['item_id,answer_check,rating,comment'];var missing=0;
@@ -141,8 +145,7 @@ label{margin-right:1em} textarea{width:100%;height:2.5em} .muted{color:#777}
 
 
 def _esc(text: str) -> str:
-    shown = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
-    return html.escape(shown, quote=True)
+    return html.escape(display_safe(text), quote=True)
 
 
 def render_html(rows: Sequence[SheetRow], title: str) -> str:
@@ -180,6 +183,7 @@ def render_html(rows: Sequence[SheetRow], title: str) -> str:
 def export_sheet(records: Sequence[dict[str, Any]], out: Path, rubric: str = "auto",
                  title: str = "Rating sheet") -> list[SheetRow]:
     """Write a sheet as CSV or HTML, by the extension of ``out``."""
+    check_output_file(out)
     rows = sheet_rows(records, rubric)
     suffix = out.suffix.lower()
     if suffix == ".csv":
@@ -212,14 +216,14 @@ def read_ratings(path: Path, rows: Sequence[SheetRow], rater: str | None = None)
             raise DataError(f"{path}: no {' / '.join(missing)} column (export a sheet first)")
         for row in reader:
             where = f"{path}, row {reader.line_num}"
-            item_id = (row.get("item_id") or "").strip()
+            item_id = csv_uncell((row.get("item_id") or "").strip())
             if item_id not in by_id:
                 raise DataError(f"{where}: item_id '{item_id}' is not an answer of this run")
             check = (row.get("answer_check") or "").strip()
             if check and check != by_id[item_id].answer_check:
                 raise DataError(f"{where}: answer_check {check} does not match item "
                                 f"'{item_id}' (the sheet was made from a different run)")
-            value = (row.get("rating") or "").strip()
+            value = csv_uncell((row.get("rating") or "").strip())
             if not value:
                 continue
             if not re.fullmatch(r"[0-5]", value):

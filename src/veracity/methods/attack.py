@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from veracity.checks import MAX_N, check_count
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
 from veracity.methods.gamma import Form, GammaSettings, check_prompt, run_gamma
@@ -29,6 +30,8 @@ from veracity.perturb import resolve_ball
 from veracity.types import Item, Sampling
 
 OnStep = Callable[[dict[str, Any]], None]
+ATTACK_MAX_N = 100
+"""Candidates per step without ``allow_large_n``: a step costs n x (n + 1) generations."""
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,15 @@ class AttackSettings:
     sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=64))
     paraphraser: str | None = None
     """Model that writes the gamma ball when ``ball`` is ``paraphrase``."""
+    allow_large_n: bool = False
+    """Allow n above ATTACK_MAX_N (a step costs n x (n + 1) generations)."""
 
     def __post_init__(self) -> None:
         if self.steps < 0:
             raise ConfigError(f"steps must be >= 0, got {self.steps}")
         if self.n < 1:
             raise ConfigError(f"the search needs at least one candidate per step, got n={self.n}")
+        check_count("n", self.n, ATTACK_MAX_N, self.allow_large_n, hard_limit=MAX_N)
         if self.charset == PARAPHRASE:
             raise ConfigError("candidates are drawn from a character ball, not 'paraphrase'")
         resolve_ball(self.charset)
@@ -69,7 +75,8 @@ class AttackSettings:
 
     def gamma_settings(self) -> GammaSettings:
         return GammaSettings(n=self.n, ball=self.ball, seed=self.seed, form=self.form,
-                             sampling=self.sampling, paraphraser=self.paraphraser)
+                             sampling=self.sampling, paraphraser=self.paraphraser,
+                             allow_large_n=self.allow_large_n)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -122,6 +122,9 @@ def parse_response(prefill_text: str, continuation: str, lenient: bool = False) 
         if not lenient:
             return Parsed(NO_ANSWER, error=f"invalid JSON: {exc.msg} (char {exc.pos})")
         return _parse_lenient(text, f"invalid JSON: {exc.msg} (char {exc.pos})")
+    except (ValueError, RecursionError) as exc:  # a 4,300-digit integer, deep nesting
+        error = f"invalid JSON: {type(exc).__name__}"
+        return _parse_lenient(text, error) if lenient else Parsed(NO_ANSWER, error=error)
     if not isinstance(value, dict):
         return Parsed(NO_ANSWER, error="not a JSON object")
     reasoning = value.get("Reasoning")
@@ -142,7 +145,7 @@ def _parse_lenient(text: str, strict_error: str) -> Parsed:
     if start >= 0:
         try:
             value, _ = json.JSONDecoder().raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
             value = None
         if isinstance(value, dict) and isinstance(value.get("Reasoning"), str):
             reasoning = value["Reasoning"]

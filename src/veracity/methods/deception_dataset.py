@@ -151,7 +151,7 @@ def _complete_objects(body: str, start: int) -> list[Any]:
             return found
         try:
             value, pos = decoder.raw_decode(body, pos)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, 4,300-digit integers, nesting
             return found
         found.append(value)
 
@@ -167,11 +167,12 @@ def parse_batch(
         return {}, dict.fromkeys(range(1, n + 1), "reply holds no JSON list")
     try:
         value, _ = json.JSONDecoder().raw_decode(body, start)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         # a reply cut off by max_tokens still holds its complete leading objects
         value = _complete_objects(body, start)
         if not value:
-            return {}, dict.fromkeys(range(1, n + 1), f"reply is not a valid JSON list: {exc.msg}")
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            return {}, dict.fromkeys(range(1, n + 1), f"reply is not a valid JSON list: {reason}")
     if not isinstance(value, list):
         return {}, dict.fromkeys(range(1, n + 1), "reply is not a JSON list")
     valid: dict[int, tuple[str, str]] = {}
@@ -180,7 +181,8 @@ def parse_batch(
         if not isinstance(entry, dict):
             continue
         key = entry.get("id")
-        local = int(key) if isinstance(key, int | str) and str(key).strip().isdigit() else -1
+        digits = isinstance(key, int | str) and re.fullmatch(r"[0-9]{1,6}", str(key).strip())
+        local = int(str(key).strip()) if digits else -1
         if not 1 <= local <= n or local in seen:
             continue  # unknown ids and repeats are ignored: the first answer counts
         seen.add(local)

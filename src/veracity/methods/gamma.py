@@ -13,11 +13,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from veracity.checks import MAX_N, check_count, check_number
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import BackendError, ConfigError, ErrorKind
 from veracity.methods.paraphrase import PARAPHRASE, paraphrase_ball
 from veracity.perturb import perturb
 from veracity.stats import histogram, mean_stderr
+from veracity.text import lone_surrogate
 from veracity.types import Generation, GenRequest, Item, Sampling
 
 Form = Literal["sin", "paper-code"]
@@ -83,6 +85,13 @@ class GammaSettings:
     """``embedding`` ball only: ``sphere`` or ``simplex``."""
     scope: str = "question"
     """``embedding`` ball only: perturb the ``question`` tokens or ``all`` prompt tokens."""
+    allow_large_n: bool = False
+    """Allow more than MAX_N perturbed prompts per question (each is a model call)."""
+
+    def __post_init__(self) -> None:
+        check_count("n", self.n, MAX_N, self.allow_large_n)
+        check_number("threshold", self.threshold, 0.0, 2.0, low_open=True)
+        check_number("radius", self.radius, 0.0)
 
     def describe(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
@@ -100,8 +109,16 @@ class GammaSettings:
 
 
 def check_prompt(prompt: str, where: str) -> None:
-    if not prompt or not prompt.strip():
+    """A prompt must be non-empty text: no lone surrogate (a command-line argument with bytes
+    that are not UTF-8 arrives as one), which no model or file could take."""
+    if not isinstance(prompt, str) or not prompt.strip():
         raise ConfigError(f"empty prompt ({where}): nothing to ask the model")
+    bad = lone_surrogate(prompt)
+    if bad is not None:
+        code = ord(prompt[bad])
+        what = (f"the byte 0x{code - 0xDC00:02x}, which is not UTF-8" if 0xDC80 <= code <= 0xDCFF
+                else f"a lone UTF-16 surrogate (\\u{code:04x})")
+        raise ConfigError(f"{where}: character {bad + 1} is {what}; give the prompt as UTF-8 text")
 
 
 def score_answers(

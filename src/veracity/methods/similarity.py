@@ -23,6 +23,7 @@ from veracity.cache import Cache, cache_key
 from veracity.client import CachedEmbedder
 from veracity.data.labelled import leading_letter
 from veracity.errors import ConfigError
+from veracity.paths import user_path
 
 Floats = npt.NDArray[np.float64]
 Mapping = Literal["affine", "clip"]
@@ -125,7 +126,7 @@ class CrossEncoderSimilarity:
         batch_size: int = 32,
         model: Predictor | None = None,
     ) -> None:
-        self.path = Path(path).expanduser()
+        self.path = user_path(path)
         if model is None and not self.path.is_dir():
             raise ConfigError(f"cross-encoder model directory not found: {self.path}")
         self.cache = cache

@@ -47,6 +47,23 @@ def _runs_table(runs: Sequence[RunDir]) -> str:
     return "<h2>Runs</h2>" + table(["directory", "method", "started", "veracity", "commit"], rows)
 
 
+def _owns(run: RunDir, name: str) -> bool:
+    """The run holds ``name`` and its run.json lists it (older runs list nothing)."""
+    files = run.info.get("files")
+    return (run.path / name).is_file() and (files is None or name in files)
+
+
+def _guarded(section: Section, runs: list[RunDir], files: str) -> str:
+    """A section, or a DataError naming the runs when their files do not have the shape
+    veracity writes (edited by hand, truncated, or from another tool)."""
+    try:
+        return section(runs)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        where = ", ".join(str(run.path) for run in runs)
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)[:200]
+        raise DataError(f"{where}: {files} is not what veracity wrote ({detail})") from None
+
+
 def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report") -> Path:
     """Write one HTML file comparing the runs, grouped by method."""
     runs = [RunDir.open(p) for p in paths]
@@ -55,16 +72,16 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
     by_method: dict[str, list[RunDir]] = {}
     for run in runs:
         by_method.setdefault(run.method, []).append(run)
-    sections = [_runs_table(runs)]
+    sections = [_guarded(_runs_table, runs, "run.json")]
     with plain_text_labels():
         for method, group in by_method.items():
             sections.append(f"<h2>{esc(TITLES.get(method, method))}</h2>")
-            sections.append(_section_for(method)(group))
+            sections.append(_guarded(_section_for(method), group, "results.json / samples.jsonl"))
         for name in FILE_SECTIONS:
-            holding = [run for run in runs if (run.path / name).is_file()]
+            holding = [run for run in runs if _owns(run, name)]
             if holding:
                 sections.append(f"<h2>{esc(TITLES[name])}</h2>")
-                sections.append(_section_for(name)(holding))
+                sections.append(_guarded(_section_for(name), holding, name))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(title, sections), encoding="utf-8")
     return out

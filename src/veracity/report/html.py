@@ -15,8 +15,8 @@ from importlib.resources import files
 from typing import Any
 
 from veracity.store import clean_json
+from veracity.text import display_safe
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # Inside <script type="application/json"> nothing may read as markup, so "</script>" and
 # "<!--" cannot end or bend the block; JSON.parse turns the escapes back.
 _JSON_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -29,9 +29,8 @@ def _static(name: str) -> str:
 
 
 def esc(text: Any) -> str:
-    """HTML-escape any value; control characters become visible as \\xNN."""
-    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
-    return html.escape(shown, quote=True)
+    """HTML-escape any value; control and bidi characters become visible as \\xNN / \\uNNNN."""
+    return html.escape(display_safe(text), quote=True)
 
 
 def fmt(value: Any, digits: int = 3) -> str:

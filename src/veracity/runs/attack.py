@@ -13,7 +13,7 @@ from typing import Any
 
 from veracity.methods.attack import AttackResult, AttackSettings, OnStep, run_attack, summarize
 from veracity.runs.common import Context
-from veracity.store import RunDir
+from veracity.store import RunDir, check_run_target
 
 
 @dataclass
@@ -35,6 +35,8 @@ def attack_run(
     on_step: OnStep | None = None,
 ) -> AttackOutcome:
     """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None

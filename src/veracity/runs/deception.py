@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -27,8 +28,9 @@ from veracity.methods.deception import (
     pairs_from_records,
 )
 from veracity.methods.deception_dataset import Failed, MakeSettings, Written, write_openings
+from veracity.paths import check_output_dir
 from veracity.runs.common import Context
-from veracity.store import RunDir, dumps, package_versions, timestamp, write_jsonl
+from veracity.store import RunDir, check_run_target, dumps, package_versions, timestamp, write_jsonl
 from veracity.types import MCItem
 
 
@@ -72,6 +74,8 @@ def deception_run(
 ) -> DeceptionOutcome:
     """Benchmark a model on a deception dataset; every generation goes through the cache,
     so a rerun makes no model call and an interrupted run resumes where it stopped."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     settings = settings or DeceptionSettings()
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
     if items is None:
@@ -151,6 +155,8 @@ def recorded_run(
     model: str | None = None,
 ) -> DeceptionOutcome:
     """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
     records = recorded_records(results_dir, spec, subjects, model)
     name = model or results_dir.name
@@ -206,17 +212,24 @@ def make_dataset(
     for w in written:
         by_subject.setdefault(w.item.subject, []).append(w)
     targets: list[dict[str, Any]] = []
-    for original, rows in by_subject.items():
-        subject = files[original].removesuffix(".csv")  # what `run` will read it as
-        made = [replace(w.item, id=f"{subject}/{row}", misleading_start=w.misleading_start)
-                for row, w in enumerate(rows, 1)]
-        write_db_mmlu_file(out / files[original], made)
-        targets.extend(
-            {"id": m.id, "subject": subject, "row": row, "source_id": w.item.id,
-             "answer": m.answer, "target": w.target, "mistake": w.mistake,
-             "attempts": w.attempts}
-            for row, (m, w) in enumerate(zip(made, rows, strict=True), 1)
-        )
+    done: list[Path] = []
+    try:
+        for original, rows in by_subject.items():
+            subject = files[original].removesuffix(".csv")  # what `run` will read it as
+            made = [replace(w.item, id=f"{subject}/{row}", misleading_start=w.misleading_start)
+                    for row, w in enumerate(rows, 1)]
+            write_db_mmlu_file(out / files[original], made)
+            done.append(out / files[original])
+            targets.extend(
+                {"id": m.id, "subject": subject, "row": row, "source_id": w.item.id,
+                 "answer": m.answer, "target": w.target, "mistake": w.mistake,
+                 "attempts": w.attempts}
+                for row, (m, w) in enumerate(zip(made, rows, strict=True), 1)
+            )
+    except OSError as exc:  # no partial dataset: it would block the rerun
+        for path in done:
+            path.unlink(missing_ok=True)
+        raise DataError(f"{out}: cannot write the dataset ({exc.strerror or exc})") from None
     write_jsonl(out / "targets.jsonl", targets)
     write_jsonl(out / "failures.jsonl", [
         {"source_id": f.item.id, "subject": f.item.subject, "target": f.target,
@@ -234,13 +247,23 @@ def make_dataset(
     return MadeDataset(out, summary, failed)
 
 
+_MAX_STEM = 100
+"""Characters of a subject file name (file systems allow 255 bytes)."""
+
+
 def subject_file(subject: str) -> str:
-    """``<subject>.csv``, with anything that could leave the directory replaced."""
-    return (re.sub(r"[^A-Za-z0-9._ -]+", "_", subject).strip(" .") or "subject") + ".csv"
+    """``<subject>.csv``, with anything that could leave the directory replaced; a long
+    subject is cut and given a hash of the whole name, so files stay distinct."""
+    stem = re.sub(r"[^A-Za-z0-9._ -]+", "_", subject).strip(" .") or "subject"
+    if len(stem) > _MAX_STEM:
+        digest = hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        stem = f"{stem[:_MAX_STEM - 11].rstrip(' .')}-{digest}"
+    return stem + ".csv"
 
 
 def _check_out(out: Path, source: DatasetSpec) -> None:
     """Refuse to overwrite the input, or CSV files that make-dataset did not write."""
+    check_output_dir(out)
     if out.resolve() == source.path.resolve():
         raise ConfigError(f"--out {out} would overwrite the input {source.path}: pick another")
     if any(out.glob("*.csv*")) and not (out / "dataset.json").is_file():
@@ -255,10 +278,12 @@ def _remove_previous(out: Path) -> None:
         return
     try:
         previous = json.loads(summary.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):
         previous = {}
-    names = previous.get("files") or [subject_file(s) for s in previous.get("per_subject", {})]
-    for name in names:
-        if Path(name).name == name:  # a bare file name inside out, nothing else
+    if not isinstance(previous, dict):
+        previous = {}
+    names = previous.get("files") or [subject_file(str(s)) for s in previous.get("per_subject", {})]
+    for name in names if isinstance(names, list) else []:
+        if isinstance(name, str) and name and Path(name).name == name:  # a bare name in out
             (out / name).unlink(missing_ok=True)
     summary.unlink()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from veracity.checks import check_number
 from veracity.data.labelled import read_pairs, read_texts
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.fewl import (
@@ -40,9 +41,10 @@ from veracity.methods.similarity import (
     is_cross_encoder,
     load_similarity,
 )
+from veracity.paths import user_path
 from veracity.runs.common import Context
 from veracity.stats import bootstrap_ci, mean_stderr
-from veracity.store import RunDir, write_jsonl
+from veracity.store import RunDir
 from veracity.types import GenRequest, Item, Sampling
 
 ANSWER_TEMPLATE = "Answer the question in one or two sentences.\n\nQuestion: {question}"
@@ -103,6 +105,9 @@ class FewlSettings:
             raise ConfigError("the answer template must contain {question}")
         if self.reference_samples < 1 or self.neighbours < 0 or not self.tau > 0:
             raise ConfigError("reference samples must be >= 1, neighbours >= 0, tau > 0")
+        check_number("tau", self.tau, 0.0, low_open=True)
+        check_number("near_duplicate", self.near_duplicate, -1.0, 1.0)
+        check_number("reference_temperature", self.reference_temperature, 0.0)
         if not self.references and self.references_file is None:
             raise ConfigError("give reference models (--reference) or --references-file")
 
@@ -118,7 +123,7 @@ class AnswerSource:
 
 def answer_source(value: str) -> AnswerSource:
     """A path to an existing file or anything ending in .jsonl is a file; else a model spec."""
-    path = Path(value).expanduser()
+    path = user_path(value)
     if value.endswith(".jsonl") or path.is_file():
         if not path.is_file():
             raise DataError(f"answers file not found: {path}")
@@ -324,14 +329,14 @@ def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[s
                   "reference_models": prep.reference_names} | extra
         run = RunDir.create(out, "fewl", config, ctx.started)
         run.write_samples(recs)
-        write_jsonl(run.path / "references.jsonl", (
+        run.write_jsonl("references.jsonl", (
             {"id": r["id"], "question": r["question"], "references": r["references"],
              "reference_models": r["reference_models"]} for r in recs))
-        write_jsonl(run.path / "pairs.jsonl", (
+        run.write_jsonl("pairs.jsonl", (
             {"id": r["id"], "question": r["question"], "pairs": r["pairs"]} for r in recs))
         for name in recs[0]["answers"] if recs else ():
-            slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
-            write_jsonl(run.path / "answers" / f"{slug}.jsonl", (
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
+            run.write_jsonl(f"answers/{slug}.jsonl", (
                 {"id": r["id"], "question": r["question"], "answer": r["answers"][name]["answer"]}
                 for r in recs if r["answers"][name]["answer"] is not None))
         run.write_results(results)

@@ -32,7 +32,7 @@ from veracity.runs.fewl import (
     summary,
 )
 from veracity.stats import mean_stderr, spearman
-from veracity.store import write_jsonl
+from veracity.store import check_run_target
 from veracity.types import Item
 
 
@@ -40,6 +40,8 @@ def fewl_run(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
              ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
              ) -> FewlOutcome:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     if not sources:
         raise ConfigError("give at least one --answers source")
     names = [s.name for s in sources]
@@ -93,6 +95,8 @@ def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
 def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
                   out: Path | None = None, dataset: str = "") -> FewlOutcome:
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     if not items:
         raise DataError("no labelled questions")
     plain = [Item(x.id, x.question, (x.gold,)) for x in items]
@@ -123,6 +127,8 @@ def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSetti
                 min_fewl: float | None = None) -> FewlOutcome:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
     answers of each question's nearest neighbours, and a chat-format fine-tuning set."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     if source.model is not None and samples > 1 and temperature <= 0:
         raise ConfigError("several candidates from one model need --temperature > 0")
     candidates = answers_from(source, items, settings, ctx, samples, temperature)
@@ -162,9 +168,9 @@ def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSetti
         shots = [[int(k) for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m and keep[k]]
                  [:icl_examples] for i in range(len(items))]
         questions = [(item.id, item.question) for item in items]
-        write_jsonl(outcome.run.path / "icl_prompts.jsonl", icl_prompts(
+        outcome.run.write_jsonl("icl_prompts.jsonl", icl_prompts(
             questions, chosen, [r["value"] for r in recs], shots, settings.answer_template))
-        write_jsonl(outcome.run.path / "finetune.jsonl", finetune_set(
+        outcome.run.write_jsonl("finetune.jsonl", finetune_set(
             [q for q, k in zip(questions, keep, strict=True) if k],
             [a for a, k in zip(chosen, keep, strict=True) if k]))
     return outcome

@@ -21,7 +21,8 @@ from veracity.methods.gamma import (
 )
 from veracity.methods.whitebox import Scope, Shape, whitebox_gamma
 from veracity.runs.common import Context
-from veracity.store import RunDir
+from veracity.store import RunDir, check_run_target
+from veracity.text import short
 from veracity.types import Item
 
 
@@ -71,6 +72,8 @@ def gamma_run(
     dataset: str = "prompts",
 ) -> GammaOutcome:
     """Score items with gamma on a model; all generations go through the cache."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     if settings.ball == EMBEDDING:
@@ -103,16 +106,38 @@ def read_recorded(path: Path) -> list[dict[str, Any]]:
         for name in ("prompt", "answer", "perturbed_answers"):
             if name not in row:
                 raise DataError(f"{where}: missing field '{name}'")
-        perturbed = row["perturbed_answers"]
-        if not isinstance(perturbed, list) or not perturbed:
-            raise DataError(f"{where}: 'perturbed_answers' must be a non-empty list")
-        if not all(isinstance(a, str) for a in [row["answer"], *perturbed]):
-            raise DataError(f"{where}: answers must be strings")
-        row.setdefault("id", f"line-{number}")
+        if not isinstance(row["prompt"], str) or not row["prompt"].strip():
+            raise DataError(f"{where}, field 'prompt': expected a non-empty string, got "
+                            f"{short(row['prompt'])}")
+        if not isinstance(row["answer"], str):
+            raise DataError(f"{where}, field 'answer': expected a string, got "
+                            f"{type(row['answer']).__name__}")
+        perturbed = _strings(row, "perturbed_answers", where)
+        if not perturbed:
+            raise DataError(f"{where}, field 'perturbed_answers': expected a non-empty list")
+        if "perturbed_prompts" in row and len(_strings(row, "perturbed_prompts", where)) != len(
+                perturbed):
+            raise DataError(f"{where}, field 'perturbed_prompts': {len(row['perturbed_prompts'])} "
+                            f"prompts for {len(perturbed)} perturbed answers")
+        for name in ("model", "ball"):
+            if name in row and (not isinstance(row[name], str) or not row[name].strip()):
+                raise DataError(f"{where}, field '{name}': expected a non-empty string")
+        identifier = row.get("id", f"line-{number}")
+        if isinstance(identifier, bool) or not isinstance(identifier, str | int):
+            raise DataError(f"{where}, field 'id': expected a string or an integer")
+        row["id"] = str(identifier)
         rows.append(row)
     if not rows:
         raise DataError(f"{path}: no records")
     return rows
+
+
+def _strings(row: dict[str, Any], name: str, where: str) -> list[str]:
+    value = row[name]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DataError(f"{where}, field '{name}': expected a list of strings, got "
+                        f"{type(value).__name__}")
+    return value
 
 
 def recorded_run(
@@ -124,6 +149,8 @@ def recorded_run(
     out: Path | None = None,
 ) -> GammaOutcome:
     """Score recorded generations with no model at all."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     rows = read_recorded(path)
     cached_embedder = ctx.embedder(embedder)
     values = score_answers(

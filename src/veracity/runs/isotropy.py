@@ -10,7 +10,7 @@ from typing import Any
 from veracity.methods.gamma import GammaSettings, run_gamma
 from veracity.methods.isotropy import DEFAULT_CONE, aggregate, isotropy_records
 from veracity.runs.common import Context
-from veracity.store import RunDir
+from veracity.store import RunDir, check_run_target
 from veracity.types import Item
 
 
@@ -34,6 +34,8 @@ def isotropy_run(
     dataset: str = "prompts",
 ) -> IsotropyOutcome:
     """Ask each question N+1 times (the same cached calls as a gamma run) and measure angles."""
+    if out is not None:
+        check_run_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None

@@ -21,6 +21,7 @@ from veracity.errors import ConfigError, DataError, ErrorKind
 from veracity.methods.annotate import analyse_ratings, gamma_edges, read_all, sheet_rows
 from veracity.methods.consistency import ConsistencySettings, consistency_scores
 from veracity.methods.correctness import Labelled, Verdict, label_answers
+from veracity.paths import check_output_file
 from veracity.runs.common import Context
 from veracity.stats import (
     auroc,
@@ -61,7 +62,24 @@ def open_gamma_run(path: Path) -> tuple[RunDir, list[dict[str, Any]]]:
     records = list(run.samples())
     if not records:
         raise DataError(f"{path}: the run has no samples")
+    for number, record in enumerate(records, 1):
+        _check_record(record, f"{run.path / 'samples.jsonl'}, record {number}")
     return run, records
+
+
+def _check_record(record: dict[str, Any], where: str) -> None:
+    """The fields of a gamma record that validation and ratings read."""
+    if not isinstance(record.get("prompt"), str):
+        raise DataError(f"{where}, field 'prompt': expected a string")
+    if not isinstance(record.get("answer"), str | None):
+        raise DataError(f"{where}, field 'answer': expected a string or null")
+    value = record.get("gamma")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not math.isfinite(value)):
+        raise DataError(f"{where}, field 'gamma': expected a number or null")
+    if not isinstance(record.get("id", ""), str | int) or not isinstance(
+            record.get("metadata", {}), dict):
+        raise DataError(f"{where}: 'id' must be a string and 'metadata' an object")
 
 
 def _reload_metadata(records: list[dict[str, Any]], spec: str) -> None:
@@ -175,6 +193,8 @@ def _no_answer(record: dict[str, Any]) -> bool:
 def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
                    out: Path | None = None) -> dict[str, Any]:
     """Label the run's answers, run the baseline, and write validation.json into the run."""
+    if out is not None:
+        check_output_file(out)
     run, every = open_gamma_run(path)
     # items with no answer from the model (rejected, server fault) have nothing to judge
     rejected = [_no_answer(r) for r in every]
@@ -224,26 +244,26 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         ],
         "stats": ctx.stats(),
     }
-    text = dumps(results, indent=2) + "\n"
-    (run.path / VALIDATION_FILE).write_text(text, encoding="utf-8")
+    run.write_json(VALIDATION_FILE, results)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        out.write_text(dumps(results, indent=2) + "\n", encoding="utf-8")
     return results
 
 
 def import_ratings(path: Path, files: Sequence[Path], threshold: float = 0.05, bins: int = 10,
                    rubric: str = "auto", out: Path | None = None) -> dict[str, Any]:
     """Join raters' sheets for a gamma run and write ratings.json into it."""
+    if out is not None:
+        check_output_file(out)
     run, records = open_gamma_run(path)
     rows = sheet_rows(records, rubric)
     results = {"method": "ratings", "run": str(path),
                "model": run.info.get("config", {}).get("model"),
                "dataset": run.info.get("config", {}).get("dataset")}
     results |= analyse_ratings(records, read_all(files, rows), threshold, bins, rubric)
-    text = dumps(results, indent=2) + "\n"
-    (run.path / RATINGS_FILE).write_text(text, encoding="utf-8")
+    run.write_json(RATINGS_FILE, results)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        out.write_text(dumps(results, indent=2) + "\n", encoding="utf-8")
     return results
