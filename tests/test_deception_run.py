@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import has_local_models
+from local_models import has_local_models
 from veracity.backends.base import Capabilities
 from veracity.backends.fake import FakeBackend, deceive
 from veracity.cli.deception import deception

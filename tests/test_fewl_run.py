@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from conftest import has_local_models
+from local_models import has_local_models
 from veracity.backends.fake import FakeBackend, stable
 from veracity.client import LLMClient
 from veracity.methods.fewl_pairs import PairSettings

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import has_local_models
+from local_models import has_local_models
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder
 from veracity.embed.hashing import HashEmbedder

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import has_local_models
+from local_models import has_local_models
 from veracity.cli import main
 from veracity.registry import load_embedder, load_model
 from veracity.types import GenRequest, Sampling

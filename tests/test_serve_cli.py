@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import has_local_models
+from local_models import has_local_models
 from mock_upstream import STABLE, MockUpstream, Reply
 from veracity.serve.traffic import read_traffic
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 import veracity
-from conftest import has_local_models
+from local_models import has_local_models
 from veracity.backends.fake import FakeBackend
 from veracity.errors import ConfigError
 from veracity.methods.trust import (

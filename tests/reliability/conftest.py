@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from faults import FaultPlan
 from mock_openai import MockOpenAI
-
-
-def fast_sleep(seconds: float) -> None:
-    """Backoff as the client computes it, but capped: the schedule is tested elsewhere."""
-    time.sleep(min(seconds, 0.02))
 
 
 @pytest.fixture(autouse=True)

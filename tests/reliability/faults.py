@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -105,3 +106,8 @@ class FaultPlan:
                                   {"type": "text", "text": text[half:]}]
             return Reply(body={**good, "choices": [{**choice, "message": message}]}, good=True)
         raise ValueError(f"unknown fault {kind}")
+
+
+def fast_sleep(seconds: float) -> None:
+    """Backoff as the client computes it, but capped: the schedule is tested elsewhere."""
+    time.sleep(min(seconds, 0.02))

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import fast_sleep
-from faults import MARK, FaultPlan, letter_answer
+from faults import MARK, FaultPlan, fast_sleep, letter_answer
 from mock_openai import MockOpenAI
 from veracity.cache import Cache
 from veracity.methods.deception import DeceptionSettings, scored
