@@ -50,6 +50,24 @@ class Backend(Protocol):
         ...
 
 
+@runtime_checkable
+class ComputeVaried(Protocol):
+    """A backend that can compute the same request along other numerical paths.
+
+    A compute variation changes how the model's arithmetic is carried out (batch splits,
+    thread counts, padding), never the prompt text or its tokens; the varied backend's
+    ``identity()`` records it, so its outputs are cached apart from the default path's.
+    """
+
+    def compute_variations(self, n: int) -> list[dict[str, Any]]:
+        """``n`` distinct variations, none of them the backend's own default path."""
+        ...
+
+    def varied(self, variation: dict[str, Any]) -> Backend:
+        """This model computing with ``variation`` (close it after use)."""
+        ...
+
+
 def require(backend: Backend, capability: str, needed_for: str) -> None:
     """Fail at once, naming the capability, when a backend lacks it."""
     if not getattr(backend.capabilities, capability, False):

@@ -83,11 +83,15 @@ class GammaSettings:
     """``embedding`` ball only: ``sphere`` or ``simplex``."""
     scope: str = "question"
     """``embedding`` ball only: perturb the ``question`` tokens or ``all`` prompt tokens."""
+    control: str | None = None
+    """``numeric``: also answer each question along N compute paths and score gamma_null."""
 
     def describe(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
         if self.ball == EMBEDDING:
             extra = {"radius": self.radius, "shape": self.shape, "scope": self.scope}
+        if self.control is not None:
+            extra["control"] = self.control
         return {
             "n": self.n,
             "ball": self.ball,

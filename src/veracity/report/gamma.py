@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from veracity.report.calibration import calibration_section, control_plot, control_table
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.store import RunDir
 
@@ -65,8 +66,11 @@ def _answers(run: RunDir) -> str:
                             s["perturbed_answers"], strict=False)
         )
         error = f"<p class='error'>not scored: {esc(s['error'])}</p>" if s.get("error") else ""
+        extra = "".join(f"<br><span class='muted'>{name} {fmt(s.get(key))}</span>"
+                        for name, key in (("γ_null", "gamma_null"), ("P(correct)", "p_correct"))
+                        if key in s)
         rows.append(
-            f"<tr><td class='num'>{fmt(s.get('gamma'))}</td><td>{esc(s['prompt'])}</td>"
+            f"<tr><td class='num'>{fmt(s.get('gamma'))}{extra}</td><td>{esc(s['prompt'])}</td>"
             f"<td>{esc(s['answer'])}{error}<details><summary>{len(s['perturbed_answers'])} perturbed"
             f"</summary><ul>{perturbed}</ul></details></td></tr>"
         )
@@ -77,9 +81,33 @@ def _answers(run: RunDir) -> str:
     )
 
 
+def _control(runs: list[RunDir]) -> str:
+    with_control = [run for run in runs if run.results.get("control")]
+    if not with_control:
+        return ""
+    summaries = [(_label(run.results), run.results["control"]) for run in with_control]
+    pairs = [(_label(run.results), [(s["gamma"], s["gamma_null"]) for s in run.samples()
+                                    if s.get("gamma") is not None
+                                    and s.get("gamma_null") is not None])
+             for run in with_control]
+    return "".join(["<h3>Numeric control: γ against numerical noise</h3>",
+                    control_table(summaries), control_plot(pairs)])
+
+
+def _calibration(runs: list[RunDir]) -> str:
+    used = [run.results["calibration"] for run in runs if run.results.get("calibration")]
+    if not used:
+        return ""
+    forced = [f"<p class='error'>{esc(u['source'])} was made for another setup and used with "
+              f"--force: {esc(u.get('differs'))}</p>" for u in used if u.get("forced")]
+    return "".join(["<h3>Calibration used: P(correct) from γ</h3>", *forced,
+                    calibration_section([u["curve"] for u in used])])
+
+
 def section(runs: list[RunDir]) -> str:
     """HTML for a group of gamma runs."""
-    parts = [_summary(runs), "<h3>γ distribution per model × dataset</h3>", _histograms(runs)]
+    parts = [_summary(runs), "<h3>γ distribution per model × dataset</h3>", _histograms(runs),
+             _control(runs), _calibration(runs)]
     parts.append("<h3>Answers</h3>")
     parts.extend(_answers(run) for run in runs)
     return "".join(parts)
