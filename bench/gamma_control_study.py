@@ -55,6 +55,8 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, help="SQLite cache (default: a temporary one)")
     parser.add_argument("--out", type=Path, help="run directory (default: temporary)")
     parser.add_argument("--part", choices=("all", "answers", "null", "baseline"), default="all")
+    parser.add_argument("--shard", default="1/1", help="with --part: this share of the questions, "
+                                                        "e.g. 2/3 (the second third)")
     parser.add_argument("--smoke", action="store_true", help="3 questions, n=2, 8 tokens")
     args = parser.parse_args()
     if args.smoke:
@@ -70,6 +72,10 @@ def main() -> int:
     sampling = Sampling(temperature=0.0, max_tokens=args.max_tokens)
     settings = GammaSettings(n=args.n, sampling=sampling, control="numeric")
     baseline = ConsistencySettings(args.baseline_samples, 0.7, args.max_tokens, 0)
+    index, count = (int(v) for v in args.shard.split("/"))
+    every = items
+    if args.part != "all":
+        items = every[(index - 1) * len(every) // count : index * len(every) // count]
     try:
         if args.part == "answers":
             run_gamma(items, ctx.client(MODEL), ctx.embedder(EMBEDDER), settings)
@@ -92,7 +98,7 @@ def main() -> int:
         ctx.close()
     control = outcome.results["control"]
     curve = calibration.curves[0]
-    print(f"questions: {len(items)} items")
+    print(f"questions: {len(every)} items")
     print(f"perturbed and null answers per question: {args.n} each")
     print(f"max tokens: {args.max_tokens} tokens")
     print(f"accuracy: {found['accuracy']['all']['accuracy']:.3f} share correct")

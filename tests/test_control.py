@@ -217,3 +217,15 @@ def test_llamacpp_variations_are_other_compute_paths_on_the_same_tokens(ctx: Con
         assert client.stats.by_stage["control: numeric"] == 2
     finally:
         client.close()
+
+
+def test_the_python_api_takes_the_control() -> None:
+    import veracity
+    from veracity.errors import ConfigError
+
+    [record] = veracity.gamma("Who wrote Hamlet?", model="fake/unstable", embedder="hash/default",
+                              n=3, cache=False, control="numeric")
+    assert len(record["null_answers"]) == 3 and record["gamma_null"] > 0
+    with pytest.raises(ConfigError, match="unknown control 'bogus'"):
+        veracity.gamma("Q?", model="fake/stable", embedder="hash/default", cache=False,
+                       control="bogus")

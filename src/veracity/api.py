@@ -57,6 +57,8 @@ def gamma(
     texts = [prompts] if isinstance(prompts, str) else list(prompts)
     for index, prompt in enumerate(texts, 1):
         check_prompt(prompt, f"prompt {index}")
+    if control is not None and control not in CONTROLS:
+        raise ConfigError(f"unknown control '{control}'; known: {', '.join(CONTROLS)}")
     store = _cache(cache)
     backend = load_model(model) if isinstance(model, str) else model
     client = LLMClient(backend, store)
@@ -68,8 +70,6 @@ def gamma(
         cached_embedder = _embedder(embedder, store)
         records = run_gamma(items, client, cached_embedder, settings)
         if control is not None:
-            if control not in CONTROLS:
-                raise ConfigError(f"unknown control '{control}'; known: {', '.join(CONTROLS)}")
             add_null_control(records, client, cached_embedder, settings.sampling, n, form)
         return records
     finally:

@@ -46,7 +46,10 @@ def fit_isotonic(gammas: Sequence[float], correct: Sequence[bool]) -> tuple[list
 
 def interpolate(x: Sequence[float], y: Sequence[float], values: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """The fitted curve at ``values`` (constant beyond the first and last breakpoints)."""
-    return np.interp(np.asarray(values, dtype=np.float64), np.asarray(x), np.asarray(y))
+    found: npt.NDArray[np.float64] = np.interp(
+        np.asarray(values, dtype=np.float64), np.asarray(x, dtype=np.float64),
+        np.asarray(y, dtype=np.float64))
+    return found
 
 
 def bootstrap_band(
