@@ -30,7 +30,7 @@ from veracity.runs.calibrate import calibrate
 from veracity.runs.common import Context
 from veracity.runs.gamma import gamma_run
 from veracity.runs.validate import ValidateSettings, validate_gamma
-from veracity.types import Sampling
+from veracity.types import Item, Sampling
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "truthfulqa" / "TruthfulQA.csv"
 MODEL, EMBEDDER = "llamacpp/default", "st/default"
@@ -41,6 +41,23 @@ def _ci(name: str, block: dict[str, object] | None) -> None:
         return
     low, high = block["ci"]  # type: ignore[misc]
     print(f"{name}: {block['auroc']:.3f} AUROC (95% CI {low:.3f} to {high:.3f})")
+
+
+def warm(items: list[Item], ctx: Context, settings: GammaSettings, baseline: ConsistencySettings,
+         shard: str) -> None:
+    """Generate every stage's answers for this worker's groups of questions, group by group,
+    so that the first questions are complete in the cache first (hashed embeddings: scoring
+    happens in the final pass)."""
+    index, count = (int(v) for v in shard.split("/"))
+    client, hashed = ctx.client(MODEL), ctx.embedder("hash/default")
+    paths = variations(client, settings.n)
+    for start in range(5 * (index - 1), len(items), 5 * count):
+        group = items[start : start + 5]
+        run_gamma(group, client, hashed, settings)
+        null_generations([i.question for i in group], client, settings.sampling, paths)
+        consistency_scores([i.question for i in group], client, hashed, baseline,
+                           greedy=["-"] * len(group))
+        print(f"warm: questions {start + 1}-{start + len(group)} done", flush=True)
 
 
 def main() -> int:
@@ -54,9 +71,10 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--cache", type=Path, help="SQLite cache (default: a temporary one)")
     parser.add_argument("--out", type=Path, help="run directory (default: temporary)")
-    parser.add_argument("--part", choices=("all", "answers", "null", "baseline"), default="all")
-    parser.add_argument("--shard", default="1/1", help="with --part: this share of the questions, "
-                                                        "e.g. 2/3 (the second third)")
+    parser.add_argument("--part", choices=("all", "warm"), default="all",
+                        help="warm: only generate (into the cache), for one --shard")
+    parser.add_argument("--shard", default="1/1",
+                        help="with --part warm: worker i of k takes every k-th group of 5 questions")
     parser.add_argument("--smoke", action="store_true", help="3 questions, n=2, 8 tokens")
     args = parser.parse_args()
     if args.smoke:
@@ -72,22 +90,9 @@ def main() -> int:
     sampling = Sampling(temperature=0.0, max_tokens=args.max_tokens)
     settings = GammaSettings(n=args.n, sampling=sampling, control="numeric")
     baseline = ConsistencySettings(args.baseline_samples, 0.7, args.max_tokens, 0)
-    index, count = (int(v) for v in args.shard.split("/"))
-    every = items
-    if args.part != "all":
-        items = every[(index - 1) * len(every) // count : index * len(every) // count]
     try:
-        if args.part == "answers":
-            run_gamma(items, ctx.client(MODEL), ctx.embedder(EMBEDDER), settings)
-            return 0
-        if args.part == "null":
-            client = ctx.client(MODEL)
-            null_generations([i.question for i in items], client, sampling,
-                             variations(client, args.n))
-            return 0
-        if args.part == "baseline":  # the sampled answers only; scored later
-            consistency_scores([i.question for i in items], ctx.client(MODEL),
-                               ctx.embedder(EMBEDDER), baseline, greedy=["-"] * len(items))
+        if args.part == "warm":
+            warm(items, ctx, settings, baseline, args.shard)
             return 0
         out = args.out or tmp / "run"
         outcome = gamma_run(items, MODEL, EMBEDDER, settings, ctx, out, dataset)
@@ -98,7 +103,7 @@ def main() -> int:
         ctx.close()
     control = outcome.results["control"]
     curve = calibration.curves[0]
-    print(f"questions: {len(every)} items")
+    print(f"questions: {len(items)} items")
     print(f"perturbed and null answers per question: {args.n} each")
     print(f"max tokens: {args.max_tokens} tokens")
     print(f"accuracy: {found['accuracy']['all']['accuracy']:.3f} share correct")
