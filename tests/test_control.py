@@ -229,3 +229,18 @@ def test_the_python_api_takes_the_control() -> None:
     with pytest.raises(ConfigError, match="unknown control 'bogus'"):
         veracity.gamma("Q?", model="fake/stable", embedder="hash/default", cache=False,
                        control="bogus")
+
+
+def test_hf_variations_change_batching_and_padding_only() -> None:
+    from veracity.backends.hf import HFBackend
+
+    backend = HFBackend.__new__(HFBackend)  # the batching logic needs no loaded model
+    backend.spec, backend.batch_size, backend.extra_padding = "hf/x", 8, 0
+    backend._identity = {"path": "x", "dtype": "float32"}
+    found = backend.compute_variations(12)
+    assert len({v["batch_size"] for v in found}) == 12 and all(v["batch_size"] != 8 for v in found)
+    assert [v["extra_padding"] for v in found] == list(range(1, 13))
+    varied = backend.varied(found[0])
+    assert (varied.batch_size, varied.extra_padding) == (found[0]["batch_size"], 1)
+    assert varied.identity() == {"path": "x", "dtype": "float32", "compute": found[0]}
+    assert backend.identity() == {"path": "x", "dtype": "float32"} and backend.extra_padding == 0
