@@ -11,6 +11,7 @@ from veracity.errors import (
     DataError,
     VeracityError,
 )
+from veracity.methods.calibration import read_calibration
 from veracity.methods.gamma import gamma_from_embeddings
 from veracity.methods.trust import TrustScore
 from veracity.registry import load_embedder, load_model
@@ -36,6 +37,7 @@ __all__ = [
     "gamma_from_embeddings",
     "load_embedder",
     "load_model",
+    "read_calibration",
     "score_gamma",
     "trust",
 ]

@@ -10,6 +10,9 @@ from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.base import Embedder
+from veracity.errors import ConfigError
+from veracity.methods.calibration import Calibration, Curve, as_calibration
+from veracity.methods.control import CONTROLS, add_null_control
 from veracity.methods.gamma import Form, GammaSettings, check_prompt, run_gamma, score_answers
 from veracity.methods.trust import TrustScore, TrustSettings, score_trust
 from veracity.registry import load_embedder, load_model
@@ -40,8 +43,12 @@ def gamma(
     ball: str = "ascii-control",
     max_tokens: int = 64,
     cache: bool | str | Path | Cache = True,
+    control: str | None = None,
 ) -> list[dict[str, Any]]:
     """Harmonic gamma of each prompt's answer; one record per prompt.
+
+    ``control="numeric"`` also answers each prompt n more times along other compute paths
+    (no input change) and adds ``gamma_null`` and ``gamma_above_null`` to every record.
 
     >>> veracity.gamma("What is 2+2?", model="fake/constant", embedder="hash/default",
     ...                cache=False)[0]["gamma"]
@@ -50,6 +57,8 @@ def gamma(
     texts = [prompts] if isinstance(prompts, str) else list(prompts)
     for index, prompt in enumerate(texts, 1):
         check_prompt(prompt, f"prompt {index}")
+    if control is not None and control not in CONTROLS:
+        raise ConfigError(f"unknown control '{control}'; known: {', '.join(CONTROLS)}")
     store = _cache(cache)
     backend = load_model(model) if isinstance(model, str) else model
     client = LLMClient(backend, store)
@@ -58,7 +67,11 @@ def gamma(
     )
     try:
         items = [Item(f"prompt-{i}", p) for i, p in enumerate(texts, 1)]
-        return run_gamma(items, client, _embedder(embedder, store), settings)
+        cached_embedder = _embedder(embedder, store)
+        records = run_gamma(items, client, cached_embedder, settings)
+        if control is not None:
+            add_null_control(records, client, cached_embedder, settings.sampling, n, form)
+        return records
     finally:
         if isinstance(model, str):
             client.close()
@@ -92,7 +105,18 @@ class Truster:
         max_tokens: int = 64,
         cache: bool | str | Path | Cache = True,
         paraphraser: str | Backend | None = None,
+        calibration: str | Path | Calibration | None = None,
+        force: bool = False,
     ) -> None:
+        """``calibration`` (a file from ``veracity calibrate``) adds P(correct) to every score
+        and sets the verdict thresholds; one made for another model, embedder, form, ball or
+        N is refused unless ``force`` (recorded in each score's ``calibration``)."""
+        self.curve: Curve | None = None
+        self.calibration: dict[str, Any] | None = None
+        if calibration is not None and thresholds is not None:
+            raise ConfigError("give thresholds or a calibration, not both: a calibration "
+                              "sets the verdict thresholds")
+        found = None if calibration is None else as_calibration(calibration)
         self.settings = TrustSettings(
             n=n, ball=ball, seed=seed, form=form, thresholds=thresholds,
             sampling=Sampling(temperature=0.0, max_tokens=max_tokens),
@@ -102,6 +126,14 @@ class Truster:
         self.client = self._client(model, store)
         self.paraphraser = None if paraphraser is None else self._client(paraphraser, store)
         self.embedder = _embedder(embedder, store)
+        if found is not None:
+            key = {"model": self.client.spec, "embedder": self.embedder.spec, "form": form,
+                   "ball": ball, "n": n}
+            try:
+                self.curve, self.calibration = found.select(key, force)
+            except ConfigError:
+                self.close()
+                raise
 
     def _client(self, model: str | Backend, store: Cache | None) -> LLMClient:
         client = LLMClient(load_model(model) if isinstance(model, str) else model, store)
@@ -112,7 +144,7 @@ class Truster:
     def __call__(self, prompt: str, answer: str | None = None) -> TrustScore:
         """Score ``answer`` to ``prompt`` (the model's own answer when None)."""
         return score_trust(prompt, self.client, self.embedder, answer, self.settings,
-                           self.paraphraser)
+                           self.paraphraser, self.curve, self.calibration)
 
     def close(self) -> None:
         """Release the models this Truster loaded itself."""
@@ -139,6 +171,8 @@ def trust(
     seed: int = 0,
     max_tokens: int = 64,
     cache: bool | str | Path | Cache = True,
+    calibration: str | Path | Calibration | None = None,
+    force: bool = False,
 ) -> TrustScore:
     """Real-time trust score of one answer: gamma from N perturbed calls, and a verdict.
 
@@ -148,11 +182,15 @@ def trust(
     default is the authors' 0.1 / 0.2 buckets, which they apply to their code's form
     sqrt(1 - cos); for the default ``sin`` form they become 0.141 / 0.280.
 
+    ``calibration`` (a file from ``veracity calibrate``, made for the same model, embedder,
+    form, ball and n, or any with ``force=True``) adds ``p_correct`` and sets the thresholds.
+
     This loads the model and embedder on every call; for many calls keep a :class:`Truster`.
 
     >>> veracity.trust("What is 2+2?", answer="4", model="fake/constant",
     ...                embedder="hash/default", cache=False).verdict
     'trustworthy'
     """
-    with Truster(model, embedder, n, form, thresholds, ball, seed, max_tokens, cache) as truster:
+    with Truster(model, embedder, n, form, thresholds, ball, seed, max_tokens, cache,
+                 calibration=calibration, force=force) as truster:
         return truster(prompt, answer)

@@ -66,6 +66,20 @@ class StreamingBackend(Backend, Protocol):
         every request is done. Once ``stop`` is set, requests not yet sent are dropped (never
         yielded) and the iterator ends when those in flight are done; closing the iterator
         abandons those in flight too."""
+class ComputeVaried(Protocol):
+    """A backend that can compute the same request along other numerical paths.
+
+    A compute variation changes how the model's arithmetic is carried out (batch splits,
+    thread counts, padding), never the prompt text or its tokens; the varied backend's
+    ``identity()`` records it, so its outputs are cached apart from the default path's.
+    """
+
+    def compute_variations(self, n: int) -> list[dict[str, Any]]:
+        """``n`` distinct variations, none of them the backend's own default path."""
+        ...
+
+    def varied(self, variation: dict[str, Any]) -> Backend:
+        """This model computing with ``variation`` (close it after use)."""
         ...
 
 

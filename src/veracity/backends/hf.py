@@ -20,6 +20,7 @@ Besides ``generate``, the backend exposes the prompt's input embeddings and gene
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import importlib.resources
@@ -132,6 +133,8 @@ class HFBackend:
         self.spec = spec
         self.device = device
         self.batch_size = batch_size
+        self.extra_padding = 0
+        """Pad columns added on the left of every batch (numeric control variations)."""
         self.capabilities = Capabilities(
             prefill=True, seed=True, inputs_embeds=True, max_concurrency=batch_size
         )
@@ -181,6 +184,27 @@ class HFBackend:
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
+
+    def compute_variations(self, n: int) -> list[dict[str, Any]]:
+        """Other batch sizes (so other batch neighbours and padding widths) and 1..n extra
+        left-padding columns: the same tokens, other tensor shapes."""
+        sizes = [b for b in (1, 2, 3, 5, 4, 7, 6, 16, 9, 11, 13, 12, 15, 10, 14, 24)
+                 if b != self.batch_size]
+        sizes += [b for b in range(17, 17 + n) if b != self.batch_size]
+        return [{"batch_size": sizes[k], "extra_padding": k + 1} for k in range(n)]
+
+    def varied(self, variation: dict[str, Any]) -> HFBackend:
+        """The same loaded model batching with the variation's size and extra padding."""
+        unknown = set(variation) - {"batch_size", "extra_padding"}
+        if unknown:
+            raise ConfigError(f"{self.spec}: unknown compute settings {sorted(unknown)}")
+        other = copy.copy(self)
+        other.batch_size = int(variation["batch_size"])
+        other.extra_padding = int(variation["extra_padding"])
+        if other.batch_size < 1 or other.extra_padding < 0:
+            raise ConfigError(f"{self.spec}: bad compute variation {variation}")
+        other._identity = {**self._identity, "compute": dict(variation)}
+        return other
 
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:
         """The exact prompt text: chat template with the generation prompt, then the prefill."""
@@ -308,7 +332,7 @@ class HFBackend:
         torch = self._torch
         transformers: Any = importlib.import_module("transformers")
 
-        width = max(job.length for job in batch)
+        width = max(job.length for job in batch) + self.extra_padding
         mask = torch.zeros((len(batch), width), dtype=torch.long)
         for row, job in enumerate(batch):
             mask[row, width - job.length :] = 1  # left padding: every row ends at the same column

@@ -19,6 +19,11 @@ from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.types import Generation, GenRequest, Message
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SPLITS = ((512, 512), (16, 16), (8, 8), (24, 24), (48, 48), (40, 16), (12, 12), (64, 24),
+          (20, 20), (56, 56), (4, 4), (28, 28), (36, 12), (10, 10), (44, 44), (6, 6))
+"""(n_batch, n_ubatch) of the numeric control's variations, in order: each splits a prompt
+into a different sequence of chunks (llama.cpp evaluates a prompt n_ubatch tokens at a time
+within n_batch chunks), and none matches the default split."""
 
 
 def bundled_gguf_path() -> Path:
@@ -68,7 +73,11 @@ class LlamaCppBackend:
         n_threads: int | None = None,
         n_batch: int = 32,
         reuse_prefix: bool = True,
+        n_ubatch: int | None = None,
+        compute: dict[str, Any] | None = None,
     ) -> None:
+        """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
+        (recorded in the identity, so its outputs are cached apart)."""
         if not path.is_file():
             raise ConfigError(f"GGUF model file not found: {path}")
         try:
@@ -82,13 +91,17 @@ class LlamaCppBackend:
         self.path = path
         self.reuse_prefix = reuse_prefix
         self.n_batch = n_batch
+        self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix}
         self._prompt_ids: list[int] = []
+        threads = n_threads or os.cpu_count() or 1
         try:
             self._llm = Llama(
                 model_path=str(path),
                 n_ctx=n_ctx,
-                n_threads=n_threads or os.cpu_count() or 1,
+                n_threads=threads,
+                n_threads_batch=threads,
                 n_batch=n_batch,
+                n_ubatch=n_ubatch or n_batch,
                 verbose=False,
             )
         except ValueError as exc:  # llama.cpp could not read the file
@@ -110,6 +123,43 @@ class LlamaCppBackend:
             "llama_cpp": llama_version,
             "n_batch": n_batch,  # how a prompt is split into batches changes float rounding
         }
+        if compute is not None:
+            self._identity["compute"] = dict(compute)
+
+    def compute_variations(self, n: int) -> list[dict[str, Any]]:
+        """Other prompt splits (n_batch, n_ubatch), alternating the thread count between this
+        backend's own and one (more threads than that would only oversubscribe the CPU)."""
+        default = min(self.n_batch, int(self._llm.context_params.n_ubatch))
+        threads = int(self._llm.context_params.n_threads)
+        splits = [s for s in SPLITS if s != (self.n_batch, default)]
+        extra = (size for size in range(3, 512) if (size, size) not in splits and size != default)
+        while len(splits) < n:
+            size = next(extra)
+            splits.append((size, size))
+        return [{"n_batch": b, "n_ubatch": u, "n_threads": 1 if k % 2 == 0 else threads}
+                for k, (b, u) in enumerate(splits[:n])]
+
+    def varied(self, variation: dict[str, Any]) -> LlamaCppBackend:
+        """The same GGUF in a new llama.cpp context with the variation's splits and threads."""
+        unknown = set(variation) - {"n_batch", "n_ubatch", "n_threads"}
+        if unknown:
+            raise ConfigError(f"{self.spec}: unknown compute settings {sorted(unknown)}")
+        return LlamaCppBackend(
+            self.path, self.spec, n_ctx=self._options["n_ctx"],
+            n_threads=int(variation["n_threads"]), n_batch=int(variation["n_batch"]),
+            reuse_prefix=self._options["reuse_prefix"], n_ubatch=int(variation["n_ubatch"]),
+            compute=variation,
+        )
+
+    def context_settings(self) -> dict[str, int]:
+        """The batch splits and thread counts llama.cpp's context was created with."""
+        params = self._llm.context_params
+        return {"n_batch": int(params.n_batch), "n_ubatch": int(params.n_ubatch),
+                "n_threads": int(params.n_threads), "n_threads_batch": int(params.n_threads_batch)}
+
+    def tokenize(self, prompt: str) -> list[int]:
+        """The tokens llama.cpp evaluates for a rendered prompt."""
+        return list(self._llm.tokenize(prompt.encode("utf-8"), special=True))
 
     def _token_text(self, token: int) -> str:
         return self._llm.detokenize([token], special=True).decode("utf-8", "replace")

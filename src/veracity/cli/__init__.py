@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from veracity.cli.attack import attack, isotropy
+from veracity.cli.calibrate import calibrate_command
 from veracity.cli.deception import deception
 from veracity.cli.fewl import fewl
 from veracity.cli.gamma import gamma
@@ -30,3 +31,4 @@ main.add_command(cache)
 main.add_command(validate)
 main.add_command(annotate)
 main.add_command(serve)
+main.add_command(calibrate_command)

@@ -25,6 +25,8 @@ from veracity.cli.options import (
 from veracity.cli.output import echo
 from veracity.data.qa import load_items
 from veracity.errors import ConfigError
+from veracity.methods.calibration import read_calibration
+from veracity.methods.control import CONTROLS
 from veracity.methods.gamma import EMBEDDING, FORMS, GammaSettings, check_prompt
 from veracity.methods.paraphrase import PARAPHRASE
 from veracity.methods.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
@@ -54,9 +56,18 @@ def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) 
     agg = outcome.results["aggregate"]
     settings = outcome.results["settings"]
     share = agg["share_below_threshold"]
-    echo(f"\n{'prompt':<62} {'gamma':>7}  answer")
+    control = outcome.results.get("control")
+    calibrated = outcome.results.get("calibration")
+    null_head = f" {'γ_null':>7}" if control else ""
+    null_head += f" {'P(ok)':>5}" if calibrated else ""
+    echo(f"\n{'prompt':<62} {'gamma':>7}{null_head}  answer")
     for record in outcome.records[:25]:
-        value = "   —   " if record["gamma"] is None else f"{record['gamma']:7.4f}"
+        value = _value(record["gamma"])
+        if control:
+            value += " " + _value(record.get("gamma_null"))
+        if calibrated:
+            p = record.get("p_correct")
+            value += "   —  " if p is None else f" {p:5.2f}"
         said = f"[{record['error']}]" if record.get("error") else record["answer"]
         echo(f"{_short(record['prompt']):<62} {value}  {_short(said, 50)}")
     if len(outcome.records) > 25:
@@ -73,11 +84,48 @@ def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) 
         f"model {outcome.results['model']}  embedder {outcome.results['embedder']}  "
         f"form {settings['form']}  ball {settings['ball']}  N {settings['n']}"
     )
+    if control:
+        print_control(control)
+    if calibrated:
+        print_calibration(calibrated, outcome.records)
     echo(f"{calls} model calls, {hits} cache hits, {seconds:.1f} s")
 
 
+def _value(value: float | None) -> str:
+    return "   —   " if value is None else f"{value:7.4f}"
+
+
+def print_calibration(calibrated: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """Which calibration was used, its thresholds, and the calibrated verdicts."""
+    t = calibrated["thresholds"]
+    counts = {name: sum(r.get("verdict") == name for r in records)
+              for name in ("trustworthy", "uncertain", "untrustworthy", "unscored")}
+    forced = " (FORCED: made for another setup)" if calibrated["forced"] else ""
+    echo(
+        f"calibration {calibrated['source']}{forced}: trustworthy γ < {t['low']:.4f}, "
+        f"untrustworthy γ ≥ {t['high']:.4f}; "
+        + ", ".join(f"{name} {count}" for name, count in counts.items() if count)
+    )
+
+
+def print_control(control: dict[str, Any]) -> None:
+    """The numeric control's summary lines."""
+    if not control["n_scored"]:
+        echo("numeric control: no item has both γ and γ_null")
+        return
+    kinds = sorted({v["kind"] for v in control["variations"]})
+    echo(
+        f"numeric control ({control['n']} {'/'.join(kinds)} paths, {control['n_scored']} items): "
+        f"mean γ {control['mean_gamma']:.4f}  mean γ_null {control['mean_gamma_null']:.4f}  "
+        f"γ above the null's 95th percentile ({control['gamma_null_p95']:.4f}): "
+        f"{100 * control['share_above_null_p95']:.1f}%  "
+        f"null answers all identical: {100 * control['share_null_identical']:.1f}%"
+    )
+
+
 _GENERATION_OPTIONS = ("model", "n", "allow_large_n", "seed", "ball", "max_tokens", "paraphraser", "radius",
-                       "shape", "scope", "limit", "question_field")
+                       "shape", "scope", "limit", "question_field", "control")
+"""Options --recorded refuses."""
 
 
 def _refuse_generation_options() -> None:
@@ -119,6 +167,15 @@ def _refuse_generation_options() -> None:
 @click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
 @click.option("--threshold", type=THRESHOLD, default=0.05, show_default=True,
               help="γ below this counts as trustworthy in the summary.")
+@click.option("--control", type=click.Choice(CONTROLS),
+              help="numeric: answer each question N more times along other compute paths (no "
+                   "input change) and report γ_null, the γ of numerical noise alone.")
+@click.option("--calibration", type=click.Path(path_type=Path),
+              help="Calibration file (veracity calibrate): adds P(correct) per answer and takes the "
+                   "verdict thresholds from it.")
+@click.option("--force", is_flag=True,
+              help="Use a calibration made for another model, embedder, form, ball or N "
+                   "(recorded in the results).")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
 @click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
@@ -134,6 +191,9 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
     sources = sum(bool(x) for x in (prompts, kw["dataset"], kw["recorded"]))
     if sources != 1:
         raise ConfigError("give prompts, or --dataset SPEC, or --recorded FILE (exactly one)")
+    if kw["force"] and not kw["calibration"]:
+        raise ConfigError("--force only applies to --calibration FILE")
+    calibration = read_calibration(kw["calibration"]) if kw["calibration"] else None
     ctx = make_context(**common)
     started = time.perf_counter()
     try:
@@ -141,7 +201,7 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
             _refuse_generation_options()
             out = kw["out"]
             outcome = recorded_run(kw["recorded"], kw["embedder"], ctx, kw["form"], kw["threshold"],
-                                   out)
+                                   out, calibration, kw["force"])
         else:
             if prompts:
                 for index, prompt in enumerate(prompts, 1):
@@ -157,15 +217,21 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
                 n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
                 sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
                 threshold=kw["threshold"], paraphraser=kw["paraphraser"],
-                radius=kw["radius"], shape=kw["shape"], scope=kw["scope"],
+                radius=kw["radius"], shape=kw["shape"], scope=kw["scope"], control=kw["control"],
                 allow_large_n=kw["allow_large_n"],
             )
-            outcome = gamma_run(items, kw["model"], kw["embedder"], settings, ctx, out, dataset)
+            outcome = gamma_run(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
+                                calibration, kw["force"])
         stats = total_stats(ctx)
     finally:
         ctx.close()
     if kw["as_json"]:
-        echo(dumps(outcome.records, indent=2))
+        extra = {name: outcome.results[name] for name in ("control", "calibration")
+                 if name in outcome.results}
+        if "calibration" in extra:
+            extra["calibration"] = {k: v for k, v in extra["calibration"].items() if k != "curve"}
+        shown: Any = {"records": outcome.records, **extra} if extra else outcome.records
+        echo(dumps(shown, indent=2))
     else:
         print_summary(outcome, time.perf_counter() - started, stats.model_calls, stats.cache_hits)
     if outcome.run is not None:

@@ -115,6 +115,9 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
         b = results["baseline_settings"]
         lines += [(f"self-consistency (M={b['m']}, T={b['temperature']})", results["baseline"]),
                   ("difference γ − baseline", results["difference"])]
+    if results.get("gamma_minus_null") is not None:
+        lines += [("γ − γ_null (numeric control)", results["gamma_minus_null"]),
+                  ("γ_null alone", results["gamma_null"])]
     for name, block in lines:
         echo(f"  {name:<34} {_ci(block)}")
     echo(f"\n{stats.model_calls} model calls, {stats.cache_hits} cache hits, "

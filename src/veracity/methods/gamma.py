@@ -87,6 +87,8 @@ class GammaSettings:
     """``embedding`` ball only: perturb the ``question`` tokens or ``all`` prompt tokens."""
     allow_large_n: bool = False
     """Allow more than MAX_N perturbed prompts per question (each is a model call)."""
+    control: str | None = None
+    """``numeric``: also answer each question along N compute paths and score gamma_null."""
 
     def __post_init__(self) -> None:
         check_count("n", self.n, MAX_N, self.allow_large_n)
@@ -97,6 +99,8 @@ class GammaSettings:
         extra: dict[str, Any] = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
         if self.ball == EMBEDDING:
             extra = {"radius": self.radius, "shape": self.shape, "scope": self.scope}
+        if self.control is not None:
+            extra["control"] = self.control
         return {
             "n": self.n,
             "ball": self.ball,

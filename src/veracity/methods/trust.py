@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
+from veracity.methods.calibration import Curve
 from veracity.methods.gamma import FORMS, Form, check_prompt, score_answers
 from veracity.methods.paraphrase import PARAPHRASE, paraphrase_ball
 from veracity.perturb import perturb
@@ -125,6 +126,12 @@ class TrustScore:
     """Wall time of this score (cached generations make it shorter)."""
     model_calls: int
     """Generations actually sent to the model (cache misses)."""
+    p_correct: float | None = None
+    """P(correct) from the calibration curve (None without a calibration, or unscored)."""
+    p_correct_band: tuple[float, float] | None = None
+    """The calibration's 95% bootstrap band at this gamma."""
+    calibration: dict[str, Any] | None = None
+    """Which calibration gave p_correct and the thresholds (and whether it was forced)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,11 +145,15 @@ def score_trust(
     settings: TrustSettings = TrustSettings(),
     paraphraser: LLMClient | None = None,
     context: Sequence[Message] = (),
+    curve: Curve | None = None,
+    calibration: dict[str, Any] | None = None,
 ) -> TrustScore:
     """Score ``answer`` (or the model's own answer) to ``prompt``: one batch of generations.
 
     ``context`` holds the turns before the prompt (a system message, earlier exchanges); they
-    are sent unchanged with every perturbed prompt.
+    are sent unchanged with every perturbed prompt. With a calibration ``curve`` the score
+    carries P(correct) and the verdict uses the curve's thresholds; ``calibration`` describes
+    where the curve came from.
     """
     check_prompt(prompt, "trust")
     began = time.perf_counter()
@@ -159,7 +170,7 @@ def score_trust(
     texts = [g.text.strip() for g in client.generate(requests, stage="trust")]
     centre = texts.pop(0) if answer is None else answer.strip()
     value = score_answers([centre], [texts], embedder, settings.form)[0]
-    thresholds = settings.resolved_thresholds()
+    thresholds = settings.resolved_thresholds() if curve is None else curve.verdict_thresholds()
     calls_after = sum(c.stats.model_calls for c in clients if c is not None)
     return TrustScore(
         gamma=value,
@@ -177,4 +188,7 @@ def score_trust(
         ball=settings.ball,
         seconds=time.perf_counter() - began,
         model_calls=calls_after - calls_before,
+        p_correct=None if curve is None else curve.p_correct(value),
+        p_correct_band=None if curve is None else curve.band(value),
+        calibration=calibration,
     )

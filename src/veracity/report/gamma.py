@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import DataError
-from veracity.report.html import figure, pyplot, table
+from veracity.report.calibration import calibration_section, control_plot, control_table
+from veracity.report.html import esc, figure, pyplot, table
 from veracity.report.items import Column, gamma_comparison, item_table, present
 from veracity.store import VALIDATION_FILE, RunDir
 
@@ -136,24 +137,36 @@ def _comparison(runs: list[RunDir], names: list[str]) -> str:
             + gamma_comparison("gamma-compare", "gamma-items", names, pair, upper))
 
 
-def _control(runs: list[RunDir], names: list[str]) -> str:
-    """The run-level ``control`` block where runs carry one: its scalar entries."""
-    found = [(name, run.results["control"]) for run, name in zip(runs, names, strict=True)
-             if isinstance(run.results.get("control"), dict)]
-    if not found:
+
+def _control(runs: list[RunDir]) -> str:
+    with_control = [run for run in runs if run.results.get("control")]
+    if not with_control:
         return ""
-    keys: list[str] = []
-    for _, control in found:
-        keys += [k for k, v in control.items() if not isinstance(v, dict | list) and k not in keys]
-    rows = [[name, *(control.get(k) for k in keys)] for name, control in found]
-    return "<h3>Null control and calibration</h3>" + table(["run", *keys], rows)
+    summaries = [(_label(run.results), run.results["control"]) for run in with_control]
+    pairs = [(_label(run.results), [(s["gamma"], s["gamma_null"]) for s in run.samples()
+                                    if s.get("gamma") is not None
+                                    and s.get("gamma_null") is not None])
+             for run in with_control]
+    return "".join(["<h3>Numeric control: γ against numerical noise</h3>",
+                    control_table(summaries), control_plot(pairs)])
+
+
+def _calibration(runs: list[RunDir]) -> str:
+    used = [run.results["calibration"] for run in runs if run.results.get("calibration")]
+    if not used:
+        return ""
+    forced = [f"<p class='error'>{esc(u['source'])} was made for another setup and used with "
+              f"--force: {esc(u.get('differs'))}</p>" for u in used if u.get("forced")]
+    return "".join(["<h3>Calibration used: P(correct) from γ</h3>", *forced,
+                    calibration_section([u["curve"] for u in used])])
 
 
 def section(runs: list[RunDir]) -> str:
     """HTML for a group of gamma runs."""
     names = labels(runs)
-    parts = [_summary(runs), _control(runs, names), "<h3>γ distribution per model × dataset</h3>",
-             _histograms(runs), "<h3>Every answer</h3>", _items(runs, names)]
+    parts = [_summary(runs), _control(runs), _calibration(runs),
+             "<h3>γ distribution per model × dataset</h3>", _histograms(runs),
+             "<h3>Every answer</h3>", _items(runs, names)]
     if len(runs) > 1:
         parts.append(_comparison(runs, names))
     return "".join(parts)

@@ -46,19 +46,20 @@ def _auroc_table(found: list[dict[str, Any]]) -> str:
             acc["below_threshold"]["accuracy"], acc["below_threshold"]["n"],
             _ci(v["gamma"]),
             _ci(v["baseline"]) + (f" (M={base['m']}, T={base['temperature']})" if base else ""),
-            _ci(v["difference"]),
+            _ci(v["difference"]), _ci(v.get("gamma_minus_null")),
         ])
     thresholds = sorted({v["accuracy"]["threshold"] for v in found})
     return table(
         ["run", "labels", "answers", "incorrect", "accuracy (all)",
          f"accuracy (γ < {', '.join(map(str, thresholds))})", "n (γ < thr.)",
-         "AUROC γ [95% CI]", "AUROC self-consistency [95% CI]", "γ − baseline [95% CI]"],
+         "AUROC γ [95% CI]", "AUROC self-consistency [95% CI]", "γ − baseline [95% CI]",
+         "AUROC γ − γ_null [95% CI]"],
         rows,
     ) + (
         "<p class='muted'>AUROC for flagging incorrect answers: γ as is, the baseline as "
         "1 − its normalized cosine (UQLM's cosine scorer on M sampled answers). 0.5 = chance. "
         "Percentile bootstrap over questions, paired between γ and the baseline; computed on "
-        "the answers both could score.</p>"
+        "the answers both could score. γ − γ_null: runs with the numeric control.</p>"
     )
 
 

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from veracity.data.jsonl import read_objects
-from veracity.errors import DataError
+from veracity.errors import ConfigError, DataError
+from veracity.methods.calibration import Calibration
+from veracity.methods.control import CONTROLS, add_null_control
 from veracity.methods.gamma import (
     EMBEDDING,
     Form,
@@ -20,6 +22,7 @@ from veracity.methods.gamma import (
     score_answers,
 )
 from veracity.methods.whitebox import Scope, Shape, whitebox_gamma
+from veracity.runs.calibrate import apply_calibration, run_key
 from veracity.runs.common import Context
 from veracity.store import RunDir, check_run_target
 from veracity.text import short
@@ -49,6 +52,16 @@ def _results(
     }
 
 
+def _calibrate(records: list[dict[str, Any]], results: dict[str, Any],
+               calibration: Calibration | None, force: bool) -> None:
+    """P(correct) and calibrated verdicts on the records; what was used into the results."""
+    if calibration is None:
+        return
+    curve, choice = calibration.select(run_key(results), force)
+    apply_calibration(records, curve)
+    results["calibration"] = choice | {"thresholds": curve.thresholds, "curve": curve.to_dict()}
+
+
 def _save(
     out: Path | None, config: dict[str, Any], records: list[dict[str, Any]],
     results: dict[str, Any], ctx: Context,
@@ -70,12 +83,24 @@ def gamma_run(
     ctx: Context,
     out: Path | None = None,
     dataset: str = "prompts",
+    calibration: Calibration | None = None,
+    force: bool = False,
 ) -> GammaOutcome:
-    """Score items with gamma on a model; all generations go through the cache."""
+    """Score items with gamma on a model; all generations go through the cache.
+
+    With ``settings.control`` the numeric null control runs after gamma, on the same answers.
+    With ``calibration`` every record gets P(correct) and a calibrated verdict; a calibration
+    made for another setup is refused before any model call unless ``force``.
+    """
+    if settings.control is not None and settings.control not in CONTROLS:
+        raise ConfigError(f"unknown control '{settings.control}'; known: {', '.join(CONTROLS)}")
     if out is not None:
         check_run_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
+    if calibration is not None:  # refuse a mismatch before any model call
+        calibration.select({"model": client.spec, "embedder": cached_embedder.spec,
+                            "form": settings.form, "ball": settings.ball, "n": settings.n}, force)
     if settings.ball == EMBEDDING:
         records = whitebox_gamma(
             items, client, cached_embedder, n=settings.n, radius=settings.radius,
@@ -85,7 +110,14 @@ def gamma_run(
     else:
         paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
         records = run_gamma(items, client, cached_embedder, settings, paraphraser)
+    control = None
+    if settings.control is not None:
+        control = add_null_control(records, client, cached_embedder, settings.sampling,
+                                   settings.n, settings.form)
     results = _results(records, settings, client.spec, cached_embedder.spec, dataset)
+    if control is not None:
+        results["control"] = control
+    _calibrate(records, results, calibration, force)
     config = {
         "model": client.spec,
         "model_identity": client.backend.identity(),
@@ -95,6 +127,11 @@ def gamma_run(
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
+    if control is not None:
+        config["control"] = {"kind": control["kind"], "n": control["n"],
+                             "variations": control["variations"]}
+    if calibration is not None:
+        config["calibration"] = {k: v for k, v in results["calibration"].items() if k != "curve"}
     return GammaOutcome(records, results, _save(out, config, records, results, ctx))
 
 
@@ -147,6 +184,8 @@ def recorded_run(
     form: Form = "sin",
     threshold: float = 0.05,
     out: Path | None = None,
+    calibration: Calibration | None = None,
+    force: bool = False,
 ) -> GammaOutcome:
     """Score recorded generations with no model at all."""
     if out is not None:
@@ -178,6 +217,7 @@ def recorded_run(
         "ball": settings.ball, "form": form, "threshold": threshold, "recorded": True,
     }
     results["settings"] = described
+    _calibrate(records, results, calibration, force)
     config = {"recorded": str(path), "embedder": cached_embedder.spec, "model": model,
               "dataset": f"recorded:{path.name}", "settings": described}
     return GammaOutcome(records, results, _save(out, config, records, results, ctx))

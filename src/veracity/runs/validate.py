@@ -134,22 +134,36 @@ def _accuracy(correct: Sequence[bool], level: float, seed: int) -> dict[str, Any
 def summarise(
     gamma: Sequence[float | None], verdicts: Sequence[Verdict],
     baseline: Sequence[float | None] | None, settings: ValidateSettings,
+    null: Sequence[float | None] | None = None,
 ) -> dict[str, Any]:
-    """AUROCs with paired bootstrap CIs, accuracy below the threshold, binned accuracy."""
+    """AUROCs with paired bootstrap CIs, accuracy below the threshold, binned accuracy.
+
+    With ``null`` (the numeric control's gamma_null) also the AUROC of gamma - gamma_null and
+    of gamma_null alone, on the same questions.
+    """
     labelled = [k for k, v in enumerate(verdicts) if v.correct is not None]
     if not labelled:
         raise DataError("no answer could be labelled: the dataset has no reference answers "
                         "(use --judge MODEL)")
     correct = {k: bool(verdicts[k].correct) for k in labelled}
     with_gamma = [k for k in labelled if gamma[k] is not None]
-    common = [k for k in with_gamma if baseline is None or baseline[k] is not None]
+    common = [k for k in with_gamma if (baseline is None or baseline[k] is not None)
+              and (null is None or null[k] is not None)]
     incorrect = np.array([not correct[k] for k in common], dtype=bool)
-    sets = [np.array([gamma[k] for k in common], dtype=np.float64)]
+
+    def scores(values: Sequence[float | None], transform: Any = float) -> np.ndarray:
+        return np.array([transform(values[k]) for k in common], dtype=np.float64)
+
+    named = {"gamma": scores(gamma)}
     if baseline is not None:
-        sets.append(np.array([1.0 - float(baseline[k]) for k in common])  # type: ignore[arg-type]
-                    )
+        named["baseline"] = scores(baseline, lambda v: 1.0 - float(v))
+    if null is not None:
+        named["gamma_minus_null"] = named["gamma"] - scores(null)
+        named["gamma_null"] = scores(null)
+    sets = list(named.values())
     boot = (bootstrap_aurocs(sets, list(incorrect), settings.resamples, settings.seed)
             if common else np.full((1, len(sets)), np.nan))
+    column = {name: k for k, name in enumerate(named)}
     out: dict[str, Any] = {
         "n_items": len(verdicts),
         "n_labelled": len(labelled),
@@ -161,10 +175,14 @@ def summarise(
         "difference": None,
     }
     if baseline is not None:
-        out["baseline"] = _auroc_block(sets[1], incorrect, boot[:, 1], settings.level)
+        out["baseline"] = _auroc_block(named["baseline"], incorrect, boot[:, column["baseline"]],
+                                       settings.level)
         diff = out["gamma"]["auroc"] - out["baseline"]["auroc"]
-        out["difference"] = {"auroc": diff,
-                             "ci": list(percentile_ci(boot[:, 0] - boot[:, 1], settings.level))}
+        out["difference"] = {"auroc": diff, "ci": list(percentile_ci(
+            boot[:, 0] - boot[:, column["baseline"]], settings.level))}
+    if null is not None:
+        for name in ("gamma_minus_null", "gamma_null"):
+            out[name] = _auroc_block(named[name], incorrect, boot[:, column[name]], settings.level)
     below = [k for k in with_gamma if float(gamma[k]) < settings.threshold]  # type: ignore[arg-type]
     out["accuracy"] = {
         "threshold": settings.threshold,
@@ -223,7 +241,8 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         baseline_scores = [f.score for f in found]
         baseline_info = baseline_settings.describe() | {"model": model_spec}
     gammas = [r.get("gamma") for r in records]
-    results = summarise(gammas, verdicts, baseline_scores, settings)
+    nulls = [r.get("gamma_null") for r in records] if "gamma_null" in records[0] else None
+    results = summarise(gammas, verdicts, baseline_scores, settings, nulls)
     results = {
         "method": "validate-gamma",
         "run": str(path),
@@ -237,7 +256,8 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         "excluded_model_errors": [r.get("id") for r, no in zip(every, rejected, strict=True) if no],
         **results,
         "items": [
-            {"id": r.get("id"), "gamma": r.get("gamma"), "correct": v.correct, "rule": v.rule,
+            {"id": r.get("id"), "gamma": r.get("gamma"), "gamma_null": r.get("gamma_null"),
+             "correct": v.correct, "rule": v.rule,
              "evidence": v.evidence,
              "baseline": None if baseline_scores is None else baseline_scores[k]}
             for k, (r, v) in enumerate(zip(records, verdicts, strict=True))
