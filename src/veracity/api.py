@@ -144,7 +144,7 @@ class Truster:
     def __call__(self, prompt: str, answer: str | None = None) -> TrustScore:
         """Score ``answer`` to ``prompt`` (the model's own answer when None)."""
         return score_trust(prompt, self.client, self.embedder, answer, self.settings,
-                           self.paraphraser, self.curve, self.calibration)
+                           self.paraphraser, curve=self.curve, calibration=self.calibration)
 
     def close(self) -> None:
         """Release the models this Truster loaded itself."""

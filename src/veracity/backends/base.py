@@ -66,6 +66,10 @@ class StreamingBackend(Backend, Protocol):
         every request is done. Once ``stop`` is set, requests not yet sent are dropped (never
         yielded) and the iterator ends when those in flight are done; closing the iterator
         abandons those in flight too."""
+        ...
+
+
+@runtime_checkable
 class ComputeVaried(Protocol):
     """A backend that can compute the same request along other numerical paths.
 
