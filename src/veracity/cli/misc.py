@@ -66,7 +66,10 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report.html"),
               show_default=True, help="HTML file to write.")
 @click.option("--title", default="veracity report", show_default=True)
+@click.option("--model-info", type=click.Path(path_type=Path, dir_okay=False),
+              help="CSV with a header: model, params_b (size in billions), external scores "
+                   "(e.g. truthfulqa); compared against the deception runs.")
 @handles_errors
-def report(runs: tuple[Path, ...], out: Path, title: str) -> None:
+def report(runs: tuple[Path, ...], out: Path, title: str, model_info: Path | None) -> None:
     """One self-contained HTML report comparing run directories."""
-    click.echo(f"report: {build_report(list(runs), out, title)}")
+    click.echo(f"report: {build_report(list(runs), out, title, model_info)}")
