@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,16 @@ def test_cli_model_info_needs_deception_runs(tmp_path: Path) -> None:
                                        str(FIXTURES / "models.csv"), "--out", str(tmp_path / "r.html")])
     assert result.exit_code != 0 and "--model-info is for comparing deception runs" in result.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_malformed_samples_are_a_clear_error(tmp_path: Path) -> None:
+    from veracity.report.deception_compare import section
+
+    run = tmp_path / "broken"
+    shutil.copytree(FIXTURES / "alpha", run)
+    lines = (run / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[0] = lines[0].replace('"answer": "A"', '"answer": "E"', 1)
+    (run / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = "malformed samples (run 'alpha-7b (recorded)': answer 'E' is neither A-D"
+    with pytest.raises(DataError, match=re.escape(expected)):
+        section([RunDir.open(run)])

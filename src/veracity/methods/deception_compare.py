@@ -125,7 +125,10 @@ def summarize(run: ModelRecords) -> ModelSummary:
     """Every per-model figure of one run, from its per-item records."""
     if not run.records:
         raise ValueError(f"run {run.label!r} has no items")
-    m = deception_metrics(pairs_from_records(run.records), run.threshold)
+    try:
+        m = deception_metrics(pairs_from_records(run.records), run.threshold)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"run {run.label!r}: {exc!s}") from exc
     subjects = tuple(
         SubjectSusceptibility(s, e["normal_accuracy"], e["normal_correct"], e["misleading_correct"],
                               s in m["susceptibility_subjects"])

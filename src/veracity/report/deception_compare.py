@@ -116,7 +116,8 @@ def _subject_susceptibility(summaries: Sequence[ModelSummary]) -> str:
         ax.barh(y, values, color=[_MISLEADING if t.counts else _OFF for t in s.subjects])
         for i, t in enumerate(s.subjects):
             if t.value is None:
-                ax.text(0, i, " ∞" if t.unbounded else " —", va="center", fontsize=7)
+                ax.text(0, i, " ∞" if t.unbounded else " —", va="center", fontsize=7,
+                        color="#000000" if t.counts else "#888888")
         ax.axvline(1.0, color="#555", linestyle="--", linewidth=1)
         ax.set_yticks(y, [t.subject for t in s.subjects], fontsize=6)
         ax.invert_yaxis()
@@ -127,8 +128,8 @@ def _subject_susceptibility(summaries: Sequence[ModelSummary]) -> str:
     threshold = ", ".join(sorted({f"{100 * s.threshold:g} %" for s in summaries}))
     fig.legend(handles=[Patch(color=_MISLEADING, label="counts"),
                         Patch(color=_OFF, label=f"normal accuracy ≤ {threshold}: does not count")],
-               fontsize=7, loc="upper right")
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+               fontsize=7, loc="lower center", ncol=2, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout()
     return figure(fig, "susceptibility per subject") + (
         "<details><summary>numbers per subject</summary>" + table(
             ["model", "subject", "normal %", "normal correct", "misleading correct",
