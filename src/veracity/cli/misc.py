@@ -70,12 +70,16 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report.html"),
               show_default=True, help="HTML file to write.")
 @click.option("--title", default="veracity report", show_default=True)
+@click.option("--model-info", type=click.Path(path_type=Path, dir_okay=False),
+              help="CSV with a header: model, params_b (size in billions), external scores "
+                   "(e.g. truthfulqa); compared against the deception runs.")
 @handles_errors
-def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str) -> None:
+def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str,
+           model_info: Path | None) -> None:
     """One self-contained HTML report comparing run directories (or of a traffic log)."""
     if traffic is not None:
-        if runs:
-            raise click.UsageError("give run directories or --traffic FILE, not both")
+        if runs or model_info is not None:
+            raise click.UsageError("--traffic FILE takes no run directories and no --model-info")
         from veracity.report.traffic import build_traffic_report
 
         check_output_file(out)
@@ -84,4 +88,4 @@ def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str) 
     if not runs:
         raise click.UsageError("give at least one run directory (or --traffic FILE)")
     check_output_file(out)
-    echo(f"report: {build_report(list(runs), out, title)}")
+    echo(f"report: {build_report(list(runs), out, title, model_info)}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
+from veracity.data.model_info import read_model_info
 from veracity.errors import DataError
 from veracity.report.html import esc, page, plain_text_labels, table
 from veracity.store import RunDir
@@ -64,19 +66,31 @@ def _guarded(section: Section, runs: list[RunDir], files: str) -> str:
         raise DataError(f"{where}: {files} is not what veracity wrote ({detail})") from None
 
 
-def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report") -> Path:
-    """Write one HTML file comparing the runs, grouped by method."""
+def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report",
+                 model_info: Path | None = None) -> Path:
+    """Write one HTML file comparing the runs, grouped by method; ``model_info`` (a CSV of
+    model sizes and external scores) feeds the deception comparison."""
     runs = [RunDir.open(p) for p in paths]
     if not runs:
         raise DataError("no run directories given")
     by_method: dict[str, list[RunDir]] = {}
     for run in runs:
         by_method.setdefault(run.method, []).append(run)
+    info = None
+    if model_info is not None:
+        if "deception" not in by_method:
+            raise DataError("--model-info is for comparing deception runs, and none is given")
+        info = read_model_info(model_info)
     sections = [_guarded(_runs_table, runs, "run.json")]
     with plain_text_labels():
         for method, group in by_method.items():
             sections.append(f"<h2>{esc(TITLES.get(method, method))}</h2>")
             sections.append(_guarded(_section_for(method), group, "results.json / samples.jsonl"))
+            if method == "deception":
+                compare = importlib.import_module("veracity.report.deception_compare")
+                section = functools.partial(compare.section, info=info)
+                sections.append("<h3>Comparison across models</h3>"
+                                + _guarded(section, group, "results.json / samples.jsonl"))
         for name in FILE_SECTIONS:
             holding = [run for run in runs if _owns(run, name)]
             if holding:

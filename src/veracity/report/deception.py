@@ -21,7 +21,7 @@ def _pct(value: float | None) -> float | None:
     return None if value is None else 100.0 * value
 
 
-def _labels(runs: list[RunDir]) -> list[str]:
+def run_labels(runs: list[RunDir]) -> list[str]:
     """One label per run: the model, marked when recorded, disambiguated by directory."""
     base = []
     for run in runs:
@@ -271,7 +271,7 @@ def _none(value: float) -> float | None:
 
 def section(runs: list[RunDir]) -> str:
     """HTML for a group of deception runs (live and recorded alike)."""
-    labels = _labels(runs)
+    labels = run_labels(runs)
     subjects = _subjects(runs)
     return "".join([
         "<h3>Summary (the paper's Table 3)</h3>", _table3(runs, labels),
