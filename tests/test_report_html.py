@@ -66,18 +66,17 @@ def test_gamma_rows_cosines_and_optional_columns(tmp_path: Path, ctx: Context) -
     keys = [c["key"] for c in page["gamma-items"]["columns"]]
     assert keys == ["id", "prompt", "answer", "gamma", "verdict", "length"]
 
-    # fields another command may add are shown when present, never required
-    records[0] |= {"gamma_null": 0.125, "p_correct": 0.75}
-    records[1] |= {"gamma_null": None, "p_correct": None}
-    RunDir.open(out).write_samples(records)
-    results = RunDir.open(out).results | {"control": {"null_mean": 0.1, "bins": [1, 2]}}
-    RunDir.open(out).write_results(results)
-    html = build_report([out], tmp_path / "r.html").read_text(encoding="utf-8")
+    # the numeric control's fields are shown when the run has them, never required
+    controlled = tmp_path / "controlled"
+    gamma_run(items, "fake/unstable", "hash/default", GammaSettings(n=1, control="numeric"), ctx,
+              out=controlled)
+    html = build_report([controlled], tmp_path / "c.html").read_text(encoding="utf-8")
     table = blocks(html)["gamma-items"]
     keys = [c["key"] for c in table["columns"]]
-    assert "gamma_null" in keys and "p_correct" in keys
-    assert [r["p_correct"] for r in table["rows"]] == [0.75, None]
-    assert "Null control and calibration" in html and "null_mean" in html
+    assert "gamma_null" in keys and "p_correct" not in keys
+    nulls = {r["id"]: r["gamma_null"] for r in RunDir.open(controlled).samples()}
+    assert [r["gamma_null"] for r in table["rows"]] == [nulls["a"], nulls["b"]]
+    assert "Numeric control: γ against numerical noise" in html
 
 
 def test_stable_answers_have_cosine_one(tmp_path: Path, ctx: Context) -> None:

@@ -83,9 +83,10 @@ def test_a_run_whose_model_answers_hold_lone_surrogates_finishes(tmp_path: Path)
                         tmp_path / "run")
     assert outcome.run is not None
     [record] = outcome.run.samples()
-    assert record["answer"].startswith("half \ud83d")
-    report = build_report([outcome.run.path], tmp_path / "run" / "report.html")
-    assert "half \\ud83d and \\x9b" in report.read_text(encoding="utf-8")
+    assert record["answer"] == "half \ufffd and \x9b"  # the lone surrogate replaced, and counted
+    assert record["replaced_chars"] == 3  # the answer and both perturbed answers
+    report = build_report([outcome.run.path], tmp_path / "run" / "report.html").read_text("utf-8")
+    assert "\x9b" not in report and "half \ufffd and" in report
 
 
 # --- 5: --out into a used folder -------------------------------------------------------------

@@ -36,26 +36,29 @@ RAW = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e", "\u2066", "\u2069")
 
 
 class _Markup(HTMLParser):
-    """Collects what a browser would run: attributes, and the text of script elements."""
+    """Collects what a browser would run (attributes, the text of script elements) and the
+    report's data blocks (``<script type="application/json">``, which no browser runs)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.attributes: list[tuple[str, str | None]] = []
         self.scripts: list[str] = []
-        self._in_script = False
+        self.data_blocks: list[str] = []
+        self._open: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.attributes.extend(attrs)
-        self._in_script = tag == "script"
-        if self._in_script:
-            self.scripts.append("")
+        self._open = None
+        if tag == "script":
+            self._open = self.data_blocks if ("type", "application/json") in attrs else self.scripts
+            self._open.append("")
 
     def handle_endtag(self, tag: str) -> None:
-        self._in_script = False
+        self._open = None
 
     def handle_data(self, data: str) -> None:
-        if self._in_script:
-            self.scripts[-1] += data
+        if self._open is not None:
+            self._open[-1] += data
 
 
 def assert_harmless_html(path: Path) -> None:
@@ -65,6 +68,9 @@ def assert_harmless_html(path: Path) -> None:
     markup = _Markup()
     markup.feed(text)
     assert not [s for s in markup.scripts if "alert" in s], path
+    for block in markup.data_blocks:  # data only: nothing in it can close the block or open a tag
+        assert not set("<>&") & set(block), path
+        json.loads(block)
     for name, value in markup.attributes:
         if name.startswith("on"):
             assert value == "download()", (path, name, value)

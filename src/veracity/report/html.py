@@ -15,7 +15,7 @@ from importlib.resources import files
 from typing import Any
 
 from veracity.store import clean_json
-from veracity.text import display_safe
+from veracity.text import display_safe, json_safe
 
 # Inside <script type="application/json"> nothing may read as markup, so "</script>" and
 # "<!--" cannot end or bend the block; JSON.parse turns the escapes back.
@@ -77,7 +77,7 @@ def figure(fig: Any, alt: str) -> str:
 def json_block(element_id: str, value: Any) -> str:
     """Data for the page's script: strict JSON that no text inside can break out of."""
     text = json.dumps(clean_json(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    text = _JSON_UNSAFE_RE.sub(lambda m: _JSON_UNSAFE[m.group()], text)
+    text = json_safe(_JSON_UNSAFE_RE.sub(lambda m: _JSON_UNSAFE[m.group()], text))
     return f"<script type='application/json' id=\"{esc(element_id)}\">{text}</script>"
 
 
