@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -30,6 +30,9 @@ from veracity.errors import (
 )
 from veracity.retry import call_with_retry, parse_retry_after
 from veracity.types import Generation, GenRequest, Message
+
+if TYPE_CHECKING:
+    from veracity.backends.pool import PooledOpenAIBackend
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PREFILL_MODES = ("none", "continue", "completions")
@@ -354,7 +357,7 @@ class OpenAIBackend:
 
 def load(
     name: str,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     max_concurrency: int = 16,
     timeout: float = 60.0,
@@ -362,8 +365,21 @@ def load(
     prefill_mode: str = "none",
     chat_template: str | None = None,
     **extra: Any,
-) -> OpenAIBackend:
-    """Registry factory for ``openai/MODEL``; ``extra`` takes extra_body, bos_token, eos_token."""
+) -> OpenAIBackend | PooledOpenAIBackend:
+    """Registry factory for ``openai/MODEL``; ``extra`` takes extra_body, bos_token, eos_token.
+
+    Several base URLs make an endpoint pool (``veracity.backends.pool``)."""
+    if not isinstance(base_url, str | None):
+        urls = list(base_url)
+        if len(urls) > 1:
+            from veracity.backends.pool import PooledOpenAIBackend
+
+            return PooledOpenAIBackend(
+                name, urls, api_key_env=api_key_env, max_concurrency=max_concurrency,
+                timeout=timeout, max_retries=max_retries, prefill_mode=prefill_mode,
+                chat_template=chat_template, **extra,
+            )
+        base_url = urls[0] if urls else None
     return OpenAIBackend(
         name,
         base_url=base_url,
