@@ -65,6 +65,7 @@ def spread(k: int, n: int, workdir: Path) -> float:
         backend = load_openai(MODEL, base_url=urls if k > 1 else urls[0], max_concurrency=4, max_retries=0)
         cache = Cache(workdir / f"spread-{k}.sqlite")
         client = LLMClient(backend, cache)
+        client.generate([GenRequest.user(f"warm-up {k} {i}") for i in range(4 * k)])  # connections open
         requests = [GenRequest.user(f"spread {k} question {i}") for i in range(n)]
         began = time.perf_counter()
         client.generate(requests)
@@ -121,7 +122,7 @@ def main() -> int:
     parser.add_argument("--per-server", type=int, default=400, help="requests per server at each k")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code path")
     args = parser.parse_args()
-    per_server = 24 if args.smoke else args.per_server
+    per_server = 40 if args.smoke else args.per_server
     items, ray_requests = (20, 400) if args.smoke else (400, 4000)
 
     with tempfile.TemporaryDirectory() as tmp:
