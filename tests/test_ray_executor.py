@@ -158,3 +158,19 @@ def test_driver_killed_mid_stage_resumes_from_the_cache(local_ray: str, tmp_path
         cache.close()
     assert client.stats.cache_hits == kept and client.stats.model_calls == 300 - kept
     assert len(out) == 300
+
+
+def test_embeddings_on_actors_equal_local_ones(local_ray: str) -> None:
+    import numpy as np
+
+    from veracity.executors.ray_actors import RayEmbedder
+    from veracity.registry import load_embedder
+
+    texts = [f"answer number {i}" for i in range(7)]
+    remote = RayEmbedder("hash/default", {}, RaySettings(actors=2, embeddings=True))
+    try:
+        local = load_embedder("hash/default")
+        assert remote.spec == local.spec and remote.identity() == local.identity()
+        np.testing.assert_array_equal(remote.embed(texts), local.embed(texts))
+    finally:
+        remote.close()
