@@ -55,7 +55,8 @@ def common_options(func: F) -> F:
         click.option("--api-key-env", default=None,
                      help="Environment variable holding the API key (default OPENAI_API_KEY)."),
         click.option("--max-concurrency", type=int, default=None,
-                     help="Concurrent HTTP requests (openai/... specs, default 16)."),
+                     help="Concurrent HTTP requests (openai/... specs, default 16; per endpoint when "
+                          "there are several)."),
         click.option("--timeout", type=float, default=None,
                      help="Seconds per HTTP request (openai/... specs, default 60)."),
         click.option("--prefill-mode", type=click.Choice(["none", "continue", "completions"]),
