@@ -34,11 +34,12 @@ def test_gamma_on_a_head_and_a_worker_node_equals_in_process(tmp_path: Path) -> 
     port = free_port()
     address = f"127.0.0.1:{port}"
     common = ["--block", "--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    head_log = (tmp_path / "head.log").open("w")
     nodes = [subprocess.Popen([str(RAY), "start", "--head", f"--port={port}", "--include-dashboard=false",
-                               f"--temp-dir={tmp_path / 'ray'}", *common],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+                               *common], stdout=head_log, stderr=subprocess.STDOUT)]
     try:
         for _ in range(60):
+            assert nodes[0].poll() is None, (tmp_path / "head.log").read_text()
             up = subprocess.run([str(RAY), "status", f"--address={address}"], capture_output=True,
                                 timeout=60)
             if up.returncode == 0:
@@ -59,3 +60,4 @@ def test_gamma_on_a_head_and_a_worker_node_equals_in_process(tmp_path: Path) -> 
         for node in reversed(nodes):
             node.terminate()  # --block: the command stops the processes it started
             node.wait(60)
+        head_log.close()
