@@ -17,6 +17,8 @@ from veracity.cli import main
 
 pytest.importorskip("ray")
 
+pytestmark = pytest.mark.slow  # starts Ray: several seconds even on an idle machine
+
 RAY = Path(sys.executable).parent / "ray"
 ARGS = ["gamma", "What is 2+2?", "Who wrote Hamlet?", "Capital of France?", "-n", "3",
         "--model", "fake/unstable", "--embedder", "hash/default", "--json", "--no-cache"]
@@ -28,7 +30,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_gamma_on_a_head_and_a_worker_node_equals_in_process(tmp_path: Path) -> None:
+def test_gamma_on_a_head_and_a_worker_node_equals_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a throw-away cluster on 127.0.0.1 only: no token to hand between its processes
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     local = CliRunner().invoke(main, ARGS)
     assert local.exit_code == 0, local.output
     port = free_port()

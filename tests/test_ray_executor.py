@@ -25,6 +25,8 @@ from veracity.types import GenRequest, Item, Sampling
 
 ray = pytest.importorskip("ray")
 
+pytestmark = pytest.mark.slow  # starts Ray: several seconds even on an idle machine
+
 ITEMS = [Item(f"q{i}", q) for i, q in enumerate(
     ["What is 2+2?", "Who wrote Hamlet?", "Capital of France?", "Largest planet?", "Boiling point?"]
 )]
