@@ -103,7 +103,8 @@ def ray_overhead(n: int) -> tuple[float, float] | None:
     began = time.perf_counter()
     local.generate(requests)
     here = (time.perf_counter() - began) / n * 1e6
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning",
+             log_to_driver=False)
     try:
         backend = RayBackend("fake/stable", {}, RaySettings(actors=2, batch_size=8))
         backend.generate(requests[:16])  # actors warm

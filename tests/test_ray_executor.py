@@ -34,7 +34,8 @@ ITEMS = [Item(f"q{i}", q) for i, q in enumerate(
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[str]:
-    info = ray.init(num_cpus=2, include_dashboard=False, logging_level="warning", log_to_driver=False)
+    info = ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning",
+                    log_to_driver=False)
     yield str(info.address_info["gcs_address"])
     ray.shutdown()
 

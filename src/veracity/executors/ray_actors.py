@@ -44,8 +44,8 @@ def connect(settings: RaySettings) -> None:
     options: dict[str, Any] = {"logging_level": "warning", "log_to_driver": False}
     if settings.address is None:
         options["include_dashboard"] = False
-    try:
-        ray.init(address=settings.address, **options)
+    try:  # "local": a new Ray here, never a stale cluster some earlier run left a note of
+        ray.init(address=settings.address or "local", **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = settings.address or "a local Ray"
         raise ConfigError(f"cannot start or reach {where}: {exc}") from None
