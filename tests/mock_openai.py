@@ -7,7 +7,8 @@ then those ``chooser(received)`` returns (None: the normal answer). ``answered``
 normal 200 answers fully sent.
 
 Run as a script it serves until stdin closes and prints ``PORT <n>`` once listening;
-``GET /stats`` returns the request count and the peak number in flight.
+``GET /stats`` returns the request count and the peak number in flight; ``GET /models`` lists
+the served models.
 """
 
 from __future__ import annotations
@@ -80,9 +81,14 @@ class MockOpenAI:
     def __init__(
         self, delay: float = 0.0, port: int = 0,
         chooser: Callable[[Received], Reply | None] | None = None,
+        models: tuple[str, ...] = ("test-model",), slots: int = 0,
     ) -> None:
         self.delay = delay
         self.chooser = chooser
+        self.models = models
+        """What ``GET /models`` lists."""
+        self.slots = threading.Semaphore(slots) if slots else None
+        """Requests answered at once (others wait their turn, as on a real server); 0: no limit."""
         self.received: list[Received] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -175,6 +181,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         mock = self.server.mock
+        if self.path.endswith("/models"):
+            rows = [{"id": m, "object": "model", "owned_by": "mock"} for m in mock.models]
+            self._send(200, {"object": "list", "data": rows}, {})
+            return
         with mock._lock:
             stats = {"requests": len(mock.received), "max_in_flight": mock.max_in_flight,
                      "answered": mock.answered}
@@ -189,7 +199,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         reply = mock._next(Received(self.path, dict(self.headers.items()), body))
         try:
-            mock._stop.wait(mock.delay + reply.hang)
+            if mock.slots is not None:
+                with mock.slots:
+                    mock._stop.wait(mock.delay + reply.hang)
+            else:
+                mock._stop.wait(mock.delay + reply.hang)
             if reply.drop:
                 self.close_connection = True
                 return
@@ -207,8 +221,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds before each answer")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model", action="append", help="a model GET /models lists (repeatable)")
+    parser.add_argument("--slots", type=int, default=0, help="requests answered at once (0: any)")
     args = parser.parse_args()
-    with MockOpenAI(delay=args.delay, port=args.port) as mock:
+    models = tuple(args.model or ["test-model"])
+    with MockOpenAI(delay=args.delay, port=args.port, models=models, slots=args.slots) as mock:
         print(f"PORT {mock.port}", flush=True)
         sys.stdin.read()  # serve until the parent closes our stdin (or exits)
 

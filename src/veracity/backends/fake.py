@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -191,9 +192,13 @@ class FakeBackend:
 
     capabilities = Capabilities(prefill=True, seed=True, max_concurrency=8)
 
-    def __init__(self, mode: str = "echo", responder: Responder | None = None) -> None:
+    def __init__(self, mode: str = "echo", responder: Responder | None = None, delay: float = 0.0) -> None:
+        """``delay``: seconds each request takes, like a slow model (scheduling tests, benches)."""
         if responder is None and mode not in MODES:
             raise ConfigError(f"unknown fake mode '{mode}'; known: {', '.join(sorted(MODES))}")
+        if delay < 0:
+            raise ConfigError(f"delay must not be negative, got {delay}")
+        self.delay = delay
         self.spec = f"fake/{mode}"
         self._responder = responder or MODES[mode]
         self._queue: list[str] = []
@@ -210,6 +215,8 @@ class FakeBackend:
         out: list[Outcome] = []
         for request in requests:
             self.history.append(request)
+            if self.delay:
+                time.sleep(self.delay)
             text = self._queue.pop(0) if self._queue else self._responder(request)
             if text.startswith("!error"):
                 out.append(PermanentError(text[len("!error") :].strip() or "scripted error"))

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -36,6 +36,9 @@ from veracity.errors import (
 )
 from veracity.retry import call_with_retry, parse_retry_after
 from veracity.types import GenRequest, Message
+
+if TYPE_CHECKING:
+    from veracity.backends.endpoints import PooledOpenAIBackend
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PREFILL_MODES = ("none", "continue", "completions")
@@ -401,9 +404,10 @@ class OpenAIBackend:
         self._pool.shutdown()
         self._http.close()
 
+
 def load(
     name: str,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     max_concurrency: int = 16,
     timeout: float = 60.0,
@@ -411,8 +415,21 @@ def load(
     prefill_mode: str = "none",
     chat_template: str | None = None,
     **extra: Any,
-) -> OpenAIBackend:
-    """Registry factory for ``openai/MODEL``; ``extra`` takes extra_body, bos_token, eos_token."""
+) -> OpenAIBackend | PooledOpenAIBackend:
+    """Registry factory for ``openai/MODEL``; ``extra`` takes extra_body, bos_token, eos_token.
+
+    Several base URLs make an endpoint pool (``veracity.backends.endpoints``)."""
+    if not isinstance(base_url, str | None):
+        urls = list(base_url)
+        if len(urls) > 1:
+            from veracity.backends.endpoints import PooledOpenAIBackend
+
+            return PooledOpenAIBackend(
+                name, urls, api_key_env=api_key_env, max_concurrency=max_concurrency,
+                timeout=timeout, max_retries=max_retries, prefill_mode=prefill_mode,
+                chat_template=chat_template, **extra,
+            )
+        base_url = urls[0] if urls else None
     return OpenAIBackend(
         name,
         base_url=base_url,

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from veracity.backends.endpoints import read_base_urls
 from veracity.cache import Cache
 from veracity.cli.output import safe
 from veracity.cli.progress import TerminalProgress
 from veracity.errors import ConfigError
+from veracity.executors import parse_executor
 from veracity.perturb import resolve_ball
 from veracity.runs.common import Context
 from veracity.text import redact_urls
@@ -65,12 +67,16 @@ def common_options(func: F) -> F:
                      help="SQLite cache file (default: $VERACITY_HOME/cache.sqlite)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
         click.option("--quiet", "-q", is_flag=True, help="No progress output."),
-        click.option("--base-url", default=None,
-                     help="Base URL of an OpenAI-compatible server (openai/... specs)."),
+        click.option("--base-url", multiple=True,
+                     help="Base URL of an OpenAI-compatible server (openai/... specs); repeat it to "
+                          "spread requests over several servers of the same model."),
+        click.option("--base-urls-file", type=click.Path(path_type=Path), default=None,
+                     help="File with one base URL per line (# comments), like repeated --base-url."),
         click.option("--api-key-env", default=None,
                      help="Environment variable holding the API key (default OPENAI_API_KEY)."),
         click.option("--max-concurrency", type=click.IntRange(1, 1024), default=None,
-                     help="Concurrent HTTP requests (openai/... specs, default 16)."),
+                     help="Concurrent HTTP requests (openai/... specs, default 16; per endpoint when "
+                          "there are several)."),
         click.option("--timeout", type=Finite(0.0, 86400.0, min_open=True), default=None,
                      help="Seconds per HTTP request (openai/... specs, default 60)."),
         click.option("--prefill-mode", type=click.Choice(["none", "continue", "completions"]),
@@ -83,6 +89,21 @@ def common_options(func: F) -> F:
         click.option("--embedder-api-key-env", default=None,
                      help="Environment variable with the embedder's key (default: --api-key-env on the "
                           "same server, no key at all on another)."),
+        click.option("--executor", default=None, metavar="local|ray|ray://HOST:PORT",
+                     help="Where llamacpp/, hf/ and fake/ models run: here (local, default) or on "
+                          "Ray actors (ray: a local Ray, or the cluster of --ray-address)."),
+        click.option("--ray-address", default=None,
+                     help="Ray cluster to join (auto, HOST:6379, ray://HOST:10001); implies --executor ray."),
+        click.option("--actors", type=click.IntRange(min=1), default=2, show_default=True,
+                     help="Ray actors per model; each loads the model once."),
+        click.option("--actor-cpus", type=click.FloatRange(min=0), default=1.0, show_default=True,
+                     help="CPUs each Ray actor reserves (and the threads its model uses)."),
+        click.option("--actor-gpus", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     help="GPUs each Ray actor reserves (e.g. 1 per model copy)."),
+        click.option("--actor-batch", type=click.IntRange(min=1), default=8, show_default=True,
+                     help="Requests sent to a Ray actor at once."),
+        click.option("--ray-embeddings", is_flag=True,
+                     help="Embed on Ray actors too (st/... and hash/... embedders)."),
         click.option("--device", default=None,
                      help="Torch device of hf/... models: cpu, cuda, cuda:1 (default: cuda if "
                           "available, else cpu)."),
@@ -96,7 +117,8 @@ def make_context(
     cache_path: Path | None = None,
     no_cache: bool = False,
     quiet: bool = False,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
+    base_urls_file: Path | None = None,
     api_key_env: str | None = None,
     max_concurrency: int | None = None,
     timeout: float | None = None,
@@ -105,15 +127,28 @@ def make_context(
     embedder_base_url: str | None = None,
     embedder_api_key_env: str | None = None,
     device: str | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    actors: int = 2,
+    actor_cpus: float = 1.0,
+    actor_gpus: float = 0.0,
+    actor_batch: int = 8,
+    ray_embeddings: bool = False,
     **_: Any,
 ) -> Context:
     """A Context from the common options (HTTP options reach openai/... specs only)."""
-    http = {"base_url": base_url, "api_key_env": api_key_env, "max_concurrency": max_concurrency,
-            "timeout": timeout, "prefill_mode": prefill_mode, "chat_template": chat_template}
+    urls = [base_url] if isinstance(base_url, str) else list(base_url or ())
+    if base_urls_file is not None:
+        urls += read_base_urls(base_urls_file)
+    urls = list(dict.fromkeys(urls))
+    first = urls[0] if urls else None
+    http = {"base_url": urls if len(urls) > 1 else first, "api_key_env": api_key_env,
+            "max_concurrency": max_concurrency, "timeout": timeout, "prefill_mode": prefill_mode,
+            "chat_template": chat_template}
     # another server gets a key only when one is named for it ("" = send none)
-    other = embedder_base_url is not None and (
-        embedder_base_url.rstrip("/") != (base_url or "").rstrip("/"))
-    endpoint = {"base_url": embedder_base_url or base_url,
+    other = embedder_base_url is not None and embedder_base_url.rstrip("/") not in {
+        u.rstrip("/") for u in urls}
+    endpoint = {"base_url": embedder_base_url or first,
                 "api_key_env": embedder_api_key_env or ("" if other else api_key_env),
                 "timeout": timeout}
     return Context(
@@ -122,14 +157,17 @@ def make_context(
         http_options={k: v for k, v in http.items() if v is not None},
         embedder_http_options={k: v for k, v in endpoint.items() if v is not None},
         hf_options={} if device is None else {"device": device},
+        ray=parse_executor(executor, ray_address, actors, actor_cpus, actor_gpus, actor_batch,
+                           ray_embeddings),
     )
 
 
 def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Remove the common options from a command's kwargs and return them."""
-    names = ("cache_path", "no_cache", "quiet", "base_url", "api_key_env", "max_concurrency",
-             "timeout", "prefill_mode", "chat_template", "embedder_base_url",
-             "embedder_api_key_env", "device")
+    names = ("cache_path", "no_cache", "quiet", "base_url", "base_urls_file", "api_key_env",
+             "max_concurrency", "timeout", "prefill_mode", "chat_template", "embedder_base_url",
+             "embedder_api_key_env", "device", "executor", "ray_address", "actors", "actor_cpus",
+             "actor_gpus", "actor_batch", "ray_embeddings")
     return {name: kwargs.pop(name) for name in names if name in kwargs}
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder, CallStats, LLMClient, NullProgress, Progress
+from veracity.embed.base import Embedder
+from veracity.executors import RaySettings, runs_on_ray
 from veracity.registry import load_embedder, load_model
 from veracity.store import timestamp
 
@@ -27,6 +30,8 @@ class Context:
     """Options for ``openai/...`` embedders only (base_url, api_key_env, timeout)."""
     hf_options: dict[str, Any] = field(default_factory=dict)
     """Options for ``hf/...`` models only (device)."""
+    ray: RaySettings | None = None
+    """Run in-process models (and, if asked, embedders) on Ray actors instead of here."""
     clients: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, CachedEmbedder] = field(default_factory=dict)
     started: str = field(default_factory=timestamp)
@@ -37,7 +42,13 @@ class Context:
         if spec not in self.clients:
             only = (self.http_options if spec.startswith("openai/")
                     else self.hf_options if spec.startswith("hf/") else {})
-            backend = load_model(spec, **{**self.model_options, **only, **options})
+            merged = {**self.model_options, **only, **options}
+            if self.ray is not None and runs_on_ray(spec):
+                from veracity.executors.ray_actors import RayBackend
+
+                backend: Backend = RayBackend(spec, merged, self.ray, self.cache)
+            else:
+                backend = load_model(spec, **merged)
             self.clients[spec] = LLMClient(backend, self.cache, self.progress)
         return self.clients[spec]
 
@@ -45,7 +56,13 @@ class Context:
         """The cached embedder of a spec, built once per run."""
         if spec not in self.embedders:
             http = self.embedder_http_options if spec.startswith("openai/") else {}
-            embedder = load_embedder(spec, **{**self.embedder_options, **http, **options})
+            merged = {**self.embedder_options, **http, **options}
+            if self.ray is not None and self.ray.embeddings and runs_on_ray(spec):
+                from veracity.executors.ray_actors import RayEmbedder
+
+                embedder: Embedder = RayEmbedder(spec, merged, self.ray)
+            else:
+                embedder = load_embedder(spec, **merged)
             self.embedders[spec] = CachedEmbedder(embedder, self.cache)
         return self.embedders[spec]
 
@@ -54,6 +71,8 @@ class Context:
         record = {**self.model_options, **self.http_options, **self.hf_options}
         if self.embedder_http_options:
             record["embedder_http"] = dict(self.embedder_http_options)
+        if self.ray is not None:
+            record["executor"] = self.ray.describe()
         return record
 
     def stats(self) -> dict[str, Any]:
@@ -61,6 +80,9 @@ class Context:
         out: dict[str, Any] = {}
         for spec, client in self.clients.items():
             out[f"model:{spec}"] = asdict(client.stats)
+            per_endpoint = getattr(client.backend, "endpoint_stats", None)
+            if per_endpoint is not None:  # several servers behind one spec
+                out[f"model:{spec}"]["endpoints"] = per_endpoint()
         for spec, embedder in self.embedders.items():
             out[f"embedder:{spec}"] = asdict(embedder.stats)
         return out
@@ -72,6 +94,11 @@ class Context:
         for client in self.clients.values():
             client.close()
         self.clients.clear()
+        for cached in self.embedders.values():
+            close = getattr(cached.embedder, "close", None)
+            if close is not None:  # HTTP sessions, Ray actors
+                close()
+        self.embedders.clear()
 
 
 def total_stats(ctx: Context) -> CallStats:
