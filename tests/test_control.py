@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conftest import has_local_models
+from local_models import has_local_models
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import has_local_models
+from local_models import has_local_models
 from veracity.cache import Cache
 from veracity.executors import RaySettings, parse_executor
 from veracity.methods.gamma import GammaSettings
