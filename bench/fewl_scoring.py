@@ -28,6 +28,7 @@ from pathlib import Path
 from veracity.cache import Cache
 from veracity.data.qa import load_items
 from veracity.methods.fewl_pairs import PairSettings
+from veracity.registry import parse_embedder_options
 from veracity.runs.common import Context
 from veracity.runs.fewl import AnswerSource, FewlSettings
 from veracity.runs.fewl_modes import fewl_run
@@ -93,6 +94,8 @@ def main() -> int:
     parser.add_argument("--allow-hash", action="store_true",
                         help="fall back to hash/default when sentence-transformers is missing")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--embedder-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="as on the CLI, e.g. backend=onnx (default: the st provider's default)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
     args = parser.parse_args()
     if args.smoke:
@@ -110,7 +113,8 @@ def main() -> int:
         settings = FewlSettings(
             references_file=paths["references"], pairs_file=paths["pairs"],
             pairs=PairSettings(r=args.pairs), similarity=embedder, neighbours=args.neighbours)
-        ctx = Context(cache=Cache(folder / "cache.sqlite"))
+        ctx = Context(cache=Cache(folder / "cache.sqlite"),
+                      provider_embedder_options=parse_embedder_options(args.embedder_option))
         ctx.embedder(embedder)  # load the model before the clock starts
         started = time.perf_counter()
         outcome = fewl_run(items, [AnswerSource("answers", path=paths["answers"])], settings, ctx,
@@ -132,7 +136,8 @@ def main() -> int:
         ctx.close()
     share = stats.embed_seconds / seconds if seconds else 0.0
     print(f"FEWL score-only: {args.questions} questions x {args.references} references x "
-          f"{args.pairs} pairs x {args.neighbours} neighbours, embedder {embedder}")
+          f"{args.pairs} pairs x {args.neighbours} neighbours, embedder {embedder} "
+          f"{ctx.embedders[embedder].embedder.identity()}")
     print("(rest = reading files, cache keys and writes, neighbour search, scoring, records;")
     print(" second pass = every vector already in memory: scoring without embedding or cache)")
     print(f"distinct_texts_embedded: {stats.texts_embedded} texts")

@@ -13,6 +13,7 @@ from veracity.cache import Cache
 from veracity.cli.progress import TerminalProgress
 from veracity.errors import ConfigError
 from veracity.perturb import resolve_ball
+from veracity.registry import parse_embedder_options
 from veracity.runs.common import Context
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,6 +64,9 @@ def common_options(func: F) -> F:
         click.option("--embedder-api-key-env", default=None,
                      help="Environment variable with the embedder's key (default: --api-key-env on the "
                           "same server, OPENAI_API_KEY on another)."),
+        click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
+                     help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
+                          "(st/...: torch, onnx, onnx-int8). `veracity models` lists them."),
         click.option("--device", default=None,
                      help="Torch device of hf/... models: cpu, cuda, cuda:1 (default: cuda if "
                           "available, else cpu)."),
@@ -85,6 +89,7 @@ def make_context(
     embedder_base_url: str | None = None,
     embedder_api_key_env: str | None = None,
     device: str | None = None,
+    embedder_option: tuple[str, ...] = (),
     **_: Any,
 ) -> Context:
     """A Context from the common options (HTTP options reach openai/... specs only)."""
@@ -94,12 +99,14 @@ def make_context(
     endpoint = {"base_url": embedder_base_url or base_url,
                 "api_key_env": embedder_api_key_env or (None if embedder_base_url else api_key_env),
                 "timeout": timeout}
+    provider_options = parse_embedder_options(embedder_option)  # before opening anything
     return Context(
         cache=None if no_cache else Cache(cache_path),
         progress=TerminalProgress(quiet),
         http_options={k: v for k, v in http.items() if v is not None},
         embedder_http_options={k: v for k, v in endpoint.items() if v is not None},
         hf_options={} if device is None else {"device": device},
+        provider_embedder_options=provider_options,
     )
 
 
@@ -107,7 +114,7 @@ def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Remove the common options from a command's kwargs and return them."""
     names = ("cache_path", "no_cache", "quiet", "base_url", "api_key_env", "max_concurrency",
              "timeout", "prefill_mode", "chat_template", "embedder_base_url",
-             "embedder_api_key_env", "device")
+             "embedder_api_key_env", "device", "embedder_option")
     return {name: kwargs.pop(name) for name in names if name in kwargs}
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder, CallStats, LLMClient, NullProgress, Progress
-from veracity.registry import load_embedder, load_model
+from veracity.registry import load_embedder, load_model, split_spec
 from veracity.store import timestamp
 
 
@@ -27,6 +27,8 @@ class Context:
     """Options for ``openai/...`` embedders only (base_url, api_key_env, timeout)."""
     hf_options: dict[str, Any] = field(default_factory=dict)
     """Options for ``hf/...`` models only (device)."""
+    provider_embedder_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Options per embedder provider (``--embedder-option``), e.g. {"st": {"backend": "onnx"}}."""
     clients: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, CachedEmbedder] = field(default_factory=dict)
     started: str = field(default_factory=timestamp)
@@ -45,7 +47,8 @@ class Context:
         """The cached embedder of a spec, built once per run."""
         if spec not in self.embedders:
             http = self.embedder_http_options if spec.startswith("openai/") else {}
-            embedder = load_embedder(spec, **{**self.embedder_options, **http, **options})
+            declared = self.provider_embedder_options.get(split_spec(spec)[0], {})
+            embedder = load_embedder(spec, **{**self.embedder_options, **http, **declared, **options})
             self.embedders[spec] = CachedEmbedder(embedder, self.cache)
         return self.embedders[spec]
 
@@ -54,6 +57,8 @@ class Context:
         record = {**self.model_options, **self.http_options, **self.hf_options}
         if self.embedder_http_options:
             record["embedder_http"] = dict(self.embedder_http_options)
+        if self.provider_embedder_options:
+            record["embedder_options"] = {k: dict(v) for k, v in self.provider_embedder_options.items()}
         return record
 
     def stats(self) -> dict[str, Any]:
