@@ -124,3 +124,19 @@ def test_onnx_vectors_match_torch_on_the_bundled_minilm(onnx_dir: Path) -> None:
     int8_vectors = int8.embed(texts)
     assert int8_vectors.shape == torch_vectors.shape
     assert ((torch_vectors * int8_vectors).sum(axis=1)).min() > 0.9
+
+
+def test_cli_records_the_embedder_options_in_run_json(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from veracity.cli import main
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["gamma", "What is 2+2?", "--model", "fake/echo", "--embedder",
+                                       "hash/default", "--embedder-option", "backend=onnx", "-n", "2",
+                                       "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    info = json.loads((out / "run.json").read_text("utf-8"))
+    assert info["config"]["model_options"]["embedder_options"] == {"st": {"backend": "onnx"}}

@@ -26,6 +26,9 @@ def models() -> None:
             click.echo(f"  {p.examples:<44} {status}")
             click.echo(f"  {'':<44} {p.description}")
             click.echo(f"  {'':<44} needs: {needs}")
+            for option in p.options:
+                values = "|".join(option.choices) or option.type.__name__.upper()
+                click.echo(f"  {'':<44} --embedder-option {option.name}={values}: {option.help}")
         click.echo("")
 
 

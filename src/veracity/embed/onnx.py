@@ -85,6 +85,8 @@ def _atomic_write(target: Path, write: Any) -> None:
 
 
 def _export(model: Any, path: Path) -> None:
+    import logging
+
     import torch
 
     transformer = model[0].auto_model.eval()
@@ -103,7 +105,8 @@ def _export(model: Any, path: Path) -> None:
     if missing:
         raise ConfigError(f"the ONNX backend needs a BERT-style tokenizer; {missing} not produced")
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-    # the exporter prints its progress to stdout: keep the CLI's output clean
+    # the exporter prints its progress to stdout and notes on unrelated operators to the log
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
         torch.onnx.export(
             Encoder(), tuple(features[name] for name in INPUTS), str(path),
