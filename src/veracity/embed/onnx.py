@@ -14,6 +14,7 @@ import io
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +108,10 @@ def _export(model: Any, path: Path) -> None:
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     # the exporter prints its progress to stdout and notes on unrelated operators to the log
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+    with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # exporter notes on axis names and pytree internals
         torch.onnx.export(
-            Encoder(), tuple(features[name] for name in INPUTS), str(path),
+            Encoder().eval(), tuple(features[name] for name in INPUTS), str(path),
             input_names=list(INPUTS), output_names=["token_embeddings"],
             dynamic_shapes={name: {0: batch, 1: sequence} for name in INPUTS},
             opset_version=18, dynamo=True, external_data=False,
