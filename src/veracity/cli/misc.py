@@ -28,6 +28,9 @@ def models() -> None:
             echo(f"  {p.examples:<44} {status}")
             echo(f"  {'':<44} {p.description}")
             echo(f"  {'':<44} needs: {needs}")
+            for option in p.options:
+                values = "|".join(option.choices) or option.type.__name__.upper()
+                echo(f"  {'':<44} --embedder-option {option.name}={values}: {option.help}")
         echo("")
 
 

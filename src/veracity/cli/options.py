@@ -17,6 +17,7 @@ from veracity.cli.progress import TerminalProgress
 from veracity.errors import ConfigError
 from veracity.executors import parse_executor
 from veracity.perturb import resolve_ball
+from veracity.registry import parse_embedder_options
 from veracity.runs.common import Context
 from veracity.text import redact_urls
 
@@ -104,6 +105,9 @@ def common_options(func: F) -> F:
                      help="Requests sent to a Ray actor at once."),
         click.option("--ray-embeddings", is_flag=True,
                      help="Embed on Ray actors too (st/... and hash/... embedders)."),
+        click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
+                     help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
+                          "(st/...: torch, onnx, onnx-int8). `veracity models` lists them."),
         click.option("--device", default=None,
                      help="Torch device of hf/... models: cpu, cuda, cuda:1 (default: cuda if "
                           "available, else cpu)."),
@@ -134,6 +138,7 @@ def make_context(
     actor_gpus: float = 0.0,
     actor_batch: int = 8,
     ray_embeddings: bool = False,
+    embedder_option: tuple[str, ...] = (),
     **_: Any,
 ) -> Context:
     """A Context from the common options (HTTP options reach openai/... specs only)."""
@@ -151,6 +156,7 @@ def make_context(
     endpoint = {"base_url": embedder_base_url or first,
                 "api_key_env": embedder_api_key_env or ("" if other else api_key_env),
                 "timeout": timeout}
+    provider_options = parse_embedder_options(embedder_option)  # before opening anything
     return Context(
         cache=None if no_cache else Cache(cache_path),
         progress=TerminalProgress(quiet),
@@ -159,6 +165,7 @@ def make_context(
         hf_options={} if device is None else {"device": device},
         ray=parse_executor(executor, ray_address, actors, actor_cpus, actor_gpus, actor_batch,
                            ray_embeddings),
+        provider_embedder_options=provider_options,
     )
 
 
@@ -167,7 +174,7 @@ def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
     names = ("cache_path", "no_cache", "quiet", "base_url", "base_urls_file", "api_key_env",
              "max_concurrency", "timeout", "prefill_mode", "chat_template", "embedder_base_url",
              "embedder_api_key_env", "device", "executor", "ray_address", "actors", "actor_cpus",
-             "actor_gpus", "actor_batch", "ray_embeddings")
+             "actor_gpus", "actor_batch", "ray_embeddings", "embedder_option")
     return {name: kwargs.pop(name) for name in names if name in kwargs}
 
 

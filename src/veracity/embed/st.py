@@ -1,17 +1,32 @@
-"""sentence-transformers embedder: ``st/default`` (bundled all-MiniLM-L6-v2) or ``st/PATH``."""
+"""sentence-transformers embedder: ``st/default`` (bundled all-MiniLM-L6-v2) or ``st/PATH``.
+
+``backend`` picks what runs the transformer: ``torch``, ``onnx`` (ONNX Runtime, float32) or
+``onnx-int8`` (dynamically quantised); tokenisation, pooling and normalisation are always
+sentence-transformers'.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
+from veracity.cache import default_cache_path
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError
 from veracity.paths import user_path
+
+if TYPE_CHECKING:
+    from veracity.embed.onnx import OnnxSession
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_BACKEND = "torch"
+CPU_BATCH, GPU_BATCH = 32, 256
+"""Texts per forward pass: small on a CPU (little padding, cache-friendly), large on a GPU."""
 
 
 def bundled_minilm_path() -> Path:
@@ -29,12 +44,48 @@ def bundled_minilm_path() -> Path:
     return path
 
 
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[npt.NDArray[np.intp]]:
+    """Indices of the texts, shortest first, cut into batches (so little padding per batch)."""
+    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def encode_sorted(
+    texts: Sequence[str], lengths: Sequence[int], batch_size: int,
+    encode: Callable[[list[str]], Matrix],
+) -> Matrix:
+    """Encode batches of similar length, then put every vector back in its text's row."""
+    out: Matrix | None = None
+    for batch in length_sorted_batches(lengths, batch_size):
+        vectors = encode([texts[i] for i in batch])
+        if out is None:
+            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[batch] = vectors
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+
+
 class SentenceTransformerEmbedder:
     """Embeds with a local sentence-transformers model directory, on CPU unless told."""
 
-    def __init__(self, path: Path, device: str | None = None, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        path: Path,
+        device: str | None = None,
+        batch_size: int | None = None,
+        backend: str = DEFAULT_BACKEND,
+        threads: int | None = None,
+        onnx_dir: Path | None = None,
+    ) -> None:
         if not path.is_dir():
             raise ConfigError(f"sentence-transformers model directory not found: {path}")
+        if backend not in BACKENDS:
+            raise ConfigError(f"unknown st backend '{backend}': choose one of {', '.join(BACKENDS)}")
+        if batch_size is not None and batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if backend != "torch":
+            from veracity.embed.onnx import require_onnxruntime
+
+            require_onnxruntime()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
@@ -50,21 +101,59 @@ class SentenceTransformerEmbedder:
             hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
         except ImportError:
             pass
+        import torch
+
+        from veracity.embed.onnx import available_cpus
+
         self.path = path
-        self.batch_size = batch_size
+        self.backend = backend
+        self.threads = threads or available_cpus()
+        torch.set_num_threads(self.threads)
         self._model = SentenceTransformer(str(path), device=device or "cpu")
+        on_gpu = self._model.device.type != "cpu"
+        self.batch_size = batch_size or (GPU_BATCH if on_gpu else CPU_BATCH)
         self.spec = "st/default" if path == _bundled_or_none() else f"st/{path}"
+        self._session: OnnxSession | None = None
+        if backend != "torch":
+            from veracity.embed.onnx import OnnxSession, ensure_exported
+
+            root = onnx_dir or default_cache_path().parent / "onnx"
+            onnx_file = ensure_exported(self._model, path, root, int8=backend == "onnx-int8")
+            self._session = OnnxSession(onnx_file, self.threads)
 
     def identity(self) -> dict[str, Any]:
-        return {"path": self.path.name if self.spec == "st/default" else str(self.path)}
+        """Model, backend and quantisation: vectors of different paths never share a cache key."""
+        from veracity.embed.onnx import QUANTISATION
+
+        return {
+            "path": self.path.name if self.spec == "st/default" else str(self.path),
+            "backend": "torch" if self.backend == "torch" else "onnx",
+            "quantisation": QUANTISATION if self.backend == "onnx-int8" else "none",
+        }
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        vectors = self._model.encode(
-            list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        tokenizer = self._model.tokenizer
+        limit = self._model.max_seq_length
+        lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=limit)["input_ids"]]
+        return encode_sorted(texts, lengths, self.batch_size, self._encode_batch)
+
+    def _encode_batch(self, texts: list[str]) -> Matrix:
+        if self._session is None:
+            vectors = self._model.encode(
+                texts, batch_size=len(texts), convert_to_numpy=True, show_progress_bar=False
+            )
+            return np.asarray(vectors, dtype=np.float32)
+        import torch
+
+        features = self._model.preprocess(texts)
+        outputs = {"token_embeddings": torch.from_numpy(self._session.run(features)),
+                   "attention_mask": features["attention_mask"]}
+        with torch.no_grad():
+            for module in list(self._model)[1:]:  # pooling, normalisation: as on the torch path
+                outputs = module(outputs)
+        return np.asarray(outputs["sentence_embedding"].numpy(), dtype=np.float32)
 
 
 def _bundled_or_none() -> Path | None:

@@ -10,7 +10,7 @@ from veracity.cache import Cache
 from veracity.client import CachedEmbedder, CallStats, LLMClient, NullProgress, Progress
 from veracity.embed.base import Embedder
 from veracity.executors import RaySettings, runs_on_ray
-from veracity.registry import load_embedder, load_model
+from veracity.registry import load_embedder, load_model, split_spec
 from veracity.store import timestamp
 
 
@@ -32,6 +32,8 @@ class Context:
     """Options for ``hf/...`` models only (device)."""
     ray: RaySettings | None = None
     """Run in-process models (and, if asked, embedders) on Ray actors instead of here."""
+    provider_embedder_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Options per embedder provider (``--embedder-option``), e.g. {"st": {"backend": "onnx"}}."""
     clients: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, CachedEmbedder] = field(default_factory=dict)
     started: str = field(default_factory=timestamp)
@@ -56,7 +58,8 @@ class Context:
         """The cached embedder of a spec, built once per run."""
         if spec not in self.embedders:
             http = self.embedder_http_options if spec.startswith("openai/") else {}
-            merged = {**self.embedder_options, **http, **options}
+            declared = self.provider_embedder_options.get(split_spec(spec)[0], {})
+            merged = {**self.embedder_options, **http, **declared, **options}
             if self.ray is not None and self.ray.embeddings and runs_on_ray(spec):
                 from veracity.executors.ray_actors import RayEmbedder
 
@@ -73,6 +76,8 @@ class Context:
             record["embedder_http"] = dict(self.embedder_http_options)
         if self.ray is not None:
             record["executor"] = self.ray.describe()
+        if self.provider_embedder_options:
+            record["embedder_options"] = {k: dict(v) for k, v in self.provider_embedder_options.items()}
         return record
 
     def stats(self) -> dict[str, Any]:

@@ -326,7 +326,8 @@ def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[s
                   "settings": settings.describe(), "similarity": prep.similarity.describe(),
                   "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
                   "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
-                  "reference_models": prep.reference_names} | extra
+                  "reference_models": prep.reference_names,
+                  "model_options": ctx.options_record()} | extra
         run = RunDir.create(out, "fewl", config, ctx.started)
         run.write_samples(recs)
         run.write_jsonl("references.jsonl", (

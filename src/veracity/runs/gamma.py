@@ -219,5 +219,6 @@ def recorded_run(
     results["settings"] = described
     _calibrate(records, results, calibration, force)
     config = {"recorded": str(path), "embedder": cached_embedder.spec, "model": model,
-              "dataset": f"recorded:{path.name}", "settings": described}
+              "dataset": f"recorded:{path.name}", "settings": described,
+              "model_options": ctx.options_record()}
     return GammaOutcome(records, results, _save(out, config, records, results, ctx))

