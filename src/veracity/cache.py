@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from veracity.embed.base import Matrix
+from veracity.errors import ConfigError
+from veracity.paths import check_output_file, user_path
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -37,9 +39,9 @@ _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statemen
 def default_cache_path() -> Path:
     """``$VERACITY_CACHE``, else ``$VERACITY_HOME/cache.sqlite``, else ``~/.cache/veracity``."""
     if os.environ.get("VERACITY_CACHE"):
-        return Path(os.environ["VERACITY_CACHE"]).expanduser()
+        return user_path(os.environ["VERACITY_CACHE"])
     home = os.environ.get("VERACITY_HOME")
-    base = Path(home).expanduser() if home else Path.home() / ".cache" / "veracity"
+    base = user_path(home) if home else Path.home() / ".cache" / "veracity"
     return base / "cache.sqlite"
 
 
@@ -73,13 +75,17 @@ class Cache:
     """A SQLite file shared by every run; safe to use from several threads."""
 
     def __init__(self, path: Path | str | None = None) -> None:
-        self.path = Path(path) if path is not None else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = user_path(path) if path is not None else default_cache_path()
+        check_output_file(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cache {self.path}: cannot open it ({exc})") from None
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
 
     def _get(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}

@@ -169,6 +169,19 @@ def test_unknown_user_in_a_path_is_a_clear_error() -> None:
                                           *FAKE)
     assert "cannot expand '~'" in refused("deception", "run", "--dataset",
                                           "db-mmlu:~nouser-veracity/db", "-m", "fake/deceive")
+    assert "cannot expand '~'" in refused("gamma", "What?", "-m", "llamacpp/~nouser-veracity/m.gguf",
+                                          "-e", "hash/default", "--no-cache")
+    assert "cannot expand '~'" in refused("gamma", "What?", "-m", "fake/echo", "-e", "hash/default",
+                                          "--cache", "~nouser-veracity/c.sqlite")
+
+
+def test_a_cache_that_cannot_be_opened_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    (tmp_path / "notdb.sqlite").write_text("not a database", encoding="utf-8")
+    base = ("gamma", "What?", "-m", "fake/echo", "-e", "hash/default", "--cache")
+    assert "afile is a file" in refused(*base, str(tmp_path / "afile" / "c.sqlite"))
+    assert "cannot open it" in refused(*base, str(tmp_path / "notdb.sqlite"))
+    assert "is a directory" in refused(*base, str(tmp_path))
 
 
 @pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, '{"question": ' + "9" * 5000 + "}",

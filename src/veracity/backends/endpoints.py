@@ -25,13 +25,14 @@ import httpx
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.openai import OpenAIBackend, resolve_base_url
 from veracity.errors import AccessError, BackendError, ConfigError, RetryableError
+from veracity.paths import user_path
 from veracity.retry import backoff_delay
 from veracity.types import Generation, GenRequest
 
 
 def read_base_urls(path: Path | str) -> list[str]:
     """Base URLs from a file: one per line; blank lines and ``#`` comments are skipped."""
-    target = Path(path).expanduser()
+    target = user_path(path)
     try:
         lines = target.read_text(encoding="utf-8").splitlines()
     except OSError as exc:

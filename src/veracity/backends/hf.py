@@ -40,6 +40,7 @@ import numpy.typing as npt
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.llamacpp import BUNDLED_FILE, file_fingerprint
 from veracity.errors import BackendError, ConfigError, PermanentError
+from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message, Sampling
 
 SAMPLER = "row-generator-v1"
@@ -456,7 +457,7 @@ def load(name: str, **options: Any) -> HFBackend:
             "file": BUNDLED_FILE,
         }
         return HFBackend("hf/default", path.parent, path.name, source, **options)
-    path = Path(name).expanduser()
+    path = user_path(name)
     spec = f"hf/{name}"
     if name.endswith(".gguf"):
         if not path.is_file():

@@ -16,6 +16,7 @@ from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.errors import BackendError, ConfigError, PermanentError
+from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -227,4 +228,4 @@ def load(name: str, **options: Any) -> LlamaCppBackend:
     """Registry factory: ``llamacpp/default`` or ``llamacpp/PATH.gguf``."""
     if name in ("", "default"):
         return LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", **options)
-    return LlamaCppBackend(Path(name).expanduser(), f"llamacpp/{name}", **options)
+    return LlamaCppBackend(user_path(name), f"llamacpp/{name}", **options)

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -34,6 +33,7 @@ from veracity.errors import (
     PermanentError,
     RetryableError,
 )
+from veracity.paths import user_path
 from veracity.retry import call_with_retry, parse_retry_after
 from veracity.types import GenRequest, Message
 
@@ -192,7 +192,7 @@ def load_chat_template(source: str) -> str:
     """Template text from the text itself, a template file, or a tokenizer_config.json."""
     if "{{" in source or "{%" in source:
         return source
-    path = Path(source).expanduser()
+    path = user_path(source)
     if not path.is_file():
         raise ConfigError(f"chat template file not found: {path}")
     text = path.read_text(encoding="utf-8")
