@@ -196,7 +196,7 @@ def test_report_html_holds_every_figure_and_escapes_text(tmp_path: Path) -> None
     assert "beta-1b (recorded)" in html and "alpha-7b (recorded)" in html
     # per-question examples carry both reasoning texts, escaped
     assert "So the answer is C." in html and "The correct option is B." in html
-    assert "<script>" not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
+    assert "<script>alert" not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
     assert "\x1b" not in html and "\\x1b[31m" in html
     assert "only the misleading answer is correct (1 of 1)" in html
 
