@@ -133,11 +133,12 @@ def main() -> int:
         second = time.perf_counter() - again
         assert stats.texts_embedded == len(distinct), "a text was embedded twice"
         assert ctx.model_calls() == 0
+        identity = ctx.embedders[embedder].embedder.identity()
         ctx.close()
     share = stats.embed_seconds / seconds if seconds else 0.0
     print(f"FEWL score-only: {args.questions} questions x {args.references} references x "
           f"{args.pairs} pairs x {args.neighbours} neighbours, embedder {embedder} "
-          f"{ctx.embedders[embedder].embedder.identity()}")
+          f"{identity}")
     print("(rest = reading files, cache keys and writes, neighbour search, scoring, records;")
     print(" second pass = every vector already in memory: scoring without embedding or cache)")
     print(f"distinct_texts_embedded: {stats.texts_embedded} texts")
