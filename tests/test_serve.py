@@ -83,7 +83,8 @@ def test_non_streaming_answer_carries_its_score(gateway: Callable[..., Gateway])
     assert score["sampling"]["answer"] == {"temperature": 0.7, "max_tokens": 40}
     assert score["sampling"]["perturbed"] == {"temperature": 0.0, "seed": 0, "max_tokens": 40}
     assert score["thresholds"]["source"] == "authors' 0.1 / 0.2 buckets"
-    assert set(score["timings"]) == {"upstream_ms", "scoring_ms", "total_ms"}
+    assert set(score["timings"]) == {"upstream_ms", "generation_ms", "embedding_ms", "scoring_ms", "total_ms"}
+    assert score["p_correct"] is None and raw.headers["x-veracity-p-correct"] == "none"
     # the upstream saw the original request, then 3 perturbed ones at temperature 0 with the context
     original, *perturbed = gw.mock.chat_bodies()
     assert original["temperature"] == 0.7

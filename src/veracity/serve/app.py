@@ -25,6 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.cache import Cache
 from veracity.embed.base import Embedder
+from veracity.errors import ConfigError
+from veracity.methods.calibration import read_calibration
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck
@@ -36,7 +38,7 @@ from veracity.serve.settings import GatewaySettings
 from veracity.serve.sse import EventReader, event
 from veracity.serve.traffic import TrafficLog
 from veracity.serve.upstream import HttpUpstream, Upstream, UpstreamError
-from veracity.serve.verdicts import FixedThresholds, ThresholdSource
+from veracity.serve.verdicts import CalibratedThresholds, FixedThresholds, ThresholdSource
 
 log = logging.getLogger(__name__)
 ROUTES = ("/v1/chat/completions", "/v1/models", "/v1/veracity/scores", "/metrics", "/healthz", "/readyz")
@@ -50,9 +52,10 @@ def error(status: int, message: str, kind: str = "invalid_request_error", code: 
 
 
 def score_headers(score: dict[str, Any]) -> dict[str, str]:
-    gamma = score.get("gamma")
+    gamma, p_correct = score.get("gamma"), score.get("p_correct")
     return {"x-veracity-id": score["id"], "x-veracity-verdict": str(score.get("verdict")),
-            "x-veracity-gamma": "none" if gamma is None else f"{gamma:.6f}"}
+            "x-veracity-gamma": "none" if gamma is None else f"{gamma:.6f}",
+            "x-veracity-p-correct": "none" if p_correct is None else f"{p_correct:.6f}"}
 
 
 def first_answer(data: dict[str, Any]) -> str | None:
@@ -79,7 +82,7 @@ class Gateway:
                          scoring_concurrency=s.max_concurrency * s.n)
             if s.upstream else LocalUpstream(s.model, s.max_tokens))
         self._embedder = embedder
-        self.thresholds = thresholds or FixedThresholds(s.thresholds)
+        self.thresholds = thresholds or threshold_source(s)
         self.admission = Admission(s.max_concurrency, s.queue,
                                    self.metrics.queue_depth.labels("requests").set)
         self.book = ScoreBook()
@@ -101,8 +104,12 @@ class Gateway:
         embedder = self._embedder
         if embedder is None:
             embedder = await anyio.to_thread.run_sync(load_embedder, s.embedder)
+        if isinstance(self.thresholds, CalibratedThresholds):
+            model = None if s.upstream else self.upstream.scoring_key(s.model)[0]
+            self.thresholds.check(embedder.spec, s.form, model)
         self.cache = None if s.no_cache else Cache(s.cache)
-        self._scorer = Scorer(s, embedder, self.cache, self.thresholds)
+        self._scorer = Scorer(s, self.upstream, embedder, self.cache, self.thresholds)
+        self._scorer.start()
         self.writer = LogWriter(None if s.log is None else TrafficLog(s.log))
         self.writer.start()
         self.scores.start()
@@ -115,6 +122,8 @@ class Gateway:
             log.warning("shutdown: %d pending scores abandoned after %.0f s", abandoned,
                         self.settings.shutdown_grace)
         await self.writer.close()
+        if self._scorer is not None:
+            await self._scorer.aclose()
         await self.upstream.aclose()
         if self.cache is not None:
             self.cache.close()
@@ -172,6 +181,10 @@ class Gateway:
         problem = check_body(body)
         if problem:
             return error(400, problem)
+        try:
+            self.scorer.thresholds_for(body["model"])
+        except ConfigError as exc:  # a calibration made for another model: refused, nothing sent
+            return error(400, str(exc), code="calibration_mismatch")
         try:
             await self.admission.acquire()
         except Saturated:
@@ -261,7 +274,7 @@ class Gateway:
         return 1000 * seconds
 
     async def run_score(self, exchange: Exchange, upstream_ms: float, began: float) -> dict[str, Any]:
-        score = await self.scorer.score(exchange, self.upstream.scoring_backend)
+        score = await self.scorer.score(exchange)
         self.finish(exchange, score, upstream_ms, began)
         return score
 
@@ -288,13 +301,19 @@ class Gateway:
         status = "pending"
         if not self.scores.offer(job):
             status = "skipped"
-            thresholds = self.thresholds.lookup(exchange.model, self.scorer.embedder.spec,
-                                                self.settings.form)
-            score = self.scorer.describe(exchange, thresholds)
+            score = self.scorer.describe(exchange, self.scorer.thresholds_for(exchange.model))
             score["error"] = "not scored: the score queue was full"
             self.finish(exchange, score, upstream_ms, began)
             self.book.finish(exchange.id, score)
         return {"id": exchange.id, "status": status, "url": f"/v1/veracity/scores/{exchange.id}"}
+
+
+def threshold_source(settings: GatewaySettings) -> ThresholdSource:
+    """The calibration file's thresholds when one is given, else fixed ones."""
+    if settings.calibration is not None:
+        return CalibratedThresholds(read_calibration(settings.calibration), settings.ball,
+                                    settings.n, settings.force)
+    return FixedThresholds(settings.thresholds)
 
 
 def check_body(body: Any) -> str | None:

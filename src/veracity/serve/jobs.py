@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from veracity.serve.batching import BatchWriter
 from veracity.serve.traffic import Entry, TrafficLog
 
 log = logging.getLogger(__name__)
@@ -26,46 +27,22 @@ def entry(score: dict[str, Any], prompt: str, answer: str) -> Entry:
     return Entry(
         id=score["id"], time=time.time(), model=score["model"], prompt=prompt, answer=answer,
         gamma=score.get("gamma"), verdict=score.get("verdict") or "unscored",
+        p_correct=score.get("p_correct"),
         upstream_ms=timings.get("upstream_ms"), scoring_ms=timings.get("scoring_ms"),
         total_ms=timings.get("total_ms"), error=score.get("error"), score=score,
     )
 
 
-class LogWriter:
-    """Writes log entries from a queue in a worker thread, so requests never wait on disk."""
+class LogWriter(BatchWriter[Entry]):
+    """Traffic-log rows written in batches by a worker thread, so requests never wait on disk."""
 
     def __init__(self, log_file: TrafficLog | None) -> None:
+        super().__init__(None if log_file is None else log_file.append_many, "traffic-log rows")
         self.log = log_file
-        self._queue: asyncio.Queue[Entry | None] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self.log is not None:
-            self._task = asyncio.create_task(self._run())
-
-    def put(self, item: Entry) -> None:
-        if self._task is not None:
-            self._queue.put_nowait(item)
-
-    async def _run(self) -> None:
-        assert self.log is not None
-        stop = False
-        while not stop:
-            batch = [await self._queue.get()]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            stop = None in batch
-            rows = [b for b in batch if b is not None]
-            try:
-                await anyio.to_thread.run_sync(self.log.append_many, rows)
-            except Exception:  # a full disk must not stop the gateway
-                log.exception("could not write %d traffic-log rows", len(rows))
 
     async def close(self) -> None:
         """Write what is queued, then close the file."""
-        if self._task is not None:
-            self._queue.put_nowait(None)
-            await self._task
+        await super().close()
         if self.log is not None:
             self.log.close()
 

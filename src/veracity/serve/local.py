@@ -135,8 +135,12 @@ class LocalUpstream:
         return {"object": "list",
                 "data": [{"id": self.spec, "object": "model", "created": 0, "owned_by": "veracity"}]}
 
-    def scoring_backend(self, model: str) -> Backend:
-        return self.backend
+    def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
+        return self.backend.spec, self.backend.identity()
+
+    async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
+        """One batch on the in-process model."""
+        return await anyio.to_thread.run_sync(self.backend.generate, list(requests))
 
     async def aclose(self) -> None:
         if self._backend is not None:

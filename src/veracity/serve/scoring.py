@@ -1,31 +1,32 @@
-"""Scoring one exchange: the project's trust score (perturbed calls in one batch, gamma, verdict).
+"""Scoring one exchange on the event loop: perturbed calls, cache, embedding, gamma, verdict.
 
-Each score gets its own LLMClient and CachedEmbedder (per-score call counts, no unbounded
-memo in a long-lived process) over a shared backend, embedder and cache. The blocking work
-runs in a worker thread; the perturbed calls of one answer go out together, as one
-``generate`` call: concurrent HTTP requests upstream, one batch on an in-process model.
+The perturbed prompts of one answer go out together (concurrent requests on the gateway's
+own async client; one batch on an in-process model), after a cache lookup shared with every
+other score in flight; only real answers are cached. Their embeddings join those of all
+concurrent scores in one batch (:class:`~veracity.serve.embedding.EmbedWorker`). Gamma and the
+verdict are the project's own (:mod:`veracity.methods.gamma`, :mod:`veracity.methods.trust`).
 """
 
 from __future__ import annotations
 
-import threading
+import math
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
-from veracity.backends.base import Backend
 from veracity.cache import Cache
-from veracity.client import CachedEmbedder, LLMClient
-from veracity.embed.base import Embedder, Matrix
-from veracity.errors import VeracityError
-from veracity.methods.trust import TrustScore, TrustSettings, score_trust
+from veracity.client import request_key
+from veracity.embed.base import Embedder
+from veracity.errors import ConfigError, VeracityError
+from veracity.methods.gamma import gamma_from_embeddings
+from veracity.perturb import perturb
+from veracity.serve.cacheio import CacheIO
+from veracity.serve.embedding import EmbedWorker
 from veracity.serve.local import ROLES, request_sampling
 from veracity.serve.settings import GatewaySettings
+from veracity.serve.upstream import Upstream
 from veracity.serve.verdicts import Thresholds, ThresholdSource
-from veracity.types import Message
+from veracity.types import Generation, GenRequest, Message, Sampling
 
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
                    "presence_penalty", "frequency_penalty", "n")
@@ -33,22 +34,6 @@ SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "max_completion_tokens"
 
 class ScoringError(VeracityError):
     """This exchange cannot be scored; the answer is still returned."""
-
-
-class LockedEmbedder:
-    """One embedding batch at a time: embedders hold models that are not thread-safe."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self.spec = embedder.spec
-        self._lock = threading.Lock()
-
-    def identity(self) -> dict[str, Any]:
-        return self.embedder.identity()
-
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        with self._lock:
-            return self.embedder.embed(texts)
 
 
 @dataclass(frozen=True)
@@ -86,61 +71,104 @@ class Exchange:
 class Scorer:
     """Turns an exchange into the ``veracity`` object of the response."""
 
-    def __init__(self, settings: GatewaySettings, embedder: Embedder, cache: Cache | None,
-                 thresholds: ThresholdSource) -> None:
+    def __init__(self, settings: GatewaySettings, upstream: Upstream, embedder: Embedder,
+                 cache: Cache | None, thresholds: ThresholdSource) -> None:
         self.settings = settings
-        self.embedder = LockedEmbedder(embedder)
-        self.cache = cache
+        self.upstream = upstream
         self.thresholds = thresholds
-        self._threads = anyio.CapacityLimiter(settings.max_concurrency)
+        self.io = CacheIO(cache)
+        self.embedder = EmbedWorker(embedder, cache, self.io)
 
-    def trust_settings(self, exchange: Exchange, thresholds: Thresholds) -> TrustSettings:
+    def start(self) -> None:
+        self.io.start()
+        self.embedder.start()
+
+    async def aclose(self) -> None:
+        """Stop the embedder; write what the cache still has queued."""
+        await self.embedder.aclose()
+        await self.io.aclose()
+
+    def thresholds_for(self, model: str) -> Thresholds:
+        """The verdict thresholds (and calibration) for requests naming ``model``; a
+        ConfigError when the calibration was made for another setup and is not forced."""
+        spec, _ = self.upstream.scoring_key(model)
+        return self.thresholds.lookup(spec, self.embedder.spec, self.settings.form)
+
+    def sampling(self, exchange: Exchange) -> Sampling:
+        """The perturbed calls' sampling: the configured temperature, the request's token budget."""
         s = self.settings
         try:
-            sampling = request_sampling(exchange.body, s.max_tokens, s.temperature)
+            asked = request_sampling(exchange.body, s.max_tokens, s.temperature)
         except VeracityError as exc:
             raise ScoringError(str(exc)) from None
-        # perturbed calls: the configured temperature, the request's token budget
-        sampling = type(sampling)(temperature=s.temperature, max_tokens=sampling.max_tokens, seed=s.seed)
-        return TrustSettings(n=s.n, ball=s.ball, seed=s.seed, form=s.form,
-                             thresholds=(thresholds.low, thresholds.high), sampling=sampling)
+        return Sampling(temperature=s.temperature, max_tokens=asked.max_tokens, seed=s.seed)
 
-    async def score(self, exchange: Exchange, backend_for: Callable[[str], Backend]) -> dict[str, Any]:
-        """The ``veracity`` object; scoring failures are reported in it, never raised.
-
-        ``backend_for(model)`` is the backend the perturbed prompts go to.
-        """
-        thresholds = self.thresholds.lookup(exchange.model, self.embedder.spec, self.settings.form)
-        record = self.describe(exchange, thresholds)
+    async def score(self, exchange: Exchange) -> dict[str, Any]:
+        """The ``veracity`` object; scoring failures are reported in it, never raised."""
         began = time.perf_counter()
+        try:
+            thresholds = self.thresholds_for(exchange.model)
+        except ConfigError as exc:
+            record = self.describe(exchange, None)
+            record["error"] = str(exc)
+            record["timings"]["scoring_ms"] = 1000 * (time.perf_counter() - began)
+            return record
+        record = self.describe(exchange, thresholds)
         try:
             if not exchange.answer or not exchange.answer.strip():
                 raise ScoringError("no text answer to score")
             context, prompt = exchange.split()
-            settings = self.trust_settings(exchange, thresholds)
-            record["sampling"]["perturbed"]["max_tokens"] = settings.sampling.max_tokens
-            result = await anyio.to_thread.run_sync(
-                self._score, prompt, exchange.answer, context, settings, backend_for(exchange.model),
-                limiter=self._threads)
+            sampling = self.sampling(exchange)
+            record["sampling"]["perturbed"]["max_tokens"] = sampling.max_tokens
+            ball = perturb(prompt, self.settings.n, self.settings.ball, self.settings.seed)
+            record["perturbed_prompts"] = ball
+            requests = [GenRequest((*context, Message("user", p)), sampling) for p in ball]
+            answers, calls = await self.generate(exchange.model, requests)
+            record["model_calls"] = calls
+            record["perturbed_answers"] = answers
+            generated = time.perf_counter()
+            record["timings"]["generation_ms"] = 1000 * (generated - began)
+            vectors = await self.embedder.embed([exchange.answer.strip(), *answers])
+            record["timings"]["embedding_ms"] = 1000 * (time.perf_counter() - generated)
         except VeracityError as exc:
             record["error"] = str(exc)
         else:
-            record |= _evidence(result)
+            gamma = gamma_from_embeddings(vectors[0], vectors[1:], self.settings.form)
+            record |= judge(None if math.isnan(gamma) else gamma, thresholds)
         record["timings"]["scoring_ms"] = 1000 * (time.perf_counter() - began)
         return record
 
-    def _score(self, prompt: str, answer: str, context: tuple[Message, ...],
-               settings: TrustSettings, backend: Backend) -> TrustScore:
-        client = LLMClient(backend, self.cache)
-        embedder = CachedEmbedder(self.embedder, self.cache)
-        return score_trust(prompt, client, embedder, answer, settings, context=context)
+    async def generate(self, model: str, requests: list[GenRequest]) -> tuple[list[str], int]:
+        """The perturbed answers (cached ones reused) and the number of calls sent."""
+        spec, identity = self.upstream.scoring_key(model)
+        keys = [request_key(spec, identity, r) for r in requests]
+        found = await self.io.generations(keys)
+        todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in found}
+        outcomes = await self.upstream.perturbed(model, list(todo.values())) if todo else []
+        fresh: dict[str, Generation] = {}
+        failures = []
+        for key, outcome in zip(todo, outcomes, strict=True):
+            if not isinstance(outcome, Generation):
+                failures.append(str(outcome))
+            elif not outcome.text.strip():
+                failures.append("the upstream answered a perturbed prompt with no text")
+            else:
+                fresh[key] = outcome
+        self.io.save_generations(spec, fresh)  # real answers only: never an error or empty reply
+        if failures:
+            raise ScoringError(f"{len(failures)} of {len(requests)} perturbed calls failed: {failures[0]}")
+        found.update(fresh)
+        return [found[k].text.strip() for k in keys], len(todo)
 
-    def describe(self, exchange: Exchange, thresholds: Thresholds) -> dict[str, Any]:
+    def describe(self, exchange: Exchange, thresholds: Thresholds | None) -> dict[str, Any]:
         """The score's settings, before any result: what is compared and how."""
         s = self.settings
         return {
             "id": exchange.id, "gamma": None, "verdict": "unscored",
-            "thresholds": thresholds.to_dict(), "form": s.form, "n": s.n, "ball": s.ball,
+            "thresholds": None if thresholds is None else thresholds.to_dict(),
+            "p_correct": None, "p_correct_band": None,
+            "calibration": None if thresholds is None else thresholds.calibration,
+            "form": s.form, "n": s.n, "ball": s.ball,
             "seed": s.seed, "model": exchange.model, "embedder": self.embedder.spec,
             "sampling": {"answer": exchange.sampling(),
                          "perturbed": {"temperature": s.temperature, "seed": s.seed}},
@@ -149,10 +177,14 @@ class Scorer:
         }
 
 
-def _evidence(result: TrustScore) -> dict[str, Any]:
-    return {
-        "gamma": result.gamma, "verdict": result.verdict, "model_calls": result.model_calls,
-        "perturbed_prompts": list(result.perturbed_prompts),
-        "perturbed_answers": list(result.perturbed_answers),
-        "error": None if result.gamma is not None else "gamma is undefined for this answer",
+def judge(gamma: float | None, thresholds: Thresholds) -> dict[str, Any]:
+    """Gamma's verdict, and P(correct) with its band when a calibration is in use."""
+    out: dict[str, Any] = {
+        "gamma": gamma, "verdict": thresholds.verdict(gamma),
+        "error": None if gamma is not None else "gamma is undefined for this answer",
     }
+    if thresholds.curve is not None:
+        band = thresholds.curve.band(gamma)
+        out |= {"p_correct": thresholds.curve.p_correct(gamma),
+                "p_correct_band": None if band is None else list(band)}
+    return out

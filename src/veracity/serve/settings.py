@@ -54,6 +54,10 @@ class GatewaySettings:
     """Token budget of perturbed calls when the request sets none (else the request's)."""
     thresholds: tuple[float, float] | None = None
     """(low, high) verdict thresholds; None: the authors' buckets in ``form``."""
+    calibration: Path | None = None
+    """Calibration file (``veracity calibrate``): verdict thresholds and P(correct) from it."""
+    force: bool = False
+    """Use a calibration made for another model, embedder, form, ball or N (recorded)."""
     mode: Mode = "inline"
     max_concurrency: int = 32
     """Requests handled at once; more wait in the queue."""
@@ -87,6 +91,11 @@ class GatewaySettings:
             raise ConfigError(f"--mode must be inline or async, got '{self.mode}'")
         if self.thresholds is not None:
             check_thresholds(self.thresholds)
+            if self.calibration is not None:
+                raise ConfigError("give --thresholds or --calibration, not both: a calibration sets "
+                                  "the verdict thresholds")
+        if self.force and self.calibration is None:
+            raise ConfigError("--force only applies to --calibration FILE")
         for name in ("max_concurrency", "queue", "max_tokens"):
             if getattr(self, name) < (0 if name == "queue" else 1):
                 raise ConfigError(f"--{name.replace('_', '-')} is too small: {getattr(self, name)}")

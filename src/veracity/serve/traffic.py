@@ -24,12 +24,15 @@ CREATE TABLE IF NOT EXISTS exchanges (
     scoring_ms REAL,
     total_ms REAL,
     error TEXT,
-    score TEXT NOT NULL
+    score TEXT NOT NULL,
+    p_correct REAL
 );
 CREATE INDEX IF NOT EXISTS exchanges_time ON exchanges (time);
 """
 _COLUMNS = ("id", "time", "model", "prompt", "answer", "gamma", "verdict", "upstream_ms",
-            "scoring_ms", "total_ms", "error", "score")
+            "scoring_ms", "total_ms", "error", "score", "p_correct")
+_ADDED = {"p_correct": "REAL"}
+"""Columns added after the first release: logs written before lack them."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,12 @@ class Entry:
     total_ms: float | None
     error: str | None
     score: dict[str, Any]
+    p_correct: float | None = None
+    """P(correct) from the gateway's calibration (None without one)."""
 
     def row(self) -> tuple[Any, ...]:
-        values = [getattr(self, c) for c in _COLUMNS]
-        values[-1] = json.dumps(self.score, ensure_ascii=False)
-        return tuple(values)
+        return tuple(json.dumps(self.score, ensure_ascii=False) if c == "score" else getattr(self, c)
+                     for c in _COLUMNS)
 
 
 class TrafficLog:
@@ -66,12 +70,17 @@ class TrafficLog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        present = _columns(self._conn)
+        for name, kind in _ADDED.items():
+            if name not in present:
+                self._conn.execute(f"ALTER TABLE exchanges ADD COLUMN {name} {kind}")
 
     def append_many(self, entries: list[Entry]) -> None:
         marks = ",".join("?" * len(_COLUMNS))
         with self._lock, self._conn:
-            self._conn.executemany(f"INSERT OR REPLACE INTO exchanges VALUES ({marks})",
-                                   [e.row() for e in entries])
+            self._conn.executemany(
+                f"INSERT OR REPLACE INTO exchanges ({', '.join(_COLUMNS)}) VALUES ({marks})",
+                [e.row() for e in entries])
 
     def get(self, exchange_id: str) -> Entry | None:
         with self._lock:
@@ -87,8 +96,18 @@ class TrafficLog:
             self._conn.close()
 
 
-def _exchange(row: tuple[Any, ...]) -> Entry:
-    values = dict(zip(_COLUMNS, row, strict=True))
+def _columns(conn: sqlite3.Connection) -> set[str]:
+    return {str(row[1]) for row in conn.execute("PRAGMA table_info(exchanges)")}
+
+
+def _selected(conn: sqlite3.Connection) -> tuple[str, ...]:
+    """The columns of ``_COLUMNS`` this log has (an older log lacks the added ones)."""
+    present = _columns(conn)
+    return tuple(c for c in _COLUMNS if c in present or c not in _ADDED)
+
+
+def _exchange(row: tuple[Any, ...], columns: tuple[str, ...] = _COLUMNS) -> Entry:
+    values = dict(zip(columns, row, strict=True))
     values["score"] = json.loads(values["score"])
     return Entry(**values)
 
@@ -100,11 +119,12 @@ def read_traffic(path: Path) -> list[Entry]:
     try:
         conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
         try:
+            columns = _selected(conn)
             rows = conn.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM exchanges ORDER BY time"
+                f"SELECT {', '.join(columns)} FROM exchanges ORDER BY time"
             ).fetchall()
         finally:
             conn.close()
-        return [_exchange(row) for row in rows]
+        return [_exchange(row, columns) for row in rows]
     except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
         raise DataError(f"{path} is not a veracity traffic log: {exc}") from None

@@ -6,18 +6,24 @@ and masked in any message the server echoes back.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
-from veracity.backends.base import Backend
-from veracity.backends.openai import OpenAIBackend
+from veracity.backends.base import Outcome
+from veracity.backends.openai import RETRY_STATUSES, OpenAIBackend
+from veracity.backends.reply import read_reply
+from veracity.errors import BackendError, PermanentError, RetryableError
+from veracity.types import GenRequest
 
 _LIMIT = 300  # characters of an upstream message kept in an error
+RETRY_PAUSE = 0.2
+"""Seconds before a perturbed call that hit a server fault is tried again (once)."""
 
 
 class UpstreamError(Exception):
@@ -58,8 +64,13 @@ class Upstream(Protocol):
 
     async def models(self) -> dict[str, Any]: ...
 
-    def scoring_backend(self, model: str) -> Backend:
-        """The backend perturbed prompts of ``model`` are sent to (thread-safe)."""
+    def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
+        """(spec, identity) of the backend ``model``'s perturbed prompts go to: the cache key
+        the project's client uses for the same model, and what a calibration is made for."""
+        ...
+
+    async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
+        """Outcomes of the perturbed prompts, all sent at once (not cached here)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -156,13 +167,60 @@ class HttpUpstream:
             raise UpstreamError(502, f"upstream {url} did not answer with a JSON object", "bad_reply")
         return data
 
-    def scoring_backend(self, model: str) -> Backend:
+    def _backend(self, model: str) -> OpenAIBackend:
+        """The project's backend for ``model``: its request bodies and cache identity (the
+        gateway sends the requests itself, on its own async client)."""
         if model not in self._backends:
             self._backends[model] = OpenAIBackend(
                 model, base_url=self.base_url, api_key_env=self.api_key_env,
                 max_concurrency=self._scoring_concurrency, timeout=self.timeout, max_retries=1,
             )
         return self._backends[model]
+
+    def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
+        backend = self._backend(model)
+        return backend.spec, backend.identity()
+
+    async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
+        backend = self._backend(model)
+        return list(await asyncio.gather(*(self._generate(backend, r) for r in requests)))
+
+    async def _generate(self, backend: OpenAIBackend, request: GenRequest) -> Outcome:
+        """One perturbed answer; a server fault or timeout is tried once more."""
+        path, body = backend.payload(request)
+        url = self.base_url + path
+        for attempt in range(2):
+            try:
+                response = await self.client.post(url, json=body)
+            except httpx.HTTPError as exc:
+                failure = self._transport_error(url, exc)
+            else:
+                if response.status_code < 400:
+                    return self._reply(url, response)
+                failure = self._status_error(url, response)
+                if response.status_code not in RETRY_STATUSES:
+                    return PermanentError(failure.message)
+            if attempt == 0:
+                await asyncio.sleep(RETRY_PAUSE)
+        return RetryableError(failure.message)
+
+    def _reply(self, url: str, response: httpx.Response) -> Outcome:
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or (data.get("error") and not data.get("choices")):
+            shown = _short(self.redact(response.text))
+            return PermanentError(f"upstream {url} did not answer with a chat completion: {shown!r}")
+
+        def malformed(data: dict[str, Any], what: str) -> RetryableError:
+            shown = _short(self.redact(json.dumps(data, ensure_ascii=True)))
+            return RetryableError(f"malformed reply from {url} ({what}): {shown}")
+
+        try:
+            return read_reply(data, True, malformed)
+        except BackendError as exc:
+            return exc
 
     def _transport_error(self, url: str, exc: httpx.HTTPError) -> UpstreamError:
         if isinstance(exc, httpx.TimeoutException):

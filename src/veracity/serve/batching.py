@@ -1,0 +1,111 @@
+"""Micro-batching off the event loop: many concurrent requests, one worker-thread call.
+
+:class:`MicroBatcher` answers ``await batcher(item)`` by running ``work(all pending items)``
+in a worker thread: under load, one thread hop and one SQLite query or one embedding batch
+serves every request that arrived meanwhile. :class:`BatchWriter` does the same for writes
+nobody waits for (cache entries, traffic-log rows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+import anyio
+
+log = logging.getLogger(__name__)
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+class MicroBatcher(Generic[In, Out]):
+    """``await batcher(item)``: ``work(items)`` (one result per item) runs for all pending items."""
+
+    def __init__(self, work: Callable[[list[In]], Sequence[Out]], max_batch: int = 1024) -> None:
+        self._work = work
+        self._max = max_batch
+        self._pending: list[tuple[In, asyncio.Future[Out]]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def __call__(self, item: In) -> Out:
+        if self._task is None or self._task.done():
+            raise RuntimeError("batcher not running")
+        future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        self._wake.set()
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch, self._pending = self._pending[: self._max], self._pending[self._max:]
+                live = [(item, f) for item, f in batch if not f.done()]  # cancelled callers
+                if not live:
+                    continue
+                try:
+                    results = await anyio.to_thread.run_sync(self._work, [item for item, _ in live])
+                except Exception as exc:  # every caller of the batch gets the error
+                    for _, future in live:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, future), result in zip(live, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for _, future in self._pending:
+            future.cancel()
+        self._pending.clear()
+
+
+class BatchWriter(Generic[In]):
+    """Items queued from the event loop, written by ``write(items)`` in a worker thread."""
+
+    def __init__(self, write: Callable[[list[In]], None] | None, what: str = "items") -> None:
+        self._write = write
+        self._what = what
+        self._queue: asyncio.Queue[In | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._write is not None:
+            self._task = asyncio.create_task(self._run())
+
+    def put(self, item: In) -> None:
+        if self._task is not None:
+            self._queue.put_nowait(item)
+
+    async def _run(self) -> None:
+        assert self._write is not None
+        stop = False
+        while not stop:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            stop = None in batch
+            items = [b for b in batch if b is not None]
+            if not items:
+                continue
+            try:
+                await anyio.to_thread.run_sync(self._write, items)
+            except Exception:  # a full disk must not stop the gateway
+                log.exception("could not write %d %s", len(items), self._what)
+
+    async def close(self) -> None:
+        """Write what is queued, then stop."""
+        if self._task is not None:
+            self._queue.put_nowait(None)
+            await self._task
+            self._task = None
