@@ -13,7 +13,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiohttp
 import httpx
+from httpx_aiohttp import AiohttpTransport
 
 from veracity.backends.base import Outcome
 from veracity.backends.openai import RETRY_STATUSES, OpenAIBackend
@@ -22,6 +24,9 @@ from veracity.errors import BackendError, PermanentError, RetryableError
 from veracity.types import GenRequest
 
 _LIMIT = 300  # characters of an upstream message kept in an error
+TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, asyncio.TimeoutError)
+"""What a call can raise when the upstream is unreachable, slow or hangs up (the aiohttp
+transport maps most of its errors to httpx's, not all)."""
 RETRY_PAUSE = 0.2
 """Seconds before a perturbed call that hit a server fault is tried again (once)."""
 
@@ -100,11 +105,13 @@ class HttpUpstream:
         return f"HttpUpstream(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
 
     async def start(self) -> None:
+        # httpx's own pool walks every connection on each request: at hundreds of concurrent
+        # calls it costs several times the CPU of aiohttp's, which serves as its transport
         limits = httpx.Limits(max_connections=self._max_connections,
                               max_keepalive_connections=self._max_connections)
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), limits=limits,
-                                         headers=headers)
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
+                                         transport=AiohttpTransport(limits=limits))
 
     def redact(self, text: str) -> str:
         return text.replace(self._key, "[redacted]") if self._key else text
@@ -119,7 +126,7 @@ class HttpUpstream:
         url = f"{self.base_url}/chat/completions"
         try:
             response = await self.client.post(url, json=body)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise self._transport_error(url, exc) from None
         if response.status_code >= 400:
             raise self._status_error(url, response)
@@ -134,10 +141,11 @@ class HttpUpstream:
 
     async def stream(self, body: dict[str, Any]) -> Stream:
         url = f"{self.base_url}/chat/completions"
-        request = self.client.build_request("POST", url, json=body)
+        client = self.client
+        request = client.build_request("POST", url, json=body)
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            response = await client.send(request, stream=True)
+        except TRANSPORT_ERRORS as exc:
             raise self._transport_error(url, exc) from None
         if response.status_code >= 400:
             await response.aread()
@@ -149,7 +157,7 @@ class HttpUpstream:
         try:
             async for chunk in response.aiter_raw():
                 yield chunk
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise self._transport_error(url, exc) from None
         finally:
             await response.aclose()
@@ -158,7 +166,7 @@ class HttpUpstream:
         url = f"{self.base_url}/models"
         try:
             response = await self.client.get(url)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise self._transport_error(url, exc) from None
         if response.status_code >= 400:
             raise self._status_error(url, response)
@@ -192,7 +200,7 @@ class HttpUpstream:
         for attempt in range(2):
             try:
                 response = await self.client.post(url, json=body)
-            except httpx.HTTPError as exc:
+            except TRANSPORT_ERRORS as exc:
                 failure = self._transport_error(url, exc)
             else:
                 if response.status_code < 400:
@@ -222,12 +230,13 @@ class HttpUpstream:
         except BackendError as exc:
             return exc
 
-    def _transport_error(self, url: str, exc: httpx.HTTPError) -> UpstreamError:
-        if isinstance(exc, httpx.TimeoutException):
+    def _transport_error(self, url: str, exc: Exception) -> UpstreamError:
+        cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ else exc
+        if isinstance(cause, asyncio.TimeoutError | httpx.TimeoutException):
             return UpstreamError(504, f"upstream {url} gave no answer within {self.timeout:g} s",
                                  "timeout", "timeout", "upstream_timeout")
-        detail = self.redact(str(exc)) or "connection closed without an answer"
-        return UpstreamError(502, f"upstream {url} failed: {type(exc).__name__}: {_short(detail)}",
+        detail = self.redact(str(cause)) or "connection closed without an answer"
+        return UpstreamError(502, f"upstream {url} failed: {type(cause).__name__}: {_short(detail)}",
                              "connection", code="upstream_unreachable")
 
     def _status_error(self, url: str, response: httpx.Response) -> UpstreamError:
