@@ -45,6 +45,12 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
               help="Token budget of perturbed calls when a request sets none.")
 @click.option("--thresholds", default=None, metavar="LOW,HIGH",
               help="Verdict thresholds (default: the authors' 0.1 / 0.2 buckets in --form).")
+@click.option("--calibration", "calibration", type=click.Path(path_type=Path, dir_okay=False),
+              default=None, help="Calibration file (veracity calibrate): verdict thresholds and "
+                                 "P(correct) for this model, embedder, form, ball and N.")
+@click.option("--force", is_flag=True,
+              help="Use a --calibration made for another model, embedder, form, ball or N "
+                   "(recorded in every score).")
 @click.option("--mode", type=click.Choice(["inline", "async"]), default="inline", show_default=True,
               help="inline: the score is in the response; async: fetch it from /v1/veracity/scores/ID.")
 @click.option("--max-concurrency", type=click.IntRange(1), default=32, show_default=True,
@@ -74,7 +80,7 @@ def serve(**kw: Any) -> None:
     try:
         import uvicorn
 
-        from veracity.serve import create_app
+        from veracity.serve.app import create_app, threshold_source
     except ImportError as exc:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
@@ -82,13 +88,23 @@ def serve(**kw: Any) -> None:
         upstream=kw["upstream"], upstream_api_key_env=kw["upstream_api_key_env"], model=kw["model"],
         embedder=kw["embedder"], n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
         temperature=kw["temperature"], max_tokens=kw["max_tokens"],
-        thresholds=parse_thresholds(kw["thresholds"]), mode=kw["mode"],
+        thresholds=parse_thresholds(kw["thresholds"]), calibration=kw["calibration"],
+        force=kw["force"], mode=kw["mode"],
         max_concurrency=kw["max_concurrency"], queue=kw["queue"], timeout=kw["timeout"],
         log=None if kw["no_log"] else kw["log_file"], cache=kw["cache_path"], no_cache=kw["no_cache"],
         api_keys=() if kw["no_auth"] else keys_from_env(kw["api_keys_env"]), no_auth=kw["no_auth"],
         host=kw["host"], port=kw["port"], shutdown_grace=kw["shutdown_grace"],
     )
-    app = create_app(settings)
+    embedder, thresholds = None, None
+    if settings.calibration is not None:  # refused here, before anything listens
+        from veracity.registry import load_embedder
+        from veracity.serve.verdicts import CalibratedThresholds
+
+        thresholds = threshold_source(settings)
+        embedder = load_embedder(settings.embedder)
+        assert isinstance(thresholds, CalibratedThresholds)
+        thresholds.check(embedder.spec, settings.form, None if settings.upstream else settings.model)
+    app = create_app(settings, embedder=embedder, thresholds=thresholds)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -100,7 +116,9 @@ def serve(**kw: Any) -> None:
     source = settings.upstream or settings.model
     click.echo(f"veracity gateway on http://{settings.host}:{port}/v1 in front of {source} "
                f"(mode {settings.mode}, n {settings.n}, embedder {settings.embedder}; "
-               f"log {settings.log or 'off'})", err=True)
+               f"log {settings.log or 'off'}"
+               f"{'; calibration ' + str(settings.calibration) if settings.calibration else ''}"
+               f"{' (forced)' if settings.force else ''})", err=True)
     config = uvicorn.Config(app, log_level="info", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=int(settings.shutdown_grace) or None)
     uvicorn.Server(config).run(sockets=[sock])

@@ -33,12 +33,14 @@ def _summary(groups: dict[str, list[Entry]]) -> str:
         verdicts = Counter(e.verdict for e in group)
         latency = [e.total_ms for e in group if e.total_ms is not None]
         embedders = sorted({str(e.score.get("embedder")) for e in group})
+        chances = [e.p_correct for e in group if e.p_correct is not None]
         rows.append([model, len(group), len(gammas),
                      statistics.fmean(gammas) if gammas else None,
                      statistics.median(gammas) if gammas else None,
+                     statistics.fmean(chances) if chances else None,
                      *(verdicts.get(v, 0) for v in VERDICTS),
                      statistics.median(latency) if latency else None, ", ".join(embedders)])
-    return table(["model", "exchanges", "scored", "mean γ", "median γ", *VERDICTS,
+    return table(["model", "exchanges", "scored", "mean γ", "median γ", "mean P(correct)", *VERDICTS,
                   "median total ms", "embedder"], rows)
 
 
@@ -80,12 +82,30 @@ def _worst(entries: list[Entry]) -> str:
                     strict=False)
         perturbed = "".join(f"<li><code>{esc(p)}</code> → {esc(a)}</li>" for p, a in pairs)
         rows.append(
-            f"<tr><td class='num'>{fmt(e.gamma)}</td><td>{esc(e.verdict)}</td><td>{esc(e.model)}</td>"
+            f"<tr><td class='num'>{fmt(e.gamma)}</td><td class='num'>{fmt(e.p_correct)}</td>"
+            f"<td>{esc(e.verdict)}</td><td>{esc(e.model)}</td>"
             f"<td>{esc(_when(e.time))}</td><td>{esc(e.prompt)}</td><td>{esc(e.answer)}<details>"
             f"<summary>perturbed answers</summary><ul>{perturbed}</ul></details></td></tr>"
         )
-    return (f"<table><thead><tr><th>γ</th><th>verdict</th><th>model</th><th>time</th><th>prompt</th>"
+    return (f"<table><thead><tr><th>γ</th><th>P(correct)</th><th>verdict</th><th>model</th>"
+            f"<th>time</th><th>prompt</th>"
             f"<th>answer</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _calibration(entries: list[Entry]) -> str:
+    """Which calibrations gave P(correct), and a warning for forced ones."""
+    used = {}
+    for e in entries:
+        info = e.score.get("calibration")
+        if isinstance(info, dict):
+            used[(str(info.get("source")), bool(info.get("forced")))] = info
+    if not used:
+        return "<p class='muted'>No calibration: P(correct) is not estimated.</p>"
+    items = "".join(
+        f"<li>{esc(source)}{' <strong>(forced: made for another setup)</strong>' if forced else ''}"
+        f" — made for {esc(', '.join(f'{k}={v}' for k, v in (info.get('key') or {}).items()))}</li>"
+        for (source, forced), info in used.items())
+    return f"<p>P(correct) and the verdict thresholds come from:</p><ul>{items}</ul>"
 
 
 def _errors(entries: list[Entry]) -> str:
@@ -108,7 +128,7 @@ def build_traffic_report(path: Path, out: Path, title: str = "veracity traffic")
              f"settings: form {esc(settings.get('form'))}, ball {esc(settings.get('ball'))}, "
              f"n {esc(settings.get('n'))}, thresholds {fmt(thresholds.get('low'))} / "
              f"{fmt(thresholds.get('high'))} ({esc(thresholds.get('source'))}). γ depends on the "
-             "embedder: compare models scored with the same one.</p>")
+             "embedder: compare models scored with the same one.</p>" + _calibration(entries))
     with plain_text_labels():
         sections = [intro, "<h2>Per model</h2>", _summary(groups), "<h2>γ over time</h2>",
                     _over_time(groups), "<h2>γ distribution per model</h2>", _distribution(groups),

@@ -105,8 +105,12 @@ class Gateway:
         if embedder is None:
             embedder = await anyio.to_thread.run_sync(load_embedder, s.embedder)
         if isinstance(self.thresholds, CalibratedThresholds):
-            model = None if s.upstream else self.upstream.scoring_key(s.model)[0]
-            self.thresholds.check(embedder.spec, s.form, model)
+            try:
+                model = None if s.upstream else self.upstream.scoring_key(s.model)[0]
+                self.thresholds.check(embedder.spec, s.form, model)
+            except ConfigError:
+                await self.upstream.aclose()
+                raise
         self.cache = None if s.no_cache else Cache(s.cache)
         self._scorer = Scorer(s, self.upstream, embedder, self.cache, self.thresholds)
         self._scorer.start()
