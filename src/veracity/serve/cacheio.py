@@ -1,9 +1,11 @@
-"""The gateway's cache traffic, batched across concurrent scores and kept off the event loop.
+"""The gateway's cache traffic: writes batched off the event loop, reads on a connection of
+their own.
 
-Reads of cached generations wait for one SQLite query shared by every score that asked
-meanwhile; writes (generations, embeddings) are queued and written in batches. Only real
-answers are ever handed to :meth:`CacheIO.save_generations`: the scorer drops errors and
-empty replies first.
+Writes (generations, embeddings) are queued and written in batches by a worker thread. A read
+of one answer's few generations is an indexed lookup of tens of microseconds on its own
+connection (SQLite's WAL mode lets it read while the writer writes): cheaper on the event loop
+than the thread hop that would carry it. Only real answers are ever handed to
+:meth:`CacheIO.save_generations`: the scorer drops errors and empty replies first.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from veracity.cache import Cache
 from veracity.embed.base import Matrix
-from veracity.serve.batching import BatchWriter, MicroBatcher
+from veracity.serve.batching import BatchWriter
 from veracity.types import Generation
 
 Write = tuple[str, str, dict[str, Any]]
@@ -26,21 +28,18 @@ class CacheIO:
 
     def __init__(self, cache: Cache | None) -> None:
         self.cache = cache
-        self._reads: MicroBatcher[list[str], dict[str, Any]] = MicroBatcher(self._read)
+        self._reader = None if cache is None else Cache(cache.path)
         self._writes: BatchWriter[Write] = BatchWriter(
             None if cache is None else self._write, "cache entries")
 
     def start(self) -> None:
-        if self.cache is not None:
-            self._reads.start()
         self._writes.start()
 
-    async def generations(self, keys: Sequence[str]) -> dict[str, Generation]:
+    def generations(self, keys: Sequence[str]) -> dict[str, Generation]:
         """The cached generations among ``keys``."""
-        if self.cache is None or not keys:
+        if self._reader is None or not keys:
             return {}
-        found = await self._reads(list(keys))
-        return {k: Generation(**v) for k, v in found.items()}
+        return {k: Generation(**v) for k, v in self._reader.get_json(keys).items()}
 
     def save_generations(self, spec: str, items: Mapping[str, Generation]) -> None:
         if items:
@@ -49,11 +48,6 @@ class CacheIO:
     def save_vectors(self, spec: str, items: Mapping[str, Matrix]) -> None:
         if items:
             self._writes.put(("embedding", spec, dict(items)))
-
-    def _read(self, groups: list[list[str]]) -> list[dict[str, Any]]:
-        assert self.cache is not None
-        found = self.cache.get_json([k for keys in groups for k in keys])
-        return [{k: found[k] for k in keys if k in found} for keys in groups]
 
     def _write(self, writes: list[Write]) -> None:
         assert self.cache is not None
@@ -67,9 +61,10 @@ class CacheIO:
                 self.cache.put_json(kind, spec, items)
 
     async def aclose(self) -> None:
-        """Stop reading; write what is queued."""
-        await self._reads.aclose()
+        """Write what is queued; close the reading connection."""
         await self._writes.close()
+        if self._reader is not None:
+            self._reader.close()
 
 
 def _stored(generation: Generation) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Scoring one exchange on the event loop: perturbed calls, cache, embedding, gamma, verdict.
 
 The perturbed prompts of one answer go out together (concurrent requests on the gateway's
-own async client; one batch on an in-process model), after a cache lookup shared with every
-other score in flight; only real answers are cached. Their embeddings join those of all
+own async client; one batch on an in-process model), after a cache lookup; only real answers
+are cached. Their embeddings join those of all
 concurrent scores in one batch (:class:`~veracity.serve.embedding.EmbedWorker`). Gamma and the
 verdict are the project's own (:mod:`veracity.methods.gamma`, :mod:`veracity.methods.trust`).
 """
@@ -142,7 +142,7 @@ class Scorer:
         """The perturbed answers (cached ones reused) and the number of calls sent."""
         spec, identity = self.upstream.scoring_key(model)
         keys = [request_key(spec, identity, r) for r in requests]
-        found = await self.io.generations(keys)
+        found = self.io.generations(keys)
         todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in found}
         outcomes = await self.upstream.perturbed(model, list(todo.values())) if todo else []
         fresh: dict[str, Generation] = {}
