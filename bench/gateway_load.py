@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import re
 import statistics
@@ -235,7 +236,7 @@ def main() -> int:
     print(f"gateway p99 latency: {1000 * percentile(gw_lat, 0.99):.1f} ms")
     print(f"gateway p50 scoring time: {statistics.median(s['timings']['scoring_ms'] for s in scores):.1f} ms")
     print(f"gateway p50 perturbed-call time: "
-          f"{statistics.median(s['timings']['generation_ms'] for s in scores):.1f} ms")
+          f"{statistics.median(s['timings'].get('generation_ms', math.nan) for s in scores):.1f} ms")
     print(f"gateway CPU per request: {1000 * gw_cpu / args.requests:.2f} ms")
     print(f"embedding time p50 ({args.embedder}, {args.n + 1} texts): {embed:.2f} ms")
     print(f"p50 added latency: {added:.1f} ms")

@@ -363,3 +363,66 @@ def test_an_in_process_model_answers_streams_and_scores_in_one_backend_call(tmp_
         assert (chunks[-1].model_extra or {})["veracity"]["gamma"] == 0.0
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model="gpt-4o", messages=messages)
+
+
+def test_an_empty_perturbed_reply_fails_the_score_and_is_never_cached(
+        gateway: Callable[..., Gateway]) -> None:
+    gw = gateway()
+    empty = Reply(body={"id": "x", "object": "chat.completion", "model": "mock-model",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": "  "}}]})
+    gw.mock.script(Reply(), empty)  # the answer, then one of the three perturbed calls
+    messages: Any = [{"role": "user", "content": PROMPT}]
+    first = (gw.client().chat.completions.create(model="mock-model", messages=messages)
+             .model_extra or {})["veracity"]
+    assert first["gamma"] is None and "1 of 3 perturbed calls failed" in first["error"]
+    assert "no text" in first["error"]
+    # the two real answers were cached, the empty one was not: it alone is asked again
+    before = len(gw.mock.chat_bodies())
+    again = (gw.client().chat.completions.create(model="mock-model", messages=messages)
+             .model_extra or {})["veracity"]
+    assert len(gw.mock.chat_bodies()) == before + 2  # the answer and the one missing call
+    assert again["model_calls"] == 1 and again["gamma"] == 0.0 and again["error"] is None
+
+
+class SlowEmbedder:
+    """hash/default that takes 0.3 s per call and records its batch sizes."""
+
+    def __init__(self) -> None:
+        from veracity.registry import load_embedder
+
+        self.inner = load_embedder("hash/default")
+        self.spec = self.inner.spec
+        self.batches: list[int] = []
+
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
+    def embed(self, texts: Any) -> Any:
+        self.batches.append(len(texts))
+        time.sleep(0.3)
+        return self.inner.embed(texts)
+
+
+def test_concurrent_scores_share_embedding_batches(tmp_path: Path) -> None:
+    embedder = SlowEmbedder()
+    with MockUpstream() as mock:
+        settings = GatewaySettings(upstream=mock.url, upstream_api_key_env="", n=3, no_auth=True,
+                                   log=None, no_cache=True, embedder="hash/default")
+        with RunningApp(create_app(settings, embedder=embedder)) as running:
+
+            def ask(k: int) -> None:
+                body = {"model": "mock-model",
+                        "messages": [{"role": "user", "content": f"An unstable question {k}?"}]}
+                response = httpx.post(running.url + "/v1/chat/completions", json=body, timeout=30)
+                assert response.json()["veracity"]["error"] is None
+
+            threads = [threading.Thread(target=ask, args=(k,)) for k in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    # 8 scores, each with its answer and 3 perturbed answers to embed: fewer calls than
+    # scores, because the scores that arrived while one batch ran went in the next one together
+    assert sum(embedder.batches) <= 8 * 4 and len(embedder.batches) < 8
+    assert max(embedder.batches) > 4
