@@ -132,7 +132,7 @@ def test_streamed_chunks_arrive_before_the_score(gateway: Callable[..., Gateway]
         if len(text) == 2:
             break
     release.set()
-    scores = []
+    scores: list[Any] = []
     for chunk in chunks:
         if chunk.choices and chunk.choices[0].delta.content:
             assert not scores, "content after the score"
@@ -349,7 +349,12 @@ def test_an_in_process_model_answers_streams_and_scores_in_one_backend_call(tmp_
         fake = app.state.gateway.upstream.backend.backend
         batches: list[int] = []
         generate = fake.generate
-        fake.generate = lambda requests: batches.append(len(requests)) or generate(requests)
+
+        def counted(requests: Any) -> Any:
+            batches.append(len(requests))
+            return generate(requests)
+
+        fake.generate = counted
         client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=20)
         assert [m.id for m in client.models.list()] == ["fake/stable"]
         messages: Any = [{"role": "user", "content": PROMPT}]
