@@ -431,3 +431,13 @@ def test_concurrent_scores_share_embedding_batches(tmp_path: Path) -> None:
     # scores, because the scores that arrived while one batch ran went in the next one together
     assert sum(embedder.batches) <= 8 * 4 and len(embedder.batches) < 8
     assert max(embedder.batches) > 4
+
+
+def test_a_blank_prompt_is_answered_but_not_scored(gateway: Callable[..., Gateway]) -> None:
+    gw = gateway()
+    reply = gw.client().chat.completions.create(model="mock-model",
+                                                messages=[{"role": "user", "content": "   "}])
+    score = (reply.model_extra or {})["veracity"]
+    assert reply.choices[0].message.content == STABLE
+    assert score["gamma"] is None and "empty prompt" in score["error"]
+    assert len(gw.mock.chat_bodies()) == 1  # no perturbed call for it

@@ -18,7 +18,7 @@ from veracity.cache import Cache
 from veracity.client import request_key
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, VeracityError
-from veracity.methods.gamma import gamma_from_embeddings
+from veracity.methods.gamma import check_prompt, gamma_from_embeddings
 from veracity.perturb import perturb
 from veracity.serve.cacheio import CacheIO
 from veracity.serve.embedding import EmbedWorker
@@ -118,6 +118,7 @@ class Scorer:
             if not exchange.answer or not exchange.answer.strip():
                 raise ScoringError("no text answer to score")
             context, prompt = exchange.split()
+            check_prompt(prompt, "the prompt to score")
             sampling = self.sampling(exchange)
             record["sampling"]["perturbed"]["max_tokens"] = sampling.max_tokens
             ball = perturb(prompt, self.settings.n, self.settings.ball, self.settings.seed)
