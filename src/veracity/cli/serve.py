@@ -34,6 +34,9 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
 @click.option("--model", default="llamacpp/default", show_default=True,
               help="In-process model served when there is no --upstream.")
 @click.option("--embedder", default="st/default", show_default=True)
+@click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
+              help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
+                   "(st/...: torch, onnx, onnx-int8).")
 @click.option("--n", "n", type=click.IntRange(1), default=3, show_default=True,
               help="Perturbed calls per answer.")
 @click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice())
@@ -84,9 +87,13 @@ def serve(**kw: Any) -> None:
     except ImportError as exc:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
+    from veracity.registry import parse_embedder_options, split_spec
+
+    options = parse_embedder_options(kw["embedder_option"]).get(split_spec(kw["embedder"])[0], {})
     settings = GatewaySettings(
         upstream=kw["upstream"], upstream_api_key_env=kw["upstream_api_key_env"], model=kw["model"],
-        embedder=kw["embedder"], n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
+        embedder=kw["embedder"], embedder_options=options, n=kw["n"], ball=kw["ball"],
+        seed=kw["seed"], form=kw["form"],
         temperature=kw["temperature"], max_tokens=kw["max_tokens"],
         thresholds=parse_thresholds(kw["thresholds"]), calibration=kw["calibration"],
         force=kw["force"], mode=kw["mode"],
@@ -101,7 +108,7 @@ def serve(**kw: Any) -> None:
         from veracity.serve.verdicts import CalibratedThresholds
 
         thresholds = threshold_source(settings)
-        embedder = load_embedder(settings.embedder)
+        embedder = load_embedder(settings.embedder, **settings.embedder_options)
         assert isinstance(thresholds, CalibratedThresholds)
         thresholds.check(embedder.spec, settings.form, None if settings.upstream else settings.model)
     app = create_app(settings, embedder=embedder, thresholds=thresholds)

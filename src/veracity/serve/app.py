@@ -8,6 +8,7 @@ clients raise their usual exceptions.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -103,7 +104,8 @@ class Gateway:
         await self.upstream.start()
         embedder = self._embedder
         if embedder is None:
-            embedder = await anyio.to_thread.run_sync(load_embedder, s.embedder)
+            embedder = await anyio.to_thread.run_sync(
+                functools.partial(load_embedder, s.embedder, **s.embedder_options))
         if isinstance(self.thresholds, CalibratedThresholds):
             try:
                 model = None if s.upstream else self.upstream.scoring_key(s.model)[0]

@@ -6,7 +6,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from veracity.errors import ConfigError
 from veracity.methods.gamma import FORMS, Form
@@ -43,6 +43,8 @@ class GatewaySettings:
     model: str = "llamacpp/default"
     """The in-process model served when there is no upstream."""
     embedder: str = "st/default"
+    embedder_options: dict[str, Any] = field(default_factory=dict)
+    """Options of the embedder's provider (``--embedder-option``), e.g. {"backend": "onnx"}."""
     n: int = 3
     """Perturbed calls per answer."""
     ball: str = "ascii-control"
