@@ -187,10 +187,11 @@ class Gateway:
         problem = check_body(body)
         if problem:
             return error(400, problem)
-        try:
-            self.scorer.thresholds_for(body["model"])
-        except ConfigError as exc:  # a calibration made for another model: refused, nothing sent
-            return error(400, str(exc), code="calibration_mismatch")
+        if isinstance(self.thresholds, CalibratedThresholds):
+            try:
+                self.scorer.thresholds_for(body["model"])
+            except ConfigError as exc:  # made for another model: refused before anything is sent
+                return error(400, str(exc), code="calibration_mismatch")
         try:
             await self.admission.acquire()
         except Saturated:

@@ -27,6 +27,8 @@ _LIMIT = 300  # characters of an upstream message kept in an error
 TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, asyncio.TimeoutError)
 """What a call can raise when the upstream is unreachable, slow or hangs up (the aiohttp
 transport maps most of its errors to httpx's, not all)."""
+MODELS_KEPT = 256
+"""Per-model request builders kept (the oldest is dropped beyond)."""
 RETRY_PAUSE = 0.2
 """Seconds before a perturbed call that hit a server fault is tried again (once)."""
 
@@ -179,6 +181,8 @@ class HttpUpstream:
         """The project's backend for ``model``: its request bodies and cache identity (the
         gateway sends the requests itself, on its own async client)."""
         if model not in self._backends:
+            if len(self._backends) >= MODELS_KEPT:  # model names come from clients
+                self._backends.pop(next(iter(self._backends))).close()
             self._backends[model] = OpenAIBackend(
                 model, base_url=self.base_url, api_key_env=self.api_key_env,
                 max_concurrency=self._scoring_concurrency, timeout=self.timeout, max_retries=1,
