@@ -138,7 +138,7 @@ def test_rerun_makes_no_model_call(cache: object, db: str, tmp_path: Path) -> No
     from veracity.cache import Cache
 
     assert isinstance(cache, Cache)
-    first_ctx, second_ctx = Context(cache=cache), Context(cache=cache)
+    first_ctx, second_ctx = Context(cache=cache), Context(cache=cache, close_cache=False)
     first = deception_run("fake/deceive-flaky", db, first_ctx, subjects=["nutrition"],
                           limit_per_subject=6)
     second = deception_run("fake/deceive-flaky", db, second_ctx, subjects=["nutrition"],

@@ -10,7 +10,8 @@ import pytest
 
 from local_models import has_local_models
 from veracity.cache import Cache
-from veracity.client import CachedEmbedder
+from veracity.client import CachedEmbedder, ScorerClient
+from veracity.embed.cross import CrossEncoderScorer
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
 from veracity.methods.similarity import (
@@ -71,30 +72,36 @@ class FakeCrossEncoder:
         return np.array(out)
 
 
+def cross(path: Path, model: FakeCrossEncoder, cache: Cache | None = None,
+          label: str | int | None = None, symmetric: bool = True) -> CrossEncoderSimilarity:
+    return CrossEncoderSimilarity(ScorerClient(CrossEncoderScorer(path, label, model=model), cache),
+                                  symmetric)
+
+
 def test_cross_encoder_symmetric_cached_and_identical_is_one(tmp_path: Path, cache: Cache) -> None:
     model = FakeCrossEncoder()
-    sim = CrossEncoderSimilarity(tmp_path, cache=cache, model=model)
+    sim = cross(tmp_path, model, cache)
     table = sim.table(["a b", "a c d e", "x"])
     values = table(np.array([0, 1, 0, 2]), np.array([1, 0, 0, 0]))
     # s(a b -> a c d e) = 1/2, s(a c d e -> a b) = 1/4: symmetric mean 0.375, both orders
     assert values == pytest.approx([0.375, 0.375, 1.0, 0.0])
     assert len(model.seen) == 4  # two distinct unordered pairs, each in both directions
-    again = CrossEncoderSimilarity(tmp_path, cache=cache, model=FakeCrossEncoder())
+    again = cross(tmp_path, FakeCrossEncoder(), cache)
     assert again.table(["a b", "a c d e"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.375)
     assert again.pairs_scored == 0  # came from the cache
-    directional = CrossEncoderSimilarity(tmp_path, model=FakeCrossEncoder(), symmetric=False)
+    directional = cross(tmp_path, FakeCrossEncoder(), symmetric=False)
     assert directional.table(["a b", "a c d e"])(np.array([0]), np.array([1]))[0] == 0.5
 
 
 def test_cross_encoder_entailment_label(tmp_path: Path) -> None:
     nli = FakeCrossEncoder({0: "contradiction", 1: "ENTAILMENT", 2: "neutral"})
-    sim = CrossEncoderSimilarity(tmp_path, model=nli, symmetric=False)
+    sim = cross(tmp_path, nli, symmetric=False)
     assert sim.table(["a b", "a c"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.5)
     unnamed = FakeCrossEncoder({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
     with pytest.raises(ConfigError, match="entail"):
-        CrossEncoderSimilarity(tmp_path, model=unnamed).table(["a", "b"])(np.array([0]),
+        cross(tmp_path, unnamed).table(["a", "b"])(np.array([0]),
                                                                           np.array([1]))
-    chosen = CrossEncoderSimilarity(tmp_path, model=unnamed, label=0, symmetric=False)
+    chosen = cross(tmp_path, unnamed, label=0, symmetric=False)
     assert chosen.table(["a b", "a c"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.5)
 
 
@@ -103,6 +110,19 @@ def test_cross_encoder_spec_and_missing_directory(tmp_path: Path) -> None:
         load_similarity(f"cross-encoder/{tmp_path / 'nope'}", lambda s: None)  # type: ignore
     sim = load_similarity(f"nli/{tmp_path}", lambda s: None)  # type: ignore
     assert isinstance(sim, CrossEncoderSimilarity)
+    assert sim.spec == f"cross-encoder/{tmp_path}"  # nli/ is another name of the same provider
+
+
+def test_cross_encoder_cache_keys_are_the_ones_earlier_releases_wrote(tmp_path: Path,
+                                                                       cache: Cache) -> None:
+    from veracity.cache import cache_key
+
+    spec = f"cross-encoder/{tmp_path}"
+    old = cache_key({"kind": "similarity", "model": spec, "label": None, "a": "x y", "b": "x"})
+    cache.put_json("similarity", spec, {old: 0.25})
+    model = FakeCrossEncoder()
+    found = cross(tmp_path, model, cache, symmetric=False).scores([("x y", "x")])
+    assert found == {("x y", "x"): 0.25} and model.seen == []
 
 
 def test_most_similar_option() -> None:

@@ -360,16 +360,16 @@ def test_embedders_can_live_on_another_server_than_the_models() -> None:
 
     ctx = make_context(no_cache=True, quiet=True, base_url="http://models:8000/v1",
                        api_key_env="MODEL_KEY", embedder_base_url="http://embed:9000/v1")
-    assert ctx.http_options["base_url"] == "http://models:8000/v1"
+    assert ctx.model_options["openai"]["base_url"] == "http://models:8000/v1"
     # another server gets no key at all (not MODEL_KEY, not $OPENAI_API_KEY) unless named
-    assert ctx.embedder_http_options == {"base_url": "http://embed:9000/v1", "api_key_env": ""}
+    assert ctx.embedder_options == {"openai": {"base_url": "http://embed:9000/v1", "api_key_env": ""}}
     keyed = make_context(no_cache=True, quiet=True, api_key_env="MODEL_KEY",
                          embedder_base_url="http://embed:9000/v1", embedder_api_key_env="EMB")
-    assert keyed.embedder_http_options["api_key_env"] == "EMB"
+    assert keyed.embedder_options["openai"]["api_key_env"] == "EMB"
     same = make_context(no_cache=True, quiet=True, base_url="http://one:8000/v1",
                         api_key_env="ONE_KEY")
-    assert same.embedder_http_options == {"base_url": "http://one:8000/v1",
-                                          "api_key_env": "ONE_KEY"}
+    assert same.embedder_options == {"openai": {"base_url": "http://one:8000/v1",
+                                                "api_key_env": "ONE_KEY"}}
 
 
 def test_embeddings_retry_and_reject_bad_answers(server: MockOpenAI, sleeps: list[float]) -> None:

@@ -76,9 +76,11 @@ class LlamaCppBackend:
         reuse_prefix: bool = True,
         n_ubatch: int | None = None,
         compute: dict[str, Any] | None = None,
+        n_gpu_layers: int = 0,
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
-        (recorded in the identity, so its outputs are cached apart)."""
+        (recorded in the identity, so its outputs are cached apart); ``n_gpu_layers`` layers
+        run on the GPU (-1: all)."""
         if not path.is_file():
             raise ConfigError(f"GGUF model file not found: {path}")
         try:
@@ -92,7 +94,8 @@ class LlamaCppBackend:
         self.path = path
         self.reuse_prefix = reuse_prefix
         self.n_batch = n_batch
-        self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix}
+        self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix,
+                                         "n_gpu_layers": n_gpu_layers}
         self._prompt_ids: list[int] = []
         threads = n_threads or os.cpu_count() or 1
         try:
@@ -103,6 +106,7 @@ class LlamaCppBackend:
                 n_threads_batch=threads,
                 n_batch=n_batch,
                 n_ubatch=n_ubatch or n_batch,
+                n_gpu_layers=n_gpu_layers,
                 verbose=False,
             )
         except ValueError as exc:  # llama.cpp could not read the file
@@ -124,6 +128,8 @@ class LlamaCppBackend:
             "llama_cpp": llama_version,
             "n_batch": n_batch,  # how a prompt is split into batches changes float rounding
         }
+        if n_gpu_layers:  # GPU kernels round differently
+            self._identity["n_gpu_layers"] = n_gpu_layers
         if compute is not None:
             self._identity["compute"] = dict(compute)
 
@@ -149,7 +155,7 @@ class LlamaCppBackend:
             self.path, self.spec, n_ctx=self._options["n_ctx"],
             n_threads=int(variation["n_threads"]), n_batch=int(variation["n_batch"]),
             reuse_prefix=self._options["reuse_prefix"], n_ubatch=int(variation["n_ubatch"]),
-            compute=variation,
+            compute=variation, n_gpu_layers=self._options["n_gpu_layers"],
         )
 
     def context_settings(self) -> dict[str, int]:
