@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,9 +183,9 @@ def test_gives_up_after_max_retries(server: MockOpenAI, sleeps: list[float]) -> 
 
 def test_a_hanging_server_times_out(server: MockOpenAI, sleeps: list[float]) -> None:
     server.script(Reply(hang=10.0), Reply(hang=10.0))
-    began = time.perf_counter()
     error = one(backend(server, sleeps, timeout=0.2, max_retries=1), GenRequest.user("hi"))
-    assert time.perf_counter() - began < 3.0
+    # both attempts are still held by the server: the client gave up on them, it was not answered
+    assert server.in_flight == 2 and len(server.received) == 2
     assert isinstance(error, RetryableError) and "no answer within 0.2 s" in str(error)
     assert "after 2 attempts" in str(error)
 
@@ -226,12 +225,10 @@ def test_malformed_answers_are_retried_like_server_errors(
 def test_concurrency_is_bounded(sleeps: list[float]) -> None:
     with MockOpenAI(delay=0.05) as server:
         b = backend(server, sleeps, max_concurrency=4)
-        began = time.perf_counter()
         out = b.generate([GenRequest.user(f"q{i}") for i in range(40)])
-        elapsed = time.perf_counter() - began
         assert all(isinstance(g, Generation) for g in out)
-        assert server.max_in_flight == 4
-        assert elapsed < 40 * 0.05 / 2  # really concurrent: far below the serial time
+        # really concurrent, and never more than allowed: counted by the server, not timed
+        assert server.max_in_flight == 4 and len(server.received) == 40
 
 
 def test_works_inside_a_running_event_loop(server: MockOpenAI, sleeps: list[float]) -> None:
