@@ -13,6 +13,13 @@ from veracity.runs.common import Context
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reads the full datasets ``data`` (``-m "not data"`` skips them)."""
+    for item in items:
+        if "data_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.data)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERACITY_HOME", str(tmp_path / "home"))
@@ -22,7 +29,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def data_dir() -> Path:
-    """The shared datasets folder beside the repository."""
+    """The full datasets beside the repository; the test skips, saying so, when they are absent
+    (a bare clone runs the same readers on tests/fixtures/formats instead)."""
     if not DATA.is_dir():
         pytest.skip(f"needs the full datasets in {DATA} (absent in a bare clone)")
     return DATA
