@@ -38,7 +38,7 @@ def test_embedding_table_is_elementwise_and_shape_preserving() -> None:
     right = np.array([[1, 2], [1, 0]])
     # cos(0,1)=0 -> .5; cos(0,2)=.7071 -> .8536; cos(1,1)=1 -> 1; zero vector -> cos 0 -> .5
     assert table(left, right) == pytest.approx(np.array([[0.5, 0.8535534], [1.0, 0.5]]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="index shapes differ"):
         table(np.array([0, 1]), np.array([0]))
 
 

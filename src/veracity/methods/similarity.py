@@ -73,7 +73,7 @@ class EmbeddingTable:
         a = np.asarray(left, dtype=np.int64)
         b = np.asarray(right, dtype=np.int64)
         if a.shape != b.shape:
-            raise ValueError(f"index shapes differ: {a.shape} vs {b.shape}")
+            raise ConfigError(f"index shapes differ: {a.shape} vs {b.shape}")
         flat_a, flat_b = a.ravel(), b.ravel()
         cos = np.empty(flat_a.size, dtype=np.float64)
         for start in range(0, flat_a.size, _CHUNK):
@@ -138,7 +138,7 @@ class _CrossTable:
         a = np.asarray(left, dtype=np.int64)
         b = np.asarray(right, dtype=np.int64)
         if a.shape != b.shape:
-            raise ValueError(f"index shapes differ: {a.shape} vs {b.shape}")
+            raise ConfigError(f"index shapes differ: {a.shape} vs {b.shape}")
         flat = np.stack([a.ravel(), b.ravel()], axis=1)
         if self.owner.symmetric:
             flat = np.sort(flat, axis=1)
