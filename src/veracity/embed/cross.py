@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -10,6 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from veracity.embed.st import offline_sentence_transformers
 from veracity.errors import ConfigError
 from veracity.paths import user_path
 
@@ -51,16 +51,8 @@ class CrossEncoderScorer:
 
     def _load(self) -> Predictor:
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                from sentence_transformers import CrossEncoder
-            except ImportError:
-                raise ConfigError(
-                    "cross-encoder similarity needs sentence-transformers: "
-                    "pip install 'veracity[embed]'"
-                ) from None
-            self._model = CrossEncoder(str(self.path), device="cpu")
+            module = offline_sentence_transformers("cross-encoder similarity and nli/... scorers")
+            self._model = module.CrossEncoder(str(self.path), device="cpu")
         return self._model
 
     def _label_column(self, model: Predictor) -> int:
