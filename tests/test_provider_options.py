@@ -160,3 +160,12 @@ def test_context_closes_everything_even_when_the_run_fails(tmp_path: Path) -> No
         pass
     assert shared.get_json(["k"]) == {}  # still open for its owner
     shared.close()
+
+
+def test_where_a_model_runs_is_declared_by_its_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    from veracity.executors import runs_on_ray
+
+    assert not runs_on_ray("openai/gpt-4o-mini") and runs_on_ray("llamacpp/default")
+    assert not runs_on_ray("openai/emb", "embedder") and runs_on_ray("st/default", "embedder")
+    monkeypatch.setitem(MODELS, "svc", Provider("svc", "x:load", "svc/...", "a service", remote=True))
+    assert not runs_on_ray("svc/model")  # no prefix list to extend

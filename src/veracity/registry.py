@@ -58,6 +58,8 @@ class Provider:
     extra: str = ""
     options: tuple[Option, ...] = ()
     """What ``--model-option`` / ``--embedder-option KEY=VALUE`` may set for this provider."""
+    remote: bool = False
+    """It calls a server, so it already runs elsewhere (never moved to Ray actors)."""
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
@@ -119,7 +121,8 @@ for _p in (
              _http("model", True) + (
                  Option("prefill_mode", "how the server continues an assistant prefill",
                         ("none", "continue", "completions"), default="none"),
-                 Option("chat_template", "Jinja chat template file for prefill_mode=completions"))),
+                 Option("chat_template", "Jinja chat template file for prefill_mode=completions")),
+             remote=True),
     Provider("hf", "veracity.backends.hf:load", "hf/PATH, hf/default",
              "local transformers model directory (or the bundled SmolLM2 GGUF via gguf_file)",
              ("torch", "transformers"), "hf",
@@ -148,7 +151,8 @@ for _p in (
              _http("embedding", False) + (
                  Option("batch_size", "texts per request", type=int, default=256),
                  Option("dimensions", "output dimensions, for models that can shorten them",
-                        type=int))),
+                        type=int)),
+             remote=True),
     Provider("hash", "veracity.embed.hashing:load", "hash/default, hash/DIM",
              "deterministic hashed n-grams, for tests"),
 ):
@@ -285,6 +289,16 @@ def resolved_options(spec: str, given: dict[str, Any], what: str = "model") -> d
     entry = _TABLES[what].get(provider)
     defaults = {o.name: o.default for o in declared(entry) if o.default is not None} if entry else {}
     return {**defaults, **given}
+
+
+def is_remote(spec: str, what: str = "model") -> bool:
+    """Whether the spec's provider calls a server (``openai/...``) rather than running here."""
+    provider = spec.strip().partition("/")[0]
+    table = _TABLES[what]
+    if provider not in table:
+        _load_entry_points()
+    entry = table.get(provider)
+    return entry is not None and entry.remote
 
 
 def list_providers() -> tuple[list[Provider], list[Provider]]:

@@ -66,7 +66,7 @@ class Context:
         """The cached embedder of a spec, built once per run."""
         if spec not in self.embedders:
             merged = {**self.embedder_options.get(split_spec(spec)[0], {}), **options}
-            if self.ray is not None and self.ray.embeddings and runs_on_ray(spec):
+            if self.ray is not None and self.ray.embeddings and runs_on_ray(spec, "embedder"):
                 from veracity.executors.ray_actors import RayEmbedder
 
                 embedder: Embedder = RayEmbedder(spec, merged, self.ray)
