@@ -56,7 +56,7 @@ class Context:
             if self.ray is not None and runs_on_ray(spec):
                 from veracity.executors.ray_actors import RayBackend
 
-                backend: Backend = RayBackend(spec, merged, self.ray, self.cache)
+                backend: Backend = RayBackend(spec, merged, self.ray)
             else:
                 backend = load_model(spec, **merged)
             self.clients[spec] = LLMClient(backend, self.cache, self.progress)
