@@ -35,9 +35,15 @@ KEYS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency
         "error_rate_misleading", "n_items")
 
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FULL_DB_MMLU = Path(__file__).resolve().parents[2] / "shared" / "data" / "db-mmlu" / "DB-MMLU Dataset"
+
+
 @pytest.fixture
-def db(data_dir: Path) -> str:
-    return f"db-mmlu:{data_dir / 'db-mmlu' / 'DB-MMLU Dataset'}"
+def db() -> str:
+    """The full DB-MMLU when it is beside the checkout, else a few rows per subject we wrote
+    (tests/fixtures/db-mmlu-mini), so the pipeline runs from a bare clone too."""
+    return f"db-mmlu:{FULL_DB_MMLU if FULL_DB_MMLU.is_dir() else FIXTURES / 'db-mmlu-mini'}"
 
 
 def _inject(ctx: Context, spec: str, backend: FakeBackend) -> FakeBackend:
@@ -156,9 +162,9 @@ def test_backend_without_prefill_is_refused(ctx: Context, db: str) -> None:
         deception_run("fake/plain", db, ctx, subjects=["marketing"], limit_per_subject=1)
 
 
-def test_dataset_without_openings_is_refused(ctx: Context, data_dir: Path) -> None:
+def test_dataset_without_openings_is_refused(ctx: Context) -> None:
     with pytest.raises(DataError, match="without a misleading opening.*make-dataset"):
-        deception_run("fake/deceive", f"mmlu:{data_dir / 'mmlu' / 'dev'}", ctx)
+        deception_run("fake/deceive", f"mmlu:{FIXTURES / 'formats' / 'mmlu' / 'dev'}", ctx)
 
 
 def _cli(*args: str) -> str:
@@ -199,7 +205,8 @@ def test_cli_greedy_and_errors(db: str, tmp_path: Path) -> None:
         assert result.exit_code != 0 and message in result.output
 
 
-def test_cli_score_recorded_and_report(db: str, data_dir: Path, tmp_path: Path) -> None:
+def test_cli_score_recorded_and_report(data_dir: Path, tmp_path: Path) -> None:
+    db = f"db-mmlu:{data_dir / 'db-mmlu' / 'DB-MMLU Dataset'}"
     from veracity.data.mc import load_mc
 
     recorded = tmp_path / "Recorded-7B"
