@@ -144,3 +144,34 @@ def test_real_cross_encoder_directory_loads_and_scores(tmp_path: Path) -> None:
                                                                 np.array([1, 0, 2]))
     assert ((values >= 0) & (values <= 1)).all()
     assert values[0] == pytest.approx(values[1])  # symmetric
+
+
+class Recorder:
+    """Progress that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def start(self, stage: str, total: int) -> None:
+        self.events.append(("start", (stage, total)))
+
+    def update(self, done: int, calls: int, hits: int) -> None:
+        self.events.append(("update", (done, calls, hits)))
+
+    def finish(self) -> None:
+        self.events.append(("finish", None))
+
+
+def test_pair_scores_share_the_clients_cache_progress_and_counters(tmp_path: Path,
+                                                                   cache: Cache) -> None:
+    model, progress = FakeCrossEncoder(), Recorder()
+    client = ScorerClient(CrossEncoderScorer(tmp_path, model=model), cache, progress)
+    pairs = [("a b", "a"), ("a", "a b"), ("a b", "a")]  # the repeat is scored once
+    assert client.scores(pairs) == {("a b", "a"): 0.5, ("a", "a b"): 1.0}
+    assert progress.events[0] == ("start", ("similarity", 2))
+    assert progress.events[-2:] == [("update", (2, 2, 0)), ("finish", None)]
+    again = ScorerClient(CrossEncoderScorer(tmp_path, model=model), cache)
+    assert again.scores([("a", "a b"), ("b", "a b")])[("b", "a b")] == 1.0
+    assert (again.stats.cache_hits, again.stats.model_calls) == (1, 1)
+    assert len(model.seen) == 3 and cache.stats().rows == [
+        ("similarity", f"cross-encoder/{tmp_path}", 3)]

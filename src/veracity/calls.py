@@ -69,8 +69,6 @@ class Codec(Generic[Value]):
     tokens: Callable[[Value], int] = field(default=lambda v: 0)
 
 
-
-
 def chunked(
     call: Callable[[Sequence[Payload]], Sequence[Value | BackendError]],
     payloads: Sequence[Payload],
