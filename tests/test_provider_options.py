@@ -169,3 +169,13 @@ def test_where_a_model_runs_is_declared_by_its_provider(monkeypatch: pytest.Monk
     assert not runs_on_ray("openai/emb", "embedder") and runs_on_ray("st/default", "embedder")
     monkeypatch.setitem(MODELS, "svc", Provider("svc", "x:load", "svc/...", "a service", remote=True))
     assert not runs_on_ray("svc/model")  # no prefix list to extend
+
+
+def test_models_lists_every_declared_option_with_its_default() -> None:
+    result = CliRunner().invoke(main, ["models"])
+    assert result.exit_code == 0, result.output
+    assert "--model-option n_ctx=INT: context length in tokens (default 4096)" in result.output
+    assert "--model-option dtype=auto|float32|float16|bfloat16" in result.output
+    assert "--embedder-option backend=torch|onnx|onnx-int8" in result.output
+    assert "Pair scorers (FEWL --similarity):" in result.output
+    assert "cross-encoder/PATH" in result.output
