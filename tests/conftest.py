@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from data_paths import FULL as DATA
 from veracity.cache import Cache
 from veracity.runs.common import Context
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

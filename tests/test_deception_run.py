@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from data_paths import FIXTURES, full_or_fixture
 from local_models import has_local_models
 from veracity.backends.base import Capabilities
 from veracity.backends.fake import FakeBackend, deceive
@@ -35,15 +36,11 @@ KEYS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency
         "error_rate_misleading", "n_items")
 
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-FULL_DB_MMLU = Path(__file__).resolve().parents[2] / "shared" / "data" / "db-mmlu" / "DB-MMLU Dataset"
-
-
 @pytest.fixture
 def db() -> str:
     """The full DB-MMLU when it is beside the checkout, else a few rows per subject we wrote
     (tests/fixtures/db-mmlu-mini), so the pipeline runs from a bare clone too."""
-    return f"db-mmlu:{FULL_DB_MMLU if FULL_DB_MMLU.is_dir() else FIXTURES / 'db-mmlu-mini'}"
+    return f"db-mmlu:{full_or_fixture('db-mmlu/DB-MMLU Dataset', 'db-mmlu-mini')}"
 
 
 def _inject(ctx: Context, spec: str, backend: FakeBackend) -> FakeBackend:

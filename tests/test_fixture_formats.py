@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from data_paths import FIXTURES
 from veracity.data.labelled import (
     load_chale,
     load_haltt4llm,
@@ -25,8 +26,8 @@ from veracity.errors import DataError
 from veracity.methods.annotate import read_all, read_ratings, sheet_rows
 from veracity.runs.deception import recorded_run
 
-FORMATS = Path(__file__).resolve().parent / "fixtures" / "formats"
-DB_MMLU = Path(__file__).resolve().parent / "fixtures" / "db-mmlu-smoke"
+FORMATS = FIXTURES / "formats"
+DB_MMLU = FIXTURES / "db-mmlu-smoke"
 
 
 def test_truthfulqa_csv_as_questions_and_as_pairs() -> None:

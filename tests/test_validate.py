@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from data_paths import full_or_fixture
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient
@@ -189,21 +190,16 @@ def test_consistency_scores_stable_vs_unstable(ctx: Context) -> None:
 
 # --- end to end ------------------------------------------------------------------------------
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-SMALL_QA = Path(__file__).resolve().parent / "fixtures" / "qa-small"
-
-
 @pytest.fixture
 def tqa() -> Path:
     """The full TruthfulQA CSV when it is beside the checkout, else 12 rows we wrote."""
-    return SHARED / TQA if (SHARED / TQA).is_file() else SMALL_QA / "truthfulqa.csv"
+    return full_or_fixture(TQA, "qa-small/truthfulqa.csv")
 
 
 @pytest.fixture
 def wq() -> Path:
     """The full WebQuestions test split when present, else 8 questions we wrote."""
-    full = SHARED / "webquestions" / "main" / "test.json"
-    return full if full.is_file() else SMALL_QA / "webquestions.json"
+    return full_or_fixture("webquestions/main/test.json", "qa-small/webquestions.json")
 
 
 def tqa_run(ctx: Context, tqa: Path, out: Path, model: str = "fake/unstable") -> Path:
