@@ -114,7 +114,7 @@ def main() -> int:
             references_file=paths["references"], pairs_file=paths["pairs"],
             pairs=PairSettings(r=args.pairs), similarity=embedder, neighbours=args.neighbours)
         ctx = Context(cache=Cache(folder / "cache.sqlite"),
-                      provider_embedder_options=parse_embedder_options(args.embedder_option))
+                      embedder_options=parse_embedder_options(args.embedder_option))
         ctx.embedder(embedder)  # load the model before the clock starts
         started = time.perf_counter()
         outcome = fewl_run(items, [AnswerSource("answers", path=paths["answers"])], settings, ctx,

@@ -85,7 +85,7 @@ def main() -> int:
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="veracity-study-"))
     ctx = Context(cache=Cache(args.cache or tmp / "cache.sqlite"),
-                  model_options={"n_threads": args.threads})
+                  model_options={"llamacpp": {"n_threads": args.threads}})
     dataset = f"truthfulqa:{args.data}"
     items = load_items(dataset, args.questions)
     sampling = Sampling(temperature=0.0, max_tokens=args.max_tokens)

@@ -80,7 +80,8 @@ def driver_ceiling(items: int, n: int, workdir: Path) -> float:
     """Generations/s of a whole γ run against 4 instant servers."""
     with mock_servers(4, 0.0, 0) as urls:
         ctx = Context(cache=Cache(workdir / "driver.sqlite"),
-                      http_options={"base_url": urls, "max_concurrency": 16, "max_retries": 0})
+                      model_options={"openai": {"base_url": urls, "max_concurrency": 16,
+                                                "max_retries": 0}})
         questions = [Item(f"q{i}", f"Driver question number {i}?") for i in range(items)]
         settings = GammaSettings(n=n, sampling=Sampling(max_tokens=16))
         began = time.perf_counter()

@@ -43,9 +43,9 @@ def test_fleiss_kappa_textbook_example() -> None:
 def test_fleiss_kappa_perfect_and_undefined_and_invalid() -> None:
     assert fleiss_kappa([[3, 0], [0, 3], [3, 0]]) == pytest.approx(1.0)
     assert math.isnan(fleiss_kappa([[2, 0], [2, 0]]))  # everyone always picks one category
-    with pytest.raises(ValueError, match="same number"):
+    with pytest.raises(DataError, match="same number"):
         fleiss_kappa([[2, 0], [1, 2]])
-    with pytest.raises(ValueError, match="same number"):
+    with pytest.raises(DataError, match="same number"):
         fleiss_kappa([[1, 0]])
 
 

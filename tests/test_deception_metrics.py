@@ -94,7 +94,7 @@ def test_undefined_values_are_none() -> None:
 
 
 def test_metrics_reject_other_answers() -> None:
-    with pytest.raises(ValueError, match="neither A-D"):
+    with pytest.raises(DataError, match="neither A-D"):
         deception_metrics([AnswerPair("s", "A", "a", "B")])
 
 

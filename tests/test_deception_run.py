@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from data_paths import FIXTURES, full_or_fixture
 from local_models import has_local_models
 from veracity.backends.base import Capabilities
 from veracity.backends.fake import FakeBackend, deceive
@@ -36,8 +37,10 @@ KEYS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency
 
 
 @pytest.fixture
-def db(data_dir: Path) -> str:
-    return f"db-mmlu:{data_dir / 'db-mmlu' / 'DB-MMLU Dataset'}"
+def db() -> str:
+    """The full DB-MMLU when it is beside the checkout, else a few rows per subject we wrote
+    (tests/fixtures/db-mmlu-mini), so the pipeline runs from a bare clone too."""
+    return f"db-mmlu:{full_or_fixture('db-mmlu/DB-MMLU Dataset', 'db-mmlu-mini')}"
 
 
 def _inject(ctx: Context, spec: str, backend: FakeBackend) -> FakeBackend:
@@ -138,7 +141,7 @@ def test_rerun_makes_no_model_call(cache: object, db: str, tmp_path: Path) -> No
     from veracity.cache import Cache
 
     assert isinstance(cache, Cache)
-    first_ctx, second_ctx = Context(cache=cache), Context(cache=cache)
+    first_ctx, second_ctx = Context(cache=cache), Context(cache=cache, close_cache=False)
     first = deception_run("fake/deceive-flaky", db, first_ctx, subjects=["nutrition"],
                           limit_per_subject=6)
     second = deception_run("fake/deceive-flaky", db, second_ctx, subjects=["nutrition"],
@@ -156,9 +159,9 @@ def test_backend_without_prefill_is_refused(ctx: Context, db: str) -> None:
         deception_run("fake/plain", db, ctx, subjects=["marketing"], limit_per_subject=1)
 
 
-def test_dataset_without_openings_is_refused(ctx: Context, data_dir: Path) -> None:
+def test_dataset_without_openings_is_refused(ctx: Context) -> None:
     with pytest.raises(DataError, match="without a misleading opening.*make-dataset"):
-        deception_run("fake/deceive", f"mmlu:{data_dir / 'mmlu' / 'dev'}", ctx)
+        deception_run("fake/deceive", f"mmlu:{FIXTURES / 'formats' / 'mmlu' / 'dev'}", ctx)
 
 
 def _cli(*args: str) -> str:
@@ -199,7 +202,8 @@ def test_cli_greedy_and_errors(db: str, tmp_path: Path) -> None:
         assert result.exit_code != 0 and message in result.output
 
 
-def test_cli_score_recorded_and_report(db: str, data_dir: Path, tmp_path: Path) -> None:
+def test_cli_score_recorded_and_report(data_dir: Path, tmp_path: Path) -> None:
+    db = f"db-mmlu:{data_dir / 'db-mmlu' / 'DB-MMLU Dataset'}"
     from veracity.data.mc import load_mc
 
     recorded = tmp_path / "Recorded-7B"

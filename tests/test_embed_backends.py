@@ -63,8 +63,9 @@ def test_vectors_of_different_backends_never_share_a_cache_entry(tmp_path: Path)
 
 
 def test_embedder_options_are_validated_against_the_declared_ones() -> None:
+    # a key goes to every provider declaring it
     assert parse_embedder_options(["backend=onnx", "batch_size=8"]) == {
-        "st": {"backend": "onnx", "batch_size": 8}}
+        "st": {"backend": "onnx", "batch_size": 8}, "openai": {"batch_size": 8}}
     with pytest.raises(ConfigError, match="choose one of torch, onnx, onnx-int8"):
         parse_embedder_options(["backend=tensorrt"])
     with pytest.raises(ConfigError, match="unknown embedder option 'colour'"):
@@ -76,10 +77,10 @@ def test_embedder_options_are_validated_against_the_declared_ones() -> None:
 
 
 def test_options_reach_only_their_provider_and_are_recorded() -> None:
-    ctx = Context(provider_embedder_options={"st": {"backend": "onnx"}})
+    ctx = Context(embedder_options={"st": {"backend": "onnx"}})
     embedder = ctx.embedder("hash/default")  # hash/ declares no backend: not passed to it
     assert embedder.spec == "hash/256"
-    assert ctx.options_record()["embedder_options"] == {"st": {"backend": "onnx"}}
+    assert ctx.options_record()["embedders"] == {"st": {"backend": "onnx"}}
 
 
 def test_cli_rejects_an_unknown_backend_before_running() -> None:
@@ -139,4 +140,5 @@ def test_cli_records_the_embedder_options_in_run_json(tmp_path: Path) -> None:
                                        "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     info = json.loads((out / "run.json").read_text("utf-8"))
-    assert info["config"]["model_options"]["embedder_options"] == {"st": {"backend": "onnx"}}
+    assert info["config"]["model_options"]["embedders"] == {"st": {"backend": "onnx"}}
+    assert info["config"]["model_options"]["models"] == {"fake": {"delay": 0.0}}

@@ -176,7 +176,8 @@ def test_one_server_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
     spawned = [_spawn(0.02) for _ in range(3)]
     try:
         ctx = Context(cache=Cache(tmp_path / "c.sqlite"),
-                      http_options={"base_url": [url for _, url in spawned], "max_concurrency": 2})
+                      model_options={"openai": {"base_url": [url for _, url in spawned],
+                                                "max_concurrency": 2}})
         client = ctx.client(f"openai/{MODEL}")
         victim = spawned[1][0]
         killer = threading.Timer(0.3, lambda: os.kill(victim.pid, signal.SIGKILL))

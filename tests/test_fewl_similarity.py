@@ -10,7 +10,8 @@ import pytest
 
 from local_models import has_local_models
 from veracity.cache import Cache
-from veracity.client import CachedEmbedder
+from veracity.client import CachedEmbedder, ScorerClient
+from veracity.embed.cross import CrossEncoderScorer
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
 from veracity.methods.similarity import (
@@ -37,7 +38,7 @@ def test_embedding_table_is_elementwise_and_shape_preserving() -> None:
     right = np.array([[1, 2], [1, 0]])
     # cos(0,1)=0 -> .5; cos(0,2)=.7071 -> .8536; cos(1,1)=1 -> 1; zero vector -> cos 0 -> .5
     assert table(left, right) == pytest.approx(np.array([[0.5, 0.8535534], [1.0, 0.5]]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="index shapes differ"):
         table(np.array([0, 1]), np.array([0]))
 
 
@@ -71,30 +72,36 @@ class FakeCrossEncoder:
         return np.array(out)
 
 
+def cross(path: Path, model: FakeCrossEncoder, cache: Cache | None = None,
+          label: str | int | None = None, symmetric: bool = True) -> CrossEncoderSimilarity:
+    return CrossEncoderSimilarity(ScorerClient(CrossEncoderScorer(path, label, model=model), cache),
+                                  symmetric)
+
+
 def test_cross_encoder_symmetric_cached_and_identical_is_one(tmp_path: Path, cache: Cache) -> None:
     model = FakeCrossEncoder()
-    sim = CrossEncoderSimilarity(tmp_path, cache=cache, model=model)
+    sim = cross(tmp_path, model, cache)
     table = sim.table(["a b", "a c d e", "x"])
     values = table(np.array([0, 1, 0, 2]), np.array([1, 0, 0, 0]))
     # s(a b -> a c d e) = 1/2, s(a c d e -> a b) = 1/4: symmetric mean 0.375, both orders
     assert values == pytest.approx([0.375, 0.375, 1.0, 0.0])
     assert len(model.seen) == 4  # two distinct unordered pairs, each in both directions
-    again = CrossEncoderSimilarity(tmp_path, cache=cache, model=FakeCrossEncoder())
+    again = cross(tmp_path, FakeCrossEncoder(), cache)
     assert again.table(["a b", "a c d e"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.375)
     assert again.pairs_scored == 0  # came from the cache
-    directional = CrossEncoderSimilarity(tmp_path, model=FakeCrossEncoder(), symmetric=False)
+    directional = cross(tmp_path, FakeCrossEncoder(), symmetric=False)
     assert directional.table(["a b", "a c d e"])(np.array([0]), np.array([1]))[0] == 0.5
 
 
 def test_cross_encoder_entailment_label(tmp_path: Path) -> None:
     nli = FakeCrossEncoder({0: "contradiction", 1: "ENTAILMENT", 2: "neutral"})
-    sim = CrossEncoderSimilarity(tmp_path, model=nli, symmetric=False)
+    sim = cross(tmp_path, nli, symmetric=False)
     assert sim.table(["a b", "a c"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.5)
     unnamed = FakeCrossEncoder({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
     with pytest.raises(ConfigError, match="entail"):
-        CrossEncoderSimilarity(tmp_path, model=unnamed).table(["a", "b"])(np.array([0]),
+        cross(tmp_path, unnamed).table(["a", "b"])(np.array([0]),
                                                                           np.array([1]))
-    chosen = CrossEncoderSimilarity(tmp_path, model=unnamed, label=0, symmetric=False)
+    chosen = cross(tmp_path, unnamed, label=0, symmetric=False)
     assert chosen.table(["a b", "a c"])(np.array([0]), np.array([1]))[0] == pytest.approx(0.5)
 
 
@@ -103,6 +110,19 @@ def test_cross_encoder_spec_and_missing_directory(tmp_path: Path) -> None:
         load_similarity(f"cross-encoder/{tmp_path / 'nope'}", lambda s: None)  # type: ignore
     sim = load_similarity(f"nli/{tmp_path}", lambda s: None)  # type: ignore
     assert isinstance(sim, CrossEncoderSimilarity)
+    assert sim.spec == f"cross-encoder/{tmp_path}"  # nli/ is another name of the same provider
+
+
+def test_cross_encoder_cache_keys_are_the_ones_earlier_releases_wrote(tmp_path: Path,
+                                                                       cache: Cache) -> None:
+    from veracity.cache import cache_key
+
+    spec = f"cross-encoder/{tmp_path}"
+    old = cache_key({"kind": "similarity", "model": spec, "label": None, "a": "x y", "b": "x"})
+    cache.put_json("similarity", spec, {old: 0.25})
+    model = FakeCrossEncoder()
+    found = cross(tmp_path, model, cache, symmetric=False).scores([("x y", "x")])
+    assert found == {("x y", "x"): 0.25} and model.seen == []
 
 
 def test_most_similar_option() -> None:
@@ -124,3 +144,34 @@ def test_real_cross_encoder_directory_loads_and_scores(tmp_path: Path) -> None:
                                                                 np.array([1, 0, 2]))
     assert ((values >= 0) & (values <= 1)).all()
     assert values[0] == pytest.approx(values[1])  # symmetric
+
+
+class Recorder:
+    """Progress that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def start(self, stage: str, total: int) -> None:
+        self.events.append(("start", (stage, total)))
+
+    def update(self, done: int, calls: int, hits: int) -> None:
+        self.events.append(("update", (done, calls, hits)))
+
+    def finish(self) -> None:
+        self.events.append(("finish", None))
+
+
+def test_pair_scores_share_the_clients_cache_progress_and_counters(tmp_path: Path,
+                                                                   cache: Cache) -> None:
+    model, progress = FakeCrossEncoder(), Recorder()
+    client = ScorerClient(CrossEncoderScorer(tmp_path, model=model), cache, progress)
+    pairs = [("a b", "a"), ("a", "a b"), ("a b", "a")]  # the repeat is scored once
+    assert client.scores(pairs) == {("a b", "a"): 0.5, ("a", "a b"): 1.0}
+    assert progress.events[0] == ("start", ("similarity", 2))
+    assert progress.events[-2:] == [("update", (2, 2, 0)), ("finish", None)]
+    again = ScorerClient(CrossEncoderScorer(tmp_path, model=model), cache)
+    assert again.scores([("a", "a b"), ("b", "a b")])[("b", "a b")] == 1.0
+    assert (again.stats.cache_hits, again.stats.model_calls) == (1, 1)
+    assert len(model.seen) == 3 and cache.stats().rows == [
+        ("similarity", f"cross-encoder/{tmp_path}", 3)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,9 +183,9 @@ def test_gives_up_after_max_retries(server: MockOpenAI, sleeps: list[float]) -> 
 
 def test_a_hanging_server_times_out(server: MockOpenAI, sleeps: list[float]) -> None:
     server.script(Reply(hang=10.0), Reply(hang=10.0))
-    began = time.perf_counter()
     error = one(backend(server, sleeps, timeout=0.2, max_retries=1), GenRequest.user("hi"))
-    assert time.perf_counter() - began < 3.0
+    # both attempts are still held by the server: the client gave up on them, it was not answered
+    assert server.in_flight == 2 and len(server.received) == 2
     assert isinstance(error, RetryableError) and "no answer within 0.2 s" in str(error)
     assert "after 2 attempts" in str(error)
 
@@ -226,12 +225,10 @@ def test_malformed_answers_are_retried_like_server_errors(
 def test_concurrency_is_bounded(sleeps: list[float]) -> None:
     with MockOpenAI(delay=0.05) as server:
         b = backend(server, sleeps, max_concurrency=4)
-        began = time.perf_counter()
         out = b.generate([GenRequest.user(f"q{i}") for i in range(40)])
-        elapsed = time.perf_counter() - began
         assert all(isinstance(g, Generation) for g in out)
-        assert server.max_in_flight == 4
-        assert elapsed < 40 * 0.05 / 2  # really concurrent: far below the serial time
+        # really concurrent, and never more than allowed: counted by the server, not timed
+        assert server.max_in_flight == 4 and len(server.received) == 40
 
 
 def test_works_inside_a_running_event_loop(server: MockOpenAI, sleeps: list[float]) -> None:
@@ -360,16 +357,16 @@ def test_embedders_can_live_on_another_server_than_the_models() -> None:
 
     ctx = make_context(no_cache=True, quiet=True, base_url="http://models:8000/v1",
                        api_key_env="MODEL_KEY", embedder_base_url="http://embed:9000/v1")
-    assert ctx.http_options["base_url"] == "http://models:8000/v1"
+    assert ctx.model_options["openai"]["base_url"] == "http://models:8000/v1"
     # another server gets no key at all (not MODEL_KEY, not $OPENAI_API_KEY) unless named
-    assert ctx.embedder_http_options == {"base_url": "http://embed:9000/v1", "api_key_env": ""}
+    assert ctx.embedder_options == {"openai": {"base_url": "http://embed:9000/v1", "api_key_env": ""}}
     keyed = make_context(no_cache=True, quiet=True, api_key_env="MODEL_KEY",
                          embedder_base_url="http://embed:9000/v1", embedder_api_key_env="EMB")
-    assert keyed.embedder_http_options["api_key_env"] == "EMB"
+    assert keyed.embedder_options["openai"]["api_key_env"] == "EMB"
     same = make_context(no_cache=True, quiet=True, base_url="http://one:8000/v1",
                         api_key_env="ONE_KEY")
-    assert same.embedder_http_options == {"base_url": "http://one:8000/v1",
-                                          "api_key_env": "ONE_KEY"}
+    assert same.embedder_options == {"openai": {"base_url": "http://one:8000/v1",
+                                                "api_key_env": "ONE_KEY"}}
 
 
 def test_embeddings_retry_and_reject_bad_answers(server: MockOpenAI, sleeps: list[float]) -> None:

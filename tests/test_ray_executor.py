@@ -83,10 +83,11 @@ def test_gamma_on_the_bundled_model_via_two_actors_equals_in_process(
 
 
 def test_killing_an_actor_mid_stage_loses_nothing(local_ray: str, tmp_path: Path) -> None:
+    from veracity.client import LLMClient
     from veracity.executors.ray_actors import RayBackend
 
     cache = Cache(tmp_path / "c.sqlite")
-    backend = RayBackend("fake/stable", {"delay": 0.01}, RaySettings(actors=2, batch_size=4), cache)
+    backend = RayBackend("fake/stable", {"delay": 0.01}, RaySettings(actors=2, batch_size=4))
     try:
         victim = backend.actor_pids()[0]
         killed = threading.Event()
@@ -97,7 +98,7 @@ def test_killing_an_actor_mid_stage_loses_nothing(local_ray: str, tmp_path: Path
 
         requests = [GenRequest.user(f"question {i}") for i in range(200)]
         threading.Timer(0.4, kill).start()
-        out = backend.generate(requests)
+        out = LLMClient(backend, cache).generate(requests)
         assert killed.is_set()  # the actor died while the stage ran (200 × 10 ms on 2 actors)
         from veracity.backends.fake import stable
 
@@ -123,8 +124,7 @@ DRIVER = textwrap.dedent("""
     from veracity.types import GenRequest
 
     ray.init(address=sys.argv[1], logging_level="warning", log_to_driver=False)
-    backend = RayBackend("fake/stable", {"delay": 0.02}, RaySettings(actors=2, batch_size=2),
-                         Cache(Path(sys.argv[2])))
+    backend = RayBackend("fake/stable", {"delay": 0.02}, RaySettings(actors=2, batch_size=2))
     print("READY", flush=True)
     LLMClient(backend, Cache(Path(sys.argv[2]))).generate(
         [GenRequest.user(f"question {i}") for i in range(300)])
@@ -152,7 +152,7 @@ def test_driver_killed_mid_stage_resumes_from_the_cache(local_ray: str, tmp_path
         driver.kill()
     kept = sum(n for _, _, n in cache.stats().rows)
     assert 0 < kept < 300  # batches written as they arrived, the rest lost with the driver
-    backend = RayBackend("fake/stable", {}, RaySettings(actors=2, batch_size=8), cache)
+    backend = RayBackend("fake/stable", {}, RaySettings(actors=2, batch_size=8))
     client = LLMClient(backend, cache)
     try:
         out = client.generate([GenRequest.user(f"question {i}") for i in range(300)])

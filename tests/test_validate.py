@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from data_paths import full_or_fixture
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient
@@ -189,14 +190,26 @@ def test_consistency_scores_stable_vs_unstable(ctx: Context) -> None:
 
 # --- end to end ------------------------------------------------------------------------------
 
-def tqa_run(ctx: Context, data_dir: Path, out: Path, model: str = "fake/unstable") -> Path:
-    spec = f"truthfulqa:{data_dir / TQA}"
+@pytest.fixture
+def tqa() -> Path:
+    """The full TruthfulQA CSV when it is beside the checkout, else 12 rows we wrote."""
+    return full_or_fixture(TQA, "qa-small/truthfulqa.csv")
+
+
+@pytest.fixture
+def wq() -> Path:
+    """The full WebQuestions test split when present, else 8 questions we wrote."""
+    return full_or_fixture("webquestions/main/test.json", "qa-small/webquestions.json")
+
+
+def tqa_run(ctx: Context, tqa: Path, out: Path, model: str = "fake/unstable") -> Path:
+    spec = f"truthfulqa:{tqa}"
     gamma_run(load_items(spec, limit=12), model, "hash/default", SMALL, ctx, out, spec)
     return out
 
 
-def test_validate_tqa_run_end_to_end(ctx: Context, data_dir: Path, tmp_path: Path) -> None:
-    run = tqa_run(ctx, data_dir, tmp_path / "run")
+def test_validate_tqa_run_end_to_end(ctx: Context, tqa: Path, tmp_path: Path) -> None:
+    run = tqa_run(ctx, tqa, tmp_path / "run")
     backend = ctx.client("fake/unstable").backend
     assert isinstance(backend, FakeBackend)
     before = len(backend.history)
@@ -221,9 +234,9 @@ def test_validate_tqa_run_end_to_end(ctx: Context, data_dir: Path, tmp_path: Pat
     assert again["gamma"] == results["gamma"]
 
 
-def test_old_run_reloads_references_from_dataset(ctx: Context, data_dir: Path,
+def test_old_run_reloads_references_from_dataset(ctx: Context, tqa: Path,
                                                  tmp_path: Path) -> None:
-    run = tqa_run(ctx, data_dir, tmp_path / "run")
+    run = tqa_run(ctx, tqa, tmp_path / "run")
     samples = run / "samples.jsonl"
     records = [json.loads(line) for line in samples.read_text().splitlines()]
     stripped = [{k: v for k, v in r.items() if k != "metadata"} for r in records]
@@ -236,14 +249,14 @@ def test_old_run_reloads_references_from_dataset(ctx: Context, data_dir: Path,
     with pytest.raises(DataError, match="--dataset"):
         validate_gamma(run, ValidateSettings(baseline_samples=0), ctx)
     moved = validate_gamma(run, ValidateSettings(baseline_samples=0, resamples=100,
-                                                 dataset=f"truthfulqa:{data_dir / TQA}"), ctx)
+                                                 dataset=f"truthfulqa:{tqa}"), ctx)
     assert moved["gamma"] == fresh["gamma"]
 
 
-def test_cli_validate_webquestions_and_report(data_dir: Path, tmp_path: Path) -> None:
+def test_cli_validate_webquestions_and_report(wq: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     run = tmp_path / "wq"
-    args = ["gamma", "--dataset", f"webquestions:{data_dir / 'webquestions/main/test.json'}",
+    args = ["gamma", "--dataset", f"webquestions:{wq}",
             "--limit", "8", "--model", "fake/echo", "--embedder", "hash/default", "-n", "2",
             "--out", str(run), "-q"]
     assert runner.invoke(main, args).exit_code == 0
@@ -280,9 +293,9 @@ def test_cli_validate_errors(tmp_path: Path) -> None:
     assert result.exit_code != 0 and "not a veracity run directory" in result.output
 
 
-def test_items_the_model_rejected_are_left_out_of_validation(ctx: Context, data_dir: Path,
+def test_items_the_model_rejected_are_left_out_of_validation(ctx: Context, tqa: Path,
                                                             tmp_path: Path) -> None:
-    run = tqa_run(ctx, data_dir, tmp_path / "run")
+    run = tqa_run(ctx, tqa, tmp_path / "run")
     samples = run / "samples.jsonl"
     records = [json.loads(line) for line in samples.read_text().splitlines()]
     records[0] |= {"gamma": None, "error": "model error: prompt too long"}  # a run before kinds

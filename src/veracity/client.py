@@ -1,61 +1,25 @@
-"""What methods call: a backend or embedder wrapped with the cache, batching and progress."""
+"""What methods call: a backend, embedder or pair scorer wrapped with the cache, batching and progress."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol, cast
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import asdict, replace
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
-from veracity.backends.base import Backend, Finished, StreamingBackend
+from veracity.backends.base import Backend, Finished, Outcome, StreamingBackend
 from veracity.cache import Cache, cache_key
-from veracity.embed.base import Embedder, Matrix
-from veracity.errors import AccessError, BackendError, ErrorKind, Interrupted, PermanentError
+from veracity.calls import CachedCalls, CallStats, Codec, NullProgress, Progress, chunked
+from veracity.embed.base import Embedder, Matrix, PairScorer
+from veracity.errors import BackendError
 from veracity.types import Generation, GenRequest
 
-_CHUNK_SECONDS = 0.5
-"""Target duration of one call of a backend without ``stream``: what a kill -9 can lose."""
-
-
-class Progress(Protocol):
-    """Receives progress of one stage; the CLI renders it, the library stays silent."""
-
-    def start(self, stage: str, total: int) -> None: ...
-
-    def update(self, done: int, calls: int, hits: int) -> None: ...
-
-    def finish(self) -> None: ...
-
-
-class NullProgress:
-    """Progress that shows nothing."""
-
-    def start(self, stage: str, total: int) -> None:
-        pass
-
-    def update(self, done: int, calls: int, hits: int) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-
-@dataclass
-class CallStats:
-    """Counters for one client over its lifetime."""
-
-    requests: int = 0
-    cache_hits: int = 0
-    model_calls: int = 0
-    failed: int = 0
-    completion_tokens: int = 0
-    model_seconds: float = 0.0
-    texts_embedded: int = 0
-    embed_seconds: float = 0.0
-    by_stage: dict[str, int] = field(default_factory=dict)
+__all__ = ["CachedEmbedder", "CallStats", "LLMClient", "NullProgress", "Progress", "ScorerClient",
+           "request_key"]
 
 
 def request_key(spec: str, identity: dict[str, Any], request: GenRequest) -> str:
@@ -78,7 +42,7 @@ def request_key(spec: str, identity: dict[str, Any], request: GenRequest) -> str
     )
 
 
-class LLMClient:
+class LLMClient(CachedCalls):
     """Backend + cache + batching + progress. Methods hand it whole stages at once."""
 
     def __init__(
@@ -88,18 +52,18 @@ class LLMClient:
         progress: Progress | None = None,
         chunk_size: int | None = None,
     ) -> None:
+        super().__init__(backend.spec, cache, progress, backend.capabilities.max_concurrency,
+                         chunk_size)
         self.backend = backend
-        self.cache = cache
-        self.progress: Progress = progress or NullProgress()
-        self.chunk_size = chunk_size or max(16, backend.capabilities.max_concurrency * 8)
-        self.stats = CallStats()
         self._identity = backend.identity()
-        self._answered = False
-        """Whether the model ever produced an output for this client (cached or fresh)."""
 
     @property
     def spec(self) -> str:
         return self.backend.spec
+
+    def identity(self) -> dict[str, Any]:
+        """The backend's identity, read once."""
+        return dict(self._identity)
 
     def generate(self, requests: Sequence[GenRequest], stage: str = "generate") -> list[Generation]:
         """One generation per request; cached ones are reused, the rest sent to the backend.
@@ -122,84 +86,32 @@ class LLMClient:
         rejected before the model ever answered."""
         return self._generate(requests, stage, keep_going=True)
 
+    def generate_from_embeddings(
+        self,
+        keys: Sequence[str],
+        requests: Sequence[GenRequest],
+        embeddings: Sequence[npt.NDArray[np.float32]],
+        stage: str,
+    ) -> list[Generation]:
+        """Generations from input embeddings (white-box), cached under the caller's ``keys``;
+        needs a backend with ``generate_from_embeddings``."""
+        model: Any = self.backend
+
+        def call(chunk: Sequence[tuple[GenRequest, npt.NDArray[np.float32]]]) -> list[Outcome]:
+            return list(model.generate_from_embeddings([r for r, _ in chunk], [e for _, e in chunk]))
+
+        def produce(payloads: Sequence[tuple[GenRequest, npt.NDArray[np.float32]]],
+                    stop: threading.Event) -> Iterator[list[tuple[int, Outcome]]]:
+            return chunked(call, payloads, stop, self.max_concurrency, self.chunk_size)
+
+        payloads = list(zip(requests, embeddings, strict=True))
+        return cast(list[Generation], self.call(keys, payloads, produce, GENERATIONS, stage))
+
     def _generate(
         self, requests: Sequence[GenRequest], stage: str, keep_going: bool
     ) -> list[Generation | BackendError]:
         keys = [request_key(self.spec, self._identity, r) for r in requests]
-        found: dict[str, Generation | BackendError] = {}
-        if self.cache is not None:
-            found = {k: Generation(**v) for k, v in self.cache.get_json(keys).items()}
-        self._answered = self._answered or bool(found)
-        pending: dict[str, GenRequest] = {}
-        for key, request in zip(keys, requests, strict=True):
-            if key not in found and key not in pending:
-                pending[key] = request
-        hits = len(requests) - sum(1 for k in keys if k not in found)
-        self.stats.requests += len(requests)
-        self.stats.cache_hits += hits
-        self.stats.by_stage[stage] = self.stats.by_stage.get(stage, 0) + len(pending)
-        self.progress.start(stage, len(requests))
-        done = len(requests) - len(pending)
-        calls = 0
-        self.progress.update(done, calls, hits)
-        todo = list(pending.items())
-        stop = threading.Event()
-        outage = max(8, self.backend.capabilities.max_concurrency)
-        # failures; server faults in a row; rejections before the model ever answered
-        failed = faults = rejected = 0
-        fatal: list[BackendError] = []
-        began = time.perf_counter()
-        finished = self._finished([request for _, request in todo], stop)
-        fresh: dict[str, Generation] = {}
-        try:
-            for group in finished:
-                fresh = {}
-                for index, outcome in group:
-                    key = todo[index][0]
-                    if isinstance(outcome, Generation):
-                        fresh[key] = _repaired(outcome)
-                        self.stats.completion_tokens += outcome.completion_tokens
-                        faults = 0
-                        continue
-                    self.stats.failed += 1
-                    failed += 1
-                    server = not isinstance(outcome, PermanentError)
-                    faults = faults + 1 if server else 0
-                    rejected += outcome.kind is ErrorKind.REJECTED and not self._answered
-                    down = (faults >= outage or isinstance(outcome, AccessError)
-                            or (not self._answered and rejected >= min(len(todo), self.chunk_size)))
-                    if keep_going and not down:
-                        found[key] = outcome  # never cached
-                    else:
-                        fatal.append(outcome)
-                        stop.set()
-                self._save(fresh)
-                found.update(fresh)
-                self._answered = self._answered or bool(fresh)
-                fresh = {}
-                calls += len(group)
-                self.stats.model_calls += len(group)
-                done += len(group)
-                self.progress.update(done, calls, hits)
-        except KeyboardInterrupt:
-            self._save(fresh)  # the group Ctrl-C cut short, if any
-            raise Interrupted(self._kept(stage)) from None
-        finally:
-            finished.close()  # on Ctrl-C or an error: requests in flight are abandoned
-            self.stats.model_seconds += time.perf_counter() - began
-            self.progress.finish()
-        if fatal:
-            kept = "kept in the cache" if self.cache is not None else "not cached"
-            so_far = sum(isinstance(g, Generation) for g in found.values())
-            raise BackendError(
-                f"{self.spec}: {failed} of {calls} requests failed in stage '{stage}' "
-                f"({so_far} outputs so far, {kept}). First error: {fatal[0]}"
-            ) from fatal[0]
-        return [found[k] for k in keys]
-
-    def _save(self, fresh: dict[str, Generation]) -> None:
-        if self.cache is not None and fresh:
-            self.cache.put_json("generation", self.spec, {k: _stored(g) for k, g in fresh.items()})
+        return self.call(keys, requests, self._finished, GENERATIONS, stage, keep_going)
 
     def _finished(
         self, requests: Sequence[GenRequest], stop: threading.Event
@@ -209,31 +121,45 @@ class LLMClient:
         if isinstance(self.backend, StreamingBackend):
             yield from self.backend.stream(requests, stop)
             return
-        size, start = max(1, self.backend.capabilities.max_concurrency), 0
-        while start < len(requests) and not stop.is_set():
-            chunk = requests[start : start + size]
-            began = time.perf_counter()
-            outcomes = self.backend.generate(chunk)
-            took = time.perf_counter() - began
-            yield list(enumerate(outcomes, start))
-            start += len(chunk)
-            if took < _CHUNK_SECONDS / 2:
-                size = min(self.chunk_size, size * 2)
-            elif took > _CHUNK_SECONDS:
-                size = max(1, size // 2)
-
-    def _kept(self, stage: str) -> str:
-        """What an interruption keeps, for the user."""
-        new = self.stats.model_calls - self.stats.failed
-        if self.cache is None:
-            return (f"during '{stage}': {new} answers received from {self.spec} in this run are "
-                    "lost (no cache)")
-        return (f"during '{stage}': {new} answers received from {self.spec} in this run are in the "
-                f"cache ({self.stats.cache_hits} were there before); rerun the same command to "
-                "resume: it sends only the missing requests")
+        yield from chunked(self.backend.generate, requests, stop, self.max_concurrency,
+                           self.chunk_size)
 
     def close(self) -> None:
         self.backend.close()
+
+
+def pair_key(spec: str, identity: dict[str, Any], a: str, b: str) -> str:
+    """Cache key of the score of the ordered pair (a, b)."""
+    return cache_key({"kind": "similarity", "model": spec, **identity, "a": a, "b": b})
+
+
+class ScorerClient(CachedCalls):
+    """A pair scorer (cross-encoder) with the cache, chunking and progress of LLMClient."""
+
+    def __init__(self, scorer: PairScorer, cache: Cache | None = None,
+                 progress: Progress | None = None) -> None:
+        super().__init__(scorer.spec, cache, progress, 1, 4096)
+        self.scorer = scorer
+        self._identity = scorer.identity()
+
+    def scores(self, pairs: Sequence[tuple[str, str]],
+               stage: str = "similarity") -> dict[tuple[str, str], float]:
+        """The score of each distinct ordered pair, from the cache or the model."""
+        distinct = list(dict.fromkeys(pairs))
+        keys = [pair_key(self.spec, self._identity, a, b) for a, b in distinct]
+
+        def call(chunk: Sequence[tuple[str, str]]) -> list[float | BackendError]:
+            return [float(v) for v in self.scorer.score(chunk)]
+
+        def produce(payloads: Sequence[tuple[str, str]],
+                    stop: threading.Event) -> Iterator[list[tuple[int, float | BackendError]]]:
+            return chunked(call, payloads, stop, 32, self.chunk_size)
+
+        values = self.call(keys, distinct, produce, SCORES, stage)
+        return {p: cast(float, v) for p, v in zip(distinct, values, strict=True)}
+
+    def close(self) -> None:
+        self.scorer.close()
 
 
 def _stored(generation: Generation) -> dict[str, Any]:
@@ -259,6 +185,15 @@ def _repaired(generation: Generation) -> Generation:
     fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     count = fixed.count("\ufffd") - text.count("\ufffd")
     return replace(generation, text=fixed, replaced_chars=generation.replaced_chars + count)
+
+
+def _generation_codec() -> Codec[Generation]:
+    return Codec("generation", lambda v: Generation(**v), _stored, _repaired,
+                 lambda g: g.completion_tokens)
+
+
+GENERATIONS: Codec[Generation] = _generation_codec()
+SCORES: Codec[float] = Codec("similarity", float, float)
 
 
 def embedding_key(spec: str, identity: dict[str, Any], text: str) -> str:

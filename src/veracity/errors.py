@@ -59,6 +59,11 @@ class DataError(VeracityError):
     """A dataset or recorded-results file is missing or malformed."""
 
 
+class InvalidValueError(DataError, ValueError):
+    """A value a scoring function cannot take (an answer letter, a ratings table); also a
+    ValueError, so callers that check values with ``except ValueError`` keep working."""
+
+
 class BackendError(VeracityError):
     """A model backend failed to produce an output."""
 

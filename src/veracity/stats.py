@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from veracity.errors import InvalidValueError
+
 
 def finite(values: Sequence[float | None]) -> np.ndarray:
     """The values that are real numbers (None and NaN mean "unscored")."""
@@ -166,11 +168,11 @@ def fleiss_kappa(counts: Sequence[Sequence[float]]) -> float:
     """
     table = np.asarray(counts, dtype=np.float64)
     if table.ndim != 2 or table.shape[0] == 0 or table.shape[1] == 0:
-        raise ValueError("fleiss_kappa needs a non-empty items x categories table")
+        raise InvalidValueError("fleiss_kappa needs a non-empty items x categories table")
     raters = table.sum(axis=1)
     r = float(raters[0])
     if r < 2 or not np.all(raters == r):
-        raise ValueError("fleiss_kappa: every item needs the same number (>= 2) of ratings")
+        raise InvalidValueError("fleiss_kappa: every item needs the same number (>= 2) of ratings")
     p_category = table.sum(axis=0) / (table.shape[0] * r)
     p_item = ((table**2).sum(axis=1) - r) / (r * (r - 1))
     chance = float((p_category**2).sum())
@@ -201,7 +203,7 @@ def bootstrap_aurocs(
     for k, scores in enumerate(score_sets):
         s = np.asarray(scores, dtype=np.float64)
         if s.size != n:
-            raise ValueError("every score set needs one score per label")
+            raise InvalidValueError("every score set needs one score per label")
         # wins[p, q] = 1 if positive p outscores negative q, 1/2 on a tie
         wins = (s[lab][:, None] > s[~lab][None, :]) + 0.5 * (s[lab][:, None] == s[~lab][None, :])
         numerator = np.einsum("rp,pq,rq->r", w_pos, wins, w_neg)

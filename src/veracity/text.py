@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import httpx
@@ -39,6 +40,25 @@ def terminal_safe(text: object, keep_newlines: bool = False) -> str:
 def display_safe(text: object) -> str:
     """As :func:`terminal_safe`, keeping tabs and newlines (for HTML, where layout is CSS's)."""
     return _UNSAFE_KEEP_LAYOUT_RE.sub(_spell, str(text))
+
+
+def html_text(text: object) -> str:
+    """HTML-escape any value; control and bidi characters become visible as \\xNN / \\uNNNN.
+
+    >>> html_text('<b title="x">')
+    '&lt;b title=&quot;x&quot;&gt;'
+    """
+    return html.escape(display_safe(text), quote=True)
+
+
+def slug(text: str, keep: str = "._-", fill: str = "-") -> str:
+    """``text`` as a file-name part: runs of characters other than ASCII letters, digits and
+    ``keep`` become ``fill``, trimmed of ``fill`` at both ends.
+
+    >>> slug("fewl/gold: TruthfulQA v2")
+    'fewl-gold-TruthfulQA-v2'
+    """
+    return re.sub(f"[^A-Za-z0-9{re.escape(keep)}]+", fill, text).strip(fill)
 
 
 def json_safe(dumped: str) -> str:

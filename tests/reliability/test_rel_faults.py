@@ -29,7 +29,7 @@ MC_ITEMS = [MCItem(f"s{i % 2}/{i}", f"s{i % 2}", f"Which letter is number {i}?",
 def _context(url: str, cache: Cache, max_retries: int = 5, **http: Any) -> Context:
     options = {"base_url": url, "timeout": 0.3, "max_concurrency": 8, "max_retries": max_retries,
                "sleep": fast_sleep, **http}
-    return Context(cache=cache, http_options=options)
+    return Context(cache=cache, model_options={"openai": options}, close_cache=False)
 
 
 def _gamma(url: str, cache: Cache, max_retries: int = 5) -> list[dict[str, Any]]:

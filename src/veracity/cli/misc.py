@@ -10,7 +10,7 @@ from veracity.cache import Cache
 from veracity.cli.options import handles_errors
 from veracity.cli.output import echo
 from veracity.paths import check_output_file
-from veracity.registry import list_providers
+from veracity.registry import SCORERS, declared, list_providers
 from veracity.report import build_report
 
 
@@ -18,7 +18,9 @@ from veracity.report import build_report
 def models() -> None:
     """List model and embedder specs and what each needs installed."""
     model_providers, embedder_providers = list_providers()
-    for title, providers in (("Models", model_providers), ("Embedders", embedder_providers)):
+    for title, providers, flag in (("Models", model_providers, "--model-option"),
+                                   ("Embedders", embedder_providers, "--embedder-option"),
+                                   ("Pair scorers (FEWL --similarity)", list(SCORERS.values()), "")):
         echo(f"{title}:")
         for p in providers:
             needs = ", ".join(p.requires) or "nothing extra"
@@ -28,9 +30,10 @@ def models() -> None:
             echo(f"  {p.examples:<44} {status}")
             echo(f"  {'':<44} {p.description}")
             echo(f"  {'':<44} needs: {needs}")
-            for option in p.options:
-                values = "|".join(option.choices) or option.type.__name__.upper()
-                echo(f"  {'':<44} --embedder-option {option.name}={values}: {option.help}")
+            for option in declared(p):
+                values = "|".join(option.choices) or getattr(option.type, "__name__", "str").upper()
+                default = "" if option.default is None else f" (default {option.default})"
+                echo(f"  {'':<44} {flag or 'option'} {option.name}={values}: {option.help}{default}")
         echo("")
 
 

@@ -17,7 +17,7 @@ from veracity.cli.progress import TerminalProgress
 from veracity.errors import ConfigError
 from veracity.executors import parse_executor
 from veracity.perturb import resolve_ball
-from veracity.registry import parse_embedder_options
+from veracity.registry import parse_options
 from veracity.runs.common import Context
 from veracity.text import redact_urls
 
@@ -105,6 +105,9 @@ def common_options(func: F) -> F:
                      help="Requests sent to a Ray actor at once."),
         click.option("--ray-embeddings", is_flag=True,
                      help="Embed on Ray actors too (st/... and hash/... embedders)."),
+        click.option("--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
+                     help="An option of the model's provider, repeatable; e.g. n_ctx=2048 "
+                          "(llamacpp/...), dtype=float16 (hf/...). `veracity models` lists them."),
         click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
                      help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
                           "(st/...: torch, onnx, onnx-int8). `veracity models` lists them."),
@@ -139,9 +142,11 @@ def make_context(
     actor_batch: int = 8,
     ray_embeddings: bool = False,
     embedder_option: tuple[str, ...] = (),
+    model_option: tuple[str, ...] = (),
     **_: Any,
 ) -> Context:
-    """A Context from the common options (HTTP options reach openai/... specs only)."""
+    """A Context from the common options: the HTTP flags are options of the openai provider,
+    --device one of hf, and --model-option / --embedder-option any declared option."""
     urls = [base_url] if isinstance(base_url, str) else list(base_url or ())
     if base_urls_file is not None:
         urls += read_base_urls(base_urls_file)
@@ -156,17 +161,29 @@ def make_context(
     endpoint = {"base_url": embedder_base_url or first,
                 "api_key_env": embedder_api_key_env or ("" if other else api_key_env),
                 "timeout": timeout}
-    provider_options = parse_embedder_options(embedder_option)  # before opening anything
+    # parsed before anything is opened; the flags win over --model-option
+    models = _merge(parse_options(model_option, "model"),
+                    {"openai": http, "hf": {"device": device}})
+    embedders = _merge(parse_options(embedder_option, "embedder"), {"openai": endpoint})
     return Context(
         cache=None if no_cache else Cache(cache_path),
         progress=TerminalProgress(quiet),
-        http_options={k: v for k, v in http.items() if v is not None},
-        embedder_http_options={k: v for k, v in endpoint.items() if v is not None},
-        hf_options={} if device is None else {"device": device},
+        model_options=models,
+        embedder_options=embedders,
         ray=parse_executor(executor, ray_address, actors, actor_cpus, actor_gpus, actor_batch,
                            ray_embeddings),
-        provider_embedder_options=provider_options,
     )
+
+
+def _merge(parsed: dict[str, dict[str, Any]],
+           flags: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per-provider options with the flags that were given (not None) on top."""
+    out = {provider: dict(options) for provider, options in parsed.items()}
+    for provider, options in flags.items():
+        given = {k: v for k, v in options.items() if v is not None}
+        if given:
+            out.setdefault(provider, {}).update(given)
+    return out
 
 
 def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -174,7 +191,7 @@ def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
     names = ("cache_path", "no_cache", "quiet", "base_url", "base_urls_file", "api_key_env",
              "max_concurrency", "timeout", "prefill_mode", "chat_template", "embedder_base_url",
              "embedder_api_key_env", "device", "executor", "ray_address", "actors", "actor_cpus",
-             "actor_gpus", "actor_batch", "ray_embeddings", "embedder_option")
+             "actor_gpus", "actor_batch", "ray_embeddings", "embedder_option", "model_option")
     return {name: kwargs.pop(name) for name in names if name in kwargs}
 
 

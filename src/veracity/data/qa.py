@@ -70,23 +70,29 @@ def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
 
 
 def load_builtin(path: Path | None = None, question_field: str = "question") -> list[Item]:
-    """Our own 42 short factual questions with reference answers."""
+    """Our own 42 short factual questions with reference answers (``question_field`` can only
+    be ``question``; anything else is a DataError, not silently ignored)."""
     source = files("veracity.data") / "builtin_questions.jsonl"
     items = []
     for line in source.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
-        items.append(Item(record["id"], record["question"], tuple(record["references"])))
+        if question_field not in record or question_field in ("id", "references"):
+            raise DataError(f"the built-in questions have no '{question_field}' field (only 'question')")
+        items.append(Item(record["id"], record[question_field], tuple(record["references"])))
     return items
 
 
 def load_truthfulqa(path: Path, question_field: str = "Question") -> list[Item]:
-    """TruthfulQA CSV (Type, Category, Question, Best Answer, Correct/Incorrect Answers, Source)."""
+    """TruthfulQA CSV (Type, Category, Question, Best Answer, Correct/Incorrect Answers, Source);
+    the question is read from the ``question_field`` column."""
     items: list[Item] = []
     for number, row in _csv_records(path):
-        missing = [c for c in ("Question", "Best Answer", "Correct Answers") if c not in row]
+        missing = [c for c in ("Best Answer", "Correct Answers") if c not in row]
         if missing:
             raise DataError(f"{path}: not a TruthfulQA CSV, missing columns {missing}")
-        question = _question(row["Question"], f"{path}, line {number}")
+        if question_field not in row:
+            raise DataError(f"{path}: no '{question_field}' column (use --question-field)")
+        question = _question(row[question_field], f"{path}, line {number}")
         best = row["Best Answer"].strip()
         correct = _split_list(row.get("Correct Answers", ""))
         items.append(

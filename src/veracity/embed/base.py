@@ -24,3 +24,22 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed a batch of texts, one row per text, in order."""
         ...
+
+
+@runtime_checkable
+class PairScorer(Protocol):
+    """Scores pairs of texts at once (a cross-encoder or NLI model): one float per pair."""
+
+    spec: str
+
+    def identity(self) -> dict[str, Any]:
+        """Everything besides the pair that changes the scores (no secrets)."""
+        ...
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float64]:
+        """One score in [0, 1] per (a, b) pair, in order."""
+        ...
+
+    def close(self) -> None:
+        """Release the model."""
+        ...

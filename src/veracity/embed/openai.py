@@ -88,24 +88,6 @@ class OpenAIEmbedder:
         self._http.close()
 
 
-def load(
-    name: str,
-    base_url: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    timeout: float = 60.0,
-    max_retries: int = 5,
-    batch_size: int = 256,
-    dimensions: int | None = None,
-    **extra: Any,
-) -> OpenAIEmbedder:
-    """Registry factory for the ``openai/MODEL`` embedder."""
-    return OpenAIEmbedder(
-        name,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        timeout=timeout,
-        max_retries=max_retries,
-        batch_size=batch_size,
-        dimensions=dimensions,
-        **extra,
-    )
+def load(name: str, **options: Any) -> OpenAIEmbedder:
+    """Registry factory for the ``openai/MODEL`` embedder; ``options`` are OpenAIEmbedder's."""
+    return OpenAIEmbedder(name, **options)

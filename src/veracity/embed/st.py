@@ -86,14 +86,7 @@ class SentenceTransformerEmbedder:
             from veracity.embed.onnx import require_onnxruntime
 
             require_onnxruntime()
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError:
-            raise ConfigError(
-                "st/... embedders need sentence-transformers: pip install 'veracity[embed]'"
-            ) from None
+        SentenceTransformer = offline_sentence_transformers("st/... embedders").SentenceTransformer
         try:
             from transformers.utils import logging as hf_logging
 
@@ -161,6 +154,18 @@ def _bundled_or_none() -> Path | None:
         return bundled_minilm_path()
     except ConfigError:
         return None
+
+
+def offline_sentence_transformers(what: str) -> Any:
+    """The sentence_transformers module, never reaching the hub; a ConfigError naming the extra
+    to install when it is missing."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import sentence_transformers
+    except ImportError:
+        raise ConfigError(f"{what} need sentence-transformers: pip install 'veracity[embed]'") from None
+    return sentence_transformers
 
 
 def load(name: str, **options: Any) -> SentenceTransformerEmbedder:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from veracity.errors import ConfigError
+from veracity.registry import is_remote
 
 LOCAL = "local"
 
@@ -71,7 +72,7 @@ def parse_executor(
     return RaySettings(address, actors, num_cpus, num_gpus, batch_size, embeddings)
 
 
-def runs_on_ray(spec: str) -> bool:
-    """Models that run in a process (llamacpp, hf, fake, plugins) go to actors; HTTP ones
-    (``openai/...``) already run elsewhere and stay with the driver."""
-    return not spec.startswith("openai/")
+def runs_on_ray(spec: str, what: str = "model") -> bool:
+    """Models that run in a process (llamacpp, hf, fake, plugins) go to actors; those whose
+    provider is declared remote (``openai/...``) already run elsewhere and stay with the driver."""
+    return not is_remote(spec, what)

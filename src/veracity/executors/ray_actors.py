@@ -10,20 +10,19 @@ crash are restarted by Ray (``max_restarts``) and their batches retried
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from veracity.backends.base import Capabilities, Outcome
-from veracity.cache import Cache
-from veracity.client import request_key
+from veracity.backends.base import Capabilities, Finished, Outcome
 from veracity.embed.base import Matrix
 from veracity.errors import BackendError, ConfigError
 from veracity.executors import RaySettings
-from veracity.types import Generation, GenRequest
+from veracity.types import GenRequest
 
 try:
     import ray
@@ -119,18 +118,15 @@ def _describe(actors: Sequence[Any], spec: str) -> list[Any]:
 
 
 class RayBackend:
-    """A Backend whose requests run on ``settings.actors`` Ray actors.
+    """A streaming Backend whose requests run on ``settings.actors`` Ray actors.
 
-    ``spec`` and ``identity()`` are the model's own, so the cache is shared with the
-    in-process executor and the records are the same.
+    ``spec`` and ``identity()`` are the model's own, so the cache (written by the client as
+    each batch arrives) is shared with the in-process executor and the records are the same.
     """
 
-    def __init__(
-        self, spec: str, options: dict[str, Any], settings: RaySettings, cache: Cache | None = None
-    ) -> None:
+    def __init__(self, spec: str, options: dict[str, Any], settings: RaySettings) -> None:
         connect(settings)
         self.settings = settings
-        self.cache = cache
         self.actors = _start(ModelActor, settings, spec, _load_options(spec, options, settings))
         described = _describe(self.actors, spec)
         self.spec = str(described[0][0])
@@ -150,21 +146,34 @@ class RayBackend:
         return [int(d[3]) for d in _describe(self.actors, self.spec)]
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        out: list[Outcome | None] = [None] * len(requests)
+        for group in self.stream(requests, threading.Event()):
+            for i, outcome in group:
+                out[i] = outcome
+        return [o for o in out if o is not None]
+
+    def stream(self, requests: Sequence[GenRequest], stop: threading.Event) -> Iterator[Finished]:
+        """Each batch's outcomes as soon as its actor returns them (the client caches them at
+        once); a batch whose actor died is sent again to a live one. Once ``stop`` is set no
+        new batch is sent; closing the iterator cancels those in flight."""
         size = self.settings.batch_size
         todo = deque(range(start, min(start + size, len(requests)))
                      for start in range(0, len(requests), size))
-        out: list[Outcome | None] = [None] * len(requests)
         live = list(self.actors)
         load = {id(actor): 0 for actor in live}
         running: dict[Any, tuple[Any, range]] = {}
         try:
             while todo or running:
+                if stop.is_set():
+                    todo.clear()
                 for actor in live:
                     while todo and load[id(actor)] < IN_FLIGHT:
                         batch = todo.popleft()
                         ref = actor.generate.remote([requests[i] for i in batch])
                         running[ref] = (actor, batch)
                         load[id(actor)] += 1
+                if not running:
+                    break
                 [ref], _ = ray.wait(list(running), num_returns=1)
                 actor, batch = running.pop(ref)
                 load[id(actor)] -= 1
@@ -182,23 +191,11 @@ class RayBackend:
                     continue
                 except RayTaskError as exc:
                     raise BackendError(f"{self.spec}: a Ray actor failed: {exc.cause or exc}") from None
-                for i, outcome in zip(batch, outcomes, strict=True):
-                    out[i] = outcome
-                self._write_through([(requests[i], o) for i, o in zip(batch, outcomes, strict=True)])
-        except BaseException:
+                yield list(zip(batch, outcomes, strict=True))
+        except BaseException:  # an error, Ctrl-C, or the client closing the iterator
             for ref in running:
                 ray.cancel(ref)
             raise
-        return [o for o in out if o is not None]
-
-    def _write_through(self, pairs: Sequence[tuple[GenRequest, Outcome]]) -> None:
-        """Cache a batch as soon as it arrives; errors are never cached."""
-        if self.cache is None:
-            return
-        fresh = {request_key(self.spec, self._identity, request): asdict(outcome)
-                 for request, outcome in pairs if isinstance(outcome, Generation)}
-        if fresh:
-            self.cache.put_json("generation", self.spec, fresh)
 
     def close(self) -> None:
         for actor in self.actors:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import html
 import math
 import re
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from veracity.data.jsonl import csv_reader
 from veracity.errors import ConfigError, DataError
 from veracity.paths import check_output_file
 from veracity.stats import binned_means, fleiss_kappa, linear_fit, mean_stderr, pearson
-from veracity.text import csv_cell, csv_uncell, display_safe
+from veracity.text import csv_cell, csv_uncell, html_text
 
 Kind = Literal["qa", "code"]
 RUBRIC_CHOICES = ("auto", "qa", "code")
@@ -144,16 +143,12 @@ label{margin-right:1em} textarea{width:100%;height:2.5em} .muted{color:#777}
 """
 
 
-def _esc(text: str) -> str:
-    return html.escape(display_safe(text), quote=True)
-
-
 def render_html(rows: Sequence[SheetRow], title: str) -> str:
     """A self-contained page: rubrics, one card per answer, and a button that saves a CSV."""
     kinds = list(dict.fromkeys(r.kind for r in rows))
     names = {"qa": "Questions and answers", "code": "Programming questions"}
     rubrics = "".join(
-        f"<h3>{names[k]}</h3><ul>{''.join(f'<li>{_esc(line)}</li>' for line in RUBRICS[k])}</ul>"
+        f"<h3>{names[k]}</h3><ul>{''.join(f'<li>{html_text(line)}</li>' for line in RUBRICS[k])}</ul>"
         for k in kinds
     )
     cards = []
@@ -162,16 +157,16 @@ def render_html(rows: Sequence[SheetRow], title: str) -> str:
             f"<label><input type='radio' name='r{number}' value='{v}'> {v}</label>" for v in SCALE
         )
         cards.append(
-            f"<div class='item' data-id='{_esc(r.item_id)}' data-check='{r.answer_check}'>"
-            f"<p class='muted'>{number} / {len(rows)} · {_esc(r.item_id)} · rubric: "
-            f"{names[r.kind]}</p><p><b>{_esc(r.question)}</b></p>"
-            f"<div class='answer'>{_esc(r.answer) or '<i>(empty answer)</i>'}</div>"
+            f"<div class='item' data-id='{html_text(r.item_id)}' data-check='{r.answer_check}'>"
+            f"<p class='muted'>{number} / {len(rows)} · {html_text(r.item_id)} · rubric: "
+            f"{names[r.kind]}</p><p><b>{html_text(r.question)}</b></p>"
+            f"<div class='answer'>{html_text(r.answer) or '<i>(empty answer)</i>'}</div>"
             f"<p>{radios}</p><textarea placeholder='comment (optional)'></textarea></div>"
         )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_esc(title)}</title><style>{_SHEET_CSS}</style><script>{_SHEET_JS}</script>"
-        f"</head><body><h1>{_esc(title)}</h1><p>Rate each answer from 0 to 5 with the rubric "
+        f"<title>{html_text(title)}</title><style>{_SHEET_CSS}</style><script>{_SHEET_JS}</script>"
+        f"</head><body><h1>{html_text(title)}</h1><p>Rate each answer from 0 to 5 with the rubric "
         "below. Judge the answer only; it is fine to look facts up.</p>"
         f"{rubrics}<p>Your name: <input id='rater'> <button onclick='download()'>Save ratings "
         "as CSV</button></p>"

@@ -89,7 +89,7 @@ def consistency_scores(
                                   stage="baseline: greedy")
         greedy = [g.text.strip() for g in replies]
     if len(greedy) != len(prompts):
-        raise ValueError("one greedy answer per prompt is needed")
+        raise ConfigError("one greedy answer per prompt is needed")
     replies = client.generate(sample_requests(prompts, settings), stage="baseline: samples")
     texts = [g.text.strip() for g in replies]
     groups = [tuple(texts[k * settings.m : (k + 1) * settings.m]) for k in range(len(prompts))]

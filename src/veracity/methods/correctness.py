@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from veracity.client import CachedEmbedder, LLMClient
+from veracity.errors import ConfigError
 from veracity.types import GenRequest, Sampling
 
 Rule = Literal["tqa-similarity", "contains", "judge", "empty"]
@@ -151,7 +152,7 @@ def label_answers(
     similar = [k for k in todo if _rule(items[k]) == "tqa-similarity"]
     if similar:
         if embedder is None:
-            raise ValueError("the TruthfulQA rule needs an embedder")
+            raise ConfigError("the TruthfulQA rule needs an embedder")
         found = similarity_verdicts([items[k] for k in similar], embedder)
         for k, verdict in zip(similar, found, strict=True):
             verdicts[k] = verdict

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from veracity.backends.base import require
 from veracity.client import LLMClient
 from veracity.data.mc import LETTERS, NO_ANSWER
-from veracity.errors import BackendError, ConfigError, DataError, ErrorKind
+from veracity.errors import BackendError, ConfigError, DataError, ErrorKind, InvalidValueError
 from veracity.types import Generation, GenRequest, MCItem, Message, Sampling
 
 Category = Literal["normal", "misleading"]
@@ -229,7 +229,7 @@ def deception_metrics(pairs: Sequence[AnswerPair], threshold: float = 0.4) -> di
     for pair in pairs:
         for value in (pair.normal, pair.misleading):
             if value not in (*LETTERS, NO_ANSWER):
-                raise ValueError(f"answer {value!r} is neither A-D nor '-'")
+                raise InvalidValueError(f"answer {value!r} is neither A-D nor '-'")
     by_subject: dict[str, _Counts] = {}
     total = _Counts()
     for pair in pairs:

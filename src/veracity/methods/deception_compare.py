@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from veracity.data.mc import LETTERS
 from veracity.data.model_info import SIZE_COLUMN, ModelInfo
+from veracity.errors import InvalidValueError
 from veracity.methods.deception import deception_metrics, pairs_from_records
 from veracity.stats import linear_fit, pearson
 
@@ -124,11 +125,11 @@ def outcome(record: dict[str, Any]) -> Outcome:
 def summarize(run: ModelRecords) -> ModelSummary:
     """Every per-model figure of one run, from its per-item records."""
     if not run.records:
-        raise ValueError(f"run {run.label!r} has no items")
+        raise InvalidValueError(f"run {run.label!r} has no items")
     try:
         m = deception_metrics(pairs_from_records(run.records), run.threshold)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"run {run.label!r}: {exc!s}") from exc
+        raise InvalidValueError(f"run {run.label!r}: {exc!s}") from exc
     subjects = tuple(
         SubjectSusceptibility(s, e["normal_accuracy"], e["normal_correct"], e["misleading_correct"],
                               s in m["susceptibility_subjects"])
@@ -215,7 +216,7 @@ def compare(runs: Sequence[ModelRecords], info: ModelInfo | None = None
     """Per-run summaries and the relations across them; model info must name only known models."""
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
-        raise ValueError("run labels must be unique")
+        raise InvalidValueError("run labels must be unique")
     if info is not None:
         info.check_models(r.model for r in runs)
     summaries = [summarize(r) for r in runs]

@@ -4,31 +4,28 @@ Two kinds of spec:
 - any embedder spec (``st/default``, ``st/PATH``, ``openai/MODEL``, ``hash/default``):
   cosine of the embeddings mapped to [0, 1]; each distinct text is embedded once, through a
   CachedEmbedder, so vectors are cached across runs.
-- ``cross-encoder/PATH``: a local sentence-transformers CrossEncoder directory (an NLI or
-  STS model); a multi-label model gives the entailment probability, a one-label model its
-  score. Pair scores are cached.
+- a pair-scorer spec from the registry, e.g. ``cross-encoder/PATH``: a local
+  sentence-transformers CrossEncoder directory (an NLI or STS model, see
+  :mod:`veracity.embed.cross`); pair scores go through a cached ScorerClient.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from veracity.cache import Cache, cache_key
-from veracity.client import CachedEmbedder
+from veracity.cache import Cache
+from veracity.client import CachedEmbedder, ScorerClient
 from veracity.data.labelled import leading_letter
 from veracity.errors import ConfigError
-from veracity.paths import user_path
+from veracity.registry import is_scorer, load_scorer
 
 Floats = npt.NDArray[np.float64]
 Mapping = Literal["affine", "clip"]
 MAPPINGS: tuple[Mapping, ...] = ("affine", "clip")
-CROSS_PREFIXES = ("cross-encoder/", "nli/")
 _CHUNK = 16384  # pairs per vectorised step: bounds memory at chunk x dim floats
 
 
@@ -76,7 +73,7 @@ class EmbeddingTable:
         a = np.asarray(left, dtype=np.int64)
         b = np.asarray(right, dtype=np.int64)
         if a.shape != b.shape:
-            raise ValueError(f"index shapes differ: {a.shape} vs {b.shape}")
+            raise ConfigError(f"index shapes differ: {a.shape} vs {b.shape}")
         flat_a, flat_b = a.ravel(), b.ravel()
         cos = np.empty(flat_a.size, dtype=np.float64)
         for start in range(0, flat_a.size, _CHUNK):
@@ -103,108 +100,30 @@ class EmbeddingSimilarity:
         return EmbeddingTable(self.embedder.embed(list(texts)), self.mapping)
 
 
-class Predictor(Protocol):
-    """What CrossEncoderSimilarity needs of a sentence_transformers.CrossEncoder."""
-
-    def predict(self, inputs: list[tuple[str, str]], **kwargs: Any) -> Any: ...
-
-
 class CrossEncoderSimilarity:
-    """A local cross-encoder / NLI model directory, loaded on first use (lazy import).
+    """SIM from a pair scorer (a cross-encoder / NLI model) through its cached client.
 
-    ``label``: the output to read from a multi-label model (name or index); by default the
-    label whose name contains "entail". ``symmetric`` averages SIM(a, b) and SIM(b, a)
-    because NLI is directional [reconstructed]. Identical texts score 1.
+    ``symmetric`` averages SIM(a, b) and SIM(b, a) because NLI is directional
+    [reconstructed]. Identical texts score 1.
     """
 
-    def __init__(
-        self,
-        path: Path | str,
-        cache: Cache | None = None,
-        label: str | int | None = None,
-        symmetric: bool = True,
-        batch_size: int = 32,
-        model: Predictor | None = None,
-    ) -> None:
-        self.path = user_path(path)
-        if model is None and not self.path.is_dir():
-            raise ConfigError(f"cross-encoder model directory not found: {self.path}")
-        self.cache = cache
-        self.label = label
+    def __init__(self, client: ScorerClient, symmetric: bool = True) -> None:
+        self.client = client
         self.symmetric = symmetric
-        self.batch_size = batch_size
-        self.spec = f"cross-encoder/{self.path}"
-        self._model = model
-        self._column: int | None = None
-        self.pairs_scored = 0
+        self.spec = client.spec
+
+    @property
+    def pairs_scored(self) -> int:
+        """Pairs the model scored (not found in the cache) through this similarity's client."""
+        return self.client.stats.model_calls
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "cross-encoder", "spec": self.spec, "label": self.label,
+        return {"kind": "cross-encoder", "spec": self.spec, **self.client.scorer.identity(),
                 "symmetric": self.symmetric}
-
-    def _load(self) -> Predictor:
-        if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                from sentence_transformers import CrossEncoder
-            except ImportError:
-                raise ConfigError(
-                    "cross-encoder similarity needs sentence-transformers: "
-                    "pip install 'veracity[embed]'"
-                ) from None
-            self._model = CrossEncoder(str(self.path), device="cpu")
-        return self._model
-
-    def _label_column(self, model: Predictor) -> int:
-        """Column of the output to read; -1 for a one-output model."""
-        labels: dict[int, str] = dict(getattr(getattr(model, "config", None), "id2label", {}) or {})
-        if int(getattr(model, "num_labels", 1)) <= 1:
-            return -1
-        if isinstance(self.label, int):
-            return self.label
-        wanted = self.label.lower() if isinstance(self.label, str) else "entail"
-        for index, name in sorted(labels.items()):
-            if wanted in str(name).lower():
-                return int(index)
-        raise ConfigError(
-            f"{self.spec}: cannot find the label '{wanted}' among {sorted(labels.values())}; "
-            "name the output to use (e.g. --similarity-label entailment or an index)"
-        )
-
-    def _predict(self, pairs: list[tuple[str, str]]) -> Floats:
-        model = self._load()
-        if self._column is None:
-            self._column = self._label_column(model)
-        multi = self._column >= 0
-        raw = np.asarray(
-            model.predict(pairs, batch_size=self.batch_size, apply_softmax=multi,
-                          show_progress_bar=False),
-            dtype=np.float64,
-        )
-        scores = raw[:, self._column] if multi else raw.reshape(len(pairs))
-        self.pairs_scored += len(pairs)
-        return np.clip(scores, 0.0, 1.0)
-
-    def _key(self, a: str, b: str) -> str:
-        return cache_key({"kind": "similarity", "model": self.spec, "label": self.label,
-                          "a": a, "b": b})
 
     def scores(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
         """SIM of each distinct ordered pair, from the cache or the model."""
-        distinct = list(dict.fromkeys(pairs))
-        found: dict[tuple[str, str], float] = {}
-        keys = {p: self._key(*p) for p in distinct}
-        if self.cache is not None and distinct:
-            stored = self.cache.get_json(list(keys.values()))
-            found = {p: float(stored[k]) for p, k in keys.items() if k in stored}
-        todo = [p for p in distinct if p not in found]
-        if todo:
-            fresh = dict(zip(todo, (float(s) for s in self._predict(todo)), strict=True))
-            if self.cache is not None:
-                self.cache.put_json("similarity", self.spec, {keys[p]: v for p, v in fresh.items()})
-            found.update(fresh)
-        return found
+        return self.client.scores(pairs)
 
     def table(self, texts: Sequence[str]) -> Table:
         return _CrossTable(self, list(texts))
@@ -219,7 +138,7 @@ class _CrossTable:
         a = np.asarray(left, dtype=np.int64)
         b = np.asarray(right, dtype=np.int64)
         if a.shape != b.shape:
-            raise ValueError(f"index shapes differ: {a.shape} vs {b.shape}")
+            raise ConfigError(f"index shapes differ: {a.shape} vs {b.shape}")
         flat = np.stack([a.ravel(), b.ravel()], axis=1)
         if self.owner.symmetric:
             flat = np.sort(flat, axis=1)
@@ -238,7 +157,8 @@ class _CrossTable:
 
 
 def is_cross_encoder(spec: str) -> bool:
-    return spec.startswith(CROSS_PREFIXES)
+    """Whether the spec names a registered pair scorer (``cross-encoder/PATH``, ``nli/PATH``)."""
+    return is_scorer(spec)
 
 
 def load_similarity(
@@ -248,13 +168,11 @@ def load_similarity(
     mapping: Mapping = "affine",
     label: str | int | None = None,
 ) -> Similarity:
-    """``cross-encoder/PATH`` (or ``nli/PATH``) -> CrossEncoderSimilarity; any embedder spec
-    -> EmbeddingSimilarity over ``embedder_for(spec)`` (a CachedEmbedder)."""
-    if is_cross_encoder(spec):
-        path = spec.split("/", 1)[1]
-        if not path:
-            raise ConfigError(f"similarity spec '{spec}' needs a model directory")
-        return CrossEncoderSimilarity(path, cache=cache, label=label)
+    """A pair-scorer spec (``cross-encoder/PATH``, ``nli/PATH``) -> CrossEncoderSimilarity
+    over a cached ScorerClient; any embedder spec -> EmbeddingSimilarity over
+    ``embedder_for(spec)`` (a CachedEmbedder)."""
+    if is_scorer(spec):
+        return CrossEncoderSimilarity(ScorerClient(load_scorer(spec, label=label), cache))
     return EmbeddingSimilarity(embedder_for(spec), mapping)
 
 

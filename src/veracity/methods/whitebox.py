@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -36,8 +35,8 @@ import numpy.typing as npt
 
 from veracity.backends.base import Backend, Outcome, require
 from veracity.cache import Cache, cache_key
-from veracity.client import CachedEmbedder, LLMClient, NullProgress, Progress, request_key
-from veracity.errors import BackendError, CapabilityError, ConfigError
+from veracity.client import CachedEmbedder, LLMClient, Progress, request_key
+from veracity.errors import CapabilityError, ConfigError
 from veracity.methods.gamma import (
     Form,
     GammaSettings,
@@ -46,7 +45,7 @@ from veracity.methods.gamma import (
     perturbed_cosines,
     score_answers,
 )
-from veracity.types import Generation, GenRequest, Item, Sampling
+from veracity.types import GenRequest, Item, Sampling
 
 Shape = Literal["sphere", "simplex"]
 Scope = Literal["question", "all"]
@@ -165,21 +164,16 @@ def whitebox_gamma(
     """Gamma of each item's answer under the embedding ball; one record per item.
 
     ``backend`` may be an :class:`LLMClient` (its cache, progress and call counters are
-    used) or a bare backend with the ``inputs_embeds`` capability (``hf/...``).
+    used) or a bare backend with the ``inputs_embeds`` capability (``hf/...``), which is
+    wrapped in one with ``cache`` and ``progress``.
     """
-    client: LLMClient | None = None
-    if isinstance(backend, LLMClient):
-        client, model = backend, backend.backend
-    else:
-        model = backend
-    if cache is None and client is not None:
-        cache = client.cache
-    progress = progress or (client.progress if client is not None else NullProgress())
     radius = float(radius)  # 1 and 1.0 must share cache keys
     _check(n, radius, shape, scope)
+    model = backend.backend if isinstance(backend, LLMClient) else backend
     require(model, "inputs_embeds", "the white-box (embedding) ball")
     if not isinstance(model, EmbeddingModel):
         raise CapabilityError(f"backend '{model.spec}' does not expose its input embeddings")
+    client = backend if isinstance(backend, LLMClient) else LLMClient(backend, cache, progress)
     for item in items:
         check_prompt(item.question, f"item {item.id}")
     sampling = sampling or GammaSettings().sampling
@@ -187,25 +181,20 @@ def whitebox_gamma(
     ball = {"shape": shape, "scope": scope, "radius": radius, "seed": seed}
     if shape == "simplex":
         ball["n"] = n  # simplex vertices depend on N; sphere points do not
-    identity = model.identity()
+    identity = client.identity()
     requests = [GenRequest.user(item.question, sampling) for item in items]
 
     plans = [_plan(model, r, item.question, n, radius, seed, shape, scope) for r, item in
              zip(requests, items, strict=True)]
-    keys = [[point_key(model.spec, identity, r, j, ball) for j in range(n + 1)] for r in requests]
-    flat = [k for row in keys for k in row]
-    found: dict[str, Generation] = {}
-    if cache is not None:
-        found = {k: Generation(**v) for k, v in cache.get_json(flat).items()}
-    pending: dict[str, tuple[GenRequest, npt.NDArray[np.float32]]] = {}
-    for request, plan, row in zip(requests, plans, keys, strict=True):
-        for j, key in enumerate(row):
-            if key not in found and key not in pending:
-                pending[key] = (request, plan.points[j])
-    _generate(model, pending, found, cache, client, progress, len(flat))
+    keys = [point_key(model.spec, identity, r, j, ball) for r in requests for j in range(n + 1)]
+    generations = client.generate_from_embeddings(
+        keys, [r for r in requests for _ in range(n + 1)],
+        [point for plan in plans for point in plan.points], "whitebox: answers")
+    found = dict(zip(keys, generations, strict=True))
+    rows = [keys[i * (n + 1) : (i + 1) * (n + 1)] for i in range(len(requests))]
 
     answers, perturbed = [], []
-    for row in keys:
+    for row in rows:
         texts = [found[k].text.strip() for k in row]
         answers.append(texts[0])
         perturbed.append(texts[1:])
@@ -265,59 +254,3 @@ def _plan(
         readings.append(model.decode(nearest))
     rate = changed / (n * len(selected)) if len(selected) else 0.0
     return _Plan(points, readings, len(selected), rate)
-
-
-def _generate(
-    model: EmbeddingModel,
-    pending: dict[str, tuple[GenRequest, npt.NDArray[np.float32]]],
-    found: dict[str, Generation],
-    cache: Cache | None,
-    client: LLMClient | None,
-    progress: Progress,
-    total: int,
-) -> None:
-    """Generate the pending points in chunks, caching each chunk before the next."""
-    stage = "whitebox: answers"
-    hits = total - len(pending)
-    if client is not None:
-        client.stats.requests += total
-        client.stats.cache_hits += hits
-        client.stats.by_stage[stage] = client.stats.by_stage.get(stage, 0) + len(pending)
-    chunk_size = max(16, getattr(getattr(model, "capabilities", None), "max_concurrency", 1) * 8)
-    todo = list(pending.items())
-    done, calls = hits, 0
-    progress.start(stage, total)
-    progress.update(done, calls, hits)
-    try:
-        for start in range(0, len(todo), chunk_size):
-            chunk = todo[start : start + chunk_size]
-            began = time.perf_counter()
-            outcomes = model.generate_from_embeddings([r for _, (r, _) in chunk],
-                                                      [e for _, (_, e) in chunk])
-            elapsed = time.perf_counter() - began
-            fresh: dict[str, Generation] = {}
-            errors: list[BackendError] = []
-            for (key, _), outcome in zip(chunk, outcomes, strict=True):
-                if isinstance(outcome, BackendError):
-                    errors.append(outcome)
-                else:
-                    fresh[key] = outcome
-            if cache is not None and fresh:
-                cache.put_json("generation", model.spec, {k: asdict(g) for k, g in fresh.items()})
-            found.update(fresh)
-            calls += len(chunk)
-            done += len(chunk)
-            if client is not None:
-                client.stats.model_calls += len(chunk)
-                client.stats.model_seconds += elapsed
-                client.stats.completion_tokens += sum(g.completion_tokens for g in fresh.values())
-                client.stats.failed += len(errors)
-            progress.update(done, calls, hits)
-            if errors:
-                kept = "kept in the cache" if cache is not None else "not cached"
-                raise BackendError(
-                    f"{model.spec}: {len(errors)} of {len(chunk)} white-box generations failed "
-                    f"({len(found)} outputs so far, {kept}). First error: {errors[0]}"
-                ) from errors[0]
-    finally:
-        progress.finish()

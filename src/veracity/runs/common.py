@@ -10,45 +10,53 @@ from veracity.cache import Cache
 from veracity.client import CachedEmbedder, CallStats, LLMClient, NullProgress, Progress
 from veracity.embed.base import Embedder
 from veracity.executors import RaySettings, runs_on_ray
-from veracity.registry import load_embedder, load_model, split_spec
+from veracity.registry import load_embedder, load_model, resolved_options, split_spec
 from veracity.store import timestamp
 
 
 @dataclass
 class Context:
-    """Shared resources of one run. ``cache=None`` disables caching."""
+    """Shared resources of one run; ``with Context(...) as ctx:`` closes them all at the end.
+
+    Options are per provider, as declared in the registry (``--model-option``,
+    ``--embedder-option`` and the HTTP flags): ``{"llamacpp": {"n_ctx": 2048}}``.
+    ``cache=None`` disables caching.
+
+    >>> from veracity.types import GenRequest
+    >>> with Context(model_options={"fake": {"delay": 0.0}}) as ctx:
+    ...     ctx.client("fake/echo").generate([GenRequest.user("hi")])[0].text
+    'You asked: hi'
+    """
 
     cache: Cache | None = None
     progress: Progress = field(default_factory=NullProgress)
-    model_options: dict[str, Any] = field(default_factory=dict)
-    """Options passed to every model factory."""
-    embedder_options: dict[str, Any] = field(default_factory=dict)
-    """Options passed to every embedder factory."""
-    http_options: dict[str, Any] = field(default_factory=dict)
-    """Options for ``openai/...`` models only (base_url, api_key_env, prefill_mode, ...)."""
-    embedder_http_options: dict[str, Any] = field(default_factory=dict)
-    """Options for ``openai/...`` embedders only (base_url, api_key_env, timeout)."""
-    hf_options: dict[str, Any] = field(default_factory=dict)
-    """Options for ``hf/...`` models only (device)."""
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Options per model provider, e.g. {"openai": {"base_url": ...}, "hf": {"device": "cpu"}}."""
+    embedder_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Options per embedder provider, e.g. {"st": {"backend": "onnx"}}."""
     ray: RaySettings | None = None
     """Run in-process models (and, if asked, embedders) on Ray actors instead of here."""
-    provider_embedder_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Options per embedder provider (``--embedder-option``), e.g. {"st": {"backend": "onnx"}}."""
+    close_cache: bool = True
+    """Whether ``close`` closes the cache too (False when the caller shares it with others)."""
     clients: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, CachedEmbedder] = field(default_factory=dict)
     started: str = field(default_factory=timestamp)
     """When the run began, for run.json (its directory is written at the end)."""
 
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def client(self, spec: str, **options: Any) -> LLMClient:
         """The cached client of a model spec, built once per run."""
         if spec not in self.clients:
-            only = (self.http_options if spec.startswith("openai/")
-                    else self.hf_options if spec.startswith("hf/") else {})
-            merged = {**self.model_options, **only, **options}
+            merged = {**self.model_options.get(split_spec(spec)[0], {}), **options}
             if self.ray is not None and runs_on_ray(spec):
                 from veracity.executors.ray_actors import RayBackend
 
-                backend: Backend = RayBackend(spec, merged, self.ray, self.cache)
+                backend: Backend = RayBackend(spec, merged, self.ray)
             else:
                 backend = load_model(spec, **merged)
             self.clients[spec] = LLMClient(backend, self.cache, self.progress)
@@ -57,10 +65,8 @@ class Context:
     def embedder(self, spec: str, **options: Any) -> CachedEmbedder:
         """The cached embedder of a spec, built once per run."""
         if spec not in self.embedders:
-            http = self.embedder_http_options if spec.startswith("openai/") else {}
-            declared = self.provider_embedder_options.get(split_spec(spec)[0], {})
-            merged = {**self.embedder_options, **http, **declared, **options}
-            if self.ray is not None and self.ray.embeddings and runs_on_ray(spec):
+            merged = {**self.embedder_options.get(split_spec(spec)[0], {}), **options}
+            if self.ray is not None and self.ray.embeddings and runs_on_ray(spec, "embedder"):
                 from veracity.executors.ray_actors import RayEmbedder
 
                 embedder: Embedder = RayEmbedder(spec, merged, self.ray)
@@ -70,14 +76,19 @@ class Context:
         return self.embedders[spec]
 
     def options_record(self) -> dict[str, Any]:
-        """Model options for run.json (key variable names only, never key values)."""
-        record = {**self.model_options, **self.http_options, **self.hf_options}
-        if self.embedder_http_options:
-            record["embedder_http"] = dict(self.embedder_http_options)
+        """Resolved options for run.json: per provider of every model and embedder given
+        options or used, its declared defaults and what was set (key variable names only,
+        never key values)."""
+        record: dict[str, Any] = {}
+        for what, given, used in (("model", self.model_options, self.clients),
+                                  ("embedder", self.embedder_options, self.embedders)):
+            providers = dict.fromkeys([*given, *(split_spec(s)[0] for s in used)])
+            resolved = {p: resolved_options(f"{p}/", dict(given.get(p, {})), what) for p in providers}
+            resolved = {p: _plain(v) for p, v in resolved.items() if v}
+            if resolved:
+                record[f"{what}s"] = resolved
         if self.ray is not None:
             record["executor"] = self.ray.describe()
-        if self.provider_embedder_options:
-            record["embedder_options"] = {k: dict(v) for k, v in self.provider_embedder_options.items()}
         return record
 
     def stats(self) -> dict[str, Any]:
@@ -96,14 +107,24 @@ class Context:
         return sum(c.stats.model_calls for c in self.clients.values())
 
     def close(self) -> None:
-        for client in self.clients.values():
-            client.close()
-        self.clients.clear()
-        for cached in self.embedders.values():
-            close = getattr(cached.embedder, "close", None)
-            if close is not None:  # HTTP sessions, Ray actors
-                close()
-        self.embedders.clear()
+        """Close every model and embedder, then the cache (unless ``close_cache`` is False)."""
+        try:
+            for client in self.clients.values():
+                client.close()
+            for cached in self.embedders.values():
+                close = getattr(cached.embedder, "close", None)
+                if close is not None:  # HTTP sessions, Ray actors
+                    close()
+        finally:
+            self.clients.clear()
+            self.embedders.clear()
+            if self.close_cache and self.cache is not None:
+                self.cache.close()
+
+
+def _plain(options: dict[str, Any]) -> dict[str, Any]:
+    """Options as JSON values (a list of base URLs stays a list)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
 
 
 def total_stats(ctx: Context) -> CallStats:
