@@ -31,7 +31,7 @@ from veracity.methods.correctness import (
 )
 from veracity.methods.gamma import GammaSettings
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
+from veracity.runs.gamma import run_gamma
 from veracity.runs.validate import ValidateSettings, summarise, validate_gamma
 from veracity.stats import auroc, binned_means, bootstrap_aurocs, percentile_ci
 from veracity.types import GenRequest, Sampling
@@ -191,7 +191,7 @@ def test_consistency_scores_stable_vs_unstable(ctx: Context) -> None:
 
 def tqa_run(ctx: Context, data_dir: Path, out: Path, model: str = "fake/unstable") -> Path:
     spec = f"truthfulqa:{data_dir / TQA}"
-    gamma_run(load_items(spec, limit=12), model, "hash/default", SMALL, ctx, out, spec)
+    run_gamma(load_items(spec, limit=12), model, "hash/default", SMALL, ctx, out, spec)
     return out
 
 

@@ -13,7 +13,7 @@ from veracity.embed.base import Embedder
 from veracity.errors import ConfigError
 from veracity.methods.calibration import Calibration, Curve, as_calibration
 from veracity.methods.control import CONTROLS, add_null_control
-from veracity.methods.gamma import Form, GammaSettings, check_prompt, run_gamma, score_answers
+from veracity.methods.gamma import Form, GammaSettings, check_prompt, measure_gamma, score_answers
 from veracity.methods.trust import TrustScore, TrustSettings, score_trust
 from veracity.registry import load_embedder, load_model
 from veracity.types import Item, Sampling
@@ -68,7 +68,7 @@ def gamma(
     try:
         items = [Item(f"prompt-{i}", p) for i, p in enumerate(texts, 1)]
         cached_embedder = _embedder(embedder, store)
-        records = run_gamma(items, client, cached_embedder, settings)
+        records = measure_gamma(items, client, cached_embedder, settings)
         if control is not None:
             add_null_control(records, client, cached_embedder, settings.sampling, n, form)
         return records

@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from veracity.data.mc import LETTERS
 from veracity.data.model_info import SIZE_COLUMN, ModelInfo
 from veracity.methods.deception import deception_metrics, pairs_from_records
+from veracity.records import DeceptionRecord
 from veracity.stats import linear_fit, pearson
 
 RANDOM_GUESS = 1 / len(LETTERS)
@@ -29,7 +30,7 @@ class ModelRecords:
 
     label: str
     model: str
-    records: Sequence[dict[str, Any]]
+    records: Sequence[DeceptionRecord]
     threshold: float = 0.4
 
 
@@ -110,10 +111,10 @@ class Relation:
         return {"r": r, "p": p, "slope": slope, "intercept": intercept}
 
 
-def outcome(record: dict[str, Any]) -> Outcome:
+def outcome(record: DeceptionRecord) -> Outcome:
     """Which of the two answers of one item are correct."""
-    normal = record["normal"]["answer"] == record["gold"]
-    misleading = record["misleading"]["answer"] == record["gold"]
+    normal = record.normal.answer == record.gold
+    misleading = record.misleading.answer == record.gold
     if normal and misleading:
         return "both"
     if normal:

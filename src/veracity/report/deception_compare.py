@@ -20,6 +20,7 @@ from veracity.methods.deception_compare import (
     Relation,
     compare,
 )
+from veracity.records import DeceptionRecord, read_records
 from veracity.report.deception import run_labels
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.store import RunDir
@@ -270,7 +271,8 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
         results = run.results
         recs = list(run.samples())
         records.append(recs)
-        inputs.append(ModelRecords(label, str(results["model"]), recs,
+        typed = read_records(DeceptionRecord, recs)
+        inputs.append(ModelRecords(label, str(results["model"]), typed,
                                    float(results.get("susceptibility_threshold", 0.4))))
     try:
         summaries, found = compare(inputs, info)

@@ -42,9 +42,10 @@ from veracity.methods.similarity import (
     load_similarity,
 )
 from veracity.paths import user_path
+from veracity.records import FewlRecord
 from veracity.runs.common import Context
+from veracity.runs.result import RunResult, save_run
 from veracity.stats import bootstrap_ci, mean_stderr
-from veracity.store import RunDir
 from veracity.types import GenRequest, Item, Sampling
 
 ANSWER_TEMPLATE = "Answer the question in one or two sentences.\n\nQuestion: {question}"
@@ -301,18 +302,9 @@ def model_summaries(recs: Sequence[dict[str, Any]], names: Sequence[str]) -> dic
     return out
 
 
-@dataclass
-class FewlOutcome:
-    """Per-question records, aggregates and the run directory."""
-
-    records: list[dict[str, Any]]
-    results: dict[str, Any]
-    run: RunDir | None
-
-
 def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str, Any]],
             results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
-            out: Path | None, extra: dict[str, Any]) -> FewlOutcome:
+            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
     failed = [r["id"] for r in recs if r["pairs_failed"]]
     results = {
         "method": "fewl", "mode": mode, "dataset": dataset, "n_questions": len(items),
@@ -320,26 +312,23 @@ def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[s
         "similarity": prep.similarity.describe(), "settings": settings.describe(),
         "higher_is_better": True, "primary_metric": "fewl",
     } | results
-    run = None
-    if out is not None:
-        config = {"mode": mode, "dataset": dataset, "n_questions": len(items),
-                  "settings": settings.describe(), "similarity": prep.similarity.describe(),
-                  "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
-                  "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
-                  "reference_models": prep.reference_names,
-                  "model_options": ctx.options_record()} | extra
-        run = RunDir.create(out, "fewl", config, ctx.started)
-        run.write_samples(recs)
-        run.write_jsonl("references.jsonl", (
-            {"id": r["id"], "question": r["question"], "references": r["references"],
-             "reference_models": r["reference_models"]} for r in recs))
-        run.write_jsonl("pairs.jsonl", (
-            {"id": r["id"], "question": r["question"], "pairs": r["pairs"]} for r in recs))
-        for name in recs[0]["answers"] if recs else ():
-            slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
-            run.write_jsonl(f"answers/{slug}.jsonl", (
-                {"id": r["id"], "question": r["question"], "answer": r["answers"][name]["answer"]}
-                for r in recs if r["answers"][name]["answer"] is not None))
-        run.write_results(results)
-        run.finish(ctx.stats())
-    return FewlOutcome(recs, results, run)
+    config = {"mode": mode, "dataset": dataset, "n_questions": len(items),
+              "settings": settings.describe(), "similarity": prep.similarity.describe(),
+              "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
+              "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
+              "reference_models": prep.reference_names,
+              "model_options": ctx.options_record()} | extra
+    typed = [FewlRecord.from_json(r) for r in recs]
+    files: dict[str, list[dict[str, Any]]] = {
+        "references.jsonl": [{"id": r.id, "question": r.question, "references": list(r.references),
+                              "reference_models": list(r.reference_models)} for r in typed],
+        "pairs.jsonl": [{"id": r.id, "question": r.question, "pairs": [dict(p) for p in r.pairs]}
+                        for r in typed],
+    }
+    for name in typed[0].answers if typed else ():
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
+        files[f"answers/{stem}.jsonl"] = [
+            {"id": r.id, "question": r.question, "answer": r.answers[name].answer}
+            for r in typed if r.answers[name].answer is not None]
+    return save_run(out, "fewl", config, typed, results, ctx.started,
+                    ctx.stats() if out is not None else None, files)

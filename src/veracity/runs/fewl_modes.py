@@ -16,10 +16,10 @@ from veracity.data.labelled import LabelledItem, finetune_set, icl_prompts
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl import measurement_accuracy
 from veracity.methods.similarity import choose_options
+from veracity.records import FewlRecord
 from veracity.runs.common import Context
 from veracity.runs.fewl import (
     AnswerSource,
-    FewlOutcome,
     FewlSettings,
     Prepared,
     answers_from,
@@ -31,14 +31,15 @@ from veracity.runs.fewl import (
     score,
     summary,
 )
+from veracity.runs.result import RunResult
 from veracity.stats import mean_stderr, spearman
 from veracity.store import check_run_target
 from veracity.types import Item
 
 
-def fewl_run(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
+def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
              ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
-             ) -> FewlOutcome:
+             ) -> RunResult[FewlRecord]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -92,8 +93,8 @@ def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
     return out
 
 
-def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
-                  out: Path | None = None, dataset: str = "") -> FewlOutcome:
+def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
+                  out: Path | None = None, dataset: str = "") -> RunResult[FewlRecord]:
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -121,10 +122,10 @@ def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Co
     return finish_run("validate", dataset, plain, recs, results, prep, settings, ctx, out, {})
 
 
-def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
+def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
                 out: Path | None = None, dataset: str = "", samples: int = 4,
                 temperature: float = 0.7, icl_examples: int = 3,
-                min_fewl: float | None = None) -> FewlOutcome:
+                min_fewl: float | None = None) -> RunResult[FewlRecord]:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
     answers of each question's nearest neighbours, and a chat-format fine-tuning set."""
     if out is not None:
