@@ -225,7 +225,8 @@ def test_the_python_api_takes_the_control() -> None:
 
     [record] = veracity.gamma("Who wrote Hamlet?", model="fake/unstable", embedder="hash/default",
                               n=3, cache=False, control="numeric")
-    assert len(record["null_answers"]) == 3 and record["gamma_null"] > 0
+    assert len(record.extra["null_answers"]) == 3
+    assert record.gamma_null is not None and record.gamma_null > 0
     with pytest.raises(ConfigError, match="unknown control 'bogus'"):
         veracity.gamma("Q?", model="fake/stable", embedder="hash/default", cache=False,
                        control="bogus")

@@ -115,11 +115,13 @@ class FewlSettings:
 
 @dataclass(frozen=True)
 class AnswerSource:
-    """Answers under evaluation: a model spec, or a JSONL file (id + answer / answers)."""
+    """Answers under evaluation: a model spec, a JSONL file (id + answer / answers), or the
+    answers themselves (one per question, in order)."""
 
     name: str
     model: str | None = None
     path: Path | None = None
+    texts: tuple[str, ...] | None = None
 
 
 def answer_source(value: str) -> AnswerSource:
@@ -154,6 +156,11 @@ def answers_from(source: AnswerSource, items: Sequence[Item], settings: FewlSett
     if source.model is not None:
         return _ask(ctx, source.model, items, settings, samples, temperature,
                     f"fewl: answers {source.name}")
+    if source.texts is not None:
+        if len(source.texts) != len(items):
+            raise DataError(f"answers '{source.name}': {len(source.texts)} answers for "
+                            f"{len(items)} questions")
+        return [[text.strip()] for text in source.texts]
     assert source.path is not None
     return _from_file(source.path, ("answers", "candidates", "answer"), items)
 

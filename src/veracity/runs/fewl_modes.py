@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +56,15 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     results: dict[str, Any] = {"models": model_summaries(recs, names)}
     if mode == "rank":
         results["ranking"] = ranking(items, answer_sets, recs, prep, names)
-    extra = {"answers": [asdict(s) | {"path": str(s.path) if s.path else None} for s in sources]}
+    extra = {"answers": [_describe(s) for s in sources]}
     return finish_run(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
+
+
+def _describe(source: AnswerSource) -> dict[str, Any]:
+    """An answer source for run.json (given answers are in the samples, not repeated)."""
+    out: dict[str, Any] = {"name": source.name, "model": source.model,
+                           "path": str(source.path) if source.path else None}
+    return out | ({"given": True} if source.texts is not None else {})
 
 
 def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
@@ -160,8 +166,8 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
         results["selection"] |= {"accuracy_first_candidate": _accuracy(mc, first),
                                  "accuracy_selected": _accuracy(mc, picked), "n_labelled": len(mc)}
     outcome = finish_run("select", dataset, items, recs, results, prep, settings, ctx, out,
-                      {"candidates": asdict(source) | {"path": str(source.path) if source.path
-                       else None, "samples": samples, "temperature": temperature}})
+                         {"candidates": _describe(source) | {"samples": samples,
+                                                             "temperature": temperature}})
     if outcome.run is not None:
         nb = prep.neighbours
         keep = [a is not None and (min_fewl is None or (r["value"] is not None and r["value"] >=
