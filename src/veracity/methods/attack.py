@@ -233,7 +233,7 @@ def similarity_to_first(answers: Sequence[str], embedder: CachedEmbedder) -> lis
     return out
 
 
-def summarize(result: AttackResult, descend: bool = False) -> dict[str, Any]:
+def aggregate(result: AttackResult, descend: bool = False) -> dict[str, Any]:
     """Start, final and best point of a trajectory (best = largest gamma, smallest if descending)."""
     steps = result.steps
     best = steps[choose([s["gamma"] for s in steps], descend)]

@@ -122,7 +122,7 @@ def outcome(record: DeceptionRecord) -> Outcome:
     return "only_misleading" if misleading else "neither"
 
 
-def summarize(run: ModelRecords) -> ModelSummary:
+def model_summary(run: ModelRecords) -> ModelSummary:
     """Every per-model figure of one run, from its per-item records."""
     if not run.records:
         raise ValueError(f"run {run.label!r} has no items")
@@ -219,5 +219,5 @@ def compare(runs: Sequence[ModelRecords], info: ModelInfo | None = None
         raise ValueError("run labels must be unique")
     if info is not None:
         info.check_models(r.model for r in runs)
-    summaries = [summarize(r) for r in runs]
+    summaries = [model_summary(r) for r in runs]
     return summaries, relations(summaries, info)

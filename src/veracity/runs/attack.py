@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from veracity.methods.attack import AttackSettings, OnStep, summarize, walk_attack
+from veracity.methods.attack import AttackSettings, OnStep, aggregate, walk_attack
 from veracity.records import Row
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult, save_run
@@ -38,7 +38,7 @@ def run_attack(
         "model": client.spec,
         "embedder": cached_embedder.spec,
         "settings": settings.describe(),
-        **summarize(result, settings.descend),
+        **aggregate(result, settings.descend),
     }
     config = {
         "model": client.spec,

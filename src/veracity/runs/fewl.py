@@ -221,7 +221,7 @@ class Prepared:
     neighbours: Any
 
 
-def prepare(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prepared:
+def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prepared:
     settings.check()
     if not items:
         raise DataError("no questions to score")
@@ -237,7 +237,7 @@ def prepare(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prep
     return Prepared(refs, names, pairs, similarity, neighbours)
 
 
-def score(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
           settings: FewlSettings, gold: Sequence[str] | None = None) -> FewlScores:
     pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
@@ -250,7 +250,7 @@ def as_number(value: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+def build_records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
             scores: FewlScores, settings: FewlSettings, variants: bool) -> list[dict[str, Any]]:
     """One record per question: references, pairs, expertise and lambda per reference,
     neighbours, and per answer set the truthfulness, penalty and FEWL (plus ablations)."""
@@ -291,7 +291,7 @@ def records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], pre
     return out
 
 
-def summary(values: Sequence[float | None]) -> dict[str, Any]:
+def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
     mean, stderr = mean_stderr(values)
     low, high = bootstrap_ci([v for v in values if v is not None])
     n = sum(1 for v in values if v is not None)
@@ -302,7 +302,7 @@ def model_summaries(recs: Sequence[dict[str, Any]], names: Sequence[str]) -> dic
     out = {}
     for name in names:
         entries = [r["answers"][name] for r in recs]
-        out[name] = summary([e["fewl"] for e in entries]) | {
+        out[name] = aggregate_values([e["fewl"] for e in entries]) | {
             "mean_truthfulness": mean_stderr([e["truthfulness"] for e in entries])[0],
             "mean_penalty": mean_stderr([e["penalty"] for e in entries])[0],
         }

@@ -21,14 +21,14 @@ from veracity.runs.fewl import (
     AnswerSource,
     FewlSettings,
     Prepared,
+    aggregate_values,
     answers_from,
     as_number,
+    build_records,
     finish_run,
     model_summaries,
-    prepare,
-    records,
-    score,
-    summary,
+    prepare_inputs,
+    score_sets,
 )
 from veracity.runs.result import RunResult
 from veracity.stats import mean_stderr, spearman
@@ -50,9 +50,9 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     answer_sets: dict[str, list[str | None]] = {
         s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
         for s in sources}
-    prep = prepare(items, settings, ctx)
-    scores = score(items, answer_sets, prep, settings)
-    recs = records(items, answer_sets, prep, scores, settings, variants=False)
+    prep = prepare_inputs(items, settings, ctx)
+    scores = score_sets(items, answer_sets, prep, settings)
+    recs = build_records(items, answer_sets, prep, scores, settings, variants=False)
     results: dict[str, Any] = {"models": model_summaries(recs, names)}
     if mode == "rank":
         results["ranking"] = ranking(items, answer_sets, recs, prep, names)
@@ -110,9 +110,9 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
     sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
     for name, _ in items[0].worse:
         sets[name] = [dict(x.worse)[name] for x in items]
-    prep = prepare(plain, settings, ctx)
-    scores = score(plain, sets, prep, settings, gold=[x.gold for x in items])
-    recs = records(plain, sets, prep, scores, settings, variants=True)
+    prep = prepare_inputs(plain, settings, ctx)
+    scores = score_sets(plain, sets, prep, settings, gold=[x.gold for x in items])
+    recs = build_records(plain, sets, prep, scores, settings, variants=True)
     better = items[0].better_name
     table: dict[str, Any] = {}
     for name, _ in items[0].worse:
@@ -142,9 +142,9 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
     width = max(len(c) for c in candidates)
     sets: dict[str, list[str | None]] = {
         f"candidate-{k}": [c[k] if k < len(c) else None for c in candidates] for k in range(width)}
-    prep = prepare(items, settings, ctx)
-    scores = score(items, sets, prep, settings)
-    recs = records(items, sets, prep, scores, settings, variants=False)
+    prep = prepare_inputs(items, settings, ctx)
+    scores = score_sets(items, sets, prep, settings)
+    recs = build_records(items, sets, prep, scores, settings, variants=False)
     matrix = np.stack([scores.sets[n][settings.divergence]["fewl"].fewl for n in sets], axis=1)
     best: list[int | None] = [None if np.isnan(row).all() else int(np.nanargmax(row))
                               for row in matrix]
@@ -155,7 +155,7 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
         rec["answer"] = None if index is None else candidates[i][index]
         chosen.append(rec["answer"])
     results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
-                               "selection": summary([r["value"] for r in recs])}
+                               "selection": aggregate_values([r["value"] for r in recs])}
     mc = [item for item in items if "options" in item.metadata]
     if mc:
         options = [item.metadata["options"] for item in mc]

@@ -131,7 +131,7 @@ def _accuracy(correct: Sequence[bool], level: float, seed: int) -> dict[str, Any
             "n": len(values)}
 
 
-def summarise(
+def aggregate(
     gamma: Sequence[float | None], verdicts: Sequence[Verdict],
     baseline: Sequence[float | None] | None, settings: ValidateSettings,
     null: Sequence[float | None] | None = None,
@@ -242,7 +242,7 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         baseline_info = baseline_settings.describe() | {"model": model_spec}
     gammas = [r.get("gamma") for r in records]
     nulls = [r.get("gamma_null") for r in records] if "gamma_null" in records[0] else None
-    results = summarise(gammas, verdicts, baseline_scores, settings, nulls)
+    results = aggregate(gammas, verdicts, baseline_scores, settings, nulls)
     results = {
         "method": "validate-gamma",
         "run": str(path),
