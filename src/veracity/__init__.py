@@ -22,7 +22,9 @@ from veracity.types import Generation, GenRequest, Item, MCItem, Message, Sampli
 if TYPE_CHECKING:
     from veracity.api_deception import deception, score_deception
     from veracity.api_fewl import fewl, score_fewl
+    from veracity.methods.fewl_pairs import PairSettings
     from veracity.records import DeceptionRecord, FewlRecord, GammaRecord, RecordError
+    from veracity.runs.fewl import FewlSettings
     from veracity.runs.result import RunResult
 
 __version__ = "0.1.0"
@@ -33,6 +35,7 @@ _LAZY = {
     "GammaRecord": "veracity.records", "DeceptionRecord": "veracity.records",
     "FewlRecord": "veracity.records", "RecordError": "veracity.records",
     "RunResult": "veracity.runs.result",
+    "FewlSettings": "veracity.runs.fewl", "PairSettings": "veracity.methods.fewl_pairs",
 }
 
 
@@ -51,12 +54,14 @@ __all__ = [
     "DataError",
     "DeceptionRecord",
     "FewlRecord",
+    "FewlSettings",
     "GammaRecord",
     "GenRequest",
     "Generation",
     "Item",
     "MCItem",
     "Message",
+    "PairSettings",
     "RecordError",
     "RunResult",
     "Sampling",
