@@ -93,11 +93,11 @@ def test_per_subject_figures_by_hand() -> None:
 def test_per_question_outcomes_by_hand() -> None:
     s = _by_label(compare(_inputs())[0])
     # record indices: algebra/1-5 are 0-4, biology/1-5 are 5-9
-    assert s["alpha-7b"].outcomes == {"only_normal": (1, 3, 6, 7), "only_misleading": (8,),
+    assert s["alpha-7b"].by_correctness == {"only_normal": (1, 3, 6, 7), "only_misleading": (8,),
                                       "both": (0, 2, 5), "neither": (4, 9)}
-    assert s["beta-1b"].outcomes == {"only_normal": (0, 3, 6, 8), "only_misleading": (9,),
+    assert s["beta-1b"].by_correctness == {"only_normal": (0, 3, 6, 8), "only_misleading": (9,),
                                      "both": (5, 7), "neither": (1, 2, 4)}
-    assert s["gamma-13b"].outcomes == {"only_normal": (3, 4, 6, 7), "only_misleading": (),
+    assert s["gamma-13b"].by_correctness == {"only_normal": (3, 4, 6, 7), "only_misleading": (),
                                        "both": (0, 1, 2, 5, 8), "neither": (9,)}
 
 

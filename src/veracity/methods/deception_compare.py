@@ -19,8 +19,8 @@ RANDOM_GUESS = 1 / len(LETTERS)
 MIN_MODELS = 3
 """A relation across models needs at least this many points to be drawn."""
 
-Outcome = Literal["only_normal", "only_misleading", "both", "neither"]
-OUTCOMES: tuple[Outcome, ...] = ("only_normal", "only_misleading", "both", "neither")
+Correctness = Literal["only_normal", "only_misleading", "both", "neither"]
+CORRECTNESS: tuple[Correctness, ...] = ("only_normal", "only_misleading", "both", "neither")
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class ModelSummary:
     """Per subject, sorted by name (A4)."""
     consistency_by_subject: dict[str, tuple[float, float]]
     """Subject -> (consistent correct, consistent incorrect) shares (A6)."""
-    outcomes: dict[Outcome, tuple[int, ...]]
+    by_correctness: dict[Correctness, tuple[int, ...]]
     """Indices of the records in each per-question category."""
 
 
@@ -111,7 +111,7 @@ class Relation:
         return {"r": r, "p": p, "slope": slope, "intercept": intercept}
 
 
-def outcome(record: DeceptionRecord) -> Outcome:
+def correctness(record: DeceptionRecord) -> Correctness:
     """Which of the two answers of one item are correct."""
     normal = record.normal.answer == record.gold
     misleading = record.misleading.answer == record.gold
@@ -135,9 +135,9 @@ def model_summary(run: ModelRecords) -> ModelSummary:
                               s in m["susceptibility_subjects"])
         for s, e in m["per_subject"].items()
     )
-    groups: dict[Outcome, list[int]] = {o: [] for o in OUTCOMES}
+    groups: dict[Correctness, list[int]] = {o: [] for o in CORRECTNESS}
     for index, record in enumerate(run.records):
-        groups[outcome(record)].append(index)
+        groups[correctness(record)].append(index)
     return ModelSummary(
         label=run.label, model=run.model, n_items=m["n_items"],
         normal_accuracy=m["normal_accuracy"], misleading_accuracy=m["misleading_accuracy"],
@@ -147,7 +147,7 @@ def model_summary(run: ModelRecords) -> ModelSummary:
         error_rate_misleading=m["error_rate_misleading"], threshold=run.threshold, subjects=subjects,
         consistency_by_subject={s: (e["consistent_correct"], e["consistent_incorrect"])
                                 for s, e in m["per_subject"].items()},
-        outcomes={o: tuple(groups[o]) for o in OUTCOMES},
+        by_correctness={o: tuple(groups[o]) for o in CORRECTNESS},
     )
 
 
