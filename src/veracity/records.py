@@ -194,7 +194,8 @@ class DeceptionAnswer:
     def from_json(cls, data: Any) -> DeceptionAnswer:
         side = _object(data, "deception answer")
         kind = side.get("error_kind")
-        return cls(str(side["answer"]), side.get("reasoning"), side.get("raw"),
+        answer = side.get("answer")
+        return cls("-" if answer is None else str(answer), side.get("reasoning"), side.get("raw"),
                    side.get("attempts"), tuple(side.get("errors") or ()),
                    side.get("finish_reason"), None if kind is None else ErrorKind(kind),
                    int(side.get("replaced_chars") or 0))
