@@ -58,7 +58,8 @@ METHOD = MethodSpec("length", "Answer length", "length_method:run_length",
 
 @pytest.fixture
 def plugin(tmp_path: Path) -> Iterator[None]:
-    """An installed distribution declaring a ``veracity.methods`` entry point."""
+    """An installed distribution declaring ``veracity.methods`` entry points: a method, a
+    module that does not exist, and an object that is not a method."""
     site = tmp_path / "site"
     (site / "length_plugin-0.1.dist-info").mkdir(parents=True)
     (site / "length_method.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
@@ -66,7 +67,8 @@ def plugin(tmp_path: Path) -> Iterator[None]:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: length-plugin\nVersion: 0.1\n",
                                    encoding="utf-8")
     (info / "entry_points.txt").write_text(
-        "[veracity.methods]\nlength = length_method:METHOD\n", encoding="utf-8")
+        "[veracity.methods]\nlength = length_method:METHOD\nbroken = no_such_module:METHOD\n"
+        "wrong = length_method:section\n", encoding="utf-8")
     saved = dict(base._REGISTRY)
     sys.path.insert(0, str(site))
     base._plugins_loaded = False
@@ -99,8 +101,14 @@ def test_unknown_method_is_a_clear_error() -> None:
         get_method("nope")
 
 
-def test_a_plugin_method_runs_reports_and_has_a_command(plugin: None, tmp_path: Path) -> None:
+def test_a_plugin_method_runs_reports_and_has_a_command(
+    plugin: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     assert "length" in method_names() and "lengths.jsonl" in run_files()
+    assert not {"broken", "wrong"} & set(method_names())  # skipped, said, the rest go on
+    assert "method plugin broken (no_such_module:METHOD) not loaded: ModuleNotFoundError" in (
+        caplog.text)
+    assert "method plugin wrong (length_method:section) is not a veracity Method" in caplog.text
     result = get_method("length").runner()(["abc", "a"], tmp_path / "run")
     assert result.results["mean"] == 2.0 and result.records[1].to_json()["length"] == 1
     run = RunDir.open(tmp_path / "run")  # its run.json names a registered method

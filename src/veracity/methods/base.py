@@ -11,12 +11,15 @@ Targets are ``"module:attribute"`` strings, imported only when used.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol, cast, runtime_checkable
 
-from veracity.errors import ConfigError, UnknownSpecError
+from veracity.errors import UnknownSpecError
+
+_log = logging.getLogger(__name__)
 
 
 def load_target(target: str) -> Any:
@@ -145,10 +148,16 @@ def _load_entry_points() -> None:
     for ep in entry_points(group="veracity.methods"):
         if ep.name in _REGISTRY:
             continue
-        method = ep.load()
+        try:
+            method = ep.load()
+        except Exception as exc:  # a broken plugin must not take the built-in methods down
+            _log.warning("method plugin %s (%s) not loaded: %s: %s", ep.name, ep.value,
+                         type(exc).__name__, exc)
+            continue
         if not isinstance(method, Method):
-            raise ConfigError(f"entry point veracity.methods:{ep.name} ({ep.value}) is not a "
-                              "veracity Method")
+            _log.warning("method plugin %s (%s) is not a veracity Method; not loaded", ep.name,
+                         ep.value)
+            continue
         _REGISTRY[method.name] = method
 
 
