@@ -45,6 +45,20 @@ def test_gamma_returns_typed_records_matching_the_cli_and_the_maths() -> None:
     assert stable.gamma == 0.0
 
 
+def test_gamma_summary_of_a_run_directory(tmp_path: Path) -> None:
+    from veracity.runs.common import Context
+    from veracity.runs.gamma import run_gamma
+    from veracity.types import Item
+
+    items = [Item("a", "What is 2+2?"), Item("b", "Say nothing")]
+    run = run_gamma(items, "fake/stable", "hash/default", veracity_settings(), Context(),
+                    tmp_path / "run").run
+    assert run is not None
+    summary = veracity.GammaSummary.from_results(run.results)
+    assert (summary.n_items, summary.n_scored, summary.mean, summary.median) == (2, 2, 0.0, 0.0)
+    assert summary.stderr == 0.0 and summary.share_below_threshold == 1.0
+
+
 def test_gamma_of_an_empty_answer_is_a_typed_error() -> None:
     [record] = veracity.gamma("Say nothing", model="fake/empty", embedder="hash/default", n=2,
                               cache=False)
@@ -85,6 +99,10 @@ def test_score_deception_of_recorded_answers_by_hand(tmp_path: Path) -> None:
     r = scored.results
     assert r["model"] == "Recorded" and r["n_items"] == 2
     assert (r["normal_accuracy"], r["misleading_accuracy"]) == (1.0, 0.5)
+    summary = veracity.DeceptionSummary.from_results(scored.results)
+    assert (summary.normal_accuracy, summary.misleading_accuracy) == (1.0, 0.5)
+    assert summary.susceptibility == 2.0 and not summary.susceptibility_unbounded  # 2 / 1
+    assert summary.consistency == 0.5 and summary.per_subject["marketing"].n_items == 2
     assert scored.records[0].misleading.answer == wrong[gold[0]]
     assert scored.records[0].normal.attempts is None  # recorded: no attempt details
 
@@ -111,6 +129,12 @@ def test_fewl_of_models_and_of_given_answers_agree(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="2 answers for 3 questions"):
         veracity.score_fewl(QUESTIONS, {"short": ["a", "b"]}, ["fake/pairs"],
                             similarity="hash/default", settings=FAST_FEWL, cache=False)
+
+
+def veracity_settings():  # type: ignore[no-untyped-def]
+    from veracity.methods.gamma import GammaSettings
+
+    return GammaSettings(n=3)
 
 
 def veracity_main():  # type: ignore[no-untyped-def]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from veracity.records import DeceptionRecord, FewlRecord, GammaRecord, RecordError
     from veracity.runs.fewl import FewlSettings
     from veracity.runs.result import RunResult
+    from veracity.summaries import DeceptionSummary, FewlSummary, GammaSummary
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,8 @@ _LAZY = {
     "FewlRecord": "veracity.records", "RecordError": "veracity.records",
     "RunResult": "veracity.runs.result",
     "FewlSettings": "veracity.runs.fewl", "PairSettings": "veracity.methods.fewl_pairs",
+    "GammaSummary": "veracity.summaries", "DeceptionSummary": "veracity.summaries",
+    "FewlSummary": "veracity.summaries",
 }
 
 
@@ -53,9 +56,12 @@ __all__ = [
     "ConfigError",
     "DataError",
     "DeceptionRecord",
+    "DeceptionSummary",
     "FewlRecord",
     "FewlSettings",
+    "FewlSummary",
     "GammaRecord",
+    "GammaSummary",
     "GenRequest",
     "Generation",
     "Item",

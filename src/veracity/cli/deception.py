@@ -18,6 +18,7 @@ from veracity.records import DeceptionRecord
 from veracity.runs.deception import make_dataset, run_deception, run_deception_recorded
 from veracity.runs.result import RunResult
 from veracity.store import dumps
+from veracity.summaries import DeceptionSummary
 from veracity.types import Sampling
 
 DEFAULT_MODEL = "llamacpp/default"
@@ -36,35 +37,34 @@ def _pct(value: float | None) -> str:
     return "    —" if value is None else f"{100 * value:5.1f}"
 
 
-def _susceptibility(m: dict[str, Any]) -> str:
-    if m.get("susceptibility_unbounded"):
+def _susceptibility(m: DeceptionSummary) -> str:
+    if m.susceptibility_unbounded:
         return "    ∞"
-    value = m["susceptibility"]
-    return "    —" if value is None else f"{value:5.2f}"
+    return "    —" if m.susceptibility is None else f"{m.susceptibility:5.2f}"
 
 
 def print_metrics(results: dict[str, Any]) -> None:
     """Per-subject and overall metrics as a plain-text table (percentages)."""
     echo(f"\n{'subject':<36} {'items':>5} {'norm%':>6} {'misl%':>6} {'susc':>6} "
                f"{'cons%':>6} {'err n%':>6} {'err m%':>6}")
-    rows = [*results["per_subject"].items(), ("ALL", results)]
-    for name, m in rows:
+    summary = DeceptionSummary.from_results(results)
+    for name, m in [*summary.per_subject.items(), ("ALL", summary)]:
         echo(
-            f"{name[:36]:<36} {m['n_items']:>5} {_pct(m['normal_accuracy']):>6} "
-            f"{_pct(m['misleading_accuracy']):>6} {_susceptibility(m):>6} "
-            f"{_pct(m['consistency']):>6} {_pct(m['error_rate_normal']):>6} "
-            f"{_pct(m['error_rate_misleading']):>6}"
+            f"{name[:36]:<36} {m.n_items:>5} {_pct(m.normal_accuracy):>6} "
+            f"{_pct(m.misleading_accuracy):>6} {_susceptibility(m):>6} "
+            f"{_pct(m.consistency):>6} {_pct(m.error_rate_normal):>6} "
+            f"{_pct(m.error_rate_misleading):>6}"
         )
     used = results.get("susceptibility_subjects", [])
     echo(
         f"\nmodel {results['model']}  dataset {results['dataset']}\n"
-        f"consistency {_pct(results['consistency']).strip()}% = correct "
-        f"{_pct(results['consistent_correct']).strip()}% + incorrect "
-        f"{_pct(results['consistent_incorrect']).strip()}%; susceptibility over {len(used)} "
+        f"consistency {_pct(summary.consistency).strip()}% = correct "
+        f"{_pct(summary.consistent_correct).strip()}% + incorrect "
+        f"{_pct(summary.consistent_incorrect).strip()}%; susceptibility over {len(used)} "
         f"subject(s) with normal accuracy > {results['susceptibility_threshold']}"
     )
-    if results.get("n_unscored"):
-        click.echo(f"{results['n_unscored']} item(s) not scored: the server failed or sent no text "
+    if summary.n_unscored:
+        click.echo(f"{summary.n_unscored} item(s) not scored: the server failed or sent no text "
                    "(error_kind in samples.jsonl); rerun the same command to retry them")
 
 

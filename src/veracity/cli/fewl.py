@@ -21,6 +21,7 @@ from veracity.records import FewlRecord
 from veracity.runs.fewl import ANSWER_TEMPLATE, FewlSettings, answer_source
 from veracity.runs.fewl_modes import run_fewl, run_fewl_select, run_fewl_validate
 from veracity.runs.result import RunResult
+from veracity.summaries import FewlSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
@@ -124,9 +125,9 @@ def _models_table(results: dict[str, Any]) -> None:
     errors = ranking.get("error_rate", {})
     echo(f"\n{'answers':<36} {'n':>5} {'mean FEWL':>10} {'± s.e.':>8} {'mean T':>8} "
                f"{'mean L':>8}" + (f" {'error rate':>10}" if errors else ""))
-    for name, m in results["models"].items():
-        line = (f"{name[:36]:<36} {m['n']:>5} {_f(m['mean']):>10} {_f(m['stderr']):>8} "
-                f"{_f(m['mean_truthfulness']):>8} {_f(m['mean_penalty']):>8}")
+    for name, m in FewlSummary.from_results(results).models.items():
+        line = (f"{name[:36]:<36} {m.n:>5} {_f(m.mean):>10} {_f(m.stderr):>8} "
+                f"{_f(m.mean_truthfulness):>8} {_f(m.mean_penalty):>8}")
         echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
     if "spearman" in ranking:
         echo(f"Spearman(mean FEWL, accuracy) over {len(ranking['spearman_models'])} models: "

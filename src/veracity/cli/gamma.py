@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from veracity.records import GammaRecord
 from veracity.runs.gamma import run_gamma, run_gamma_recorded
 from veracity.runs.result import RunResult
 from veracity.store import dumps
+from veracity.summaries import GammaSummary
 from veracity.types import Item, Sampling
 
 DEFAULT_MODEL = "llamacpp/default"
@@ -51,9 +51,8 @@ def _short(text: str, width: int = 60) -> str:
 
 
 def print_summary(outcome: RunResult[GammaRecord], calls_line: str) -> None:
-    agg = outcome.results["aggregate"]
+    agg = GammaSummary.from_results(outcome.results)
     settings = outcome.results["settings"]
-    share = agg["share_below_threshold"]
     control = outcome.results.get("control")
     calibrated = outcome.results.get("calibration")
     null_head = f" {'γ_null':>7}" if control else ""
@@ -70,13 +69,12 @@ def print_summary(outcome: RunResult[GammaRecord], calls_line: str) -> None:
         echo(f"{_short(record.prompt):<62} {value}  {_short(said, 50)}")
     if len(outcome.records) > 25:
         echo(f"... {len(outcome.records) - 25} more in samples.jsonl")
-    stderr = agg["stderr"]
-    spread = "" if stderr is None or math.isnan(stderr) else f" ± {stderr:.4f}"  # one item: none
+    spread = "" if agg.stderr is None else f" ± {agg.stderr:.4f}"  # one item: none
     echo(
-        f"\nitems {agg['n_items']} (scored {agg['n_scored']})  "
-        f"mean γ {agg['mean']:.4f}{spread}  median {agg['median']:.4f}  "
-        f"γ < {agg['threshold']}: {100 * share:.1f}%"
-        if agg["n_scored"] else f"\nitems {agg['n_items']}: none could be scored"
+        f"\nitems {agg.n_items} (scored {agg.n_scored})  "
+        f"mean γ {agg.mean or 0.0:.4f}{spread}  median {agg.median or 0.0:.4f}  "
+        f"γ < {agg.threshold}: {100 * (agg.share_below_threshold or 0.0):.1f}%"
+        if agg.n_scored else f"\nitems {agg.n_items}: none could be scored"
     )
     echo(
         f"model {outcome.results['model']}  embedder {outcome.results['embedder']}  "
