@@ -31,7 +31,7 @@ from veracity.methods.fewl_pairs import PairSettings
 from veracity.registry import parse_embedder_options
 from veracity.runs.common import Context
 from veracity.runs.fewl import AnswerSource, FewlSettings
-from veracity.runs.fewl_modes import fewl_run
+from veracity.runs.fewl_modes import run_fewl
 from veracity.store import write_jsonl
 
 TARGET_SECONDS = 35.0
@@ -117,18 +117,18 @@ def main() -> int:
                       embedder_options=parse_embedder_options(args.embedder_option))
         ctx.embedder(embedder)  # load the model before the clock starts
         started = time.perf_counter()
-        outcome = fewl_run(items, [AnswerSource("answers", path=paths["answers"])], settings, ctx,
+        outcome = run_fewl(items, [AnswerSource("answers", path=paths["answers"])], settings, ctx,
                            out=None, dataset="bench")
         seconds = time.perf_counter() - started
         stats = ctx.embedders[embedder].stats
         distinct = {i.question for i in items}
         for record in outcome.records:
-            distinct.update(record["references"])
-            distinct.update(t for p in record["pairs"] for t in (p["wrong"], p["corrected"]))
-            distinct.update(a["answer"] for a in record["answers"].values() if a["answer"])
+            distinct.update(record.references)
+            distinct.update(t for p in record.pairs for t in (p["wrong"], p["corrected"]))
+            distinct.update(a.answer for a in record.answers.values() if a.answer)
         assert stats.texts_embedded == len(distinct), (stats.texts_embedded, len(distinct))
         again = time.perf_counter()
-        fewl_run(items, [AnswerSource("answers", path=paths["answers"])], settings, ctx,
+        run_fewl(items, [AnswerSource("answers", path=paths["answers"])], settings, ctx,
                  out=None, dataset="bench")
         second = time.perf_counter() - again
         assert stats.texts_embedded == len(distinct), "a text was embedded twice"

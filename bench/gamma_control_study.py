@@ -26,10 +26,10 @@ from veracity.cache import Cache
 from veracity.data.qa import load_items
 from veracity.methods.consistency import ConsistencySettings, consistency_scores
 from veracity.methods.control import null_generations, variations
-from veracity.methods.gamma import GammaSettings, run_gamma
+from veracity.methods.gamma import GammaSettings, measure_gamma
 from veracity.runs.calibrate import calibrate
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
+from veracity.runs.gamma import run_gamma
 from veracity.runs.validate import ValidateSettings, validate_gamma
 from veracity.types import Item, Sampling
 
@@ -54,7 +54,7 @@ def warm(items: list[Item], ctx: Context, settings: GammaSettings, baseline: Con
     paths = variations(client, settings.n)
     for start in range(5 * (index - 1), len(items), 5 * count):
         group = items[start : start + 5]
-        run_gamma(group, client, hashed, settings)
+        measure_gamma(group, client, hashed, settings)
         null_generations([i.question for i in group], client, settings.sampling, paths)
         consistency_scores([i.question for i in group], client, hashed, baseline,
                            greedy=["-"] * len(group))
@@ -96,7 +96,7 @@ def main() -> int:
             warm(items, ctx, settings, baseline, args.shard)
             return 0
         out = args.out or tmp / "run"
-        outcome = gamma_run(items, MODEL, EMBEDDER, settings, ctx, out, dataset)
+        outcome = run_gamma(items, MODEL, EMBEDDER, settings, ctx, out, dataset)
         found = validate_gamma(out, ValidateSettings(baseline_samples=args.baseline_samples,
                                                      temperature=0.7), ctx)
         calibration = calibrate([out], out / "calibration.json", resamples=200, holdout=0.5)

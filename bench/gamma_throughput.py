@@ -31,7 +31,7 @@ from veracity.backends.llamacpp import bundled_gguf_path
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.qa import load_items
-from veracity.methods.gamma import GammaSettings, gamma_from_embeddings, run_gamma
+from veracity.methods.gamma import GammaSettings, gamma_from_embeddings, measure_gamma
 from veracity.perturb import perturb
 from veracity.registry import load_embedder, load_model
 from veracity.types import Sampling
@@ -90,7 +90,7 @@ def main() -> int:
         cache = Cache(Path(tmp) / "cache.sqlite")
         client = LLMClient(load_model("llamacpp/default", n_threads=2), cache)
         began = time.perf_counter()
-        records = run_gamma(items, client, embedder, settings)
+        records = measure_gamma(items, client, embedder, settings)
         ours = time.perf_counter() - began
         our_tokens = client.stats.completion_tokens
         client.close()
@@ -101,7 +101,7 @@ def main() -> int:
 
         rerun_client = LLMClient(load_model("llamacpp/default", n_threads=2), cache)
         began = time.perf_counter()
-        rerun = run_gamma(items, rerun_client, embedder, settings)
+        rerun = measure_gamma(items, rerun_client, embedder, settings)
         rerun_seconds = time.perf_counter() - began
         rerun_calls = rerun_client.stats.model_calls
         rerun_client.close()

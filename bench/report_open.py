@@ -26,7 +26,7 @@ from veracity.data.qa import load_items
 from veracity.methods.gamma import GammaSettings
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
+from veracity.runs.gamma import run_gamma
 from veracity.types import Item
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -70,7 +70,7 @@ def main() -> None:
         root = Path(tmp)
         began = time.perf_counter()
         ctx = Context(cache=None)
-        gamma_run(items(count), "fake/unstable", "hash/default", GammaSettings(n=10), ctx,
+        run_gamma(items(count), "fake/unstable", "hash/default", GammaSettings(n=10), ctx,
                   out=root / "run")
         ctx.close()
         scored = time.perf_counter() - began

@@ -33,7 +33,7 @@ from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.methods.gamma import GammaSettings
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
+from veracity.runs.gamma import run_gamma
 from veracity.types import GenRequest, Item, Sampling
 
 MOCK = Path(__file__).resolve().parents[1] / "tests" / "mock_openai.py"
@@ -85,7 +85,7 @@ def driver_ceiling(items: int, n: int, workdir: Path) -> float:
         questions = [Item(f"q{i}", f"Driver question number {i}?") for i in range(items)]
         settings = GammaSettings(n=n, sampling=Sampling(max_tokens=16))
         began = time.perf_counter()
-        gamma_run(questions, f"openai/{MODEL}", "hash/default", settings, ctx)
+        run_gamma(questions, f"openai/{MODEL}", "hash/default", settings, ctx)
         seconds = time.perf_counter() - began
         ctx.close()
     return items * (n + 1) / seconds

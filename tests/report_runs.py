@@ -8,13 +8,13 @@ from veracity.data.qa import load_items
 from veracity.methods.attack import AttackSettings
 from veracity.methods.fewl_pairs import PairSettings
 from veracity.methods.gamma import GammaSettings
-from veracity.runs.attack import attack_run
+from veracity.runs.attack import run_attack
 from veracity.runs.common import Context
-from veracity.runs.deception import deception_run
+from veracity.runs.deception import run_deception
 from veracity.runs.fewl import AnswerSource, FewlSettings
-from veracity.runs.fewl_modes import fewl_run
-from veracity.runs.gamma import gamma_run
-from veracity.runs.isotropy import isotropy_run
+from veracity.runs.fewl_modes import run_fewl
+from veracity.runs.gamma import run_gamma
+from veracity.runs.isotropy import run_isotropy
 from veracity.types import Item, MCItem
 
 # Each would change document.title if any of it ran as script or markup.
@@ -37,7 +37,7 @@ def gamma_runs(root: Path, ctx: Context, items: list[Item] | None = None,
     paths = []
     for model in models:
         out = root / f"gamma-{model.replace('/', '-')}"
-        gamma_run(items, model, "hash/default", GammaSettings(n=4), ctx, out=out)
+        run_gamma(items, model, "hash/default", GammaSettings(n=4), ctx, out=out)
         paths.append(out)
     return paths
 
@@ -60,7 +60,7 @@ def deception_runs(root: Path, ctx: Context, prefix: str = "") -> list[Path]:
     items = mc_items(prefix)
     for model in ("fake/deceive", "fake/deceive-flaky"):
         out = root / f"deception-{model.replace('/', '-')}"
-        deception_run(model, "mc-jsonl:fixture.jsonl", ctx, out=out, items=items)
+        run_deception(model, "mc-jsonl:fixture.jsonl", ctx, out=out, items=items)
         paths.append(out)
     return paths
 
@@ -73,14 +73,14 @@ def fewl_runs(root: Path, ctx: Context, items: list[Item] | None = None,
     sources = [AnswerSource(name, model=model)
                for name, model in zip(source_names, ("fake/stable", "fake/unstable"), strict=True)]
     out = root / "fewl"
-    fewl_run(items, sources, settings, ctx, out=out, dataset="builtin")
+    run_fewl(items, sources, settings, ctx, out=out, dataset="builtin")
     return [out]
 
 
 def other_runs(root: Path, ctx: Context) -> list[Path]:
     """An adversarial search and an isotropy check."""
-    attack_run("What is the capital of France?", "fake/slope", "hash/default",
+    run_attack("What is the capital of France?", "fake/slope", "hash/default",
                AttackSettings(steps=3, n=4), ctx, root / "attack")
-    isotropy_run(load_items("builtin", limit=8), "fake/unstable", "hash/default",
+    run_isotropy(load_items("builtin", limit=8), "fake/unstable", "hash/default",
                  GammaSettings(n=4), ctx, out=root / "isotropy")
     return [root / "attack", root / "isotropy"]

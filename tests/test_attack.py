@@ -19,12 +19,12 @@ from veracity.methods.attack import (
     AttackSettings,
     candidates,
     choose,
-    run_attack,
     step_cost,
     visible,
+    walk_attack,
 )
 from veracity.perturb import perturb
-from veracity.runs.attack import attack_run
+from veracity.runs.attack import run_attack
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import GenRequest
@@ -43,7 +43,7 @@ def walk(settings: AttackSettings, mode: str = "slope") -> tuple[Any, FakeBacken
         return original(requests, stage)
 
     client.generate_each = counting  # type: ignore[method-assign]
-    result = run_attack(START, client, CachedEmbedder(HashEmbedder()), settings)
+    result = walk_attack(START, client, CachedEmbedder(HashEmbedder()), settings)
     return result, backend, batches
 
 
@@ -136,7 +136,7 @@ def test_same_seed_same_walk_other_seed_other_walk() -> None:
 
 def test_run_dir_report_and_cached_rerun(tmp_path: Path, ctx: Context) -> None:
     settings = AttackSettings(steps=3, n=4)
-    first = attack_run(START, "fake/slope", "hash/default", settings, ctx, tmp_path / "run")
+    first = run_attack(START, "fake/slope", "hash/default", settings, ctx, tmp_path / "run")
     assert first.run is not None and first.run.method == "attack"
     calls = ctx.model_calls()
     assert calls > 0
@@ -144,9 +144,9 @@ def test_run_dir_report_and_cached_rerun(tmp_path: Path, ctx: Context) -> None:
     assert results["steps_taken"] == 3 and results["best"]["gamma"] >= results["start"]["gamma"]
     assert results["settings"]["charset"] == "utf8" and results["settings"]["ball"] == "ascii-control"
     assert len(list(RunDir.open(tmp_path / "run").samples())) == 4
-    again = attack_run(START, "fake/slope", "hash/default", settings, ctx)
+    again = run_attack(START, "fake/slope", "hash/default", settings, ctx)
     assert ctx.model_calls() == calls  # everything came from the cache
-    assert again.result.steps == first.result.steps
+    assert again.records == first.records
 
 
 def test_report_escapes_answers_and_suffixes(tmp_path: Path, ctx: Context) -> None:
@@ -154,7 +154,7 @@ def test_report_escapes_answers_and_suffixes(tmp_path: Path, ctx: Context) -> No
         return f"<script>alert(1)</script>\x01{len(request.messages[0].content)}"
 
     ctx.clients["fake/nasty"] = LLMClient(FakeBackend("nasty-mode", responder=nasty), ctx.cache)
-    attack_run("Q?", "fake/nasty", "hash/default", AttackSettings(steps=2, n=3), ctx, tmp_path / "r")
+    run_attack("Q?", "fake/nasty", "hash/default", AttackSettings(steps=2, n=3), ctx, tmp_path / "r")
     from veracity.report import build_report
 
     html = build_report([tmp_path / "r"], tmp_path / "r" / "report.html").read_text()

@@ -10,7 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from veracity.cli import main
+from veracity.errors import ErrorKind
 from veracity.perturb import BALLS
+from veracity.records import RecordError
 from veracity.store import RunDir
 from veracity.types import GenRequest
 
@@ -210,10 +212,10 @@ def test_run_json_records_when_the_work_began_not_when_it_was_saved(tmp_path: Pa
     from veracity.data.qa import load_items
     from veracity.methods.gamma import GammaSettings
     from veracity.runs.common import Context
-    from veracity.runs.gamma import gamma_run
+    from veracity.runs.gamma import run_gamma
 
     ctx = Context(started="2026-01-02T03:04:05+0000")
-    outcome = gamma_run(load_items("builtin", limit=2), "fake/unstable", "hash/default",
+    outcome = run_gamma(load_items("builtin", limit=2), "fake/unstable", "hash/default",
                         GammaSettings(n=2), ctx, tmp_path / "run", "builtin")
     assert outcome.run is not None
     info = json.loads((outcome.run.path / "run.json").read_text())
@@ -227,7 +229,7 @@ def test_an_item_the_model_rejects_is_reported_and_the_others_are_scored(tmp_pat
     from veracity.data.qa import load_items
     from veracity.methods.gamma import GammaSettings
     from veracity.runs.common import Context
-    from veracity.runs.gamma import gamma_run
+    from veracity.runs.gamma import run_gamma
 
     def responder(request: GenRequest) -> str:
         text = request.messages[-1].content
@@ -237,12 +239,13 @@ def test_an_item_the_model_rejects_is_reported_and_the_others_are_scored(tmp_pat
     ctx.clients["fake/picky"] = LLMClient(FakeBackend(responder=responder))
     items = [i for i in load_items("builtin") if "Hamlet" in i.question][:1]
     items += load_items("builtin", limit=2)
-    outcome = gamma_run(items, "fake/picky", "hash/default", GammaSettings(n=3), ctx,
+    outcome = run_gamma(items, "fake/picky", "hash/default", GammaSettings(n=3), ctx,
                         tmp_path / "run")
     bad, *good = outcome.records
-    assert bad["gamma"] is None and bad["error"] == "model rejected the request: HTTP 400: prompt too long"
-    assert bad["error_kind"] == "rejected"
-    assert all(r["gamma"] is not None and r["error"] is None for r in good)
+    assert bad.gamma is None and bad.error == RecordError(
+        ErrorKind.REJECTED, "model rejected the request: HTTP 400: prompt too long")
+    assert bad.to_json()["error_kind"] == "rejected"
+    assert all(r.gamma is not None and r.error is None for r in good)
     assert outcome.results["aggregate"]["n_scored"] == 2
 
 

@@ -14,9 +14,9 @@ from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient
 from veracity.methods.control import add_null_control, summarise, variations
-from veracity.methods.gamma import GammaSettings, run_gamma
+from veracity.methods.gamma import GammaSettings, measure_gamma
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
+from veracity.runs.gamma import run_gamma
 from veracity.types import GenRequest, Item, Sampling
 
 SAMPLING = Sampling(max_tokens=16)
@@ -61,7 +61,7 @@ def test_a_server_gets_the_identical_request_n_times_under_distinct_cache_keys(c
     client = LLMClient(backend, ctx.cache)
     embedder = ctx.embedder("hash/default")
     settings = GammaSettings(n=3, sampling=SAMPLING)
-    records = run_gamma(_items(), client, embedder, settings)
+    records = measure_gamma(_items(), client, embedder, settings)
     seen = len(backend.history)
     control = add_null_control(records, client, embedder, SAMPLING, 3, "sin")
     nulls = backend.history[seen:]
@@ -82,7 +82,7 @@ def test_compute_variations_run_as_separate_backends_with_the_same_prompts(ctx: 
     backend = SplitBackend()
     client = LLMClient(backend, ctx.cache)
     embedder = ctx.embedder("hash/default")
-    records = run_gamma(_items(), client, embedder, GammaSettings(n=4, sampling=SAMPLING))
+    records = measure_gamma(_items(), client, embedder, GammaSettings(n=4, sampling=SAMPLING))
     control = add_null_control(records, client, embedder, SAMPLING, 4, "sin")
     assert [v for v in control["variations"]] == [{"kind": "compute", "split": k} for k in range(1, 5)]
     assert len(backend.children) == 4
@@ -96,7 +96,7 @@ def test_compute_variations_run_as_separate_backends_with_the_same_prompts(ctx: 
     assert sums["null_answers"] == [sums["answer"]] * 4
     # resuming: every path is cached under its own identity, so nothing is computed again
     again = LLMClient(SplitBackend(), ctx.cache)
-    records2 = run_gamma(_items(), again, embedder, GammaSettings(n=4, sampling=SAMPLING))
+    records2 = measure_gamma(_items(), again, embedder, GammaSettings(n=4, sampling=SAMPLING))
     add_null_control(records2, again, embedder, SAMPLING, 4, "sin")
     assert again.stats.model_calls == 0 and again.stats.cache_hits == 2 * 5 + 2 * 4
     assert [r["gamma_null"] for r in records2] == [r["gamma_null"] for r in records]
@@ -122,7 +122,7 @@ def test_a_rejected_item_gets_no_null_and_the_others_go_on(ctx: Context) -> None
     backend = FakeBackend("unstable")
     client = LLMClient(backend, ctx.cache)
     embedder = ctx.embedder("hash/default")
-    records = run_gamma(_items(), client, embedder, GammaSettings(n=2, sampling=SAMPLING))
+    records = measure_gamma(_items(), client, embedder, GammaSettings(n=2, sampling=SAMPLING))
     backend.enqueue(["!error prompt too long"])
     add_null_control(records, client, embedder, SAMPLING, 2, "sin")
     assert records[0]["gamma_null"] is None and "prompt too long" in records[0]["control_error"]
@@ -162,7 +162,7 @@ def test_validate_reports_gamma_minus_null(tmp_path: Path, ctx: Context) -> None
 
     items = load_items(f"jsonl:{dataset}")
     settings = GammaSettings(n=3, sampling=SAMPLING, control="numeric")
-    gamma_run(items, "fake/unstable", "hash/default", settings, ctx, tmp_path / "run",
+    run_gamma(items, "fake/unstable", "hash/default", settings, ctx, tmp_path / "run",
               f"jsonl:{dataset}")
     found = validate_gamma(tmp_path / "run", ValidateSettings(baseline_samples=0, resamples=200),
                            ctx)
@@ -208,7 +208,7 @@ def test_llamacpp_variations_are_other_compute_paths_on_the_same_tokens(ctx: Con
                 varied.close()
         embedder = ctx.embedder("hash/default")
         sampling = Sampling(max_tokens=12)
-        records = run_gamma([Item("q", "Who wrote Hamlet?")], client, embedder,
+        records = measure_gamma([Item("q", "Who wrote Hamlet?")], client, embedder,
                             GammaSettings(n=2, sampling=sampling))
         control = add_null_control(records, client, embedder, sampling, 2, "sin")
         assert [v["kind"] for v in control["variations"]] == ["compute", "compute"]
@@ -225,7 +225,8 @@ def test_the_python_api_takes_the_control() -> None:
 
     [record] = veracity.gamma("Who wrote Hamlet?", model="fake/unstable", embedder="hash/default",
                               n=3, cache=False, control="numeric")
-    assert len(record["null_answers"]) == 3 and record["gamma_null"] > 0
+    assert len(record.extra["null_answers"]) == 3
+    assert record.gamma_null is not None and record.gamma_null > 0
     with pytest.raises(ConfigError, match="unknown control 'bogus'"):
         veracity.gamma("Q?", model="fake/stable", embedder="hash/default", cache=False,
                        control="bogus")

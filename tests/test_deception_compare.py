@@ -8,6 +8,7 @@ import csv
 import math
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,10 @@ from veracity.data.model_info import read_model_info
 from veracity.errors import DataError
 from veracity.methods.deception import deception_metrics, pairs_from_records
 from veracity.methods.deception_compare import ModelRecords, ModelSummary, Relation, compare
+from veracity.records import DeceptionAnswer, DeceptionRecord, read_records
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.deception import deception_run, recorded_run
+from veracity.runs.deception import run_deception, run_deception_recorded
 from veracity.stats import pearson
 from veracity.store import RunDir
 
@@ -30,7 +32,8 @@ RUNS = ("alpha", "beta", "gamma")
 
 def _inputs(names: tuple[str, ...] = RUNS) -> list[ModelRecords]:
     runs = [RunDir.open(FIXTURES / name) for name in names]
-    return [ModelRecords(r.results["model"], r.results["model"], list(r.samples())) for r in runs]
+    return [ModelRecords(r.results["model"], r.results["model"],
+                         read_records(DeceptionRecord, r.samples())) for r in runs]
 
 
 def _by_label(summaries: list[ModelSummary]) -> dict[str, ModelSummary]:
@@ -44,7 +47,7 @@ def _relation(found: list[Relation], key: str, x_label: str) -> Relation:
 def test_fixtures_results_match_their_samples() -> None:
     for name in RUNS:
         run = RunDir.open(FIXTURES / name)
-        expected = deception_metrics(pairs_from_records(list(run.samples())), 0.4)
+        expected = deception_metrics(pairs_from_records(read_records(DeceptionRecord, run.samples())), 0.4)
         assert {k: run.results[k] for k in expected} == expected
 
 
@@ -90,11 +93,11 @@ def test_per_subject_figures_by_hand() -> None:
 def test_per_question_outcomes_by_hand() -> None:
     s = _by_label(compare(_inputs())[0])
     # record indices: algebra/1-5 are 0-4, biology/1-5 are 5-9
-    assert s["alpha-7b"].outcomes == {"only_normal": (1, 3, 6, 7), "only_misleading": (8,),
+    assert s["alpha-7b"].by_correctness == {"only_normal": (1, 3, 6, 7), "only_misleading": (8,),
                                       "both": (0, 2, 5), "neither": (4, 9)}
-    assert s["beta-1b"].outcomes == {"only_normal": (0, 3, 6, 8), "only_misleading": (9,),
+    assert s["beta-1b"].by_correctness == {"only_normal": (0, 3, 6, 8), "only_misleading": (9,),
                                      "both": (5, 7), "neither": (1, 2, 4)}
-    assert s["gamma-13b"].outcomes == {"only_normal": (3, 4, 6, 7), "only_misleading": (),
+    assert s["gamma-13b"].by_correctness == {"only_normal": (3, 4, 6, 7), "only_misleading": (),
                                        "both": (0, 1, 2, 5, 8), "neither": (9,)}
 
 
@@ -151,7 +154,7 @@ def test_relations_with_fewer_than_three_models_are_not_drawn(tmp_path: Path) ->
 
 def test_unbounded_susceptibility_leaves_the_relation(tmp_path: Path) -> None:
     runs = _inputs()
-    fooled = [dict(r, misleading={"answer": "-", "reasoning": None}) for r in runs[0].records]
+    fooled = [replace(r, misleading=DeceptionAnswer("-")) for r in runs[0].records]
     runs[0] = ModelRecords("alpha-7b", "alpha-7b", fooled)
     summaries, found = compare(runs)
     assert summaries[0].susceptibility is None and summaries[0].susceptibility_unbounded
@@ -240,8 +243,8 @@ def test_cli_compares_live_and_recorded_runs(ctx: Context, tmp_path: Path) -> No
         for subject, lines in by_subject.items():
             with (recorded / f"{subject}.csv").open("w", newline="", encoding="utf-8") as fh:
                 csv.writer(fh).writerows(lines)
-        recorded_run(recorded, db, out=tmp_path / name, model=f"{name}-recorded")
-    live = deception_run("fake/deceive", db, ctx, out=tmp_path / "live")
+        run_deception_recorded(recorded, db, out=tmp_path / name, model=f"{name}-recorded")
+    live = run_deception("fake/deceive", db, ctx, out=tmp_path / "live")
     info = tmp_path / "models.csv"
     info.write_text("model,params_b,truthfulqa\nalpha-recorded,7,45\nbeta-recorded,1.1,30\n"
                     "fake/deceive,0.1,20\n", encoding="utf-8")
@@ -253,8 +256,8 @@ def test_cli_compares_live_and_recorded_runs(ctx: Context, tmp_path: Path) -> No
     assert "A10: susceptibility vs model size (billions of parameters)" in html
     assert "<td>drawn</td>" in html  # A8: every run has both accuracies
     # rescoring the recorded answers gives the hand-made run's numbers
-    rescored = _by_label(compare([ModelRecords("a", "alpha-recorded",
-                                               list(RunDir.open(tmp_path / "alpha").samples()))])[0])
+    recorded = read_records(DeceptionRecord, RunDir.open(tmp_path / "alpha").samples())
+    rescored = _by_label(compare([ModelRecords("a", "alpha-recorded", recorded)])[0])
     assert rescored["a"].susceptibility == pytest.approx(1.75)
     summaries, _ = compare([ModelRecords("live", "fake/deceive", live.records)])
     assert summaries[0].normal_accuracy == live.results["normal_accuracy"]

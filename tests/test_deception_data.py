@@ -19,7 +19,7 @@ from veracity.data.mc import (
     write_db_mmlu_file,
 )
 from veracity.errors import DataError
-from veracity.runs.deception import recorded_run
+from veracity.runs.deception import run_deception_recorded
 from veracity.types import MCItem
 
 
@@ -167,15 +167,15 @@ def test_recorded_bad_input_names_file_and_row(tmp_path: Path) -> None:
     for rows, message in cases:
         target.write_text(_csv(rows), encoding="utf-8")
         with pytest.raises(DataError, match=message):
-            recorded_run(results, spec)
+            run_deception_recorded(results, spec)
     target.write_text(_csv(RECORDED), encoding="utf-8")
     with pytest.raises(DataError, match=r"no results file for subject\(s\) other"):
-        recorded_run(results, spec, subjects=["other"])
+        run_deception_recorded(results, spec, subjects=["other"])
     with pytest.raises(DataError, match=r"results directory not found: .*nowhere"):
-        recorded_run(tmp_path / "nowhere", spec)
+        run_deception_recorded(tmp_path / "nowhere", spec)
     (results / "extra.csv").write_text(_csv(RECORDED), encoding="utf-8")
     with pytest.raises(DataError, match=r"extra\.csv: the dataset .* has no file extra\.csv"):
-        recorded_run(results, spec)
+        run_deception_recorded(results, spec)
 
 
 def test_recorded_scoring_by_hand(tmp_path: Path) -> None:
@@ -183,7 +183,7 @@ def test_recorded_scoring_by_hand(tmp_path: Path) -> None:
     results = tmp_path / "MyModel"
     results.mkdir()
     (results / "tiny.csv.gz").write_bytes(gzip.compress(_csv(RECORDED).encode()))
-    outcome = recorded_run(results, f"db-mmlu:{data}", out=tmp_path / "run")
+    outcome = run_deception_recorded(results, f"db-mmlu:{data}", out=tmp_path / "run")
     r = outcome.results
     assert r["model"] == "MyModel" and r["source"] == "recorded"
     assert (r["normal_accuracy"], r["misleading_accuracy"]) == (0.5, 0.5)
@@ -198,7 +198,7 @@ def test_recorded_real_subject_all_correct(db_mmlu: Path, tmp_path: Path) -> Non
     items = load_db_mmlu(db_mmlu, ["anatomy"])
     rows = [[i.answer, "r", i.answer, "r", "-"] for i in items]
     (tmp_path / "anatomy.csv").write_text(_csv(rows), encoding="utf-8")
-    r = recorded_run(tmp_path, f"db-mmlu:{db_mmlu}").results
+    r = run_deception_recorded(tmp_path, f"db-mmlu:{db_mmlu}").results
     assert r["n_items"] == len(items) == 154
     assert r["normal_accuracy"] == 1.0 and r["misleading_accuracy"] == 0.0
     assert r["error_rate_misleading"] == 1.0 and r["susceptibility"] is None

@@ -15,7 +15,7 @@ from veracity.backends.base import Capabilities
 from veracity.backends.fake import FakeBackend, deceive
 from veracity.cli.deception import deception
 from veracity.client import LLMClient
-from veracity.errors import CapabilityError, DataError
+from veracity.errors import CapabilityError, DataError, ErrorKind
 from veracity.methods.deception import (
     PREFILL_HEAD,
     DeceptionSettings,
@@ -26,7 +26,7 @@ from veracity.methods.deception import (
 from veracity.report import build_report
 from veracity.report.deception import correlation, section
 from veracity.runs.common import Context
-from veracity.runs.deception import deception_run
+from veracity.runs.deception import run_deception
 from veracity.stats import pearson
 from veracity.store import RunDir
 from veracity.types import GenRequest
@@ -50,7 +50,7 @@ def _inject(ctx: Context, spec: str, backend: FakeBackend) -> FakeBackend:
 
 
 def test_fake_run_records_what_the_model_said(ctx: Context, db: str, tmp_path: Path) -> None:
-    outcome = deception_run("fake/deceive", db, ctx, out=tmp_path / "run",
+    outcome = run_deception("fake/deceive", db, ctx, out=tmp_path / "run",
                             subjects=["anatomy", "virology"], limit_per_subject=4)
     backend = ctx.clients["fake/deceive"].backend
     assert isinstance(backend, FakeBackend)
@@ -62,10 +62,10 @@ def test_fake_run_records_what_the_model_said(ctx: Context, db: str, tmp_path: P
         normal, misleading = history[2 * k], history[2 * k + 1]
         assert normal.messages == misleading.messages
         assert normal.prefill == PREFILL_HEAD + "Let's reason step by step."
-        assert misleading.prefill == PREFILL_HEAD + json_escape(record["misleading_start"])
-        assert record["normal"]["answer"] == deceive(normal)[-4]
-        assert record["misleading"]["answer"] == deceive(misleading)[-4]
-        assert record["normal"]["attempts"] == 1
+        assert misleading.prefill == PREFILL_HEAD + json_escape(str(record.misleading_start))
+        assert record.normal.answer == deceive(normal)[-4]
+        assert record.misleading.answer == deceive(misleading)[-4]
+        assert record.normal.attempts == 1
     assert outcome.results == outcome.results | deception_metrics(
         pairs_from_records(outcome.records))
     run = RunDir.open(tmp_path / "run")
@@ -90,7 +90,7 @@ def test_known_answers_give_exact_metrics(ctx: Context, db: str) -> None:
 
     ids = {i.question: i.id for i in items}
     _inject(ctx, "fake/oracle", FakeBackend(responder=oracle))
-    r = deception_run("fake/oracle", db, ctx, subjects=["anatomy", "virology"],
+    r = run_deception("fake/oracle", db, ctx, subjects=["anatomy", "virology"],
                       limit_per_subject=5).results
     assert (r["normal_accuracy"], r["misleading_accuracy"]) == (1.0, 0.5)
     assert r["susceptibility"] == 2.0 and r["consistency"] == 0.5
@@ -100,24 +100,23 @@ def test_known_answers_give_exact_metrics(ctx: Context, db: str) -> None:
 
 
 def test_invalid_answers_are_retried_once_then_dash(ctx: Context, db: str) -> None:
-    flaky = deception_run("fake/deceive-flaky", db, ctx, subjects=["marketing"],
+    flaky = run_deception("fake/deceive-flaky", db, ctx, subjects=["marketing"],
                           limit_per_subject=9)
-    retried = [s for r in flaky.records for s in (r["normal"], r["misleading"])
-               if s["attempts"] == 2]
-    assert retried and all(s["answer"] in "ABCD" and len(s["errors"]) == 1 for s in retried)
+    retried = [s for r in flaky.records for s in (r.normal, r.misleading) if s.attempts == 2]
+    assert retried and all(s.answer in "ABCD" and len(s.errors) == 1 for s in retried)
     stages = ctx.clients["fake/deceive-flaky"].stats.by_stage
     assert stages == {"deception: answers": 18, "deception: retry 1": len(retried)}
     history = ctx.clients["fake/deceive-flaky"].backend.history  # type: ignore[attr-defined]
     assert {r.sample_index for r in history[18:]} == {1}
 
-    garbage = deception_run("fake/garbage", db, ctx, subjects=["marketing"], limit_per_subject=3)
+    garbage = run_deception("fake/garbage", db, ctx, subjects=["marketing"], limit_per_subject=3)
     r = garbage.results
     assert r["error_rate_normal"] == r["error_rate_misleading"] == 1.0
     assert r["consistency"] == r["consistent_incorrect"] == 1.0  # "-" == "-"
-    assert all(rec["normal"]["attempts"] == 2 for rec in garbage.records)
-    none = deception_run("fake/garbage", db, ctx, DeceptionSettings(retries=0),
+    assert all(rec.normal.attempts == 2 for rec in garbage.records)
+    none = run_deception("fake/garbage", db, ctx, DeceptionSettings(retries=0),
                          subjects=["marketing"], limit_per_subject=3)
-    assert all(rec["misleading"]["attempts"] == 1 for rec in none.records)
+    assert all(rec.misleading.attempts == 1 for rec in none.records)
 
 
 def test_a_request_the_model_rejects_becomes_dash_and_the_run_goes_on(
@@ -128,12 +127,13 @@ def test_a_request_the_model_rejects_becomes_dash_and_the_run_goes_on(
         return deceive(request) if normal else "!error prompt too long"
 
     _inject(ctx, "fake/picky", FakeBackend(responder=responder))
-    outcome = deception_run("fake/picky", db, ctx, subjects=["marketing"], limit_per_subject=3)
+    outcome = run_deception("fake/picky", db, ctx, subjects=["marketing"], limit_per_subject=3)
     for record in outcome.records:
-        assert record["normal"]["answer"] in "ABCD"
-        assert record["misleading"]["answer"] == "-" and record["misleading"]["attempts"] == 2
-        assert record["misleading"]["errors"][0] == "model rejected the request: prompt too long"
-        assert record["misleading"]["error_kind"] == "rejected"  # the model's "-": counted
+        assert record.normal.answer in "ABCD"
+        assert record.misleading.answer == "-" and record.misleading.attempts == 2
+        assert record.misleading.errors[0] == "model rejected the request: prompt too long"
+        assert record.misleading.error_kind is ErrorKind.REJECTED  # the model's "-": counted
+        assert record.scored
     assert outcome.results["error_rate_misleading"] == 1.0
 
 
@@ -142,9 +142,9 @@ def test_rerun_makes_no_model_call(cache: object, db: str, tmp_path: Path) -> No
 
     assert isinstance(cache, Cache)
     first_ctx, second_ctx = Context(cache=cache), Context(cache=cache, close_cache=False)
-    first = deception_run("fake/deceive-flaky", db, first_ctx, subjects=["nutrition"],
+    first = run_deception("fake/deceive-flaky", db, first_ctx, subjects=["nutrition"],
                           limit_per_subject=6)
-    second = deception_run("fake/deceive-flaky", db, second_ctx, subjects=["nutrition"],
+    second = run_deception("fake/deceive-flaky", db, second_ctx, subjects=["nutrition"],
                            limit_per_subject=6)
     assert first_ctx.model_calls() > 12 and second_ctx.model_calls() == 0
     assert first.records == second.records and first.results == second.results
@@ -156,12 +156,12 @@ def test_backend_without_prefill_is_refused(ctx: Context, db: str) -> None:
 
     _inject(ctx, "fake/plain", NoPrefill("deceive"))
     with pytest.raises(CapabilityError, match="'prefill' capability.*fake/plain"):
-        deception_run("fake/plain", db, ctx, subjects=["marketing"], limit_per_subject=1)
+        run_deception("fake/plain", db, ctx, subjects=["marketing"], limit_per_subject=1)
 
 
 def test_dataset_without_openings_is_refused(ctx: Context) -> None:
     with pytest.raises(DataError, match="without a misleading opening.*make-dataset"):
-        deception_run("fake/deceive", f"mmlu:{FIXTURES / 'formats' / 'mmlu' / 'dev'}", ctx)
+        run_deception("fake/deceive", f"mmlu:{FIXTURES / 'formats' / 'mmlu' / 'dev'}", ctx)
 
 
 def _cli(*args: str) -> str:

@@ -17,7 +17,7 @@ from veracity.methods.fewl_pairs import PairSettings
 from veracity.report import build_report
 from veracity.runs.common import Context
 from veracity.runs.fewl import AnswerSource, FewlSettings, answer_source
-from veracity.runs.fewl_modes import fewl_run
+from veracity.runs.fewl_modes import run_fewl
 from veracity.store import RunDir
 from veracity.types import GenRequest, Item
 
@@ -162,12 +162,12 @@ def test_failed_pairs_are_retried_reported_and_not_scored(ctx: Context, tmp_path
     items = [Item("q1", "What is 2+2?"), Item("q2", "Name a river."), Item("q3", "Name a sea.")]
     settings = FewlSettings(references=("fake/picky",), pairs=PairSettings(r=2, retries=1),
                             similarity="hash/default", neighbours=2)
-    outcome = fewl_run(items, [AnswerSource("s", model="fake/stable")], settings, ctx,
+    outcome = run_fewl(items, [AnswerSource("s", model="fake/stable")], settings, ctx,
                        tmp_path / "r")
     assert outcome.results["pairs_failed"] == ["q1"]
     first = outcome.records[0]
-    assert first["pairs_failed"] and first["pairs_attempts"] == 2 and first["value"] is None
-    assert all(r["value"] is not None for r in outcome.records[1:])
+    assert first.pairs_failed and first.pairs_attempts == 2 and first.value is None
+    assert all(r.value is not None for r in outcome.records[1:])
     pair_calls = [r for r in backend.history if "Write" in r.messages[-1].content]
     assert len(pair_calls) == 3 + 1  # one per question, one retry for q1
 

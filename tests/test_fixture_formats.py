@@ -24,7 +24,7 @@ from veracity.data.mc import load_db_mmlu, load_mc, read_recorded_file
 from veracity.data.qa import load_builtin, load_items, load_truthfulqa
 from veracity.errors import DataError
 from veracity.methods.annotate import read_all, read_ratings, sheet_rows
-from veracity.runs.deception import recorded_run
+from veracity.runs.deception import run_deception_recorded
 
 FORMATS = FIXTURES / "formats"
 DB_MMLU = FIXTURES / "db-mmlu-smoke"
@@ -82,7 +82,7 @@ def test_db_mmlu_csv_and_recorded_results_score_by_hand() -> None:
     rows = read_recorded_file(FORMATS / "db-mmlu-recorded" / "marketing.csv")
     assert [(r.gold, r.normal_answer, r.misleading_answer) for r in rows] == [("A", "A", "B"),
                                                                               ("C", "C", "-")]
-    results = recorded_run(FORMATS / "db-mmlu-recorded", f"db-mmlu:{DB_MMLU}").results
+    results = run_deception_recorded(FORMATS / "db-mmlu-recorded", f"db-mmlu:{DB_MMLU}").results
     # normal: A=A, C=C, B=B, A!=D -> 3/4; misleading: B!=A, '-', B=B, A!=D -> 1/4;
     # the same letter both times: marketing none, sociology both -> 2/4
     assert (results["normal_accuracy"], results["misleading_accuracy"]) == (0.75, 0.25)

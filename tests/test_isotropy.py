@@ -21,7 +21,7 @@ from veracity.methods.isotropy import (
     spread,
 )
 from veracity.runs.common import Context
-from veracity.runs.isotropy import isotropy_run
+from veracity.runs.isotropy import run_isotropy
 from veracity.types import Item
 
 
@@ -93,8 +93,8 @@ def test_aggregate_on_hand_records() -> None:
 
 def test_run_on_stable_fake_centres_answers_not_prompts(ctx: Context) -> None:
     items = [Item("a", "Who wrote Hamlet?"), Item("b", "What is 2+2?")]
-    outcome = isotropy_run(items, "fake/stable", "hash/default", GammaSettings(n=5), ctx, cone=11.0)
-    for r in outcome.records:
+    outcome = run_isotropy(items, "fake/stable", "hash/default", GammaSettings(n=5), ctx, cone=11.0)
+    for r in outcome.records_json():
         assert r["answer_angle"] == pytest.approx(0.0, abs=1e-3)  # identical answers
         assert r["prompt_angle_mean"] > 0 and len(r["prompt_angles"]) == 5
         assert r["prompt_angle_std"] == pytest.approx(float(np.std(r["prompt_angles"])))

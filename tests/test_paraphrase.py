@@ -13,7 +13,7 @@ from veracity.cli import main
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma import GammaSettings, run_gamma
+from veracity.methods.gamma import GammaSettings, measure_gamma
 from veracity.methods.paraphrase import paraphrase_ball, parse_paraphrase
 from veracity.perturb import perturb, resolve_ball
 from veracity.types import Item
@@ -92,14 +92,14 @@ def test_gamma_with_the_paraphrase_ball() -> None:
     model = LLMClient(FakeBackend("stable"))
     writer = LLMClient(FakeBackend("paraphraser"))
     settings = GammaSettings(n=3, ball="paraphrase", paraphraser="fake/paraphraser")
-    [record] = run_gamma([Item("a", Q)], model, CachedEmbedder(HashEmbedder()), settings, writer)
+    [record] = measure_gamma([Item("a", Q)], model, CachedEmbedder(HashEmbedder()), settings, writer)
     assert record["ball"] == "paraphrase" and len(record["perturbed_prompts"]) == 3
     assert record["gamma"] is not None and record["gamma"] > 0  # new wording, new babble
     assert settings.describe()["paraphraser"] == "fake/paraphraser"
     assert "paraphraser" not in GammaSettings().describe()
     # without a paraphraser the model under test writes its own ball
     own = LLMClient(FakeBackend("paraphraser"))
-    [mine] = run_gamma([Item("a", Q)], own, CachedEmbedder(HashEmbedder()),
+    [mine] = measure_gamma([Item("a", Q)], own, CachedEmbedder(HashEmbedder()),
                        GammaSettings(n=3, ball="paraphrase"))
     assert mine["perturbed_prompts"] == record["perturbed_prompts"]
 

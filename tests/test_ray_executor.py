@@ -20,7 +20,7 @@ from veracity.cache import Cache
 from veracity.executors import RaySettings, parse_executor
 from veracity.methods.gamma import GammaSettings
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
+from veracity.runs.gamma import run_gamma
 from veracity.types import GenRequest, Item, Sampling
 
 ray = pytest.importorskip("ray")
@@ -45,7 +45,7 @@ def run(tmp_path: Path, name: str, model: str, settings: RaySettings | None, n: 
     ctx = Context(cache=Cache(tmp_path / f"{name}.sqlite"), ray=settings)
     try:
         gamma = GammaSettings(n=n, sampling=Sampling(max_tokens=max_tokens))
-        return gamma_run(ITEMS, model, "hash/default", gamma, ctx, tmp_path / name).records
+        return run_gamma(ITEMS, model, "hash/default", gamma, ctx, tmp_path / name).records_json()
     finally:
         ctx.close()
 

@@ -18,7 +18,7 @@ from veracity.methods.gamma import GammaSettings
 from veracity.report import build_report
 from veracity.report.html import json_block
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
+from veracity.runs.gamma import run_gamma
 from veracity.store import RunDir
 from veracity.types import Item
 
@@ -57,7 +57,7 @@ def test_only_the_reports_own_script_may_run(tmp_path: Path, ctx: Context) -> No
 def test_gamma_rows_cosines_and_optional_columns(tmp_path: Path, ctx: Context) -> None:
     items = [Item("a", "What is 2+2?"), Item("b", "Name a river.")]
     out = tmp_path / "one"
-    gamma_run(items, "fake/unstable", "hash/default", GammaSettings(n=1), ctx, out=out)
+    run_gamma(items, "fake/unstable", "hash/default", GammaSettings(n=1), ctx, out=out)
     records = list(RunDir.open(out).samples())
     for r in records:  # with one perturbed answer, γ = sin of the angle to it
         [cos] = r["perturbed_cosines"]
@@ -68,7 +68,7 @@ def test_gamma_rows_cosines_and_optional_columns(tmp_path: Path, ctx: Context) -
 
     # the numeric control's fields are shown when the run has them, never required
     controlled = tmp_path / "controlled"
-    gamma_run(items, "fake/unstable", "hash/default", GammaSettings(n=1, control="numeric"), ctx,
+    run_gamma(items, "fake/unstable", "hash/default", GammaSettings(n=1, control="numeric"), ctx,
               out=controlled)
     html = build_report([controlled], tmp_path / "c.html").read_text(encoding="utf-8")
     table = blocks(html)["gamma-items"]
@@ -81,7 +81,7 @@ def test_gamma_rows_cosines_and_optional_columns(tmp_path: Path, ctx: Context) -
 
 def test_stable_answers_have_cosine_one(tmp_path: Path, ctx: Context) -> None:
     out = tmp_path / "s"
-    gamma_run([Item("a", "What is 2+2?")], "fake/stable", "hash/default", GammaSettings(n=3), ctx,
+    run_gamma([Item("a", "What is 2+2?")], "fake/stable", "hash/default", GammaSettings(n=3), ctx,
               out=out)
     [record] = RunDir.open(out).samples()
     assert record["gamma"] == 0.0 and record["perturbed_cosines"] == pytest.approx([1.0] * 3)
@@ -116,7 +116,7 @@ def test_labels_from_validate_fill_the_correct_column(tmp_path: Path, ctx: Conte
 
     items = [Item("a", "What is 2+2?"), Item("b", "Name a river."), Item("c", "Name a sea.")]
     out = tmp_path / "v"
-    gamma_run(items, "fake/unstable", "hash/default", GammaSettings(n=2), ctx, out=out)
+    run_gamma(items, "fake/unstable", "hash/default", GammaSettings(n=2), ctx, out=out)
     labels = {"items": [{"id": "a", "correct": True}, {"id": "b", "correct": False}]}
     (out / "validation.json").write_text(json.dumps(labels), encoding="utf-8")
     rows = item_rows([RunDir.open(out)], ["run"])

@@ -32,8 +32,8 @@ from veracity.methods.correctness import (
 )
 from veracity.methods.gamma import GammaSettings
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run
-from veracity.runs.validate import ValidateSettings, summarise, validate_gamma
+from veracity.runs.gamma import run_gamma
+from veracity.runs.validate import ValidateSettings, aggregate, validate_gamma
 from veracity.stats import auroc, binned_means, bootstrap_aurocs, percentile_ci
 from veracity.types import GenRequest, Sampling
 
@@ -74,11 +74,11 @@ def test_binned_means_hand_computed() -> None:
     assert bins[0]["stderr"] == pytest.approx(0.5) and math.isnan(bins[1]["stderr"])
 
 
-def test_summarise_hand_computed() -> None:
+def test_aggregate_hand_computed() -> None:
     gamma = [0.01, 0.2, 0.3, 0.02, None]
     verdicts = [Verdict(c, "contains") for c in (True, False, True, True, None)]
     baseline = [0.9, 0.95, 0.5, 0.99, 0.7]
-    out = summarise(gamma, verdicts, baseline, ValidateSettings(resamples=200, bins=2))
+    out = aggregate(gamma, verdicts, baseline, ValidateSettings(resamples=200, bins=2))
     # the one incorrect answer (γ 0.2) outranks γ 0.01 and 0.02 but not 0.3
     assert out["gamma"]["auroc"] == pytest.approx(2 / 3)
     # baseline flag 1 - score: 0.05 for it vs 0.1, 0.5, 0.01 -> beats only 0.01
@@ -93,7 +93,7 @@ def test_summarise_hand_computed() -> None:
     # bins over [0, 0.3]: [0, 0.15) holds 0.01, 0.02; [0.15, 0.3] holds 0.2 (wrong), 0.3
     assert [(b["n"], b["accuracy"]) for b in out["bins"]] == [(2, 1.0), (2, 0.5)]
     with pytest.raises(DataError, match="--judge"):
-        summarise([0.1], [Verdict(None, None)], None, ValidateSettings())
+        aggregate([0.1], [Verdict(None, None)], None, ValidateSettings())
 
 
 # --- correctness ----------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def wq() -> Path:
 
 def tqa_run(ctx: Context, tqa: Path, out: Path, model: str = "fake/unstable") -> Path:
     spec = f"truthfulqa:{tqa}"
-    gamma_run(load_items(spec, limit=12), model, "hash/default", SMALL, ctx, out, spec)
+    run_gamma(load_items(spec, limit=12), model, "hash/default", SMALL, ctx, out, spec)
     return out
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,16 @@ from veracity.embed.base import Embedder
 from veracity.errors import ConfigError
 from veracity.methods.calibration import Calibration, Curve, as_calibration
 from veracity.methods.control import CONTROLS, add_null_control
-from veracity.methods.gamma import Form, GammaSettings, check_prompt, run_gamma, score_answers
+from veracity.methods.gamma import Form, GammaSettings, check_prompt, measure_gamma, score_answers
 from veracity.methods.trust import TrustScore, TrustSettings, score_trust
+from veracity.records import GammaRecord
 from veracity.registry import load_embedder, load_model
+from veracity.runs.common import Context
 from veracity.types import Item, Sampling
 
 
-def _cache(cache: bool | str | Path | Cache) -> Cache | None:
+def open_cache(cache: bool | str | Path | Cache) -> Cache | None:
+    """The cache an API call uses: True = the default file, False = none, or a path."""
     if isinstance(cache, Cache):
         return cache
     if cache is True:
@@ -27,6 +31,30 @@ def _cache(cache: bool | str | Path | Cache) -> Cache | None:
     if cache is False:
         return None
     return Cache(cache)
+
+
+@contextmanager
+def api_context(
+    cache: bool | str | Path | Cache, *models: str | Backend
+) -> Iterator[tuple[Context, list[str]]]:
+    """A run Context for one API call and the spec of each model; a backend the caller built
+    is used as is and left open (the caller owns it), everything loaded here is closed."""
+    ctx = Context(cache=open_cache(cache))
+    specs, adopted = [], []
+    for model in models:
+        if isinstance(model, str):
+            specs.append(model)
+            continue
+        client = LLMClient(model, ctx.cache)
+        ctx.clients[client.spec] = client
+        specs.append(client.spec)
+        adopted.append(client.spec)
+    try:
+        yield ctx, specs
+    finally:
+        for spec in adopted:
+            ctx.clients.pop(spec, None)
+        ctx.close()
 
 
 def _embedder(embedder: str | Embedder, cache: Cache | None) -> CachedEmbedder:
@@ -44,14 +72,15 @@ def gamma(
     max_tokens: int = 64,
     cache: bool | str | Path | Cache = True,
     control: str | None = None,
-) -> list[dict[str, Any]]:
-    """Harmonic gamma of each prompt's answer; one record per prompt.
+) -> list[GammaRecord]:
+    """Harmonic gamma of each prompt's answer; one typed record per prompt (``to_json()``
+    gives the shape ``veracity gamma --json`` prints).
 
     ``control="numeric"`` also answers each prompt n more times along other compute paths
     (no input change) and adds ``gamma_null`` and ``gamma_above_null`` to every record.
 
     >>> veracity.gamma("What is 2+2?", model="fake/constant", embedder="hash/default",
-    ...                cache=False)[0]["gamma"]
+    ...                cache=False)[0].gamma
     0.0
     """
     texts = [prompts] if isinstance(prompts, str) else list(prompts)
@@ -59,7 +88,7 @@ def gamma(
         check_prompt(prompt, f"prompt {index}")
     if control is not None and control not in CONTROLS:
         raise ConfigError(f"unknown control '{control}'; known: {', '.join(CONTROLS)}")
-    store = _cache(cache)
+    store = open_cache(cache)
     backend = load_model(model) if isinstance(model, str) else model
     client = LLMClient(backend, store)
     settings = GammaSettings(
@@ -68,10 +97,10 @@ def gamma(
     try:
         items = [Item(f"prompt-{i}", p) for i, p in enumerate(texts, 1)]
         cached_embedder = _embedder(embedder, store)
-        records = run_gamma(items, client, cached_embedder, settings)
+        records = measure_gamma(items, client, cached_embedder, settings)
         if control is not None:
             add_null_control(records, client, cached_embedder, settings.sampling, n, form)
-        return records
+        return [GammaRecord.from_json(r) for r in records]
     finally:
         if isinstance(model, str):
             client.close()
@@ -121,7 +150,7 @@ class Truster:
             n=n, ball=ball, seed=seed, form=form, thresholds=thresholds,
             sampling=Sampling(temperature=0.0, max_tokens=max_tokens),
         )
-        store = _cache(cache)
+        store = open_cache(cache)
         self._owned: list[LLMClient] = []
         self.client = self._client(model, store)
         self.paraphraser = None if paraphraser is None else self._client(paraphraser, store)

@@ -19,6 +19,7 @@ from typing import Any
 
 from veracity.data.jsonl import load_json, read_objects, read_text
 from veracity.errors import ConfigError, DataError
+from veracity.methods.base import method_names, methods
 from veracity.paths import check_output_dir
 from veracity.text import json_safe, redact_urls
 
@@ -89,7 +90,14 @@ VALIDATION_FILE = "validation.json"
 RATINGS_FILE = "ratings.json"
 RUN_FILES = ("run.json", "samples.jsonl", "results.json", "report.html")
 """What every run writes; run.json lists these and every file added later (``files``)."""
-METHODS = ("gamma", "deception", "fewl", "attack", "isotropy")
+
+
+def run_files() -> tuple[str, ...]:
+    """Every file name a run of any registered method may write (its own and the common ones)."""
+    found = dict.fromkeys(RUN_FILES)
+    for method in methods():
+        found.update(dict.fromkeys(method.run_files))
+    return tuple(found)
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
@@ -111,8 +119,9 @@ def run_info_problem(info: Any) -> str | None:
         return "not a JSON object"
     if not isinstance(info.get("schema_version"), int) or isinstance(info["schema_version"], bool):
         return "no integer 'schema_version'"
-    if info.get("method") not in METHODS:
-        return f"'method' is not one of {', '.join(METHODS)}"
+    names = method_names()
+    if info.get("method") not in names:
+        return f"'method' is not one of {', '.join(names)}"
     if not isinstance(info.get("config", {}), dict):
         return "'config' is not an object"
     files = info.get("files", [])
@@ -133,7 +142,7 @@ def check_run_target(path: Path) -> None:
     check_output_dir(path)
     marker = path / "run.json"
     if not marker.exists():
-        foreign = [name for name in RUN_FILES if (path / name).exists()]
+        foreign = [name for name in run_files() if (path / name).exists()]
         if foreign:
             raise ConfigError(f"{path} holds {', '.join(foreign)} but no run.json: files veracity "
                               "did not write; pick another output directory")

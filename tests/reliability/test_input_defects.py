@@ -20,7 +20,7 @@ from veracity.data.qa import load_items
 from veracity.errors import ConfigError, DataError
 from veracity.methods.gamma import GammaSettings
 from veracity.runs.common import Context
-from veracity.runs.gamma import gamma_run, read_recorded
+from veracity.runs.gamma import read_recorded, run_gamma
 from veracity.store import RunDir
 from veracity.types import Item
 
@@ -79,7 +79,7 @@ def test_a_run_whose_model_answers_hold_lone_surrogates_finishes(tmp_path: Path)
 
     ctx = Context(cache=None)  # --no-cache: the run files are the first writers
     ctx.clients["fake/odd"] = LLMClient(FakeBackend("odd", lambda r: "half \ud83d and \x9b"), None)
-    outcome = gamma_run([Item("a", "What?")], "fake/odd", "hash/default", GammaSettings(n=2), ctx,
+    outcome = run_gamma([Item("a", "What?")], "fake/odd", "hash/default", GammaSettings(n=2), ctx,
                         tmp_path / "run")
     assert outcome.run is not None
     [record] = outcome.run.samples()
@@ -150,7 +150,7 @@ def test_out_naming_a_file_or_a_path_under_one_fails_before_any_model_call(tmp_p
     for out in (blocker, blocker / "run"):
         assert "is a file" in refused("gamma", "What?", *FAKE, "--out", str(out))
         with pytest.raises(ConfigError, match="is a file"):
-            gamma_run([Item("a", "What?")], "fake/echo", "hash/default", GammaSettings(n=2), ctx,
+            run_gamma([Item("a", "What?")], "fake/echo", "hash/default", GammaSettings(n=2), ctx,
                       out)
         assert ctx.model_calls() == 0
     assert "is a file" in refused("deception", "make-dataset", "-m", "fake/misleader", "--input",

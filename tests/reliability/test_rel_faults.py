@@ -11,11 +11,12 @@ import pytest
 from faults import MARK, FaultPlan, fast_sleep, letter_answer
 from mock_openai import MockOpenAI
 from veracity.cache import Cache
-from veracity.methods.deception import DeceptionSettings, scored
+from veracity.methods.deception import DeceptionSettings
 from veracity.methods.gamma import GammaSettings
+from veracity.records import DeceptionRecord
 from veracity.runs.common import Context
-from veracity.runs.deception import deception_run
-from veracity.runs.gamma import gamma_run
+from veracity.runs.deception import run_deception
+from veracity.runs.gamma import run_gamma
 from veracity.types import Item, MCItem, Sampling
 
 ITEMS = [Item(f"q{i}", f"What is {i} plus {i}?" + (f" {MARK}" if i % 5 == 0 else ""))
@@ -35,17 +36,17 @@ def _context(url: str, cache: Cache, max_retries: int = 5, **http: Any) -> Conte
 def _gamma(url: str, cache: Cache, max_retries: int = 5) -> list[dict[str, Any]]:
     ctx = _context(url, cache, max_retries)
     try:
-        return gamma_run(ITEMS, "openai/mock", "hash/default", GAMMA, ctx).records
+        return run_gamma(ITEMS, "openai/mock", "hash/default", GAMMA, ctx).records_json()
     finally:
         ctx.close()
 
 
-def _deception(url: str, cache: Cache, max_retries: int = 5) -> tuple[list[dict[str, Any]], Any]:
+def _deception(url: str, cache: Cache, max_retries: int = 5) -> tuple[list[DeceptionRecord], Any]:
     ctx = _context(url, cache, max_retries, prefill_mode="continue")
     try:
-        outcome = deception_run("openai/mock", "mc-jsonl:unused.jsonl", ctx,
+        outcome = run_deception("openai/mock", "mc-jsonl:unused.jsonl", ctx,
                                 DeceptionSettings(retries=1), items=MC_ITEMS)
-        return outcome.records, outcome.results
+        return list(outcome.records), outcome.results
     finally:
         ctx.close()
 
@@ -63,13 +64,14 @@ def _gamma_verdicts(records: list[dict[str, Any]], truth: list[dict[str, Any]]) 
     return out
 
 
-def _deception_verdicts(records: list[dict[str, Any]], truth: list[dict[str, Any]]) -> dict[str, int]:
+def _deception_verdicts(records: list[DeceptionRecord],
+                        truth: list[DeceptionRecord]) -> dict[str, int]:
     out = {"correct": 0, "reported": 0, "wrong": 0}
     for got, want in zip(records, truth, strict=True):
-        sides = [(got[c]["answer"], got[c]["error_kind"]) for c in ("normal", "misleading")]
-        if sides == [(want[c]["answer"], want[c]["error_kind"]) for c in ("normal", "misleading")]:
+        sides = [(s.answer, s.error_kind) for s in (got.normal, got.misleading)]
+        if sides == [(s.answer, s.error_kind) for s in (want.normal, want.misleading)]:
             out["correct"] += 1
-        elif not scored(got):
+        elif not got.scored:
             out["reported"] += 1
         else:
             out["wrong"] += 1
@@ -117,8 +119,8 @@ def test_deception_under_faults_never_blames_the_model_and_heals(
 ) -> None:
     plan.answer = letter_answer
     truth, truth_results = _deception(server.url, Cache(tmp_path / "truth.sqlite"))
-    invalid = [r for r in truth if r["normal"]["answer"] == "-" or r["misleading"]["answer"] == "-"]
-    assert invalid and all(scored(r) for r in truth)  # the model's own "-" counts
+    invalid = [r for r in truth if r.normal.answer == "-" or r.misleading.answer == "-"]
+    assert invalid and all(r.scored for r in truth)  # the model's own "-" counts
     assert truth_results["n_unscored"] == 0
 
     plan.reset(0.3, seed)

@@ -13,7 +13,7 @@ from veracity.client import LLMClient
 from veracity.errors import BackendError, RetryableError
 from veracity.runs.common import Context
 from veracity.runs.fewl import AnswerSource, FewlSettings
-from veracity.runs.fewl_modes import fewl_run
+from veracity.runs.fewl_modes import run_fewl
 from veracity.types import GenRequest, Item
 
 
@@ -33,5 +33,5 @@ def test_a_server_fault_on_an_answer_stops_fewl_keeping_the_others(
     items = [Item("q1", "What is 2+2?"), Item("q2", "Name a river."), Item("q3", "Name a sea.")]
     settings = FewlSettings(references=("fake/pairs",), similarity="hash/default", neighbours=2)
     with pytest.raises(BackendError, match="1 of 3 requests got no answer.*server fault: HTTP 503"):
-        fewl_run(items, [AnswerSource("s", model="fake/faulty")], settings, ctx, tmp_path / "r")
+        run_fewl(items, [AnswerSource("s", model="fake/faulty")], settings, ctx, tmp_path / "r")
     assert ctx.cache is not None and [n for _, _, n in ctx.cache.stats().rows] == [2]

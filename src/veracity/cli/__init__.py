@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import click
 
-from veracity.cli.attack import attack, isotropy
 from veracity.cli.calibrate import calibrate_command
-from veracity.cli.deception import deception
-from veracity.cli.fewl import fewl
-from veracity.cli.gamma import gamma
 from veracity.cli.misc import cache, models, report
 from veracity.cli.serve import serve
 from veracity.cli.validate import annotate, validate
+from veracity.methods.base import methods
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,11 +17,8 @@ def main() -> None:
     """Measure how far an LLM's answers can be trusted."""
 
 
-main.add_command(gamma)
-main.add_command(attack)
-main.add_command(isotropy)
-main.add_command(deception)
-main.add_command(fewl)
+for _method in methods():  # each registered method brings its command
+    main.add_command(_method.command(), _method.name)
 main.add_command(report)
 main.add_command(models)
 main.add_command(cache)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +10,13 @@ import click
 
 from veracity.checks import MAX_N
 from veracity.cli.gamma import DEFAULT_EMBEDDER, DEFAULT_MODEL, default_out
+from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
     Finite,
     ball_choice,
     common_options,
     handles_errors,
-    make_context,
-    pop_common,
 )
 from veracity.cli.output import echo
 from veracity.data.qa import load_items
@@ -26,10 +24,8 @@ from veracity.methods.attack import ATTACK_MAX_N, AttackSettings, visible
 from veracity.methods.gamma import FORMS, GammaSettings
 from veracity.methods.isotropy import DEFAULT_CONE
 from veracity.methods.paraphrase import PARAPHRASE
-from veracity.report import build_report
-from veracity.runs.attack import attack_run
-from veracity.runs.common import total_stats
-from veracity.runs.isotropy import isotropy_run
+from veracity.runs.attack import run_attack
+from veracity.runs.isotropy import run_isotropy
 from veracity.store import dumps
 from veracity.types import Sampling
 
@@ -48,12 +44,6 @@ def _echo_step(record: dict[str, Any]) -> None:
     shown = "(start)" if record["step"] == 0 else _flat(suffix, 28)
     echo(f"{record['step']:>4} {_gamma(record['gamma'])}  {shown:<28}  "
                f"{_flat(record['answer'], 60)}")
-
-
-def _report(run_path: Path, title: str, as_json: bool) -> None:
-    report = build_report([run_path], run_path / "report.html", title=title)
-    if not as_json:
-        echo(f"run directory: {run_path}\nreport: {report}")
 
 
 def _slug(text: str) -> str:
@@ -91,7 +81,6 @@ def attack(**kw: Any) -> None:
     Each step costs N x (N + 1) generations (one cached batch); the trajectory shows where
     the answers start to drift.
     """
-    common = pop_common(kw)
     settings = AttackSettings(
         steps=kw["steps"], n=kw["n"], charset=kw["charset"], ball=kw["ball"],
         descend=kw["descend"], seed=kw["seed"], max_calls=kw["max_calls"], form=kw["form"],
@@ -99,31 +88,23 @@ def attack(**kw: Any) -> None:
         paraphraser=kw["paraphraser"], allow_large_n=kw["allow_large_n"],
     )
     out = kw["out"] or default_out("attack", _slug(kw["prompt"]), kw["model"])
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    if not kw["as_json"]:
-        echo(f"{'step':>4} {'γ':>7}  {'appended':<28}  answer")
-    try:
-        outcome = attack_run(kw["prompt"], kw["model"], kw["embedder"], settings, ctx, out,
+    with command_run(kw) as cmd:
+        if not kw["as_json"]:
+            echo(f"{'step':>4} {'γ':>7}  {'appended':<28}  answer")
+        outcome = run_attack(kw["prompt"], kw["model"], kw["embedder"], settings, cmd.ctx, out,
                              None if kw["as_json"] else _echo_step)
-        stats = total_stats(ctx)
-    finally:
-        ctx.close()
     r = outcome.results
     if kw["as_json"]:
-        echo(dumps(outcome.result.steps, indent=2))
+        echo(dumps(outcome.records_json(), indent=2))
     else:
         best = r["best"]
         echo(
             f"\n{r['steps_taken']} steps ({'budget reached' if r['stop_reason'] == 'budget' else 'done'}), "
             f"{r['uphill_moves']} up / {r['downhill_moves']} down; start γ {_gamma(r['start']['gamma'])}"
             f", final γ {_gamma(r['final']['gamma'])}, best γ {_gamma(best['gamma'])} at step "
-            f"{best['step']}\n{r['requested_calls']} generations requested: "
-            f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
-            f"{time.perf_counter() - started:.1f} s"
+            f"{best['step']}\n{r['requested_calls']} generations requested: {cmd.calls_line()}"
         )
-    if outcome.run is not None:
-        _report(outcome.run.path, f"veracity attack: {kw['prompt'][:60]}", kw["as_json"])
+    write_report(outcome.run, f"veracity attack: {kw['prompt'][:60]}", kw["as_json"])
 
 
 @click.command()
@@ -153,7 +134,6 @@ def isotropy(**kw: Any) -> None:
 
     Uses the same (cached) generations as `veracity gamma` with the same ball, N and seed.
     """
-    common = pop_common(kw)
     items = load_items(kw["dataset"], kw["limit"], kw["question_field"])
     settings = GammaSettings(
         n=kw["n"], ball=kw["ball"], seed=kw["seed"],
@@ -161,14 +141,9 @@ def isotropy(**kw: Any) -> None:
         paraphraser=kw["paraphraser"], allow_large_n=kw["allow_large_n"],
     )
     out = kw["out"] or default_out("isotropy", kw["dataset"].split(":")[-1], kw["model"])
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    try:
-        outcome = isotropy_run(items, kw["model"], kw["embedder"], settings, ctx, kw["cone"], out,
-                               kw["dataset"])
-        stats = total_stats(ctx)
-    finally:
-        ctx.close()
+    with command_run(kw) as cmd:
+        outcome = run_isotropy(items, kw["model"], kw["embedder"], settings, cmd.ctx, kw["cone"],
+                               out, kw["dataset"])
     agg = outcome.results["aggregate"]
     if kw["as_json"]:
         echo(dumps(outcome.results, indent=2))
@@ -188,11 +163,9 @@ def isotropy(**kw: Any) -> None:
         echo(
             f"\n{agg['n_items']} questions, cone {cone}°, ball {settings.ball}, N {settings.n}, "
             f"model {outcome.results['model']}, embedder {outcome.results['embedder']}\n"
-            f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
-            f"{time.perf_counter() - started:.1f} s"
+            f"{cmd.calls_line()}"
         )
-    if outcome.run is not None:
-        _report(outcome.run.path, f"veracity isotropy: {kw['dataset']}", kw["as_json"])
+    write_report(outcome.run, f"veracity isotropy: {kw['dataset']}", kw["as_json"])
 
 
 def _num(value: float | None) -> str:

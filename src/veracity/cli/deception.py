@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
 from veracity.cli.gamma import default_out
-from veracity.cli.options import SEED, Finite, common_options, handles_errors, make_context, pop_common
+from veracity.cli.lifecycle import command_run, write_report
+from veracity.cli.options import SEED, Finite, common_options, handles_errors
 from veracity.cli.output import echo
 from veracity.errors import ConfigError
 from veracity.methods.deception import PAPER_SAMPLING, DeceptionSettings
 from veracity.methods.deception_dataset import MakeSettings
-from veracity.report import build_report
-from veracity.runs.common import total_stats
-from veracity.runs.deception import DeceptionOutcome, deception_run, make_dataset, recorded_run
+from veracity.records import DeceptionRecord
+from veracity.runs.deception import make_dataset, run_deception, run_deception_recorded
+from veracity.runs.result import RunResult
 from veracity.store import dumps
+from veracity.summaries import DeceptionSummary
 from veracity.types import Sampling
 
 DEFAULT_MODEL = "llamacpp/default"
@@ -36,47 +37,43 @@ def _pct(value: float | None) -> str:
     return "    —" if value is None else f"{100 * value:5.1f}"
 
 
-def _susceptibility(m: dict[str, Any]) -> str:
-    if m.get("susceptibility_unbounded"):
+def _susceptibility(m: DeceptionSummary) -> str:
+    if m.susceptibility_unbounded:
         return "    ∞"
-    value = m["susceptibility"]
-    return "    —" if value is None else f"{value:5.2f}"
+    return "    —" if m.susceptibility is None else f"{m.susceptibility:5.2f}"
 
 
 def print_metrics(results: dict[str, Any]) -> None:
     """Per-subject and overall metrics as a plain-text table (percentages)."""
     echo(f"\n{'subject':<36} {'items':>5} {'norm%':>6} {'misl%':>6} {'susc':>6} "
                f"{'cons%':>6} {'err n%':>6} {'err m%':>6}")
-    rows = [*results["per_subject"].items(), ("ALL", results)]
-    for name, m in rows:
+    summary = DeceptionSummary.from_results(results)
+    for name, m in [*summary.per_subject.items(), ("ALL", summary)]:
         echo(
-            f"{name[:36]:<36} {m['n_items']:>5} {_pct(m['normal_accuracy']):>6} "
-            f"{_pct(m['misleading_accuracy']):>6} {_susceptibility(m):>6} "
-            f"{_pct(m['consistency']):>6} {_pct(m['error_rate_normal']):>6} "
-            f"{_pct(m['error_rate_misleading']):>6}"
+            f"{name[:36]:<36} {m.n_items:>5} {_pct(m.normal_accuracy):>6} "
+            f"{_pct(m.misleading_accuracy):>6} {_susceptibility(m):>6} "
+            f"{_pct(m.consistency):>6} {_pct(m.error_rate_normal):>6} "
+            f"{_pct(m.error_rate_misleading):>6}"
         )
     used = results.get("susceptibility_subjects", [])
     echo(
         f"\nmodel {results['model']}  dataset {results['dataset']}\n"
-        f"consistency {_pct(results['consistency']).strip()}% = correct "
-        f"{_pct(results['consistent_correct']).strip()}% + incorrect "
-        f"{_pct(results['consistent_incorrect']).strip()}%; susceptibility over {len(used)} "
+        f"consistency {_pct(summary.consistency).strip()}% = correct "
+        f"{_pct(summary.consistent_correct).strip()}% + incorrect "
+        f"{_pct(summary.consistent_incorrect).strip()}%; susceptibility over {len(used)} "
         f"subject(s) with normal accuracy > {results['susceptibility_threshold']}"
     )
-    if results.get("n_unscored"):
-        click.echo(f"{results['n_unscored']} item(s) not scored: the server failed or sent no text "
+    if summary.n_unscored:
+        click.echo(f"{summary.n_unscored} item(s) not scored: the server failed or sent no text "
                    "(error_kind in samples.jsonl); rerun the same command to retry them")
 
 
-def _finish(outcome: DeceptionOutcome, as_json: bool, title: str) -> None:
+def _finish(outcome: RunResult[DeceptionRecord], as_json: bool, title: str) -> None:
     if as_json:
         echo(dumps(outcome.results, indent=2))
     else:
         print_metrics(outcome.results)
-    if outcome.run is not None:
-        report = build_report([outcome.run.path], outcome.run.path / "report.html", title=title)
-        if not as_json:
-            echo(f"run directory: {outcome.run.path}\nreport: {report}")
+    write_report(outcome.run, title, as_json)
 
 
 @click.group()
@@ -121,22 +118,15 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @handles_errors
 def run(**kw: Any) -> None:
     """Answer each item normally and from its misleading opening; print the paper's metrics."""
-    common = pop_common(kw)
     settings = DeceptionSettings(sampling=_sampling(kw), threshold=kw["threshold"],
                                  retries=kw["retries"], lenient=kw["lenient"])
     out = kw["out"] or default_out("deception", kw["dataset"].split(":", 1)[-1], kw["model"])
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    try:
-        outcome = deception_run(kw["model"], kw["dataset"], ctx, settings, out,
+    with command_run(kw) as cmd:
+        outcome = run_deception(kw["model"], kw["dataset"], cmd.ctx, settings, out,
                                 _subjects(kw["subjects"]), kw["limit_per_subject"])
-        stats = total_stats(ctx)
-    finally:
-        ctx.close()
     _finish(outcome, kw["as_json"], f"veracity deception: {outcome.results['model']}")
     if not kw["as_json"]:
-        echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
-                   f"{time.perf_counter() - started:.1f} s")
+        echo(cmd.calls_line())
 
 
 @deception.command("score-recorded")
@@ -155,7 +145,7 @@ def run(**kw: Any) -> None:
 def score_recorded(results_dir: Path, dataset: str, subjects: str | None, model_name: str | None,
                    threshold: float, out: Path | None, as_json: bool) -> None:
     """Score results recorded elsewhere (the DB-MMLU authors' format), with no model."""
-    outcome = recorded_run(results_dir, dataset, threshold, out, _subjects(subjects), model_name)
+    outcome = run_deception_recorded(results_dir, dataset, threshold, out, _subjects(subjects), model_name)
     _finish(outcome, as_json, f"veracity deception: {outcome.results['model']} (recorded)")
 
 
@@ -181,18 +171,14 @@ def score_recorded(results_dir: Path, dataset: str, subjects: str | None, model_
 @handles_errors
 def make_dataset_command(**kw: Any) -> None:
     """Write misleading openings for any multiple-choice data, in the DB-MMLU format."""
-    common = pop_common(kw)
     settings = MakeSettings(
         batch_size=kw["batch_size"], seed=kw["seed"], retries=kw["retries"],
         sampling=Sampling(temperature=kw["temperature"], top_p=0.95, top_k=40,
                           repeat_penalty=1.1, max_tokens=kw["max_tokens"]),
     )
-    ctx = make_context(**common)
-    try:
-        made = make_dataset(kw["model"], kw["source"], kw["out"], ctx, settings,
+    with command_run(kw) as cmd:
+        made = make_dataset(kw["model"], kw["source"], kw["out"], cmd.ctx, settings,
                             _subjects(kw["subjects"]), kw["limit_per_subject"])
-    finally:
-        ctx.close()
     s = made.summary
     if kw["as_json"]:
         echo(dumps(s, indent=2))

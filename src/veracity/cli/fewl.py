@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from veracity.cli.options import SEED, Finite, common_options, handles_errors, make_context, pop_common
+from veracity.cli.lifecycle import CommandRun, command_run, write_report
+from veracity.cli.options import SEED, Finite, common_options, handles_errors
 from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
 from veracity.errors import ConfigError
 from veracity.methods.fewl import DIVERGENCES, EXPERTISE_FORMS, VARIANTS
 from veracity.methods.fewl_pairs import PairSettings
 from veracity.methods.similarity import MAPPINGS
-from veracity.report import build_report
-from veracity.runs.common import Context, total_stats
-from veracity.runs.fewl import ANSWER_TEMPLATE, FewlOutcome, FewlSettings, answer_source
-from veracity.runs.fewl_modes import fewl_run, fewl_select, fewl_validate
+from veracity.records import FewlRecord
+from veracity.runs.fewl import ANSWER_TEMPLATE, FewlSettings, answer_source
+from veracity.runs.fewl_modes import run_fewl, run_fewl_select, run_fewl_validate
+from veracity.runs.result import RunResult
+from veracity.summaries import FewlSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
@@ -124,9 +125,9 @@ def _models_table(results: dict[str, Any]) -> None:
     errors = ranking.get("error_rate", {})
     echo(f"\n{'answers':<36} {'n':>5} {'mean FEWL':>10} {'± s.e.':>8} {'mean T':>8} "
                f"{'mean L':>8}" + (f" {'error rate':>10}" if errors else ""))
-    for name, m in results["models"].items():
-        line = (f"{name[:36]:<36} {m['n']:>5} {_f(m['mean']):>10} {_f(m['stderr']):>8} "
-                f"{_f(m['mean_truthfulness']):>8} {_f(m['mean_penalty']):>8}")
+    for name, m in FewlSummary.from_results(results).models.items():
+        line = (f"{name[:36]:<36} {m.n:>5} {_f(m.mean):>10} {_f(m.stderr):>8} "
+                f"{_f(m.mean_truthfulness):>8} {_f(m.mean_penalty):>8}")
         echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
     if "spearman" in ranking:
         echo(f"Spearman(mean FEWL, accuracy) over {len(ranking['spearman_models'])} models: "
@@ -148,9 +149,8 @@ def _validation_table(results: dict[str, Any]) -> None:
                 for c in cells))
 
 
-def _finish(outcome: FewlOutcome, ctx: Context, started: float) -> None:
+def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun) -> None:
     results = outcome.results
-    stats = total_stats(ctx)
     if results.get("validation"):
         _validation_table(results)
     else:
@@ -165,12 +165,8 @@ def _finish(outcome: FewlOutcome, ctx: Context, started: float) -> None:
     if failed:
         shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
         echo(f"pair generation failed for {len(failed)} question(s), not scored: {shown}")
-    echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
-               f"{time.perf_counter() - started:.1f} s")
-    if outcome.run is not None:
-        report = build_report([outcome.run.path], outcome.run.path / "report.html",
-                              title=f"veracity FEWL {results['mode']}: {results['dataset']}")
-        echo(f"run directory: {outcome.run.path}\nreport: {report}")
+    echo(cmd.calls_line())
+    write_report(outcome.run, f"veracity FEWL {results['mode']}: {results['dataset']}")
 
 
 @click.group()
@@ -205,18 +201,13 @@ def rank_cmd(**kw: Any) -> None:
 
 
 def _scored(mode: str, kw: dict[str, Any]) -> None:
-    common = pop_common(kw)
     settings = settings_from(kw)
     sources = [answer_source(a) for a in kw["answers"]]
     items = load_questions(kw["dataset"], kw["limit"])
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    try:
-        outcome = fewl_run(items, sources, settings, ctx, kw["out"] or default_out(mode,
+    with command_run(kw) as cmd:
+        outcome = run_fewl(items, sources, settings, cmd.ctx, kw["out"] or default_out(mode,
                            kw["dataset"]), kw["dataset"], mode)
-        _finish(outcome, ctx, started)
-    finally:
-        ctx.close()
+    _finish(outcome, cmd)
 
 
 @fewl.command("validate")
@@ -227,17 +218,12 @@ def _scored(mode: str, kw: dict[str, Any]) -> None:
 def validate_cmd(**kw: Any) -> None:
     """Measurement accuracy on labelled answers (chale, truthfulqa, halueval): the share of
     questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl."""
-    common = pop_common(kw)
     settings = settings_from(kw)
     items = load_labelled(kw["dataset"], kw["limit"])
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    try:
-        outcome = fewl_validate(items, settings, ctx, kw["out"] or default_out(
+    with command_run(kw) as cmd:
+        outcome = run_fewl_validate(items, settings, cmd.ctx, kw["out"] or default_out(
             "validate", kw["dataset"]), kw["dataset"])
-        _finish(outcome, ctx, started)
-    finally:
-        ctx.close()
+    _finish(outcome, cmd)
 
 
 @fewl.command("select")
@@ -256,21 +242,16 @@ def validate_cmd(**kw: Any) -> None:
 def select_cmd(**kw: Any) -> None:
     """Pick the best candidate per question by FEWL; write icl_prompts.jsonl and a chat-format
     finetune.jsonl into the run directory."""
-    common = pop_common(kw)
     settings = settings_from(kw)
     source = answer_source(kw["candidates"])
     if source.model is None and kw["samples"] != 4:
         raise ConfigError("--samples applies to a candidate model, not a file")
     items = load_questions(kw["dataset"], kw["limit"])
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    try:
-        outcome = fewl_select(items, source, settings, ctx, kw["out"] or default_out(
+    with command_run(kw) as cmd:
+        outcome = run_fewl_select(items, source, settings, cmd.ctx, kw["out"] or default_out(
             "select", kw["dataset"]), kw["dataset"], kw["samples"], kw["temperature"],
             kw["icl_examples"], kw["min_fewl"])
-        _finish(outcome, ctx, started)
-        if outcome.run is not None:
-            echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "
-                       f"{outcome.run.path / 'finetune.jsonl'}")
-    finally:
-        ctx.close()
+    _finish(outcome, cmd)
+    if outcome.run is not None:
+        echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "
+             f"{outcome.run.path / 'finetune.jsonl'}")

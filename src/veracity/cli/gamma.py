@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import math
 import re
-import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from veracity.checks import MAX_N
+from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
@@ -19,8 +18,6 @@ from veracity.cli.options import (
     ball_choice,
     common_options,
     handles_errors,
-    make_context,
-    pop_common,
 )
 from veracity.cli.output import echo
 from veracity.data.qa import load_items
@@ -31,10 +28,11 @@ from veracity.methods.gamma import EMBEDDING, FORMS, GammaSettings, check_prompt
 from veracity.methods.paraphrase import PARAPHRASE
 from veracity.methods.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
-from veracity.report import build_report
-from veracity.runs.common import total_stats
-from veracity.runs.gamma import GammaOutcome, gamma_run, recorded_run
+from veracity.records import GammaRecord
+from veracity.runs.gamma import run_gamma, run_gamma_recorded
+from veracity.runs.result import RunResult
 from veracity.store import dumps
+from veracity.summaries import GammaSummary
 from veracity.types import Item, Sampling
 
 DEFAULT_MODEL = "llamacpp/default"
@@ -52,33 +50,31 @@ def _short(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) -> None:
-    agg = outcome.results["aggregate"]
+def print_summary(outcome: RunResult[GammaRecord], calls_line: str) -> None:
+    agg = GammaSummary.from_results(outcome.results)
     settings = outcome.results["settings"]
-    share = agg["share_below_threshold"]
     control = outcome.results.get("control")
     calibrated = outcome.results.get("calibration")
     null_head = f" {'γ_null':>7}" if control else ""
     null_head += f" {'P(ok)':>5}" if calibrated else ""
     echo(f"\n{'prompt':<62} {'gamma':>7}{null_head}  answer")
     for record in outcome.records[:25]:
-        value = _value(record["gamma"])
+        value = _value(record.gamma)
         if control:
-            value += " " + _value(record.get("gamma_null"))
+            value += " " + _value(record.gamma_null)
         if calibrated:
-            p = record.get("p_correct")
+            p = record.p_correct
             value += "   —  " if p is None else f" {p:5.2f}"
-        said = f"[{record['error']}]" if record.get("error") else record["answer"]
-        echo(f"{_short(record['prompt']):<62} {value}  {_short(said, 50)}")
+        said = f"[{record.error.message}]" if record.error else record.answer
+        echo(f"{_short(record.prompt):<62} {value}  {_short(said, 50)}")
     if len(outcome.records) > 25:
         echo(f"... {len(outcome.records) - 25} more in samples.jsonl")
-    stderr = agg["stderr"]
-    spread = "" if stderr is None or math.isnan(stderr) else f" ± {stderr:.4f}"  # one item: none
+    spread = "" if agg.stderr is None else f" ± {agg.stderr:.4f}"  # one item: none
     echo(
-        f"\nitems {agg['n_items']} (scored {agg['n_scored']})  "
-        f"mean γ {agg['mean']:.4f}{spread}  median {agg['median']:.4f}  "
-        f"γ < {agg['threshold']}: {100 * share:.1f}%"
-        if agg["n_scored"] else f"\nitems {agg['n_items']}: none could be scored"
+        f"\nitems {agg.n_items} (scored {agg.n_scored})  "
+        f"mean γ {agg.mean or 0.0:.4f}{spread}  median {agg.median or 0.0:.4f}  "
+        f"γ < {agg.threshold}: {100 * (agg.share_below_threshold or 0.0):.1f}%"
+        if agg.n_scored else f"\nitems {agg.n_items}: none could be scored"
     )
     echo(
         f"model {outcome.results['model']}  embedder {outcome.results['embedder']}  "
@@ -88,17 +84,17 @@ def print_summary(outcome: GammaOutcome, seconds: float, calls: int, hits: int) 
         print_control(control)
     if calibrated:
         print_calibration(calibrated, outcome.records)
-    echo(f"{calls} model calls, {hits} cache hits, {seconds:.1f} s")
+    echo(calls_line)
 
 
 def _value(value: float | None) -> str:
     return "   —   " if value is None else f"{value:7.4f}"
 
 
-def print_calibration(calibrated: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def print_calibration(calibrated: dict[str, Any], records: Sequence[GammaRecord]) -> None:
     """Which calibration was used, its thresholds, and the calibrated verdicts."""
     t = calibrated["thresholds"]
-    counts = {name: sum(r.get("verdict") == name for r in records)
+    counts = {name: sum(r.verdict == name for r in records)
               for name in ("trustworthy", "uncertain", "untrustworthy", "unscored")}
     forced = " (FORCED: made for another setup)" if calibrated["forced"] else ""
     echo(
@@ -187,21 +183,19 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
 
     Give prompts as arguments, or --dataset, or --recorded.
     """
-    common = pop_common(kw)
     sources = sum(bool(x) for x in (prompts, kw["dataset"], kw["recorded"]))
     if sources != 1:
         raise ConfigError("give prompts, or --dataset SPEC, or --recorded FILE (exactly one)")
     if kw["force"] and not kw["calibration"]:
         raise ConfigError("--force only applies to --calibration FILE")
     calibration = read_calibration(kw["calibration"]) if kw["calibration"] else None
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    try:
+    with command_run(kw) as cmd:
+        ctx = cmd.ctx
         if kw["recorded"]:
             _refuse_generation_options()
             out = kw["out"]
-            outcome = recorded_run(kw["recorded"], kw["embedder"], ctx, kw["form"], kw["threshold"],
-                                   out, calibration, kw["force"])
+            outcome = run_gamma_recorded(kw["recorded"], kw["embedder"], ctx, kw["form"],
+                                         kw["threshold"], out, calibration, kw["force"])
         else:
             if prompts:
                 for index, prompt in enumerate(prompts, 1):
@@ -220,26 +214,16 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
                 radius=kw["radius"], shape=kw["shape"], scope=kw["scope"], control=kw["control"],
                 allow_large_n=kw["allow_large_n"],
             )
-            outcome = gamma_run(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
+            outcome = run_gamma(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
                                 calibration, kw["force"])
-        stats = total_stats(ctx)
-    finally:
-        ctx.close()
     if kw["as_json"]:
         extra = {name: outcome.results[name] for name in ("control", "calibration")
                  if name in outcome.results}
         if "calibration" in extra:
             extra["calibration"] = {k: v for k, v in extra["calibration"].items() if k != "curve"}
-        shown: Any = {"records": outcome.records, **extra} if extra else outcome.records
+        records = outcome.records_json()
+        shown: Any = {"records": records, **extra} if extra else records
         echo(dumps(shown, indent=2))
     else:
-        print_summary(outcome, time.perf_counter() - started, stats.model_calls, stats.cache_hits)
-    if outcome.run is not None:
-        report = build_report([outcome.run.path], outcome.run.path / "report.html",
-                              title=f"veracity γ: {outcome.results['dataset']}")
-        if not kw["as_json"]:
-            echo(f"run directory: {outcome.run.path}\nreport: {report}")
-
-
-def json_records(outcome: GammaOutcome) -> str:
-    return json.dumps(outcome.records, ensure_ascii=False)
+        print_summary(outcome, cmd.calls_line())
+    write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", kw["as_json"])

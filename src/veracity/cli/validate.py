@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from veracity.cli.lifecycle import command_run
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
     Finite,
     common_options,
     handles_errors,
-    make_context,
-    pop_common,
 )
 from veracity.cli.output import echo
 from veracity.methods.annotate import RUBRIC_CHOICES, export_sheet
 from veracity.report import build_report
-from veracity.runs.common import total_stats
 from veracity.runs.validate import (
     ValidateSettings,
     import_ratings,
@@ -83,19 +80,13 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
     baseline asks the same model the same questions M times at --temperature and scores the
     mean cosine to the greedy answer (UQLM's cosine scorer). Writes validation.json into RUN.
     """
-    common = pop_common(kw)
     as_json, out = kw.pop("as_json"), kw.pop("out")
     settings = ValidateSettings(judge=kw["judge"], embedder=kw["embedder"], model=kw["model"],
                                 dataset=kw["dataset"], baseline_samples=kw["baseline_samples"],
                                 temperature=kw["temperature"], threshold=kw["threshold"],
                                 bins=kw["bins"], resamples=kw["resamples"], seed=kw["seed"])
-    ctx = make_context(**common)
-    started = time.perf_counter()
-    try:
-        results = validate_gamma(run, settings, ctx, out)
-        stats = total_stats(ctx)
-    finally:
-        ctx.close()
+    with command_run(kw) as cmd:
+        results = validate_gamma(run, settings, cmd.ctx, out)
     report = _rebuild_report(run)
     if as_json:
         echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
@@ -120,8 +111,7 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
                   ("γ_null alone", results["gamma_null"])]
     for name, block in lines:
         echo(f"  {name:<34} {_ci(block)}")
-    echo(f"\n{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
-               f"{time.perf_counter() - started:.1f} s")
+    echo(f"\n{cmd.calls_line()}")
     echo(f"validation: {run / 'validation.json'}\nreport: {report}")
 
 

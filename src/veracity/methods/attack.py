@@ -24,7 +24,7 @@ import numpy as np
 from veracity.checks import MAX_N, check_count
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
-from veracity.methods.gamma import Form, GammaSettings, check_prompt, run_gamma
+from veracity.methods.gamma import Form, GammaSettings, check_prompt, measure_gamma
 from veracity.methods.paraphrase import PARAPHRASE
 from veracity.perturb import resolve_ball
 from veracity.types import Item, Sampling
@@ -177,7 +177,7 @@ def _step_record(
     }
 
 
-def run_attack(
+def walk_attack(
     prompt: str,
     client: LLMClient,
     embedder: CachedEmbedder,
@@ -194,7 +194,7 @@ def run_attack(
         raise ConfigError(
             f"--max-calls {budget} is below the {cost} generations needed to score the start"
         )
-    [start] = run_gamma([Item("step-0", prompt)], client, embedder, gamma_settings, paraphraser)
+    [start] = measure_gamma([Item("step-0", prompt)], client, embedder, gamma_settings, paraphraser)
     calls = cost
     steps = [_step_record(0, start, prompt, calls)]
     if on_step is not None:
@@ -207,7 +207,7 @@ def run_attack(
             break
         pool = candidates(current, settings.n, settings.charset, settings.seed, step)
         items = [Item(f"step-{step}-candidate-{j}", c) for j, c in enumerate(pool)]
-        records = run_gamma(items, client, embedder, gamma_settings, paraphraser)
+        records = measure_gamma(items, client, embedder, gamma_settings, paraphraser)
         calls += step_cost(settings)
         best = choose([r["gamma"] for r in records], settings.descend)
         current = records[best]["prompt"]
@@ -233,7 +233,7 @@ def similarity_to_first(answers: Sequence[str], embedder: CachedEmbedder) -> lis
     return out
 
 
-def summarize(result: AttackResult, descend: bool = False) -> dict[str, Any]:
+def aggregate(result: AttackResult, descend: bool = False) -> dict[str, Any]:
     """Start, final and best point of a trajectory (best = largest gamma, smallest if descending)."""
     steps = result.steps
     best = steps[choose([s["gamma"] for s in steps], descend)]

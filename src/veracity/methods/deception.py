@@ -19,6 +19,7 @@ from veracity.backends.base import require
 from veracity.client import LLMClient
 from veracity.data.mc import LETTERS, NO_ANSWER
 from veracity.errors import BackendError, ConfigError, DataError, ErrorKind, InvalidValueError
+from veracity.records import DeceptionRecord
 from veracity.types import Generation, GenRequest, MCItem, Message, Sampling
 
 Category = Literal["normal", "misleading"]
@@ -360,20 +361,10 @@ def deception_record(
     }
 
 
-def scored(record: dict[str, Any]) -> bool:
-    """Whether a record counts in the metrics: not when a side got no answer from the model
-    (a server fault or an empty reply), which says nothing about the model."""
-    for side in (record["normal"], record["misleading"]):
-        kind = side.get("error_kind") if isinstance(side, dict) else None
-        if kind in (ErrorKind.SERVER.value, ErrorKind.EMPTY.value):
-            return False
-    return True
-
-
-def pairs_from_records(records: Sequence[dict[str, Any]]) -> list[AnswerPair]:
-    """The metrics' view of per-item records (live or recorded); unscored records left out."""
+def pairs_from_records(records: Sequence[DeceptionRecord]) -> list[AnswerPair]:
+    """The metrics' view of per-item records (live or recorded); unscored records (a side
+    got no answer from the model at all) left out."""
     return [
-        AnswerPair(str(r["subject"]), str(r["gold"]), str(r["normal"]["answer"]),
-                   str(r["misleading"]["answer"]))
-        for r in records if scored(r)
+        AnswerPair(r.subject, r.gold, r.normal.answer, r.misleading.answer)
+        for r in records if r.scored
     ]

@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from veracity.data.mc import LETTERS
 from veracity.data.model_info import SIZE_COLUMN, ModelInfo
 from veracity.errors import InvalidValueError
 from veracity.methods.deception import deception_metrics, pairs_from_records
+from veracity.records import DeceptionRecord
 from veracity.stats import linear_fit, pearson
 
 RANDOM_GUESS = 1 / len(LETTERS)
@@ -19,8 +20,8 @@ RANDOM_GUESS = 1 / len(LETTERS)
 MIN_MODELS = 3
 """A relation across models needs at least this many points to be drawn."""
 
-Outcome = Literal["only_normal", "only_misleading", "both", "neither"]
-OUTCOMES: tuple[Outcome, ...] = ("only_normal", "only_misleading", "both", "neither")
+Correctness = Literal["only_normal", "only_misleading", "both", "neither"]
+CORRECTNESS: tuple[Correctness, ...] = ("only_normal", "only_misleading", "both", "neither")
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class ModelRecords:
 
     label: str
     model: str
-    records: Sequence[dict[str, Any]]
+    records: Sequence[DeceptionRecord]
     threshold: float = 0.4
 
 
@@ -76,7 +77,7 @@ class ModelSummary:
     """Per subject, sorted by name (A4)."""
     consistency_by_subject: dict[str, tuple[float, float]]
     """Subject -> (consistent correct, consistent incorrect) shares (A6)."""
-    outcomes: dict[Outcome, tuple[int, ...]]
+    by_correctness: dict[Correctness, tuple[int, ...]]
     """Indices of the records in each per-question category."""
 
 
@@ -111,10 +112,10 @@ class Relation:
         return {"r": r, "p": p, "slope": slope, "intercept": intercept}
 
 
-def outcome(record: dict[str, Any]) -> Outcome:
+def correctness(record: DeceptionRecord) -> Correctness:
     """Which of the two answers of one item are correct."""
-    normal = record["normal"]["answer"] == record["gold"]
-    misleading = record["misleading"]["answer"] == record["gold"]
+    normal = record.normal.answer == record.gold
+    misleading = record.misleading.answer == record.gold
     if normal and misleading:
         return "both"
     if normal:
@@ -122,7 +123,7 @@ def outcome(record: dict[str, Any]) -> Outcome:
     return "only_misleading" if misleading else "neither"
 
 
-def summarize(run: ModelRecords) -> ModelSummary:
+def model_summary(run: ModelRecords) -> ModelSummary:
     """Every per-model figure of one run, from its per-item records."""
     if not run.records:
         raise InvalidValueError(f"run {run.label!r} has no items")
@@ -135,9 +136,9 @@ def summarize(run: ModelRecords) -> ModelSummary:
                               s in m["susceptibility_subjects"])
         for s, e in m["per_subject"].items()
     )
-    groups: dict[Outcome, list[int]] = {o: [] for o in OUTCOMES}
+    groups: dict[Correctness, list[int]] = {o: [] for o in CORRECTNESS}
     for index, record in enumerate(run.records):
-        groups[outcome(record)].append(index)
+        groups[correctness(record)].append(index)
     return ModelSummary(
         label=run.label, model=run.model, n_items=m["n_items"],
         normal_accuracy=m["normal_accuracy"], misleading_accuracy=m["misleading_accuracy"],
@@ -147,7 +148,7 @@ def summarize(run: ModelRecords) -> ModelSummary:
         error_rate_misleading=m["error_rate_misleading"], threshold=run.threshold, subjects=subjects,
         consistency_by_subject={s: (e["consistent_correct"], e["consistent_incorrect"])
                                 for s, e in m["per_subject"].items()},
-        outcomes={o: tuple(groups[o]) for o in OUTCOMES},
+        by_correctness={o: tuple(groups[o]) for o in CORRECTNESS},
     )
 
 
@@ -219,5 +220,5 @@ def compare(runs: Sequence[ModelRecords], info: ModelInfo | None = None
         raise InvalidValueError("run labels must be unique")
     if info is not None:
         info.check_models(r.model for r in runs)
-    summaries = [summarize(r) for r in runs]
+    summaries = [model_summary(r) for r in runs]
     return summaries, relations(summaries, info)

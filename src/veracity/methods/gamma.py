@@ -182,7 +182,7 @@ def _one(answer: str, perturbed: Sequence[str], embedder: CachedEmbedder, form: 
     return None if math.isnan(value) else value
 
 
-def run_gamma(
+def measure_gamma(
     items: Sequence[Item],
     client: LLMClient,
     embedder: CachedEmbedder,

@@ -3,40 +3,35 @@
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
 
-from veracity.data.model_info import read_model_info
+from veracity.data.model_info import ModelInfo, read_model_info
 from veracity.errors import DataError
+from veracity.methods.base import ReportSection, get_method, methods
 from veracity.report.html import esc, page, plain_text_labels, table
 from veracity.store import RunDir
 
 Section = Callable[[list[RunDir]], str]
-SECTIONS: dict[str, str] = {
-    "gamma": "veracity.report.gamma:section",
-    "deception": "veracity.report.deception:section",
-    "fewl": "veracity.report.fewl:section",
-    "attack": "veracity.report.attack:section",
-    "isotropy": "veracity.report.isotropy:section",
-}
-TITLES = {"gamma": "Harmonic γ", "deception": "Deception-based benchmarking", "fewl": "FEWL",
-          "attack": "Adversarial γ search", "isotropy": "Isotropy of the ball"}
+"""A report section: the runs it covers -> HTML."""
 # Files that later commands add to a run directory; shown for every run that holds one.
-FILE_SECTIONS: dict[str, str] = {
-    "validation.json": "veracity.report.validate:section",
-    "ratings.json": "veracity.report.validate:ratings_section",
+FILE_SECTIONS: dict[str, ReportSection] = {
+    "validation.json": ReportSection("veracity.report.validate:section",
+                                     "Validation against labels"),
+    "ratings.json": ReportSection("veracity.report.validate:ratings_section", "Human ratings"),
 }
-TITLES |= {"validation.json": "Validation against labels", "ratings.json": "Human ratings"}
 
 
-def _section_for(method: str) -> Section:
-    target = SECTIONS.get(method) or FILE_SECTIONS.get(method)
-    if target is None:
-        raise DataError(f"no report section for method '{method}'")
-    module, _, attr = target.partition(":")
-    return cast(Section, getattr(importlib.import_module(module), attr))
+def _method_sections(method: str, runs: list[RunDir], info: ModelInfo | None) -> list[str]:
+    """The registered method's title and sections for its runs."""
+    registered = get_method(method)
+    html = [f"<h2>{esc(registered.title)}</h2>"]
+    for part in registered.sections:
+        loaded = part.load()
+        section: Section = functools.partial(loaded, info=info) if part.model_info else loaded
+        heading = f"<h3>{esc(part.title)}</h3>" if part.title else ""
+        html.append(heading + _guarded(section, runs, "results.json / samples.jsonl"))
+    return html
 
 
 def _runs_table(runs: Sequence[RunDir]) -> str:
@@ -78,24 +73,20 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
         by_method.setdefault(run.method, []).append(run)
     info = None
     if model_info is not None:
-        if "deception" not in by_method:
-            raise DataError("--model-info is for comparing deception runs, and none is given")
+        takers = [m.name for m in methods() if any(s.model_info for s in m.sections)]
+        if not set(takers) & set(by_method):
+            raise DataError(f"--model-info is for comparing {' or '.join(takers)} runs, and none "
+                            "is given")
         info = read_model_info(model_info)
     sections = [_guarded(_runs_table, runs, "run.json")]
     with plain_text_labels():
         for method, group in by_method.items():
-            sections.append(f"<h2>{esc(TITLES.get(method, method))}</h2>")
-            sections.append(_guarded(_section_for(method), group, "results.json / samples.jsonl"))
-            if method == "deception":
-                compare = importlib.import_module("veracity.report.deception_compare")
-                section = functools.partial(compare.section, info=info)
-                sections.append("<h3>Comparison across models</h3>"
-                                + _guarded(section, group, "results.json / samples.jsonl"))
-        for name in FILE_SECTIONS:
+            sections += _method_sections(method, group, info)
+        for name, part in FILE_SECTIONS.items():
             holding = [run for run in runs if _owns(run, name)]
             if holding:
-                sections.append(f"<h2>{esc(TITLES[name])}</h2>")
-                sections.append(_guarded(_section_for(name), holding, name))
+                sections.append(f"<h2>{esc(part.title)}</h2>")
+                sections.append(_guarded(part.load(), holding, name))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(title, sections), encoding="utf-8")
     return out

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from veracity.records import DeceptionRecord, read_records
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
 from veracity.stats import linear_fit, pearson
@@ -212,21 +213,20 @@ def _verdict(gold: str, normal: str, misleading: str) -> str:
 def _item_rows(runs: list[RunDir], labels: list[str]) -> list[dict[str, Any]]:
     rows = []
     for index, (run, label) in enumerate(zip(runs, labels, strict=True)):
-        for s in run.samples():
-            normal, misleading = s["normal"], s["misleading"]
+        for s in read_records(DeceptionRecord, run.samples()):
+            normal, misleading = s.normal, s.misleading
             unparsed = [side for side, a in (("normal", normal), ("misleading", misleading))
-                        if a.get("answer") in (None, "-")]
+                        if a.answer == "-"]
             rows.append({
-                "_run": index, "run": label, "id": str(s.get("id")), "subject": s.get("subject"),
-                "question": s.get("question"), "gold": s.get("gold"),
-                "normal": normal.get("answer"), "misleading": misleading.get("answer"),
-                "verdict": _verdict(str(s.get("gold")), str(normal.get("answer")),
-                                    str(misleading.get("answer"))),
-                "length": len(normal.get("reasoning") or normal.get("raw") or ""),
+                "_run": index, "run": label, "id": s.id, "subject": s.subject,
+                "question": s.question, "gold": s.gold,
+                "normal": normal.answer, "misleading": misleading.answer,
+                "verdict": _verdict(s.gold, normal.answer, misleading.answer),
+                "length": len(normal.reasoning or normal.raw or ""),
                 "error": f"unparsable: {', '.join(unparsed)}" if unparsed else None,
-                "_d": {"options": s.get("options"), "misleading_start": s.get("misleading_start"),
-                       "model": s.get("model"), "normal_side": normal,
-                       "misleading_side": misleading},
+                "_d": {"options": list(s.options), "misleading_start": s.misleading_start,
+                       "model": s.model, "normal_side": normal.to_json(),
+                       "misleading_side": misleading.to_json()},
             })
     return rows
 

@@ -12,23 +12,24 @@ import numpy as np
 from veracity.data.model_info import ModelInfo
 from veracity.errors import DataError
 from veracity.methods.deception_compare import (
+    CORRECTNESS,
     MIN_MODELS,
-    OUTCOMES,
     RANDOM_GUESS,
     ModelRecords,
     ModelSummary,
     Relation,
     compare,
 )
+from veracity.records import DeceptionRecord, read_records
 from veracity.report.deception import run_labels
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.store import RunDir
 
 _NORMAL, _MISLEADING = "#4c72b0", "#dd8452"
 _CORRECT, _INCORRECT, _OFF = "#55a868", "#c44e52", "#bbbbbb"
-EXAMPLES_PER_OUTCOME = 3
-"""Per-question view: how many items of each outcome are shown per model."""
-OUTCOME_TITLES = {"only_normal": "only the normal answer is correct",
+EXAMPLES_PER_GROUP = 3
+"""Per-question view: how many items of each correctness group are shown per model."""
+CORRECTNESS_TITLES = {"only_normal": "only the normal answer is correct",
                   "only_misleading": "only the misleading answer is correct",
                   "both": "both answers are correct", "neither": "neither answer is correct"}
 
@@ -245,16 +246,17 @@ def _example(record: dict[str, Any]) -> str:
 
 
 def _per_question(summaries: Sequence[ModelSummary], records: Sequence[Sequence[dict[str, Any]]]) -> str:
-    rows = [[s.label, *(len(s.outcomes[o]) for o in OUTCOMES)] for s in summaries]
-    html = table(["model", *(OUTCOME_TITLES[o] for o in OUTCOMES)], rows)
+    rows = [[s.label, *(len(s.by_correctness[o]) for o in CORRECTNESS)] for s in summaries]
+    html = table(["model", *(CORRECTNESS_TITLES[o] for o in CORRECTNESS)], rows)
     for s, recs in zip(summaries, records, strict=True):
         parts = []
-        for o in OUTCOMES:
-            picked = s.outcomes[o][:EXAMPLES_PER_OUTCOME]
+        for o in CORRECTNESS:
+            picked = s.by_correctness[o][:EXAMPLES_PER_GROUP]
             if not picked:
                 continue
             body = "".join(_example(recs[i]) for i in picked)
-            parts.append(f"<h4>{esc(OUTCOME_TITLES[o])} ({len(picked)} of {len(s.outcomes[o])})</h4>"
+            shown = f"{len(picked)} of {len(s.by_correctness[o])}"
+            parts.append(f"<h4>{esc(CORRECTNESS_TITLES[o])} ({shown})</h4>"
                          "<table><thead><tr><th>question</th><th>normal</th><th>misleading</th>"
                          f"</tr></thead><tbody>{body}</tbody></table>")
         html += f"<details><summary>{esc(s.label)}: examples</summary>{''.join(parts)}</details>"
@@ -270,7 +272,8 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
         results = run.results
         recs = list(run.samples())
         records.append(recs)
-        inputs.append(ModelRecords(label, str(results["model"]), recs,
+        typed = read_records(DeceptionRecord, recs)
+        inputs.append(ModelRecords(label, str(results["model"]), typed,
                                    float(results.get("susceptibility_threshold", 0.4))))
     try:
         summaries, found = compare(inputs, info)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from veracity.records import FewlRecord, read_records
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
 from veracity.store import RunDir
@@ -44,10 +45,10 @@ def _settings(runs: list[RunDir]) -> str:
 
 def _scores(run: RunDir) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    for sample in run.samples():
-        for name, entry in sample["answers"].items():
-            if entry.get("fewl") is not None:
-                out.setdefault(name, []).append(float(entry["fewl"]))
+    for sample in read_records(FewlRecord, run.samples()):
+        for name, entry in sample.answers.items():
+            if entry.fewl is not None:
+                out.setdefault(name, []).append(float(entry.fewl))
     return out
 
 
@@ -152,18 +153,19 @@ def _item_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
     rows = []
     for index, run in enumerate(runs):
         label = _label(run)
-        samples = list(run.samples())
-        questions = {str(s.get("id")): s.get("question") for s in samples}
+        samples = read_records(FewlRecord, run.samples())
+        questions = {s.id: s.question for s in samples}
         for s in samples:
-            detail = {k: s.get(k) for k in _DETAIL}
-            detail["neighbour_questions"] = [questions.get(str(n)) for n in s.get("neighbours", [])]
-            for source, entry in s["answers"].items():
-                answer = entry.get("answer")
+            stored = s.to_json()
+            detail = {k: stored.get(k) for k in _DETAIL}
+            detail["neighbour_questions"] = [questions.get(str(n)) for n in s.neighbours]
+            for source, entry in s.answers.items():
+                answer = entry.answer
                 rows.append({
-                    "_run": index, "run": label, "id": str(s.get("id")), "source": source,
-                    "question": s.get("question"), "answer": answer, "fewl": entry.get("fewl"),
-                    "truthfulness": entry.get("truthfulness"), "penalty": entry.get("penalty"),
-                    "scored": bool(s.get("scored")), "pairs_failed": bool(s.get("pairs_failed")),
+                    "_run": index, "run": label, "id": s.id, "source": source,
+                    "question": s.question, "answer": answer, "fewl": entry.fewl,
+                    "truthfulness": entry.truthfulness, "penalty": entry.penalty,
+                    "scored": bool(s.scored), "pairs_failed": bool(s.pairs_failed),
                     "length": None if answer is None else len(answer), "_d": detail,
                 })
     return rows

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import DataError
+from veracity.records import GammaRecord, read_records
 from veracity.report.calibration import calibration_section, control_plot, control_table
 from veracity.report.html import esc, figure, pyplot, table
 from veracity.report.items import Column, gamma_comparison, item_table, present
@@ -47,7 +48,7 @@ def _histograms(runs: list[RunDir]) -> str:
         ax.set_visible(False)
     for ax, run in zip(axes.flat, runs, strict=False):
         r = run.results
-        values = [s["gamma"] for s in run.samples() if s.get("gamma") is not None]
+        values = [s.gamma for s in read_records(GammaRecord, run.samples()) if s.gamma is not None]
         upper = 1.0 if r["settings"]["form"] == "sin" else float(np.sqrt(2))
         ax.hist(values, bins=20, range=(0, upper), color="#4c72b0", edgecolor="white")
         ax.axvline(r["aggregate"]["threshold"], color="#c44e52", linestyle="--", linewidth=1)
@@ -89,17 +90,17 @@ def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
     for index, (run, name) in enumerate(zip(runs, names, strict=True)):
         threshold = float(run.results["aggregate"]["threshold"])
         correct = _correctness(run)
-        for s in run.samples():
-            gamma = s.get("gamma")
-            metadata = s.get("metadata") or {}
+        for s in read_records(GammaRecord, run.samples()):
+            stored = s.to_json()
             rows.append({
-                "_run": index, "run": name, "id": str(s.get("id")),
-                "subject": metadata.get("subject") or metadata.get("category"),
-                "prompt": s["prompt"], "answer": s["answer"], "gamma": gamma,
-                "gamma_null": s.get("gamma_null"), "p_correct": s.get("p_correct"),
-                "correct": correct.get(str(s.get("id"))), "verdict": _verdict(gamma, threshold),
-                "length": len(s["answer"]), "error": s.get("error") if gamma is None else None,
-                "_d": {k: s.get(k) for k in _DETAIL},
+                "_run": index, "run": name, "id": s.id,
+                "subject": s.metadata.get("subject") or s.metadata.get("category"),
+                "prompt": s.prompt, "answer": s.answer, "gamma": s.gamma,
+                "gamma_null": s.gamma_null, "p_correct": s.p_correct,
+                "correct": correct.get(s.id), "verdict": _verdict(s.gamma, threshold),
+                "length": len(s.answer),
+                "error": s.error.message if s.gamma is None and s.error else None,
+                "_d": {k: stored.get(k) for k in _DETAIL},
             })
     return rows
 
@@ -143,9 +144,9 @@ def _control(runs: list[RunDir]) -> str:
     if not with_control:
         return ""
     summaries = [(_label(run.results), run.results["control"]) for run in with_control]
-    pairs = [(_label(run.results), [(s["gamma"], s["gamma_null"]) for s in run.samples()
-                                    if s.get("gamma") is not None
-                                    and s.get("gamma_null") is not None])
+    pairs = [(_label(run.results), [(s.gamma, s.gamma_null)
+                                    for s in read_records(GammaRecord, run.samples())
+                                    if s.gamma is not None and s.gamma_null is not None])
              for run in with_control]
     return "".join(["<h3>Numeric control: γ against numerical noise</h3>",
                     control_table(summaries), control_plot(pairs)])

@@ -7,25 +7,17 @@ replays the walk without model calls, and an interrupted walk resumes where it s
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-from veracity.methods.attack import AttackResult, AttackSettings, OnStep, run_attack, summarize
+from veracity.methods.attack import AttackSettings, OnStep, aggregate, walk_attack
+from veracity.records import Row
 from veracity.runs.common import Context
-from veracity.store import RunDir, check_run_target
+from veracity.runs.result import RunResult, save_run
+from veracity.store import check_run_target
 
 
-@dataclass
-class AttackOutcome:
-    """The trajectory, the aggregates, and the run directory if one was written."""
-
-    result: AttackResult
-    results: dict[str, Any]
-    run: RunDir | None
-
-
-def attack_run(
+def run_attack(
     prompt: str,
     model: str,
     embedder: str,
@@ -33,33 +25,28 @@ def attack_run(
     ctx: Context,
     out: Path | None = None,
     on_step: OnStep | None = None,
-) -> AttackOutcome:
+) -> RunResult[Row]:
     """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
     if out is not None:
         check_run_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
-    result = run_attack(prompt, client, cached_embedder, settings, paraphraser, on_step)
+    result = walk_attack(prompt, client, cached_embedder, settings, paraphraser, on_step)
     results = {
         "method": "attack",
         "model": client.spec,
         "embedder": cached_embedder.spec,
         "settings": settings.describe(),
-        **summarize(result, settings.descend),
+        **aggregate(result, settings.descend),
     }
-    run = None
-    if out is not None:
-        config = {
-            "model": client.spec,
-            "model_identity": client.backend.identity(),
-            "embedder": cached_embedder.spec,
-            "prompt": prompt,
-            "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-            "model_options": ctx.options_record(),
-        }
-        run = RunDir.create(out, "attack", config, ctx.started)
-        run.write_samples(result.steps)
-        run.write_results(results)
-        run.finish(ctx.stats())
-    return AttackOutcome(result, results, run)
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "embedder": cached_embedder.spec,
+        "prompt": prompt,
+        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
+        "model_options": ctx.options_record(),
+    }
+    return save_run(out, "attack", config, [Row(step) for step in result.steps], results,
+                    ctx.started, ctx.stats())

@@ -29,21 +29,14 @@ from veracity.methods.deception import (
 )
 from veracity.methods.deception_dataset import Failed, MakeSettings, Written, write_openings
 from veracity.paths import check_output_dir
+from veracity.records import DeceptionAnswer, DeceptionRecord, read_records
 from veracity.runs.common import Context
-from veracity.store import RunDir, check_run_target, dumps, package_versions, timestamp, write_jsonl
+from veracity.runs.result import RunResult, save_run
+from veracity.store import check_run_target, dumps, package_versions, timestamp, write_jsonl
 from veracity.types import MCItem
 
 
-@dataclass
-class DeceptionOutcome:
-    """Per-item records, metrics, and the run directory if one was written."""
-
-    records: list[dict[str, Any]]
-    results: dict[str, Any]
-    run: RunDir | None
-
-
-def _results(records: Sequence[dict[str, Any]], settings: DeceptionSettings, model: str,
+def _results(records: Sequence[DeceptionRecord], settings: DeceptionSettings, model: str,
              dataset: str, source: str) -> dict[str, Any]:
     pairs = pairs_from_records(records)
     metrics = deception_metrics(pairs, settings.threshold)
@@ -51,18 +44,13 @@ def _results(records: Sequence[dict[str, Any]], settings: DeceptionSettings, mod
             "settings": settings.describe(), "n_unscored": len(records) - len(pairs)} | metrics
 
 
-def _save(out: Path | None, config: dict[str, Any], records: list[dict[str, Any]],
-          results: dict[str, Any], ctx: Context | None) -> RunDir | None:
-    if out is None:
-        return None
-    run = RunDir.create(out, "deception", config, ctx.started if ctx else None)
-    run.write_samples(records)
-    run.write_results(results)
-    run.finish(ctx.stats() if ctx is not None else {})
-    return run
+def _save(out: Path | None, config: dict[str, Any], records: list[DeceptionRecord],
+          results: dict[str, Any], ctx: Context | None) -> RunResult[DeceptionRecord]:
+    return save_run(out, "deception", config, records, results, ctx.started if ctx else None,
+                    ctx.stats() if ctx is not None else {})
 
 
-def deception_run(
+def run_deception(
     model: str,
     dataset: str | DatasetSpec,
     ctx: Context,
@@ -71,7 +59,7 @@ def deception_run(
     subjects: Sequence[str] | None = None,
     limit_per_subject: int | None = None,
     items: Sequence[MCItem] | None = None,
-) -> DeceptionOutcome:
+) -> RunResult[DeceptionRecord]:
     """Benchmark a model on a deception dataset; every generation goes through the cache,
     so a rerun makes no model call and an interrupted run resumes where it stopped."""
     if out is not None:
@@ -87,7 +75,7 @@ def deception_run(
             f"(first: {missing[0]}); build them with `veracity deception make-dataset`"
         )
     client = ctx.client(model)
-    records = answer_items(items, client, settings)
+    records = read_records(DeceptionRecord, answer_items(items, client, settings))
     results = _results(records, settings, client.spec, str(spec), "live")
     config = {
         "model": client.spec,
@@ -100,13 +88,13 @@ def deception_run(
         "settings": settings.describe(),
         "model_options": ctx.options_record(),
     }
-    return DeceptionOutcome(records, results, _save(out, config, records, results, ctx))
+    return _save(out, config, records, results, ctx)
 
 
 def recorded_records(
     results_dir: Path, dataset: str | DatasetSpec, subjects: Sequence[str] | None = None,
     model: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[DeceptionRecord]:
     """Per-item records from recorded results checked against the dataset, row by row.
 
     Scores the subjects present in ``results_dir`` (or the named ones, which must exist).
@@ -121,7 +109,7 @@ def recorded_records(
     if absent:
         raise DataError(f"{results_dir}: no results file for subject(s) {', '.join(absent)}")
     name = model or results_dir.name
-    records: list[dict[str, Any]] = []
+    records: list[DeceptionRecord] = []
     for subject in chosen:
         if subject not in dataset_files:
             raise DataError(
@@ -131,29 +119,23 @@ def recorded_records(
         rows = read_recorded_file(found[subject])
         match_recorded(items, rows, found[subject], dataset_files[subject])
         for item, row in zip(items, rows, strict=True):
-            records.append({
-                "id": item.id,
-                "subject": item.subject,
-                "question": item.question,
-                "options": list(item.options),
-                "gold": item.answer,
-                "misleading_start": item.misleading_start,
-                "model": name,
-                "normal": {"answer": row.normal_answer, "reasoning": row.normal_reasoning},
-                "misleading": {"answer": row.misleading_answer,
-                               "reasoning": row.misleading_reasoning},
-            })
+            records.append(DeceptionRecord(
+                item.id, item.subject, item.question, tuple(item.options), item.answer,
+                item.misleading_start, name,
+                DeceptionAnswer(row.normal_answer, row.normal_reasoning),
+                DeceptionAnswer(row.misleading_answer, row.misleading_reasoning),
+            ))
     return records
 
 
-def recorded_run(
+def run_deception_recorded(
     results_dir: Path,
     dataset: str | DatasetSpec,
     threshold: float = 0.4,
     out: Path | None = None,
     subjects: Sequence[str] | None = None,
     model: str | None = None,
-) -> DeceptionOutcome:
+) -> RunResult[DeceptionRecord]:
     """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -165,9 +147,9 @@ def recorded_run(
     results["settings"] = {"threshold": threshold}
     config = {"model": name, "dataset": str(spec), "source": "recorded",
               "recorded": str(results_dir), "n_items": len(records),
-              "subjects": sorted({r["subject"] for r in records}),
+              "subjects": sorted({r.subject for r in records}),
               "settings": {"threshold": threshold}}
-    return DeceptionOutcome(records, results, _save(out, config, records, results, None))
+    return _save(out, config, records, results, None)
 
 
 @dataclass

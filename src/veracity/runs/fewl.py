@@ -42,9 +42,10 @@ from veracity.methods.similarity import (
     load_similarity,
 )
 from veracity.paths import user_path
+from veracity.records import FewlRecord
 from veracity.runs.common import Context
+from veracity.runs.result import RunResult, save_run
 from veracity.stats import bootstrap_ci, mean_stderr
-from veracity.store import RunDir
 from veracity.types import GenRequest, Item, Sampling
 
 ANSWER_TEMPLATE = "Answer the question in one or two sentences.\n\nQuestion: {question}"
@@ -114,11 +115,13 @@ class FewlSettings:
 
 @dataclass(frozen=True)
 class AnswerSource:
-    """Answers under evaluation: a model spec, or a JSONL file (id + answer / answers)."""
+    """Answers under evaluation: a model spec, a JSONL file (id + answer / answers), or the
+    answers themselves (one per question, in order)."""
 
     name: str
     model: str | None = None
     path: Path | None = None
+    texts: tuple[str, ...] | None = None
 
 
 def answer_source(value: str) -> AnswerSource:
@@ -153,6 +156,11 @@ def answers_from(source: AnswerSource, items: Sequence[Item], settings: FewlSett
     if source.model is not None:
         return _ask(ctx, source.model, items, settings, samples, temperature,
                     f"fewl: answers {source.name}")
+    if source.texts is not None:
+        if len(source.texts) != len(items):
+            raise DataError(f"answers '{source.name}': {len(source.texts)} answers for "
+                            f"{len(items)} questions")
+        return [[text.strip()] for text in source.texts]
     assert source.path is not None
     return _from_file(source.path, ("answers", "candidates", "answer"), items)
 
@@ -213,7 +221,7 @@ class Prepared:
     neighbours: Any
 
 
-def prepare(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prepared:
+def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prepared:
     settings.check()
     if not items:
         raise DataError("no questions to score")
@@ -229,7 +237,7 @@ def prepare(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prep
     return Prepared(refs, names, pairs, similarity, neighbours)
 
 
-def score(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
           settings: FewlSettings, gold: Sequence[str] | None = None) -> FewlScores:
     pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
@@ -242,7 +250,7 @@ def as_number(value: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+def build_records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
             scores: FewlScores, settings: FewlSettings, variants: bool) -> list[dict[str, Any]]:
     """One record per question: references, pairs, expertise and lambda per reference,
     neighbours, and per answer set the truthfulness, penalty and FEWL (plus ablations)."""
@@ -283,7 +291,7 @@ def records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], pre
     return out
 
 
-def summary(values: Sequence[float | None]) -> dict[str, Any]:
+def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
     mean, stderr = mean_stderr(values)
     low, high = bootstrap_ci([v for v in values if v is not None])
     n = sum(1 for v in values if v is not None)
@@ -294,25 +302,16 @@ def model_summaries(recs: Sequence[dict[str, Any]], names: Sequence[str]) -> dic
     out = {}
     for name in names:
         entries = [r["answers"][name] for r in recs]
-        out[name] = summary([e["fewl"] for e in entries]) | {
+        out[name] = aggregate_values([e["fewl"] for e in entries]) | {
             "mean_truthfulness": mean_stderr([e["truthfulness"] for e in entries])[0],
             "mean_penalty": mean_stderr([e["penalty"] for e in entries])[0],
         }
     return out
 
 
-@dataclass
-class FewlOutcome:
-    """Per-question records, aggregates and the run directory."""
-
-    records: list[dict[str, Any]]
-    results: dict[str, Any]
-    run: RunDir | None
-
-
 def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str, Any]],
             results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
-            out: Path | None, extra: dict[str, Any]) -> FewlOutcome:
+            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
     failed = [r["id"] for r in recs if r["pairs_failed"]]
     results = {
         "method": "fewl", "mode": mode, "dataset": dataset, "n_questions": len(items),
@@ -320,26 +319,23 @@ def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[s
         "similarity": prep.similarity.describe(), "settings": settings.describe(),
         "higher_is_better": True, "primary_metric": "fewl",
     } | results
-    run = None
-    if out is not None:
-        config = {"mode": mode, "dataset": dataset, "n_questions": len(items),
-                  "settings": settings.describe(), "similarity": prep.similarity.describe(),
-                  "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
-                  "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
-                  "reference_models": prep.reference_names,
-                  "model_options": ctx.options_record()} | extra
-        run = RunDir.create(out, "fewl", config, ctx.started)
-        run.write_samples(recs)
-        run.write_jsonl("references.jsonl", (
-            {"id": r["id"], "question": r["question"], "references": r["references"],
-             "reference_models": r["reference_models"]} for r in recs))
-        run.write_jsonl("pairs.jsonl", (
-            {"id": r["id"], "question": r["question"], "pairs": r["pairs"]} for r in recs))
-        for name in recs[0]["answers"] if recs else ():
-            slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
-            run.write_jsonl(f"answers/{slug}.jsonl", (
-                {"id": r["id"], "question": r["question"], "answer": r["answers"][name]["answer"]}
-                for r in recs if r["answers"][name]["answer"] is not None))
-        run.write_results(results)
-        run.finish(ctx.stats())
-    return FewlOutcome(recs, results, run)
+    config = {"mode": mode, "dataset": dataset, "n_questions": len(items),
+              "settings": settings.describe(), "similarity": prep.similarity.describe(),
+              "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
+              "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
+              "reference_models": prep.reference_names,
+              "model_options": ctx.options_record()} | extra
+    typed = [FewlRecord.from_json(r) for r in recs]
+    files: dict[str, list[dict[str, Any]]] = {
+        "references.jsonl": [{"id": r.id, "question": r.question, "references": list(r.references),
+                              "reference_models": list(r.reference_models)} for r in typed],
+        "pairs.jsonl": [{"id": r.id, "question": r.question, "pairs": [dict(p) for p in r.pairs]}
+                        for r in typed],
+    }
+    for name in typed[0].answers if typed else ():
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
+        files[f"answers/{stem}.jsonl"] = [
+            {"id": r.id, "question": r.question, "answer": r.answers[name].answer}
+            for r in typed if r.answers[name].answer is not None]
+    return save_run(out, "fewl", config, typed, results, ctx.started,
+                    ctx.stats() if out is not None else None, files)

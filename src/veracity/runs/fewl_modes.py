@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +15,30 @@ from veracity.data.labelled import LabelledItem, finetune_set, icl_prompts
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl import measurement_accuracy
 from veracity.methods.similarity import choose_options
+from veracity.records import FewlRecord
 from veracity.runs.common import Context
 from veracity.runs.fewl import (
     AnswerSource,
-    FewlOutcome,
     FewlSettings,
     Prepared,
+    aggregate_values,
     answers_from,
     as_number,
+    build_records,
     finish_run,
     model_summaries,
-    prepare,
-    records,
-    score,
-    summary,
+    prepare_inputs,
+    score_sets,
 )
+from veracity.runs.result import RunResult
 from veracity.stats import mean_stderr, spearman
 from veracity.store import check_run_target
 from veracity.types import Item
 
 
-def fewl_run(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
+def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
              ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
-             ) -> FewlOutcome:
+             ) -> RunResult[FewlRecord]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -50,14 +50,21 @@ def fewl_run(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     answer_sets: dict[str, list[str | None]] = {
         s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
         for s in sources}
-    prep = prepare(items, settings, ctx)
-    scores = score(items, answer_sets, prep, settings)
-    recs = records(items, answer_sets, prep, scores, settings, variants=False)
+    prep = prepare_inputs(items, settings, ctx)
+    scores = score_sets(items, answer_sets, prep, settings)
+    recs = build_records(items, answer_sets, prep, scores, settings, variants=False)
     results: dict[str, Any] = {"models": model_summaries(recs, names)}
     if mode == "rank":
         results["ranking"] = ranking(items, answer_sets, recs, prep, names)
-    extra = {"answers": [asdict(s) | {"path": str(s.path) if s.path else None} for s in sources]}
+    extra = {"answers": [_describe(s) for s in sources]}
     return finish_run(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
+
+
+def _describe(source: AnswerSource) -> dict[str, Any]:
+    """An answer source for run.json (given answers are in the samples, not repeated)."""
+    out: dict[str, Any] = {"name": source.name, "model": source.model,
+                           "path": str(source.path) if source.path else None}
+    return out | ({"given": True} if source.texts is not None else {})
 
 
 def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
@@ -92,8 +99,8 @@ def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
     return out
 
 
-def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
-                  out: Path | None = None, dataset: str = "") -> FewlOutcome:
+def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
+                  out: Path | None = None, dataset: str = "") -> RunResult[FewlRecord]:
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -103,9 +110,9 @@ def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Co
     sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
     for name, _ in items[0].worse:
         sets[name] = [dict(x.worse)[name] for x in items]
-    prep = prepare(plain, settings, ctx)
-    scores = score(plain, sets, prep, settings, gold=[x.gold for x in items])
-    recs = records(plain, sets, prep, scores, settings, variants=True)
+    prep = prepare_inputs(plain, settings, ctx)
+    scores = score_sets(plain, sets, prep, settings, gold=[x.gold for x in items])
+    recs = build_records(plain, sets, prep, scores, settings, variants=True)
     better = items[0].better_name
     table: dict[str, Any] = {}
     for name, _ in items[0].worse:
@@ -121,10 +128,10 @@ def fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Co
     return finish_run("validate", dataset, plain, recs, results, prep, settings, ctx, out, {})
 
 
-def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
+def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
                 out: Path | None = None, dataset: str = "", samples: int = 4,
                 temperature: float = 0.7, icl_examples: int = 3,
-                min_fewl: float | None = None) -> FewlOutcome:
+                min_fewl: float | None = None) -> RunResult[FewlRecord]:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
     answers of each question's nearest neighbours, and a chat-format fine-tuning set."""
     if out is not None:
@@ -135,9 +142,9 @@ def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSetti
     width = max(len(c) for c in candidates)
     sets: dict[str, list[str | None]] = {
         f"candidate-{k}": [c[k] if k < len(c) else None for c in candidates] for k in range(width)}
-    prep = prepare(items, settings, ctx)
-    scores = score(items, sets, prep, settings)
-    recs = records(items, sets, prep, scores, settings, variants=False)
+    prep = prepare_inputs(items, settings, ctx)
+    scores = score_sets(items, sets, prep, settings)
+    recs = build_records(items, sets, prep, scores, settings, variants=False)
     matrix = np.stack([scores.sets[n][settings.divergence]["fewl"].fewl for n in sets], axis=1)
     best: list[int | None] = [None if np.isnan(row).all() else int(np.nanargmax(row))
                               for row in matrix]
@@ -148,7 +155,7 @@ def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSetti
         rec["answer"] = None if index is None else candidates[i][index]
         chosen.append(rec["answer"])
     results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
-                               "selection": summary([r["value"] for r in recs])}
+                               "selection": aggregate_values([r["value"] for r in recs])}
     mc = [item for item in items if "options" in item.metadata]
     if mc:
         options = [item.metadata["options"] for item in mc]
@@ -159,8 +166,8 @@ def fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSetti
         results["selection"] |= {"accuracy_first_candidate": _accuracy(mc, first),
                                  "accuracy_selected": _accuracy(mc, picked), "n_labelled": len(mc)}
     outcome = finish_run("select", dataset, items, recs, results, prep, settings, ctx, out,
-                      {"candidates": asdict(source) | {"path": str(source.path) if source.path
-                       else None, "samples": samples, "temperature": temperature}})
+                         {"candidates": _describe(source) | {"samples": samples,
+                                                             "temperature": temperature}})
     if outcome.run is not None:
         nb = prep.neighbours
         keep = [a is not None and (min_fewl is None or (r["value"] is not None and r["value"] >=

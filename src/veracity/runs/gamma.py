@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,25 +17,18 @@ from veracity.methods.gamma import (
     GammaSettings,
     aggregate,
     gamma_record,
+    measure_gamma,
     perturbed_cosines,
-    run_gamma,
     score_answers,
 )
 from veracity.methods.whitebox import Scope, Shape, whitebox_gamma
+from veracity.records import GammaRecord
 from veracity.runs.calibrate import apply_calibration, run_key
 from veracity.runs.common import Context
-from veracity.store import RunDir, check_run_target
+from veracity.runs.result import RunResult, save_run
+from veracity.store import check_run_target
 from veracity.text import short
 from veracity.types import Item
-
-
-@dataclass
-class GammaOutcome:
-    """Per-item records, aggregates, and the run directory if one was written."""
-
-    records: list[dict[str, Any]]
-    results: dict[str, Any]
-    run: RunDir | None
 
 
 def _results(
@@ -65,17 +58,12 @@ def _calibrate(records: list[dict[str, Any]], results: dict[str, Any],
 def _save(
     out: Path | None, config: dict[str, Any], records: list[dict[str, Any]],
     results: dict[str, Any], ctx: Context,
-) -> RunDir | None:
-    if out is None:
-        return None
-    run = RunDir.create(out, "gamma", config, ctx.started)
-    run.write_samples(records)
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return run
+) -> RunResult[GammaRecord]:
+    typed = [GammaRecord.from_json(r) for r in records]
+    return save_run(out, "gamma", config, typed, results, ctx.started, ctx.stats())
 
 
-def gamma_run(
+def run_gamma(
     items: Sequence[Item],
     model: str,
     embedder: str,
@@ -85,7 +73,7 @@ def gamma_run(
     dataset: str = "prompts",
     calibration: Calibration | None = None,
     force: bool = False,
-) -> GammaOutcome:
+) -> RunResult[GammaRecord]:
     """Score items with gamma on a model; all generations go through the cache.
 
     With ``settings.control`` the numeric null control runs after gamma, on the same answers.
@@ -109,7 +97,7 @@ def gamma_run(
         )
     else:
         paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
-        records = run_gamma(items, client, cached_embedder, settings, paraphraser)
+        records = measure_gamma(items, client, cached_embedder, settings, paraphraser)
     control = None
     if settings.control is not None:
         control = add_null_control(records, client, cached_embedder, settings.sampling,
@@ -132,7 +120,7 @@ def gamma_run(
                              "variations": control["variations"]}
     if calibration is not None:
         config["calibration"] = {k: v for k, v in results["calibration"].items() if k != "curve"}
-    return GammaOutcome(records, results, _save(out, config, records, results, ctx))
+    return _save(out, config, records, results, ctx)
 
 
 def read_recorded(path: Path) -> list[dict[str, Any]]:
@@ -177,7 +165,7 @@ def _strings(row: dict[str, Any], name: str, where: str) -> list[str]:
     return value
 
 
-def recorded_run(
+def run_gamma_recorded(
     path: Path,
     embedder: str,
     ctx: Context,
@@ -186,7 +174,7 @@ def recorded_run(
     out: Path | None = None,
     calibration: Calibration | None = None,
     force: bool = False,
-) -> GammaOutcome:
+) -> RunResult[GammaRecord]:
     """Score recorded generations with no model at all."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -221,4 +209,4 @@ def recorded_run(
     config = {"recorded": str(path), "embedder": cached_embedder.spec, "model": model,
               "dataset": f"recorded:{path.name}", "settings": described,
               "model_options": ctx.options_record()}
-    return GammaOutcome(records, results, _save(out, config, records, results, ctx))
+    return _save(out, config, records, results, ctx)

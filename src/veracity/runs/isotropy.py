@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-from veracity.methods.gamma import GammaSettings, run_gamma
+from veracity.methods.gamma import GammaSettings, measure_gamma
 from veracity.methods.isotropy import DEFAULT_CONE, aggregate, isotropy_records
+from veracity.records import Row
 from veracity.runs.common import Context
-from veracity.store import RunDir, check_run_target
+from veracity.runs.result import RunResult, save_run
+from veracity.store import check_run_target
 from veracity.types import Item
 
 
-@dataclass
-class IsotropyOutcome:
-    """Per-question records, aggregates, and the run directory if one was written."""
-
-    records: list[dict[str, Any]]
-    results: dict[str, Any]
-    run: RunDir | None
-
-
-def isotropy_run(
+def run_isotropy(
     items: Sequence[Item],
     model: str,
     embedder: str,
@@ -32,14 +24,14 @@ def isotropy_run(
     cone: float = DEFAULT_CONE,
     out: Path | None = None,
     dataset: str = "prompts",
-) -> IsotropyOutcome:
+) -> RunResult[Row]:
     """Ask each question N+1 times (the same cached calls as a gamma run) and measure angles."""
     if out is not None:
         check_run_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
-    gamma_records = run_gamma(items, client, cached_embedder, settings, paraphraser)
+    gamma_records = measure_gamma(items, client, cached_embedder, settings, paraphraser)
     records = isotropy_records(gamma_records, cached_embedder)
     results = {
         "method": "isotropy",
@@ -49,20 +41,15 @@ def isotropy_run(
         "settings": settings.describe() | {"cone": cone},
         "aggregate": aggregate(records, cone),
     }
-    run = None
-    if out is not None:
-        config = {
-            "model": client.spec,
-            "model_identity": client.backend.identity(),
-            "embedder": cached_embedder.spec,
-            "dataset": dataset,
-            "n_items": len(items),
-            "cone": cone,
-            "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-            "model_options": ctx.options_record(),
-        }
-        run = RunDir.create(out, "isotropy", config, ctx.started)
-        run.write_samples(records)
-        run.write_results(results)
-        run.finish(ctx.stats())
-    return IsotropyOutcome(records, results, run)
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "embedder": cached_embedder.spec,
+        "dataset": dataset,
+        "n_items": len(items),
+        "cone": cone,
+        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
+        "model_options": ctx.options_record(),
+    }
+    return save_run(out, "isotropy", config, [Row(r) for r in records], results, ctx.started,
+                    ctx.stats())

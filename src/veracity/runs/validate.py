@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from veracity.data.qa import load_items
-from veracity.errors import ConfigError, DataError, ErrorKind
+from veracity.errors import ConfigError, DataError
 from veracity.methods.annotate import analyse_ratings, gamma_edges, read_all, sheet_rows
 from veracity.methods.consistency import ConsistencySettings, consistency_scores
 from veracity.methods.correctness import Labelled, Verdict, label_answers
 from veracity.paths import check_output_file
+from veracity.records import RecordError
 from veracity.runs.common import Context
 from veracity.stats import (
     auroc,
@@ -131,7 +132,7 @@ def _accuracy(correct: Sequence[bool], level: float, seed: int) -> dict[str, Any
             "n": len(values)}
 
 
-def summarise(
+def aggregate(
     gamma: Sequence[float | None], verdicts: Sequence[Verdict],
     baseline: Sequence[float | None] | None, settings: ValidateSettings,
     null: Sequence[float | None] | None = None,
@@ -201,11 +202,9 @@ def summarise(
 
 
 def _no_answer(record: dict[str, Any]) -> bool:
-    """Whether the model gave this item no answer at all (runs before error kinds: a prefix)."""
-    kind = record.get("error_kind")
-    if kind is None:
-        return str(record.get("error") or "").startswith("model error:")
-    return kind in (ErrorKind.REJECTED.value, ErrorKind.SERVER.value, ErrorKind.EMPTY.value)
+    """Whether the model gave this item no answer at all (older runs: told by a prefix)."""
+    error = RecordError.from_json(record.get("error"), record.get("error_kind"))
+    return error is not None and error.no_answer
 
 
 def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
@@ -242,7 +241,7 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         baseline_info = baseline_settings.describe() | {"model": model_spec}
     gammas = [r.get("gamma") for r in records]
     nulls = [r.get("gamma_null") for r in records] if "gamma_null" in records[0] else None
-    results = summarise(gammas, verdicts, baseline_scores, settings, nulls)
+    results = aggregate(gammas, verdicts, baseline_scores, settings, nulls)
     results = {
         "method": "validate-gamma",
         "run": str(path),

@@ -1,0 +1,53 @@
+"""One command's run lifecycle: a Context from the common options, closed at the end, the
+call counters and wall time for the summary line, and the run directory's report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from veracity.cli.options import make_context, pop_common
+from veracity.cli.output import echo
+from veracity.client import CallStats
+from veracity.runs.common import Context, total_stats
+from veracity.store import RunDir
+
+
+@dataclass
+class CommandRun:
+    """The resources of one command; ``stats`` is filled when its context closes."""
+
+    ctx: Context
+    started: float = field(default_factory=time.perf_counter)
+    stats: CallStats = field(default_factory=CallStats)
+
+    def calls_line(self) -> str:
+        """``N model calls, M cache hits, S s``: the last line of every command."""
+        return (f"{self.stats.model_calls} model calls, {self.stats.cache_hits} cache hits, "
+                f"{time.perf_counter() - self.started:.1f} s")
+
+
+@contextmanager
+def command_run(kw: dict[str, Any]) -> Iterator[CommandRun]:
+    """Take the common options out of a command's ``kw``, build its Context, and close it
+    (models, embedders) whatever happens; the call counters are kept for the summary."""
+    run = CommandRun(make_context(**pop_common(kw)))
+    try:
+        yield run
+    finally:
+        run.stats = total_stats(run.ctx)
+        run.ctx.close()
+
+
+def write_report(run: RunDir | None, title: str, quiet: bool = False) -> None:
+    """The run directory's report.html, and where both are (unless ``quiet``)."""
+    if run is None:
+        return
+    from veracity.report import build_report
+
+    report = build_report([run.path], run.path / "report.html", title=title)
+    if not quiet:
+        echo(f"run directory: {run.path}\nreport: {report}")
