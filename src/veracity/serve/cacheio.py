@@ -4,8 +4,10 @@ their own.
 Writes (generations, embeddings) are queued and written in batches by a worker thread. A read
 of one answer's few generations is an indexed lookup of tens of microseconds on its own
 connection (SQLite's WAL mode lets it read while the writer writes): cheaper on the event loop
-than the thread hop that would carry it. Only real answers are ever handed to
-:meth:`CacheIO.save_generations`: the scorer drops errors and empty replies first.
+than the thread hop that would carry it. Generations still waiting in the queue are read from
+memory, so a repeated request never asks the upstream again for an answer it already has.
+Only real answers are ever handed to :meth:`CacheIO.save_generations`: the scorer drops errors
+and empty replies first.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class CacheIO:
         self._reader = None if cache is None else Cache(cache.path)
         self._writes: BatchWriter[Write] = BatchWriter(
             None if cache is None else self._write, "cache entries")
+        self._pending: dict[str, Generation] = {}
 
     def start(self) -> None:
         self._writes.start()
@@ -39,10 +42,13 @@ class CacheIO:
         """The cached generations among ``keys``."""
         if self._reader is None or not keys:
             return {}
-        return {k: Generation(**v) for k, v in self._reader.get_json(keys).items()}
+        queued = {k: self._pending[k] for k in keys if k in self._pending}
+        stored = self._reader.get_json([k for k in keys if k not in queued])
+        return queued | {k: Generation(**v) for k, v in stored.items()}
 
     def save_generations(self, spec: str, items: Mapping[str, Generation]) -> None:
-        if items:
+        if items and self.cache is not None:
+            self._pending.update(items)
             self._writes.put(("generation", spec, {k: _stored(g) for k, g in items.items()}))
 
     def save_vectors(self, spec: str, items: Mapping[str, Matrix]) -> None:
@@ -59,6 +65,8 @@ class CacheIO:
                 self.cache.put_vectors(spec, items)
             else:
                 self.cache.put_json(kind, spec, items)
+                for key in items:
+                    self._pending.pop(key, None)
 
     async def aclose(self) -> None:
         """Write what is queued; close the reading connection."""
