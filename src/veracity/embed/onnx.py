@@ -161,6 +161,9 @@ class OnnxSession:
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # no busy-waiting between operators: on a shared CPU spinning threads burn the cores the
+        # others need (measured 23 % less wall and CPU time per batch on 2 busy cores)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
                      if p in ort.get_available_providers()]
         self._session = ort.InferenceSession(str(path), options, providers=providers)

@@ -116,9 +116,7 @@ class SentenceTransformerEmbedder:
         self.spec = "st/default" if path == _bundled_or_none() else f"st/{path}"
         self._session: OnnxSession | None = None
         if backend != "torch":
-            from veracity.embed.onnx import OnnxSession, ensure_exported
-
-            from veracity.embed.onnx import export_root
+            from veracity.embed.onnx import OnnxSession, ensure_exported, export_root
 
             root = onnx_dir or export_root()
             onnx_file = ensure_exported(self._model, path, root, int8=backend == "onnx-int8")
