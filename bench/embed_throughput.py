@@ -5,13 +5,13 @@ first ``--texts`` distinct ones. Each backend is loaded first (the ONNX export, 
 is not timed), then embeds all texts through the embedder's own length-sorted batching. Prints
 texts/s per backend, the largest cosine deviation from the torch vectors, the largest γ
 difference on groups of 11 texts (an answer and 10 "perturbed" ones), and the largest γ
-difference on recorded generations of the built-in questions (SmolLM2-135M's answers, scored as
-``veracity gamma --recorded FILE`` does). A path qualifies as the default when its cosines stay
->= 0.999 and both γ differences within 1e-3 of torch's; the last line is the fastest qualifying
-path's texts/s over torch's.
+difference on recorded generations of built-in questions (SmolLM2-135M's answers, scored as
+``veracity gamma --recorded FILE`` does; any such file with ``--recorded``). A path qualifies
+as the default when its cosines stay >= 0.999 and both γ differences within 1e-3 of torch's;
+the last line is the fastest qualifying path's texts/s over torch's.
 
     python bench/embed_throughput.py [--texts 10000] [--recorded FILE]
-    python bench/embed_throughput.py --smoke     # 200 texts, 5 recorded questions (CI)
+    python bench/embed_throughput.py --smoke     # 200 texts, at most 5 recorded answers (CI)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from fewl_scoring import make_recorded  # noqa: E402  (the sibling bench's text 
 
 MIN_COSINE, MAX_GAMMA_DIFF, GROUP = 0.999, 1e-3, 11
 RECORDED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gamma_builtin_smollm2.jsonl"
-"""All 42 built-in questions, answered 11 times each by the embedded default (SmolLM2-135M)."""
+"""The first 3 built-in questions, answered 11 times each by the embedded default (SmolLM2-135M)."""
 
 
 def bench_texts(n: int) -> list[str]:

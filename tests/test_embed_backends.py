@@ -184,3 +184,20 @@ def test_cli_records_the_embedder_options_in_run_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     info = json.loads((out / "run.json").read_text("utf-8"))
     assert info["config"]["model_options"]["embedder_options"] == {"st": {"backend": "onnx"}}
+
+
+@pytest.mark.real
+@needs_onnx
+def test_onnx_gives_torch_gamma_on_recorded_builtin_answers(onnx_exports: Path) -> None:
+    from veracity.methods.gamma import score_answers
+    from veracity.registry import load_embedder
+    from veracity.runs.gamma import read_recorded
+
+    rows = read_recorded(Path(__file__).parent / "fixtures" / "gamma_builtin_smollm2.jsonl")[:4]
+    answers, balls = [r["answer"] for r in rows], [r["perturbed_answers"] for r in rows]
+    values = {backend: score_answers(answers, balls, CachedEmbedder(
+        load_embedder("st/default", backend=backend, onnx_dir=onnx_exports)))
+        for backend in ("torch", "onnx")}
+    torch_gamma = np.array(values["torch"], dtype=np.float64)
+    assert torch_gamma.max() > 0.05  # answers that moved: a real check, not 0 == 0
+    assert np.abs(np.array(values["onnx"], dtype=np.float64) - torch_gamma).max() <= 1e-3
