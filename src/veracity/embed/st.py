@@ -1,12 +1,15 @@
 """sentence-transformers embedder: ``st/default`` (bundled all-MiniLM-L6-v2) or ``st/PATH``.
 
-``backend`` picks what runs the transformer: ``torch``, ``onnx`` (ONNX Runtime, float32) or
-``onnx-int8`` (dynamically quantised); tokenisation, pooling and normalisation are always
-sentence-transformers'.
+``backend`` picks what runs the transformer: ``onnx`` (ONNX Runtime, float32; the default,
+chosen by measurement: 3.5x torch's texts/s, same vectors and γ), ``torch``, or ``onnx-int8``
+(dynamically quantised); tokenisation, pooling and normalisation are always
+sentence-transformers'. Without ONNX Runtime the default falls back to torch with a warning
+(the embedder's identity, recorded in run.json, says which backend ran).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from veracity.cache import default_cache_path
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError
 from veracity.paths import user_path
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
     from veracity.embed.onnx import OnnxSession
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
-DEFAULT_BACKEND = "torch"
+DEFAULT_BACKEND = "onnx"
+logger = logging.getLogger(__name__)
+
 CPU_BATCH, GPU_BATCH = 32, 256
 """Texts per forward pass: small on a CPU (little padding, cache-friendly), large on a GPU."""
 
@@ -72,20 +76,17 @@ class SentenceTransformerEmbedder:
         path: Path,
         device: str | None = None,
         batch_size: int | None = None,
-        backend: str = DEFAULT_BACKEND,
+        backend: str | None = None,
         threads: int | None = None,
         onnx_dir: Path | None = None,
     ) -> None:
         if not path.is_dir():
             raise ConfigError(f"sentence-transformers model directory not found: {path}")
-        if backend not in BACKENDS:
+        if backend is not None and backend not in BACKENDS:
             raise ConfigError(f"unknown st backend '{backend}': choose one of {', '.join(BACKENDS)}")
         if batch_size is not None and batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-        if backend != "torch":
-            from veracity.embed.onnx import require_onnxruntime
-
-            require_onnxruntime()
+        backend = _resolve_backend(backend)
         SentenceTransformer = offline_sentence_transformers("st/... embedders").SentenceTransformer
         try:
             from transformers.utils import logging as hf_logging
@@ -108,9 +109,9 @@ class SentenceTransformerEmbedder:
         self.spec = "st/default" if path == _bundled_or_none() else f"st/{path}"
         self._session: OnnxSession | None = None
         if backend != "torch":
-            from veracity.embed.onnx import OnnxSession, ensure_exported
+            from veracity.embed.onnx import OnnxSession, ensure_exported, export_root
 
-            root = onnx_dir or default_cache_path().parent / "onnx"
+            root = onnx_dir or export_root()
             onnx_file = ensure_exported(self._model, path, root, int8=backend == "onnx-int8")
             self._session = OnnxSession(onnx_file, self.threads)
 
@@ -147,6 +148,22 @@ class SentenceTransformerEmbedder:
             for module in list(self._model)[1:]:  # pooling, normalisation: as on the torch path
                 outputs = module(outputs)
         return np.asarray(outputs["sentence_embedding"].numpy(), dtype=np.float32)
+
+
+def _resolve_backend(backend: str | None) -> str:
+    """The backend asked for (its packages required), or the default (torch if ONNX is missing)."""
+    from veracity.embed.onnx import missing_packages, require_onnxruntime
+
+    if backend is None:
+        missing = missing_packages()
+        if not missing:
+            return DEFAULT_BACKEND
+        logger.warning("st: %s not installed, embedding with torch (slower; same vectors): "
+                       "pip install 'veracity[embed]'", ", ".join(missing))
+        return "torch"
+    if backend != "torch":
+        require_onnxruntime()
+    return backend
 
 
 def _bundled_or_none() -> Path | None:

@@ -100,7 +100,8 @@ class Context:
             if per_endpoint is not None:  # several servers behind one spec
                 out[f"model:{spec}"]["endpoints"] = per_endpoint()
         for spec, embedder in self.embedders.items():
-            out[f"embedder:{spec}"] = asdict(embedder.stats)
+            # which path ran (e.g. st's backend, torch when ONNX Runtime is missing)
+            out[f"embedder:{spec}"] = asdict(embedder.stats) | {"identity": embedder.embedder.identity()}
         return out
 
     def model_calls(self) -> int:
