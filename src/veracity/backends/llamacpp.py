@@ -27,12 +27,15 @@ SPLITS = ((512, 512), (16, 16), (8, 8), (24, 24), (48, 48), (40, 16), (12, 12), 
 """(n_batch, n_ubatch) of the older split variations: each splits a prompt into a different
 sequence of chunks (llama.cpp evaluates a prompt n_ubatch tokens at a time within n_batch
 chunks), and none matches the default split. On SmolLM2-135M they never changed an answer."""
-LAYOUTS = ((1, 0, "filler"), (1, 1, "filler"), (2, 1, "copy"), (3, 0, "filler"),
-           (2, 2, "filler"), (1, 0, "copy"), (4, 2, "filler"), (3, 3, "copy"), (2, 0, "filler"),
-           (5, 1, "filler"), (3, 1, "filler"), (4, 4, "copy"), (6, 3, "filler"), (1, 1, "copy"),
-           (4, 0, "filler"), (7, 5, "filler"))
+LAYOUTS = ((1, 0, "filler"), (1, 1, "filler"), (1, 1, "copy"), (2, 1, "filler"),
+           (2, 2, "filler"), (2, 0, "filler"), (2, 2, "copy"), (1, 0, "copy"), (2, 1, "copy"),
+           (3, 3, "filler"), (3, 0, "filler"), (3, 1, "copy"), (4, 2, "filler"), (4, 4, "copy"),
+           (5, 5, "filler"), (7, 3, "filler"))
 """(companions, position, fill) of the numeric control's batch-composition variations, in
-order; more are made past the end. Small batches: each companion costs a sequence per step."""
+order; more are made past the end. Small batches first: each companion is decoded too. The
+target's KV cells sit after (position > 0) or between its companions' cells, so attention sums
+run in other orders; with the target first and alone in its cells it computes as a lone decode
+until the companions' generated tokens interleave with its own."""
 
 
 def bundled_gguf_path() -> Path:

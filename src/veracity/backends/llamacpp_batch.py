@@ -75,9 +75,10 @@ def decode_together(
 ) -> Decoded:
     """Decode every sequence greedily in shared batches until the target one stops.
 
-    ``llm`` is a loaded ``llama_cpp.Llama``; a fresh llama.cpp context (sized to this batch,
-    so each step is one ubatch) is made on its model and freed afterwards. Stops like
-    ``create_completion``: at an end-of-generation token, a stop string, or ``max_tokens``.
+    ``llm`` is a loaded ``llama_cpp.Llama``; a fresh llama.cpp context with its settings
+    (attention kernel, KV cache types), sized to this batch so that each step is one ubatch, is
+    made on its model and freed afterwards. Stops like ``create_completion``: at an
+    end-of-generation token, a stop string, or ``max_tokens``.
     """
     import llama_cpp
     from llama_cpp import _internals
@@ -86,6 +87,8 @@ def decode_together(
     n_seq = len(sequences)
     width = max(total, n_seq)
     params = llama_cpp.llama_context_default_params()
+    for name, _ in params._fields_:
+        setattr(params, name, getattr(llm.context_params, name))
     params.n_ctx = -(-(total + n_seq * (max_tokens + 1)) // 256) * 256
     params.n_batch = params.n_ubatch = width
     params.n_seq_max = n_seq
