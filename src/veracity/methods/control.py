@@ -1,9 +1,9 @@
 """Numeric null control: how much gamma numerical noise alone produces.
 
 Each question's unperturbed prompt is answered N more times along compute paths that change
-no input token: on a backend with compute variations (llama.cpp: other n_batch / n_ubatch
-splits and thread counts; transformers: other batch sizes and padding) once per variation, on
-any other backend (a server) as N replicate calls of the identical request at temperature 0.
+no input token: on a backend with compute variations (llama.cpp: the prompt decoded as one
+sequence of a multi-sequence batch; transformers: other batch sizes and padding) once per
+variation, on any other backend (a server) as N replicate calls of the identical request at temperature 0.
 gamma_null is then scored from those answers around the same centre answer exactly as gamma
 is scored from the ball's answers.
 """
