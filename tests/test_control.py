@@ -18,7 +18,7 @@ from veracity.methods.control import add_null_control, summarise, variations
 from veracity.methods.gamma import GammaSettings, run_gamma
 from veracity.runs.common import Context
 from veracity.runs.gamma import gamma_run
-from veracity.types import GenRequest, Item, Sampling
+from veracity.types import Generation, GenRequest, Item, Sampling
 
 SAMPLING = Sampling(max_tokens=16)
 
@@ -48,9 +48,9 @@ class SplitBackend(FakeBackend):
         if self.compute is None:
             return outs
         split = int(self.compute["split"])
-        return [type(o)(text=o.text + (" flipped" if "Hamlet" in r.messages[0].content
-                                       and split % 2 else ""))
-                for o, r in zip(outs, requests, strict=True)]
+        return [Generation(text=o.text + (" flipped" if "Hamlet" in r.messages[0].content
+                                          and split % 2 else ""))
+                for o, r in zip(outs, requests, strict=True) if isinstance(o, Generation)]
 
 
 def _items() -> list[Item]:
@@ -234,6 +234,7 @@ def test_llamacpp_batch_layouts_keep_the_prompt_tokens_and_rerun_identically(ctx
             assert sequences[slot] == tokens and len(sequences) == variation["companions"] + 1
             layouts.append(sequences)
             first, again = varied.generate([request, request])
+            assert isinstance(first, Generation) and isinstance(again, Generation)
             assert first.text and first.text == again.text  # deterministic per layout
             varied.close()  # shares the weights: the parent stays usable
         assert len({repr(s) for s in layouts}) == 4  # four different batches around one prompt
