@@ -4,13 +4,14 @@ Runs ``gamma --control numeric`` on the first K TruthfulQA questions, labels the
 ``validate gamma`` does (with the self-consistency baseline), and fits a calibration. Prints
 mean gamma and gamma_null, the AUROC for flagging incorrect answers of gamma, gamma - gamma_null
 and the baseline (bootstrap 95% CIs), the calibration's expected calibration error on a
-held-out half, and last the ratio mean gamma / mean gamma_null.
+held-out half, the verdict thresholds, and last the ratio mean gamma / mean gamma_null.
+On llama.cpp the null answers come from batch compositions (the prompt decoded beside other
+sequences in one batch).
 
-The generation stages are independent, so on a shared machine they can fill the cache in
-separate processes first (``--part answers|null|baseline``); ``--part all`` then computes
-everything from the cache.
+On a shared machine, worker processes can fill the cache first (``--part warm --shard i/k``,
+group by group of five questions); ``--part all`` then computes everything from the cache.
 
-    python bench/gamma_control_study.py --questions 100 -n 5 --max-tokens 32 --cache c.sqlite
+    python bench/gamma_control_study.py --questions 100 -n 10 --max-tokens 64 --cache c.sqlite
     python bench/gamma_control_study.py --smoke
 """
 
@@ -112,6 +113,10 @@ def main() -> int:
     print(f"mean gamma_null: {control['mean_gamma_null']:.4f} (s.e. "
           f"{control['stderr_gamma_null']:.4f})")
     print(f"null answers all identical: {100 * control['share_null_identical']:.1f} % of items")
+    for kind, field in (("null", "null_answers"), ("perturbed", "perturbed_answers")):
+        pairs = [(a, r["answer"]) for r in outcome.records for a in r.get(field) or []]
+        same = sum(a == answer for a, answer in pairs) / len(pairs) if pairs else float("nan")
+        print(f"{kind} answers equal to the answer: {100 * same:.1f} % of answers")
     print(f"gamma above the null's 95th percentile: {100 * control['share_above_null_p95']:.1f} "
           "% of items")
     _ci("auroc gamma", found["gamma"])
@@ -120,6 +125,12 @@ def main() -> int:
     _ci("auroc self-consistency", found["baseline"])
     print(f"held-out ece: {curve.holdout['ece']:.3f} (fit on {curve.holdout['n_fit']}, measured on "
           f"{curve.holdout['n_eval']} answers)")
+    t = curve.thresholds
+    reached = f"gamma < {t['low']:.4f}, {100 * t['share_trustworthy']:.1f} % of answers" \
+        if t["precision_reached"] else "none"
+    print(f"trustworthy cut at precision {t['target_precision']}: {reached}")
+    print(f"untrustworthy cut at recall {t['target_recall']}: gamma >= {t['high']:.4f} "
+          f"({100 * t['share_untrustworthy']:.1f} % of answers flagged)")
     print(f"run directory: {out}")
     ratio = control["mean_gamma"] / control["mean_gamma_null"] if control["mean_gamma_null"] else \
         float("inf")

@@ -13,11 +13,12 @@ from local_models import has_local_models
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient
+from veracity.errors import ConfigError
 from veracity.methods.control import add_null_control, summarise, variations
 from veracity.methods.gamma import GammaSettings, measure_gamma
 from veracity.runs.common import Context
 from veracity.runs.gamma import run_gamma
-from veracity.types import GenRequest, Item, Sampling
+from veracity.types import Generation, GenRequest, Item, Sampling
 
 SAMPLING = Sampling(max_tokens=16)
 
@@ -47,9 +48,9 @@ class SplitBackend(FakeBackend):
         if self.compute is None:
             return outs
         split = int(self.compute["split"])
-        return [type(o)(text=o.text + (" flipped" if "Hamlet" in r.messages[0].content
-                                       and split % 2 else ""))
-                for o, r in zip(outs, requests, strict=True)]
+        return [Generation(text=o.text + (" flipped" if "Hamlet" in r.messages[0].content
+                                          and split % 2 else ""))
+                for o, r in zip(outs, requests, strict=True) if isinstance(o, Generation)]
 
 
 def _items() -> list[Item]:
@@ -182,41 +183,116 @@ def test_variations_refuse_zero(ctx: Context) -> None:
         variations(LLMClient(FakeBackend("stable")), 0)
 
 
+def test_a_batch_layout_puts_the_target_tokens_unchanged_at_its_slot() -> None:
+    from veracity.backends.llamacpp_batch import Layout
+
+    target, fillers = [1, 2, 3], [[7], [8, 9]]
+    assert Layout(0, 0).sequences(target, fillers) == [[1, 2, 3]]
+    assert Layout(3, 1).sequences(target, fillers) == [[7], [1, 2, 3], [8, 9], [7]]
+    assert Layout(2, 2, "copy").sequences(target, fillers) == [target] * 3
+    for bad in ((1, 2, "filler"), (-1, 0, "filler"), (1, 0, "other")):
+        with pytest.raises(ConfigError, match="batch layout"):
+            Layout(*bad)
+
+
+def _unloaded_llamacpp() -> Any:
+    from veracity.backends.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend.__new__(LlamaCppBackend)  # variations need no loaded model
+    backend.spec, backend._identity, backend._layout = "llamacpp/x", {"file": "x.gguf"}, None
+    return backend
+
+
+def test_llamacpp_variations_are_distinct_batch_layouts_and_refuse_sampling() -> None:
+    backend = _unloaded_llamacpp()
+    found = backend.compute_variations(40)
+    assert len({tuple(sorted(v.items())) for v in found}) == 40
+    assert all(v["companions"] >= 1 and 0 <= v["position"] <= v["companions"] for v in found)
+    assert {v["fill"] for v in found} == {"filler", "copy"}
+    varied = backend.varied(found[0])
+    assert varied.identity()["compute"] == found[0] and backend.identity() == {"file": "x.gguf"}
+    assert backend._layout is None
+    with pytest.raises(ConfigError, match="decodes greedily"):
+        varied.generate([GenRequest.user("Q?", Sampling(temperature=0.7))])
+    with pytest.raises(ConfigError, match="bad batch layout"):
+        backend.varied({"companions": "x", "position": 0, "fill": "copy"})
+
+
 @pytest.mark.real
 @pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
-def test_llamacpp_variations_are_other_compute_paths_on_the_same_tokens(ctx: Context) -> None:
+def test_llamacpp_batch_layouts_keep_the_prompt_tokens_and_rerun_identically(ctx: Context) -> None:
+    from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
+
+    backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", n_threads=1)
+    request = GenRequest.user("Who wrote Hamlet?", Sampling(max_tokens=12))
+    tokens = backend.tokenize(backend.render(request.messages))
+    try:
+        layouts = []
+        for variation in backend.compute_variations(4):
+            varied = backend.varied(variation)
+            sequences, slot = varied.batch_sequences(request)
+            assert sequences[slot] == tokens and len(sequences) == variation["companions"] + 1
+            layouts.append(sequences)
+            first, again = varied.generate([request, request])
+            assert isinstance(first, Generation) and isinstance(again, Generation)
+            assert first.text and first.text == again.text  # deterministic per layout
+            varied.close()  # shares the weights: the parent stays usable
+        assert len({repr(s) for s in layouts}) == 4  # four different batches around one prompt
+        alone = backend.varied({"companions": 0, "position": 0, "fill": "filler"})
+        assert alone.generate([request]) == backend.generate([request])  # the decoder is exact
+    finally:
+        backend.close()
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
+def test_llamacpp_numeric_control_is_cached_and_resumable(ctx: Context) -> None:
+    from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
+
+    sampling = Sampling(max_tokens=12)
+    embedder = ctx.embedder("hash/default")
+    answers = []
+    for _ in range(2):
+        client = LLMClient(LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", n_threads=1),
+                           ctx.cache)
+        try:
+            records = measure_gamma([Item("q", "Who wrote Hamlet?")], client, embedder,
+                                    GammaSettings(n=2, sampling=sampling))
+            control = add_null_control(records, client, embedder, sampling, 2, "sin")
+            answers.append(records[0]["null_answers"])
+            calls = client.stats.model_calls
+        finally:
+            client.close()
+        assert [v["kind"] for v in control["variations"]] == ["compute", "compute"]
+        assert {"companions", "position", "fill"} <= set(control["variations"][0])
+        assert records[0]["gamma_null"] is not None and records[0]["gamma_null"] >= 0.0
+    assert calls == 0 and answers[0] == answers[1] and all(answers[0])
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
+def test_llamacpp_split_variations_are_other_contexts_on_the_same_tokens() -> None:
     from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
 
     backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default")
-    client = LLMClient(backend, ctx.cache)
     try:
-        found = backend.compute_variations(4)
-        splits = {(v["n_batch"], v["n_ubatch"]) for v in found}
-        assert len(splits) == 4 and (backend.n_batch, backend.n_batch) not in splits
+        found = backend.split_variations(2)
+        assert len({(v["n_batch"], v["n_ubatch"]) for v in found}) == 2
         prompt = backend.render(GenRequest.user("Who wrote Hamlet?").messages)
         for variation in found:
             varied = backend.varied(variation)
             try:
                 settings = varied.context_settings()
-                assert settings["n_batch"] == variation["n_batch"]
-                assert settings["n_ubatch"] == variation["n_ubatch"]
-                assert settings["n_threads"] == settings["n_threads_batch"] == variation["n_threads"]
+                assert (settings["n_batch"], settings["n_ubatch"]) == (variation["n_batch"],
+                                                                       variation["n_ubatch"])
+                assert settings["n_threads"] == variation["n_threads"]
                 assert varied.tokenize(prompt) == backend.tokenize(prompt)
                 assert varied.identity() == {**backend.identity(), "n_batch": variation["n_batch"],
                                              "compute": variation}
             finally:
                 varied.close()
-        embedder = ctx.embedder("hash/default")
-        sampling = Sampling(max_tokens=12)
-        records = measure_gamma([Item("q", "Who wrote Hamlet?")], client, embedder,
-                            GammaSettings(n=2, sampling=sampling))
-        control = add_null_control(records, client, embedder, sampling, 2, "sin")
-        assert [v["kind"] for v in control["variations"]] == ["compute", "compute"]
-        assert len(records[0]["null_answers"]) == 2 and all(records[0]["null_answers"])
-        assert records[0]["gamma_null"] is not None and records[0]["gamma_null"] >= 0.0
-        assert client.stats.by_stage["control: numeric"] == 2
     finally:
-        client.close()
+        backend.close()
 
 
 def test_the_python_api_takes_the_control() -> None:

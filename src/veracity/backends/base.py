@@ -73,8 +73,8 @@ class StreamingBackend(Backend, Protocol):
 class ComputeVaried(Protocol):
     """A backend that can compute the same request along other numerical paths.
 
-    A compute variation changes how the model's arithmetic is carried out (batch splits,
-    thread counts, padding), never the prompt text or its tokens; the varied backend's
+    A compute variation changes how the model's arithmetic is carried out (batch composition,
+    batch splits, thread counts, padding), never the prompt text or its tokens; the varied backend's
     ``identity()`` records it, so its outputs are cached apart from the default path's.
     """
 

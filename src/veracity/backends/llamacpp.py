@@ -7,6 +7,7 @@ prompt prefix reuse llama.cpp's KV cache, so a shared instruction is evaluated o
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
+from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message
@@ -22,9 +24,18 @@ from veracity.types import Generation, GenRequest, Message
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPLITS = ((512, 512), (16, 16), (8, 8), (24, 24), (48, 48), (40, 16), (12, 12), (64, 24),
           (20, 20), (56, 56), (4, 4), (28, 28), (36, 12), (10, 10), (44, 44), (6, 6))
-"""(n_batch, n_ubatch) of the numeric control's variations, in order: each splits a prompt
-into a different sequence of chunks (llama.cpp evaluates a prompt n_ubatch tokens at a time
-within n_batch chunks), and none matches the default split."""
+"""(n_batch, n_ubatch) of the older split variations: each splits a prompt into a different
+sequence of chunks (llama.cpp evaluates a prompt n_ubatch tokens at a time within n_batch
+chunks), and none matches the default split. On SmolLM2-135M they never changed an answer."""
+LAYOUTS = ((1, 0, "filler"), (1, 1, "filler"), (1, 1, "copy"), (2, 1, "filler"),
+           (2, 2, "filler"), (2, 0, "filler"), (2, 2, "copy"), (1, 0, "copy"), (2, 1, "copy"),
+           (3, 3, "filler"), (3, 0, "filler"), (3, 1, "copy"), (4, 2, "filler"), (4, 4, "copy"),
+           (5, 5, "filler"), (7, 3, "filler"))
+"""(companions, position, fill) of the numeric control's batch-composition variations, in
+order; more are made past the end. Small batches first: each companion is decoded too. The
+target's KV cells sit after (position > 0) or between its companions' cells, so attention sums
+run in other orders; with the target first and alone in its cells it computes as a lone decode
+until the companions' generated tokens interleave with its own."""
 
 
 def bundled_gguf_path(extra: str = "llamacpp") -> Path:
@@ -98,6 +109,10 @@ class LlamaCppBackend:
         self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix,
                                          "n_gpu_layers": n_gpu_layers}
         self._prompt_ids: list[int] = []
+        self._layout: Layout | None = None
+        """Set on a batch-composition variation: decode inside a multi-sequence batch."""
+        self._owner = True
+        """False on a batch-composition variation, which shares its parent's loaded model."""
         threads = n_threads or os.cpu_count() or 1
         try:
             self._llm = Llama(
@@ -135,6 +150,15 @@ class LlamaCppBackend:
             self._identity["compute"] = dict(compute)
 
     def compute_variations(self, n: int) -> list[dict[str, Any]]:
+        """Other batch compositions: the prompt decoded as one sequence of a multi-sequence
+        batch, beside ``companions`` filler prompts or copies of itself, at slot ``position``."""
+        layouts = list(LAYOUTS)
+        extra = ((k, p, f) for k in range(8, 64) for p in (0, k // 2, k) for f in COMPANIONS)
+        while len(layouts) < n:
+            layouts.append(next(extra))
+        return [{"companions": k, "position": p, "fill": f} for k, p, f in layouts[:n]]
+
+    def split_variations(self, n: int) -> list[dict[str, Any]]:
         """Other prompt splits (n_batch, n_ubatch), alternating the thread count between this
         backend's own and one (more threads than that would only oversubscribe the CPU)."""
         default = min(self.n_batch, int(self._llm.context_params.n_ubatch))
@@ -148,7 +172,19 @@ class LlamaCppBackend:
                 for k, (b, u) in enumerate(splits[:n])]
 
     def varied(self, variation: dict[str, Any]) -> LlamaCppBackend:
-        """The same GGUF in a new llama.cpp context with the variation's splits and threads."""
+        """This model decoding in the variation's batch layout (sharing the loaded weights), or
+        the same GGUF in a new llama.cpp context with the variation's splits and threads."""
+        if set(variation) == {"companions", "position", "fill"}:
+            try:
+                layout = Layout(int(variation["companions"]), int(variation["position"]),
+                                str(variation["fill"]))
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.spec}: bad batch layout {variation}") from None
+            other = copy.copy(self)
+            other._layout, other._owner, other._prompt_ids = layout, False, []
+            other._identity = {**self._identity, "compute": dict(variation),
+                               "fillers": hashlib.sha256("\n".join(FILLERS).encode()).hexdigest()[:8]}
+            return other
         unknown = set(variation) - {"n_batch", "n_ubatch", "n_threads"}
         if unknown:
             raise ConfigError(f"{self.spec}: unknown compute settings {sorted(unknown)}")
@@ -184,7 +220,37 @@ class LlamaCppBackend:
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
         return [self._one(request) for request in requests]
 
+    def batch_sequences(self, request: GenRequest) -> tuple[list[list[int]], int]:
+        """The token sequences of this variation's batch and the slot of the request's own."""
+        if self._layout is None:
+            raise ConfigError(f"{self.spec}: not a batch-composition variation")
+        target = self.tokenize(self.render(request.messages, request.prefill))
+        fillers = [self.tokenize(self.render([Message("user", f)])) for f in FILLERS]
+        return self._layout.sequences(target, fillers), self._layout.position
+
+    def _in_batch(self, request: GenRequest) -> Outcome:
+        s = request.sampling
+        if not s.greedy or s.repeat_penalty != 1.0:
+            raise ConfigError(
+                f"{self.spec}: the batch-composition control decodes greedily without a repeat "
+                f"penalty; got temperature={s.temperature}, repeat_penalty={s.repeat_penalty}")
+        sequences, target = self.batch_sequences(request)
+        threads = int(self._llm.context_params.n_threads)
+        try:
+            done = decode_together(self._llm, sequences, target, s.max_tokens,
+                                   [t.encode("utf-8") for t in s.stop], threads)
+        except ValueError as exc:  # llama.cpp could not make a context this large
+            return PermanentError(f"{self.spec}: {exc}")
+        except RuntimeError as exc:
+            return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
+        return Generation(text=done.text.decode("utf-8", "ignore"),
+                          finish_reason=done.finish_reason,
+                          prompt_tokens=len(sequences[target]),
+                          completion_tokens=len(done.tokens))
+
     def _one(self, request: GenRequest) -> Outcome:
+        if self._layout is not None:
+            return self._in_batch(request)
         s = request.sampling
         prompt = self.render(request.messages, request.prefill)
         ids = self._keep_aligned_prefix(prompt)
@@ -228,7 +294,8 @@ class LlamaCppBackend:
         return list(ids)
 
     def close(self) -> None:
-        self._llm.close()
+        if self._owner:
+            self._llm.close()
 
 
 def load(name: str, **options: Any) -> LlamaCppBackend:

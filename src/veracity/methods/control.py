@@ -1,9 +1,9 @@
 """Numeric null control: how much gamma numerical noise alone produces.
 
 Each question's unperturbed prompt is answered N more times along compute paths that change
-no input token: on a backend with compute variations (llama.cpp: other n_batch / n_ubatch
-splits and thread counts; transformers: other batch sizes and padding) once per variation, on
-any other backend (a server) as N replicate calls of the identical request at temperature 0.
+no input token: on a backend with compute variations (llama.cpp: the prompt decoded as one
+sequence of a multi-sequence batch; transformers: other batch sizes and padding) once per
+variation, on any other backend (a server) as N replicate calls of the identical request at temperature 0.
 gamma_null is then scored from those answers around the same centre answer exactly as gamma
 is scored from the ball's answers.
 """
@@ -21,6 +21,7 @@ from veracity.backends.base import ComputeVaried
 from veracity.client import CachedEmbedder, CallStats, LLMClient
 from veracity.errors import ConfigError
 from veracity.methods.gamma import Form, score_answers
+from veracity.records import RecordError
 from veracity.stats import mean_stderr
 from veracity.types import Generation, GenRequest, Sampling
 
@@ -93,8 +94,7 @@ def add_null_control(
     Items the model rejected are skipped. Returns the run's ``control`` section.
     """
     paths = variations(client, n)
-    todo = [k for k, r in enumerate(records)
-            if not str(r.get("error") or "").startswith("model error:")]
+    todo = [k for k, r in enumerate(records) if not _model_failed(r)]
     for record in records:
         record.update(gamma_null=None, gamma_above_null=None, null_answers=[])
     if not todo:
@@ -140,3 +140,9 @@ def summarise(records: Sequence[dict[str, Any]], paths: Sequence[dict[str, Any]]
         "share_above_own_null": float((g > null).mean()) if both else math.nan,
         "share_null_identical": float(np.mean(identical)) if both else math.nan,
     }
+
+
+def _model_failed(record: dict[str, Any]) -> bool:
+    """The model gave this item no answer (older runs say so by a message prefix)."""
+    error = RecordError.from_json(record.get("error"), record.get("error_kind"))
+    return error is not None and error.no_answer
