@@ -89,7 +89,7 @@ VALIDATION_FILE = "validation.json"
 RATINGS_FILE = "ratings.json"
 RUN_FILES = ("run.json", "samples.jsonl", "results.json", "report.html")
 """What every run writes; run.json lists these and every file added later (``files``)."""
-METHODS = ("gamma", "deception", "fewl", "attack", "isotropy")
+METHODS = ("gamma", "deception", "fewl", "attack", "isotropy", "mitigation")
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:

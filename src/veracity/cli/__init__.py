@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+import veracity.cli.fewl_train  # noqa: F401  (adds fewl icl and fewl finetune)
 from veracity.cli.attack import attack, isotropy
 from veracity.cli.calibrate import calibrate_command
 from veracity.cli.deception import deception

@@ -20,9 +20,11 @@ SECTIONS: dict[str, str] = {
     "fewl": "veracity.report.fewl:section",
     "attack": "veracity.report.attack:section",
     "isotropy": "veracity.report.isotropy:section",
+    "mitigation": "veracity.report.mitigation:section",
 }
 TITLES = {"gamma": "Harmonic γ", "deception": "Deception-based benchmarking", "fewl": "FEWL",
-          "attack": "Adversarial γ search", "isotropy": "Isotropy of the ball"}
+          "attack": "Adversarial γ search", "isotropy": "Isotropy of the ball",
+          "mitigation": "Reducing hallucination with FEWL (ICL and fine-tuning)"}
 # Files that later commands add to a run directory; shown for every run that holds one.
 FILE_SECTIONS: dict[str, str] = {
     "validation.json": "veracity.report.validate:section",
