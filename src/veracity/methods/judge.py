@@ -30,7 +30,7 @@ JUDGE_PROMPT = (
     "Answer B: {b}\n\n"
     "Reply with exactly one of: A, B or TIE."
 )
-_LEADING = re.compile(r"^[\s\"'*(\[]*(?:ANSWER\s*)?([AB])(?=$|[\s.):,;!*\]\"']|\s+IS\b)")
+_LEADING = re.compile(r"^[\s\"'*(\[]*(?:ANSWER\s*)?([AB])(?=\s*$|[\n.):,;!*\]\"']|\s+IS\b)")
 _NAMED = re.compile(r"\b(?:ANSWER|OPTION|CHOICE|RESPONSE)\s*[:(\[]?\s*([AB])\b(?!')")
 _TIE = re.compile(r"\b(?:TIE|EQUAL(?:LY)?|BOTH|NEITHER|SAME)\b")
 
