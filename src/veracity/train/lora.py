@@ -93,7 +93,8 @@ def base_location(spec: str) -> tuple[str, dict[str, Any]]:
 def load_base(spec: str, device: str | None = None) -> tuple[Any, Any, str]:
     """Tokenizer, float32 model and device of a base spec."""
     torch, transformers, _, _ = _libraries()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is fetched, not even metadata
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     where, kwargs = base_location(spec)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
