@@ -105,8 +105,8 @@ def test_split_is_seeded_and_disjoint() -> None:
 
 
 def test_nearest_skips_unusable() -> None:
-    train = [[1, 0], [0.9, 0.1], [0, 1]]
-    test = [[1, 0.05], [0, 1]]
+    train = np.array([[1, 0], [0.9, 0.1], [0, 1]])
+    test = np.array([[1, 0.05], [0, 1]])
     assert nearest(train, test, 2) == [[0, 1], [2, 1]]
     assert nearest(train, test, 2, usable=[False, True, True]) == [[1, 2], [2, 1]]
 
