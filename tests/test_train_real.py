@@ -36,7 +36,8 @@ def test_base_must_be_an_hf_model(tmp_path: Path) -> None:
 def test_lora_trains_resumes_and_generates(tmp_path: Path) -> None:
     from safetensors.numpy import load_file
 
-    settings = LoraSettings(max_steps=1, save_steps=1, batch_size=2, lora_r=4, max_length=64)
+    settings = LoraSettings(max_steps=1, save_steps=1, batch_size=2, lora_r=4, max_length=64,
+                            threads=1)
     first = train_lora("hf/default", PAIRS, tmp_path / "rule", settings, progress=False)
     assert first.steps == 1 and first.resumed_from is None and first.examples == 3
     assert (tmp_path / "rule" / "checkpoints" / "checkpoint-1").is_dir()

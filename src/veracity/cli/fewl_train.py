@@ -118,6 +118,8 @@ def icl_cmd(**kw: Any) -> None:
               help="Tokens per training example (longer ones are cut).")
 @click.option("--save-steps", type=click.IntRange(min=1), default=10, show_default=True,
               help="Checkpoint every N steps (a rerun resumes from the last).")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="torch CPU threads for training and generation (1 is fastest on a busy machine).")
 @click.option("--merge", is_flag=True, help="Also save the merged model (loadable as hf/DIR).")
 @mitigation_options
 @questions_dataset
@@ -136,7 +138,7 @@ def finetune_cmd(**kw: Any) -> None:
                         lora_r=kw["lora_r"], lora_alpha=2 * kw.pop("lora_r"),
                         learning_rate=kw.pop("learning_rate"), batch_size=kw.pop("batch_size"),
                         max_length=kw.pop("max_length"), save_steps=kw.pop("save_steps"),
-                        seed=kw["seed"], device=common.get("device"))
+                        seed=kw["seed"], device=common.get("device"), threads=kw.pop("threads"))
     merge = kw.pop("merge")
     settings = _settings(kw, base, {"base": base, "merge": merge})
     items = load_questions(kw["dataset"], kw["limit"])
