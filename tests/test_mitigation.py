@@ -162,3 +162,14 @@ def test_icl_refuses_gold_without_references(tmp_path: Path) -> None:
         "--out", str(tmp_path / "o"), "--no-cache"])
     assert result.exit_code != 0 and "gold rule needs" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_finetune_cli_refuses_a_base_it_cannot_train(tmp_path: Path) -> None:
+    from veracity.cli.fewl_train import finetune_cmd
+
+    result = CliRunner().invoke(finetune_cmd, [
+        "--dataset", f"jsonl:{FIXTURE}", "--base", f"hf/{tmp_path / 'missing'}", "--reference",
+        "fake/pairs", "--similarity", "hash/default", "--judge", "fake/judge", "--max-steps", "2",
+        "--threads", "1", "--out", str(tmp_path / "o"), "--no-cache"])
+    assert result.exit_code != 0 and "not a transformers model directory" in result.output
+    assert not (tmp_path / "o").exists()  # refused before any model call
