@@ -74,7 +74,7 @@ class Judged:
     first: Verdict | None
     second: Verdict | None
     asked: bool = True
-    """False when an answer was empty: the non-empty one wins without asking the judge."""
+    """False when an answer was empty (the other wins) or both were the same (a tie)."""
 
     def record(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "first_reply": self.first_reply,
@@ -85,8 +85,10 @@ class Judged:
 def judge_pairs(client: LLMClient, questions: Sequence[str], candidate: Sequence[str],
                 base: Sequence[str], stage: str = "judge",
                 sampling: Sampling = JUDGE_SAMPLING) -> list[Judged]:
-    """Judge every (candidate, base) pair in both orders, in one batched call."""
-    ask = [k for k, (c, b) in enumerate(zip(candidate, base, strict=True)) if c.strip() and b.strip()]
+    """Judge every (candidate, base) pair in both orders, in one batched call. Identical
+    answers are a tie and an empty answer loses, without asking."""
+    ask = [k for k, (c, b) in enumerate(zip(candidate, base, strict=True))
+           if c.strip() and b.strip() and c.strip() != b.strip()]
     requests = []
     for k in ask:
         requests.append(GenRequest.user(judge_prompt(questions[k], candidate[k], base[k]), sampling))
