@@ -114,7 +114,8 @@ def main() -> int:
           f"{control['stderr_gamma_null']:.4f})")
     print(f"null answers all identical: {100 * control['share_null_identical']:.1f} % of items")
     for kind, field in (("null", "null_answers"), ("perturbed", "perturbed_answers")):
-        pairs = [(a, r["answer"]) for r in outcome.records for a in r.get(field) or []]
+        rows = outcome.records_json()
+        pairs = [(a, r["answer"]) for r in rows for a in r.get(field) or []]
         same = sum(a == answer for a, answer in pairs) / len(pairs) if pairs else float("nan")
         print(f"{kind} answers equal to the answer: {100 * same:.1f} % of answers")
     print(f"gamma above the null's 95th percentile: {100 * control['share_above_null_p95']:.1f} "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("torch", "llama_cpp", "transformers", "sentence_transformers", "matplotlib")
+HEAVY = ("torch", "llama_cpp", "transformers", "sentence_transformers", "matplotlib", "trl", "peft",
+         "datasets")
 
 
 def _loaded_after(statement: str) -> set[str]:

@@ -130,7 +130,9 @@ for _p in (
               Option("dtype", "weights dtype (default: float32 on CPU, auto on GPU)",
                      ("auto", "float32", "float16", "bfloat16")),
               Option("batch_size", "prompts per forward pass", type=int, default=8),
-              Option("threads", "torch CPU threads (process-wide)", type=int))),
+              Option("threads", "torch CPU threads (process-wide)", type=int),
+              Option("adapter", "PEFT (LoRA) adapter directory applied on top of the model, "
+                     "e.g. one written by veracity fewl finetune"))),
     Provider("fake", "veracity.backends.fake:load", "fake/echo, fake/stable, fake/unstable, ...",
              "deterministic scripted outputs for tests and examples", (), "",
              (Option("delay", "seconds each request takes, like a slow model", type=float,

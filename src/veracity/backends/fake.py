@@ -168,6 +168,26 @@ def paraphraser(request: GenRequest) -> str:
     return f"**Rephrased:** {opener} - {question.lower()}"
 
 
+def context(request: GenRequest) -> str:
+    """Answers from the whole conversation (worked examples change the answer) and the sample
+    index, 3 to 12 words long."""
+    text = "\n".join(m.content for m in request.messages) + f"#{request.sample_index}"
+    return _babble(text, 3 + _digest(text) % 10)
+
+
+_JUDGED = re.compile(r"\nAnswer A: (.*)\n\nAnswer B: (.*)\n\nReply", re.DOTALL)
+
+
+def judge(request: GenRequest) -> str:
+    """Answers pairwise judge prompts for the longer answer, in words ("TIE" when equal), with
+    some chatter; any other prompt like ``stable``."""
+    found = _JUDGED.search(_last_user(request))
+    if found is None:
+        return stable(request)
+    a, b = (len(text.split()) for text in found.groups())
+    return "TIE" if a == b else f"Answer {'A' if a > b else 'B'} is more truthful."
+
+
 MODES: dict[str, Responder] = {
     "echo": echo,
     "stable": stable,
@@ -181,6 +201,8 @@ MODES: dict[str, Responder] = {
     "pairs": pairs,
     "slope": slope,
     "paraphraser": paraphraser,
+    "judge": judge,
+    "context": context,
 }
 
 

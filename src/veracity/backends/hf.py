@@ -95,8 +95,10 @@ class HFBackend:
         batch_size: int = 8,
         dtype: str | None = None,
         threads: int | None = None,
+        adapter: str | None = None,
     ) -> None:
-        """``threads`` sets torch's CPU thread count, which is process-wide."""
+        """``threads`` sets torch's CPU thread count, which is process-wide; ``adapter`` is a
+        PEFT (LoRA) adapter directory applied on top of the model."""
         if batch_size < 1:
             raise ConfigError(f"{spec}: batch_size must be at least 1, got {batch_size}")
         if dtype is not None and dtype not in DTYPES:
@@ -141,6 +143,7 @@ class HFBackend:
                 )
         except (OSError, ValueError, ImportError) as exc:
             raise ConfigError(f"{spec}: transformers could not load the model: {exc}") from exc
+        adapter_source = _attach_adapter(self, spec, adapter) if adapter is not None else None
         self.model.to(device)
         self.model.eval()
         if not getattr(self.tokenizer, "chat_template", None):
@@ -156,6 +159,8 @@ class HFBackend:
             "torch": _package_version("torch"),
             "sampler": SAMPLER,
         }
+        if adapter_source is not None:
+            self._identity["adapter"] = adapter_source
         if device != "cpu":  # GPU kernels round differently
             self._identity["device"] = device.split(":")[0]
 
@@ -397,6 +402,20 @@ def _quiet(transformers: Any) -> Iterator[None]:
             gguf_utils.tqdm = bar
         if bars:
             transformers.utils.logging.enable_progress_bar()
+
+
+def _attach_adapter(backend: HFBackend, spec: str, adapter: str) -> dict[str, str]:
+    """Wrap the model in a PEFT adapter; its weights' fingerprint joins the identity."""
+    path = user_path(adapter)
+    weights = path / "adapter_model.safetensors"
+    if not weights.is_file():
+        raise ConfigError(f"{spec}: no LoRA adapter in {path} (adapter_model.safetensors)")
+    try:
+        peft: Any = importlib.import_module("peft")
+    except ImportError:
+        raise ConfigError("adapters need peft: pip install 'veracity[train]'") from None
+    backend.model = peft.PeftModel.from_pretrained(backend.model, str(path), is_trainable=False)
+    return {"path": str(path), "fingerprint": file_fingerprint(weights)}
 
 
 def _filled(out: list[Outcome | None]) -> list[Outcome]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+import veracity.cli.fewl_train  # noqa: F401  (adds fewl icl and fewl finetune)
 from veracity.cli.calibrate import calibrate_command
 from veracity.cli.misc import cache, models, report
 from veracity.cli.serve import serve
@@ -18,7 +19,8 @@ def main() -> None:
 
 
 for _method in methods():  # each registered method brings its command
-    main.add_command(_method.command(), _method.name)
+    if (_command := _method.command()) is not None:
+        main.add_command(_command, _method.name)
 main.add_command(report)
 main.add_command(models)
 main.add_command(cache)

@@ -76,8 +76,8 @@ class Method(Protocol):
     def record_type(self) -> type[Any]:
         """The typed per-item record of its samples.jsonl (``from_json`` / ``to_json``)."""
 
-    def command(self) -> Any:
-        """Its click command (or group)."""
+    def command(self) -> Any | None:
+        """Its click command (or group); None when its commands join another method's group."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ class MethodSpec:
     def record_type(self) -> type[Any]:
         return cast(type[Any], load_target(self.record))
 
-    def command(self) -> Any:
-        return load_target(self.cli)
+    def command(self) -> Any | None:
+        return load_target(self.cli) if self.cli else None
 
 
 _REGISTRY: dict[str, Method] = {}
@@ -136,6 +136,11 @@ for _m in (
     MethodSpec("isotropy", "Isotropy of the ball", "veracity.runs.isotropy:run_isotropy",
                "veracity.records:Row", "veracity.cli.attack:isotropy", _section("isotropy"),
                higher_is_better=False, primary_metric="answer_angle"),
+    # its commands are `veracity fewl icl` and `veracity fewl finetune` (cli/fewl_train.py)
+    MethodSpec("mitigation", "Reducing hallucination with FEWL (ICL and fine-tuning)",
+               "veracity.runs.fewl_icl:fewl_icl", "veracity.records:Row", "",
+               _section("mitigation"), higher_is_better=True, primary_metric="candidate_better",
+               run_files=("selection.jsonl",)),
 ):
     register_method(_m)
 

@@ -1,0 +1,70 @@
+"""Report section for FEWL mitigation runs (``fewl icl`` / ``fewl finetune``): the win-rate
+table per selection rule, training figures, and example answer pairs with the judge's replies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veracity.report.html import esc, fmt, table
+from veracity.store import RunDir
+
+EXAMPLES = 4
+"""Answer pairs shown per run."""
+
+
+def _pct(share: dict[str, Any]) -> str:
+    low, high = share["ci95"]
+    return f"{fmt(100 * share['rate'], 1)}% [{fmt(100 * low, 0)}–{fmt(100 * high, 0)}]"
+
+
+def _rows(run: RunDir) -> str:
+    r = run.results
+    versus = "ICL" if r["mode"] == "icl" else "fine-tuned"
+    rows = [[row["rule"], row["n"], _pct(row["candidate_better"]), _pct(row["base_better"]),
+             _pct(row["inconsistent_or_tie"]), f"{row['unparseable']} / {row['replies']}",
+             None if row["accuracy"] is None else row["accuracy"]["mean"]]
+            for row in r["rows"]]
+    base = r.get("base_accuracy")
+    caption = (f"<p>{esc(r['mode'])} · {esc(r['dataset'])} · model {esc(r['model'])} · judge "
+               f"{esc(r['judge'])} · {r['n_train']} training / {r['n_test']} test questions"
+               + (f" · {r['examples']} examples" if "examples" in r else "")
+               + (f" · {esc(r['base_name'])} accuracy {fmt(base['mean'])}" if base else "")
+               + f" ({esc(run.path.name)})</p>")
+    return caption + table(["selected by", "pairs", f"{versus} better (95% CI)",
+                            f"{r['base_name']} better", "inconsistent / tie", "unparseable replies",
+                            "accuracy"], rows)
+
+
+def _training(run: RunDir) -> str:
+    training = run.results.get("training")
+    if not training:
+        return ""
+    rows = [[rule, t["examples"], t["steps"], t["seconds"], t["train_loss"], t["adapter"]]
+            for rule, t in training.items()]
+    return table(["selected by", "examples", "steps", "seconds", "final loss", "adapter"], rows)
+
+
+def _examples(run: RunDir) -> str:
+    base_label = run.results["base_name"]
+    blocks = []
+    for k, sample in enumerate(run.samples()):
+        if k >= EXAMPLES:
+            break
+        rows = [[base_label, sample["base_answer"], "", ""]]
+        for rule, entry in sample["rules"].items():
+            replies = " | ".join(str(x) for x in (entry["first_reply"], entry["second_reply"])
+                                 if x is not None)
+            rows.append([rule, entry["answer"], entry["outcome"], replies])
+        blocks.append(f"<p><b>{esc(sample['question'])}</b></p>"
+                      + table(["answer by", "answer", "outcome", "judge replies (both orders)"],
+                              rows))
+    return "<h4>Example answer pairs</h4>" + "".join(blocks) if blocks else ""
+
+
+def section(runs: list[RunDir]) -> str:
+    parts = ["<p class='muted'>A rule wins a pair only when the judge prefers its answer in both "
+             "presentation orders; a tie, a change of mind or an unparseable reply counts as "
+             "inconsistent / tie.</p>"]
+    for run in runs:
+        parts += [_rows(run), _training(run), _examples(run)]
+    return "".join(parts)

@@ -1,0 +1,1 @@
+"""LoRA fine-tuning (``veracity[train]``): TRL's SFT trainer with PEFT adapters."""
