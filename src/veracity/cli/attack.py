@@ -27,6 +27,7 @@ from veracity.methods.paraphrase import PARAPHRASE
 from veracity.runs.attack import run_attack
 from veracity.runs.isotropy import run_isotropy
 from veracity.store import dumps
+from veracity.text import slug
 from veracity.types import Sampling
 
 
@@ -47,7 +48,7 @@ def _echo_step(record: dict[str, Any]) -> None:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text)[:40].strip("-") or "prompt"
+    return slug(text, keep="")[:40].strip("-") or "prompt"
 
 
 @click.command()

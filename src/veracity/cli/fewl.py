@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from veracity.runs.fewl import ANSWER_TEMPLATE, FewlSettings, answer_source
 from veracity.runs.fewl_modes import run_fewl, run_fewl_select, run_fewl_validate
 from veracity.runs.result import RunResult
 from veracity.summaries import FewlSummary
+from veracity.text import slug
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
@@ -113,7 +113,7 @@ def settings_from(kw: dict[str, Any]) -> FewlSettings:
 
 def default_out(mode: str, dataset: str) -> Path:
     stem = Path(dataset.split(":", 1)[-1]).stem or dataset
-    return Path("runs") / re.sub(r"[^A-Za-z0-9._-]+", "-", f"fewl-{mode}-{stem}").strip("-")
+    return Path("runs") / slug(f"fewl-{mode}-{stem}")
 
 
 def _f(value: Any, digits: int = 4) -> str:

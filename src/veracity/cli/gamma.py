@@ -33,6 +33,7 @@ from veracity.runs.gamma import run_gamma, run_gamma_recorded
 from veracity.runs.result import RunResult
 from veracity.store import dumps
 from veracity.summaries import GammaSummary
+from veracity.text import slug
 from veracity.types import Item, Sampling
 
 DEFAULT_MODEL = "llamacpp/default"
@@ -41,7 +42,7 @@ DEFAULT_EMBEDDER = "st/default"
 
 def default_out(kind: str, dataset: str, model: str) -> Path:
     """A stable run directory name, so rerunning the same command resumes in place."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{kind}-{Path(dataset).stem}-{model}").strip("-")
+    name = slug(f"{kind}-{Path(dataset).stem}-{model}")
     return Path("runs") / name
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import io
 import json
 import re
@@ -15,7 +14,7 @@ from importlib.resources import files
 from typing import Any
 
 from veracity.store import clean_json
-from veracity.text import display_safe, json_safe
+from veracity.text import html_text, json_safe, slug
 
 # Inside <script type="application/json"> nothing may read as markup, so "</script>" and
 # "<!--" cannot end or bend the block; JSON.parse turns the escapes back.
@@ -28,9 +27,8 @@ def _static(name: str) -> str:
     return files("veracity.report").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def esc(text: Any) -> str:
-    """HTML-escape any value; control and bidi characters become visible as \\xNN / \\uNNNN."""
-    return html.escape(display_safe(text), quote=True)
+esc = html_text
+"""The report's name for :func:`veracity.text.html_text`."""
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -68,7 +66,7 @@ def figure(fig: Any, alt: str) -> str:
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    name = re.sub(r"[^a-z0-9]+", "-", alt.lower()).strip("-") or "plot"
+    name = slug(alt.lower(), keep="") or "plot"
     return (f"<figure class='plot'><img alt=\"{esc(alt)}\" data-name=\"{esc(name)}\" "
             f"src=\"data:image/png;base64,{data}\"><figcaption>{esc(alt)} "
             "<button type='button' class='png'>PNG</button></figcaption></figure>")
