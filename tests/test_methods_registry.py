@@ -3,6 +3,7 @@ alone (its own module and one registration; nothing in veracity edited)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -57,9 +58,12 @@ METHOD = MethodSpec("length", "Answer length", "length_method:run_length",
 
 
 @pytest.fixture
-def plugin(tmp_path: Path) -> Iterator[None]:
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An installed distribution declaring ``veracity.methods`` entry points: a method, a
     module that does not exist, and an object that is not a method."""
+    # a library configured by an earlier test (logging.config.dictConfig) may have disabled
+    # every logger that existed then, this one included
+    monkeypatch.setattr(logging.getLogger("veracity.methods.base"), "disabled", False)
     site = tmp_path / "site"
     (site / "length_plugin-0.1.dist-info").mkdir(parents=True)
     (site / "length_method.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
