@@ -55,3 +55,19 @@ def test_lora_trains_resumes_and_generates(tmp_path: Path) -> None:
         assert isinstance(out[0], Generation) and out[0].text.strip()
     finally:
         backend.close()
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not _has_train(), reason="needs veracity[train] and the bundled SmolLM2")
+def test_merge_saves_a_model_that_hf_path_loads(tmp_path: Path) -> None:
+    settings = LoraSettings(max_steps=1, save_steps=1, batch_size=2, lora_r=4, max_length=64,
+                            threads=1)
+    result = train_lora("hf/default", PAIRS, tmp_path / "rule", settings, merge=True,
+                        progress=False)
+    assert result.merged is not None and (result.merged / "config.json").is_file()
+    backend = load_model(f"hf/{result.merged}")
+    try:
+        out = backend.generate([GenRequest.user("Who wrote Hamlet?", Sampling(max_tokens=12))])
+        assert isinstance(out[0], Generation) and out[0].text.strip()
+    finally:
+        backend.close()
