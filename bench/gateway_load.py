@@ -223,9 +223,10 @@ def main() -> int:
     added = gw_p50 - up_p50
     added_target = 1.3 * up_p50 + embed
     # the upstream runs upstream_concurrency calls at once and each request needs n + 1 calls;
-    # the client never has more than `concurrency` requests out, each at least two calls long
+    # the client never has more than `concurrency` requests out, each at least one call long
+    # (the perturbed calls go out with the answer's)
     bound = min(args.upstream_concurrency / ((args.n + 1) * args.delay),
-                args.concurrency / (2 * args.delay))
+                args.concurrency / args.delay)
     # what the same client and upstream delivered side by side, per (n + 1) calls: on a few
     # shared cores their CPU, not the upstream's concurrency, is what limits
     measured = min(bound, args.requests / up_s / (args.n + 1))

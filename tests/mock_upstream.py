@@ -18,6 +18,7 @@ import asyncio
 import json
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,19 @@ class Reply:
     """Streams only: close the connection after this many chunks."""
     release: threading.Event | None = None
     """Streams only: wait for this event before the last content chunk."""
+    match: Callable[[str], bool] | None = None
+    """Only for a request whose last user message this accepts (None: any request). The
+    gateway sends the answer's request and the perturbed ones at once, in no set order."""
+
+
+def only(prompt: str) -> Callable[[str], bool]:
+    """A ``match`` for the request that asks exactly ``prompt`` (not a perturbed one)."""
+    return lambda asked: asked == prompt
+
+
+def perturbed_from(prompt: str) -> Callable[[str], bool]:
+    """A ``match`` for the perturbed requests made from ``prompt``."""
+    return lambda asked: asked != prompt and asked.startswith(prompt)
 
 
 @dataclass
@@ -70,6 +84,9 @@ class MockUpstream:
     model: str = "mock-model"
     received: list[Received] = field(default_factory=list)
     port: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    """Most chat requests waiting for their answer at once."""
     _queue: list[Reply] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -87,9 +104,13 @@ class MockUpstream:
             return [r.body for r in self.received if r.path.endswith("/chat/completions")]
 
     def _next(self, received: Received) -> Reply:
+        asked = _last_user(received.body) if isinstance(received.body, dict) else ""
         with self._lock:
             self.received.append(received)
-            return self._queue.pop(0) if self._queue else Reply()
+            for i, reply in enumerate(self._queue):
+                if reply.match is None or reply.match(asked):
+                    return self._queue.pop(i)
+            return Reply()
 
     async def serve(self, ready: threading.Event | None = None) -> None:
         self._slots = asyncio.Semaphore(self.concurrency)
@@ -139,7 +160,12 @@ class MockUpstream:
             return True
         reply = self._next(Received(path, headers, body))
         async with self._slots:
-            await asyncio.sleep(self.delay + reply.hang)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                await asyncio.sleep(self.delay + reply.hang)
+            finally:
+                self.in_flight -= 1
         if reply.drop:
             return False
         if reply.status != 200 or reply.body is not None:

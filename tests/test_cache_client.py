@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.synchronize
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,32 @@ def test_default_path_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert default_cache_path() == tmp_path / "cache.sqlite"
     monkeypatch.setenv("VERACITY_CACHE", str(tmp_path / "x.db"))
     assert default_cache_path() == tmp_path / "x.db"
+
+
+def _open_and_write(path: str, start: multiprocessing.synchronize.Barrier, name: str) -> None:
+    start.wait(10)
+    cache = Cache(path)
+    cache.put_json("generation", "m/x", {name: name})
+    cache.close()
+
+
+def test_processes_opening_a_new_cache_at_once_all_get_it(tmp_path: Path) -> None:
+    # switching a new file to WAL needs it to itself: SQLite answers "database is locked" at
+    # once, without its busy wait, to all but one of the processes racing to open it
+    context = multiprocessing.get_context("fork")
+    for trial in range(8):
+        path = str(tmp_path / f"c{trial}.sqlite")
+        start = context.Barrier(6)
+        workers = [context.Process(target=_open_and_write, args=(path, start, f"k{i}"))
+                   for i in range(6)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert [w.exitcode for w in workers] == [0] * 6
+        cache = Cache(path)
+        assert len(cache.get_json([f"k{i}" for i in range(6)])) == 6
+        cache.close()
 
 
 def test_key_is_order_independent_and_content_sensitive() -> None:

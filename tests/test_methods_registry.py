@@ -57,13 +57,44 @@ METHOD = MethodSpec("length", "Answer length", "length_method:run_length",
 '''
 
 
+class Messages(logging.Handler):
+    """Every message logged to the logger it is attached to."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
 @pytest.fixture
-def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def plugin_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Messages]:
+    """The registry's log, read at the logger itself: libraries configured by earlier tests
+    (dictConfig, logging.disable, propagate, levels) cannot hide a message from it."""
+    logger = logging.getLogger("veracity.methods.base")
+    monkeypatch.setattr(logger, "disabled", False)
+    level, disabled = logger.level, logging.root.manager.disable
+    logger.setLevel(logging.WARNING)
+    logging.disable(logging.NOTSET)
+    messages = Messages()
+    logger.addHandler(messages)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(messages)
+        logger.setLevel(level)
+        logging.disable(disabled)
+
+
+@pytest.fixture
+def plugin(tmp_path: Path, plugin_log: Messages) -> Iterator[None]:
     """An installed distribution declaring ``veracity.methods`` entry points: a method, a
     module that does not exist, and an object that is not a method."""
-    # a library configured by an earlier test (logging.config.dictConfig) may have disabled
-    # every logger that existed then, this one included
-    monkeypatch.setattr(logging.getLogger("veracity.methods.base"), "disabled", False)
     site = tmp_path / "site"
     (site / "length_plugin-0.1.dist-info").mkdir(parents=True)
     (site / "length_method.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
@@ -106,13 +137,13 @@ def test_unknown_method_is_a_clear_error() -> None:
 
 
 def test_a_plugin_method_runs_reports_and_has_a_command(
-    plugin: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    plugin: None, plugin_log: Messages, tmp_path: Path
 ) -> None:
     assert "length" in method_names() and "lengths.jsonl" in run_files()
     assert not {"broken", "wrong"} & set(method_names())  # skipped, said, the rest go on
     assert "method plugin broken (no_such_module:METHOD) not loaded: ModuleNotFoundError" in (
-        caplog.text)
-    assert "method plugin wrong (length_method:section) is not a veracity Method" in caplog.text
+        plugin_log.text)
+    assert "method plugin wrong (length_method:section) is not a veracity Method" in plugin_log.text
     result = get_method("length").runner()(["abc", "a"], tmp_path / "run")
     assert result.results["mean"] == 2.0 and result.records[1].to_json()["length"] == 1
     run = RunDir.open(tmp_path / "run")  # its run.json names a registered method

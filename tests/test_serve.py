@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import veracity
 from gateway_server import RunningApp
-from mock_upstream import STABLE, MockUpstream, Reply
+from mock_upstream import STABLE, MockUpstream, Reply, only, perturbed_from
 from veracity.cli import main
 from veracity.errors import ConfigError
 from veracity.serve import GatewaySettings, create_app
@@ -85,16 +85,37 @@ def test_non_streaming_answer_carries_its_score(gateway: Callable[..., Gateway])
     assert score["thresholds"]["source"] == "authors' 0.1 / 0.2 buckets"
     assert set(score["timings"]) == {"upstream_ms", "generation_ms", "embedding_ms", "scoring_ms", "total_ms"}
     assert score["p_correct"] is None and raw.headers["x-veracity-p-correct"] == "none"
-    # the upstream saw the original request, then 3 perturbed ones at temperature 0 with the context
-    original, *perturbed = gw.mock.chat_bodies()
+    # the upstream saw the original request and 3 perturbed ones at temperature 0 with the
+    # context, all sent at once: in any order
+    bodies = gw.mock.chat_bodies()
+    [original] = [b for b in bodies if b["messages"][-1]["content"] == PROMPT]
+    perturbed = [b for b in bodies if b is not original]
     assert original["temperature"] == 0.7
-    assert len(perturbed) == 3  # sent concurrently: in any order
+    assert len(perturbed) == 3
     assert sorted(b["messages"][-1]["content"] for b in perturbed) == sorted(score["perturbed_prompts"])
     for body in perturbed:
         assert body["temperature"] == 0.0 and body["max_tokens"] == 40
         assert body["messages"][0] == {"role": "system", "content": "Be brief."}
         prompt = body["messages"][1]["content"]
         assert len(body["messages"]) == 2 and prompt.startswith(PROMPT + " ") and prompt != PROMPT
+
+
+def test_perturbed_calls_go_out_with_the_request_for_the_answer(
+        gateway: Callable[..., Gateway]) -> None:
+    # they depend on the request only: the added latency is one embedding, not a second
+    # round trip (the mock holds every answer 0.5 s, so all four are in flight together)
+    gw = gateway(mock=MockUpstream(delay=0.5))
+    completion = gw.client().chat.completions.create(
+        model="mock-model", messages=[{"role": "user", "content": PROMPT}])
+    assert (completion.model_extra or {})["veracity"]["gamma"] == 0.0
+    assert gw.mock.max_in_flight == 4
+    # an answer the upstream refuses is not scored: its perturbed calls are dropped
+    gw.mock.script(Reply(status=500, match=only("Another question?")))
+    with pytest.raises(openai.InternalServerError):
+        gw.client().chat.completions.create(
+            model="mock-model", messages=[{"role": "user", "content": "Another question?"}])
+    assert "veracity_gateway_verdicts_total{" in gw.get("/metrics").text
+    assert 'verdict="unscored"' not in gw.get("/metrics").text
 
 
 def test_gamma_of_an_unstable_answer_is_the_projects_gamma(gateway: Callable[..., Gateway]) -> None:
@@ -119,7 +140,7 @@ def test_gamma_of_an_unstable_answer_is_the_projects_gamma(gateway: Callable[...
 def test_streamed_chunks_arrive_before_the_score(gateway: Callable[..., Gateway]) -> None:
     release = threading.Event()
     gw = gateway()
-    gw.mock.script(Reply(release=release))
+    gw.mock.script(Reply(release=release, match=only(PROMPT)))
     stream = gw.client().chat.completions.create(
         model="mock-model", stream=True, messages=[{"role": "user", "content": PROMPT}])
     chunks = iter(stream)
@@ -192,7 +213,7 @@ def test_auth_missing_wrong_and_right_key(gateway: Callable[..., Gateway]) -> No
 
 def test_429_with_retry_after_when_saturated(gateway: Callable[..., Gateway]) -> None:
     gw = gateway(max_concurrency=1, queue=0)
-    gw.mock.script(Reply(hang=1.5))
+    gw.mock.script(Reply(hang=1.5, match=only(PROMPT)))
     messages: Any = [{"role": "user", "content": PROMPT}]
     first: list[Any] = []
     worker = threading.Thread(target=lambda: first.append(
@@ -211,8 +232,9 @@ def test_429_with_retry_after_when_saturated(gateway: Callable[..., Gateway]) ->
 
 def test_upstream_500_timeout_and_dropped_connection(gateway: Callable[..., Gateway]) -> None:
     gw = gateway(timeout=0.5)
-    gw.mock.script(Reply(status=500, body={"error": {"message": "model crashed", "type": "server_error"}}),
-                   Reply(hang=3.0), Reply(drop=True))
+    gw.mock.script(Reply(status=500, body={"error": {"message": "model crashed", "type": "server_error"}},
+                         match=only(PROMPT)),
+                   Reply(hang=3.0, match=only(PROMPT)), Reply(drop=True, match=only(PROMPT)))
     client = gw.client()
     messages: Any = [{"role": "user", "content": PROMPT}]
     with pytest.raises(openai.InternalServerError) as crashed:
@@ -231,19 +253,20 @@ def test_upstream_500_timeout_and_dropped_connection(gateway: Callable[..., Gate
 
 def test_a_stream_dropped_midway_is_an_error_and_is_not_scored(gateway: Callable[..., Gateway]) -> None:
     gw = gateway()
-    gw.mock.script(Reply(drop_after=3))
+    gw.mock.script(Reply(drop_after=3, match=only(PROMPT)))
     stream = gw.client().chat.completions.create(
         model="mock-model", stream=True, messages=[{"role": "user", "content": PROMPT}])
     with pytest.raises(openai.APIError, match="mid-stream"):
         for _ in stream:
             pass
-    assert len(gw.mock.chat_bodies()) == 1  # no perturbed calls for a partial answer
+    assert "veracity_gateway_verdicts_total{" not in gw.get("/metrics").text  # a partial answer
 
 
 def test_a_scoring_failure_never_loses_the_answer(gateway: Callable[..., Gateway]) -> None:
     gw = gateway()
-    rejected = Reply(status=400, body={"error": {"message": "bad perturbed request"}})
-    gw.mock.script(Reply(), rejected, rejected, rejected)
+    rejected = Reply(status=400, body={"error": {"message": "bad perturbed request"}},
+                     match=perturbed_from(PROMPT))
+    gw.mock.script(rejected, rejected, rejected)
     raw = gw.client().chat.completions.with_raw_response.create(
         model="mock-model", messages=[{"role": "user", "content": PROMPT}])
     completion = raw.parse()
@@ -285,7 +308,8 @@ def test_the_keys_appear_nowhere(gateway: Callable[..., Gateway], tmp_path: Path
                                  caplog: pytest.LogCaptureFixture) -> None:
     gw = gateway()
     # an upstream that echoes the key it was sent in its error message
-    gw.mock.script(Reply(status=503, body={"error": {"message": f"bad key {UPSTREAM_KEY}"}}))
+    gw.mock.script(Reply(status=503, body={"error": {"message": f"bad key {UPSTREAM_KEY}"}},
+                         match=only(PROMPT)))
     client = gw.client()
     seen = []
     with pytest.raises(openai.APIStatusError) as echoed:
@@ -375,8 +399,9 @@ def test_an_empty_perturbed_reply_fails_the_score_and_is_never_cached(
     gw = gateway()
     empty = Reply(body={"id": "x", "object": "chat.completion", "model": "mock-model",
                         "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "  "}}]})
-    gw.mock.script(Reply(), empty)  # the answer, then one of the three perturbed calls
+                                     "message": {"role": "assistant", "content": "  "}}]},
+                  match=perturbed_from(PROMPT))
+    gw.mock.script(empty)  # one of the three perturbed calls
     messages: Any = [{"role": "user", "content": PROMPT}]
     first = (gw.client().chat.completions.create(model="mock-model", messages=messages)
              .model_extra or {})["veracity"]

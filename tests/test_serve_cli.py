@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from local_models import has_local_models
-from mock_upstream import STABLE, MockUpstream, Reply
+from mock_upstream import STABLE, MockUpstream, Reply, only
 from veracity.serve.traffic import read_traffic
 
 VERDICTS = {"trustworthy", "uncertain", "untrustworthy"}
@@ -80,7 +80,7 @@ def test_sigterm_finishes_the_request_in_flight_and_flushes_the_log(
         tmp_path: Path, served: list[Served]) -> None:
     log = tmp_path / "traffic.sqlite"
     with MockUpstream() as mock:
-        mock.script(Reply(hang=1.0))
+        mock.script(Reply(hang=1.0, match=only("Capital of France?")))
         gateway = Served(["--upstream", mock.url, "--embedder", "hash/default", "--n", "2",
                           "--log", str(log), "--no-cache"], env={"VERACITY_API_KEYS": "k1,k2"})
         served.append(gateway)

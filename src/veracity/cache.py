@@ -62,6 +62,34 @@ def _json_text(value: Any) -> str:
     return text
 
 
+def _open(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection in WAL mode with the schema in place.
+
+    Two processes opening a new cache file at once can get "database is locked" at once,
+    without SQLite's busy wait (switching to WAL needs the file to itself), so that is
+    tried again until ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=timeout)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.5)
+
+
 @dataclass(frozen=True)
 class CacheStats:
     """Counts per (kind, spec) and the file size."""
@@ -79,10 +107,7 @@ class Cache:
         check_output_file(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
+            self._conn = _open(self.path)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cache {self.path}: cannot open it ({exc})") from None
         self._lock = threading.Lock()

@@ -8,12 +8,14 @@ clients raise their usual exceptions.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -34,7 +36,7 @@ from veracity.serve.auth import KeyCheck
 from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
 from veracity.serve.local import LocalUpstream
 from veracity.serve.metrics import GatewayMetrics
-from veracity.serve.scoring import Exchange, Scorer
+from veracity.serve.scoring import Exchange, Perturbed, Scorer, discard
 from veracity.serve.settings import GatewaySettings
 from veracity.serve.sse import EventReader, event
 from veracity.serve.traffic import TrafficLog
@@ -213,25 +215,39 @@ class Gateway:
         self.metrics.upstream_errors.labels(exc.kind).inc()
         return error(exc.status, exc.message, exc.error_type, exc.code)
 
+    def start_perturbed(self, exchange: Exchange) -> asyncio.Task[Perturbed] | None:
+        """Inline mode: the perturbed calls go out with the request for the answer. (Async
+        mode makes them later, from its bounded score queue.)"""
+        return self.scorer.start_perturbed(exchange) if self.settings.mode == "inline" else None
+
     async def chat_once(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
         began = time.perf_counter()
+        asked = Exchange(exchange_id, body["model"], body, None)
+        started = self.start_perturbed(asked)
         try:
-            data = await self.upstream.chat(body)
-        except UpstreamError as exc:
-            return self.upstream_failed(exc)
-        upstream_ms = self.observe_upstream(body["model"], began)
-        exchange = Exchange(exchange_id, body["model"], body, first_answer(data))
-        if self.settings.mode == "inline":
-            data["veracity"] = await self.run_score(exchange, upstream_ms, began)
-            return JSONResponse(data, headers=score_headers(data["veracity"]))
-        data["veracity"] = self.enqueue(exchange, owner, upstream_ms, began)
-        return JSONResponse(data, headers={"x-veracity-id": exchange_id})
+            try:
+                data = await self.upstream.chat(body)
+            except UpstreamError as exc:
+                return self.upstream_failed(exc)
+            upstream_ms = self.observe_upstream(body["model"], began)
+            exchange = replace(asked, answer=first_answer(data))
+            if self.settings.mode == "inline":
+                data["veracity"] = await self.run_score(exchange, upstream_ms, began, started)
+                started = None
+                return JSONResponse(data, headers=score_headers(data["veracity"]))
+            data["veracity"] = self.enqueue(exchange, owner, upstream_ms, began)
+            return JSONResponse(data, headers={"x-veracity-id": exchange_id})
+        finally:
+            discard(started)
 
     async def chat_stream(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
         began = time.perf_counter()
+        asked = Exchange(exchange_id, body["model"], body, None)
+        started = self.start_perturbed(asked)
         try:
             stream = await self.upstream.stream(body)
         except UpstreamError as exc:
+            discard(started)
             return self.upstream_failed(exc)
 
         async def events() -> AsyncIterator[bytes]:
@@ -256,9 +272,9 @@ class Gateway:
                     yield event(failure, reader.separator)
                     return
                 upstream_ms = self.observe_upstream(body["model"], began)
-                exchange = Exchange(exchange_id, body["model"], body, reader.answer)
+                exchange = replace(asked, answer=reader.answer)
                 if self.settings.mode == "inline":
-                    score = await self.run_score(exchange, upstream_ms, began)
+                    score = await self.run_score(exchange, upstream_ms, began, started)
                 else:
                     score = self.enqueue(exchange, owner, upstream_ms, began)
                 final = {"id": exchange_id, "object": "chat.completion.chunk", "created": int(time.time()),
@@ -267,6 +283,7 @@ class Gateway:
                 if done is not None:
                     yield done
             finally:
+                discard(started)  # a stream cut short is not scored
                 await stream.aclose()
                 self.admission.release()
 
@@ -280,8 +297,9 @@ class Gateway:
         self.metrics.upstream_seconds.labels(self.metrics.model_label(model)).observe(seconds)
         return 1000 * seconds
 
-    async def run_score(self, exchange: Exchange, upstream_ms: float, began: float) -> dict[str, Any]:
-        score = await self.scorer.score(exchange)
+    async def run_score(self, exchange: Exchange, upstream_ms: float, began: float,
+                        started: asyncio.Task[Perturbed] | None = None) -> dict[str, Any]:
+        score = await self.scorer.score(exchange, started)
         self.finish(exchange, score, upstream_ms, began)
         return score
 

@@ -73,6 +73,8 @@ def request_sampling(body: dict[str, Any], default_max_tokens: int, temperature:
 class LocalUpstream:
     """Serves one in-process model (default: the bundled SmolLM2) under its spec as model id."""
 
+    overlaps_answer = False  # one model behind one lock: the perturbed batch would only queue
+
     def __init__(self, spec: str, default_max_tokens: int) -> None:
         self.name = spec
         self.spec = spec

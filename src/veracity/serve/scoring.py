@@ -1,7 +1,8 @@
 """Scoring one exchange on the event loop: perturbed calls, cache, embedding, gamma, verdict.
 
 The perturbed prompts of one answer go out together (concurrent requests on the gateway's
-own async client; one batch on an in-process model), after a cache lookup; only real answers
+own async client, sent with the request for the answer since they do not depend on it; one
+batch on an in-process model, after the answer), after a cache lookup; only real answers
 are cached. Their embeddings join those of all
 concurrent scores in one batch (:class:`~veracity.serve.embedding.EmbedWorker`). Gamma and the
 verdict are the project's own (:mod:`veracity.methods.gamma`, :mod:`veracity.methods.trust`).
@@ -9,6 +10,7 @@ verdict are the project's own (:mod:`veracity.methods.gamma`, :mod:`veracity.met
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass
@@ -68,6 +70,27 @@ class Exchange:
         return {k: self.body[k] for k in SAMPLING_FIELDS if k in self.body}
 
 
+@dataclass(frozen=True)
+class Perturbed:
+    """The perturbed answers, the calls sent for them (not cached) and how long they took."""
+
+    answers: list[str]
+    calls: int
+    ms: float
+
+
+def discard(task: asyncio.Task[Perturbed] | None) -> None:
+    """Cancel perturbed calls whose answer will never be scored (the upstream failed, the
+    client left); a failure they already met is read, so asyncio does not report it."""
+    if task is None:
+        return
+    if task.done():
+        if not task.cancelled():
+            task.exception()
+    else:
+        task.cancel()
+
+
 class Scorer:
     """Turns an exchange into the ``veracity`` object of the response."""
 
@@ -103,8 +126,32 @@ class Scorer:
             raise ScoringError(str(exc)) from None
         return Sampling(temperature=s.temperature, max_tokens=asked.max_tokens, seed=s.seed)
 
-    async def score(self, exchange: Exchange) -> dict[str, Any]:
-        """The ``veracity`` object; scoring failures are reported in it, never raised."""
+    def plan(self, exchange: Exchange) -> tuple[list[str], Sampling, list[GenRequest]]:
+        """(perturbed prompts, their sampling, their requests); a VeracityError when the
+        request cannot be scored. Needs the request only, not the answer."""
+        context, prompt = exchange.split()
+        check_prompt(prompt, "the prompt to score")
+        sampling = self.sampling(exchange)
+        ball = perturb(prompt, self.settings.n, self.settings.ball, self.settings.seed)
+        return ball, sampling, [GenRequest((*context, Message("user", p)), sampling) for p in ball]
+
+    def start_perturbed(self, exchange: Exchange) -> asyncio.Task[Perturbed] | None:
+        """The perturbed calls, started before the answer has arrived (they depend on the
+        request only), when the upstream takes concurrent requests and the request can be
+        scored; None otherwise (:meth:`score` then makes them after the answer)."""
+        if not self.upstream.overlaps_answer:
+            return None
+        try:
+            self.thresholds_for(exchange.model)
+            _, _, requests = self.plan(exchange)
+        except VeracityError:
+            return None  # score() reports it
+        return asyncio.create_task(self.generate(exchange.model, requests))
+
+    async def score(self, exchange: Exchange,
+                    started: asyncio.Task[Perturbed] | None = None) -> dict[str, Any]:
+        """The ``veracity`` object; scoring failures are reported in it, never raised.
+        ``started``: the perturbed calls of :meth:`start_perturbed`, if they were started."""
         began = time.perf_counter()
         try:
             thresholds = self.thresholds_for(exchange.model)
@@ -117,19 +164,16 @@ class Scorer:
         try:
             if not exchange.answer or not exchange.answer.strip():
                 raise ScoringError("no text answer to score")
-            context, prompt = exchange.split()
-            check_prompt(prompt, "the prompt to score")
-            sampling = self.sampling(exchange)
+            ball, sampling, requests = self.plan(exchange)
             record["sampling"]["perturbed"]["max_tokens"] = sampling.max_tokens
-            ball = perturb(prompt, self.settings.n, self.settings.ball, self.settings.seed)
             record["perturbed_prompts"] = ball
-            requests = [GenRequest((*context, Message("user", p)), sampling) for p in ball]
-            answers, calls = await self.generate(exchange.model, requests)
-            record["model_calls"] = calls
-            record["perturbed_answers"] = answers
+            perturbed = await (started if started is not None
+                                     else self.generate(exchange.model, requests))
+            record["model_calls"] = perturbed.calls
+            record["perturbed_answers"] = perturbed.answers
+            record["timings"]["generation_ms"] = perturbed.ms
             generated = time.perf_counter()
-            record["timings"]["generation_ms"] = 1000 * (generated - began)
-            vectors = await self.embedder.embed([exchange.answer.strip(), *answers])
+            vectors = await self.embedder.embed([exchange.answer.strip(), *perturbed.answers])
             record["timings"]["embedding_ms"] = 1000 * (time.perf_counter() - generated)
         except VeracityError as exc:
             record["error"] = str(exc)
@@ -139,8 +183,9 @@ class Scorer:
         record["timings"]["scoring_ms"] = 1000 * (time.perf_counter() - began)
         return record
 
-    async def generate(self, model: str, requests: list[GenRequest]) -> tuple[list[str], int]:
+    async def generate(self, model: str, requests: list[GenRequest]) -> Perturbed:
         """The perturbed answers (cached ones reused) and the number of calls sent."""
+        began = time.perf_counter()
         spec, identity = self.upstream.scoring_key(model)
         keys = [request_key(spec, identity, r) for r in requests]
         found = self.io.generations(keys)
@@ -159,7 +204,8 @@ class Scorer:
         if failures:
             raise ScoringError(f"{len(failures)} of {len(requests)} perturbed calls failed: {failures[0]}")
         found.update(fresh)
-        return [found[k].text.strip() for k in keys], len(todo)
+        return Perturbed([found[k].text.strip() for k in keys], len(todo),
+                         1000 * (time.perf_counter() - began))
 
     def describe(self, exchange: Exchange, thresholds: Thresholds | None) -> dict[str, Any]:
         """The score's settings, before any result: what is compared and how."""

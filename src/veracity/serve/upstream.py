@@ -62,6 +62,9 @@ class Upstream(Protocol):
     """What the gateway needs from whatever produces answers."""
 
     name: str
+    overlaps_answer: bool
+    """True when the perturbed calls may go out while the answer is being generated (a
+    server taking concurrent requests); False when they must wait for it (one local model)."""
 
     async def start(self) -> None: ...
 
@@ -90,6 +93,8 @@ def _short(text: str) -> str:
 
 class HttpUpstream:
     """An OpenAI-compatible server: vLLM, llama.cpp server, Ollama, OpenAI."""
+
+    overlaps_answer = True
 
     def __init__(self, base_url: str, api_key_env: str, timeout: float, max_connections: int,
                  scoring_concurrency: int) -> None:
