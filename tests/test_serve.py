@@ -458,6 +458,17 @@ def test_concurrent_scores_share_embedding_batches(tmp_path: Path) -> None:
     assert max(embedder.batches) > 4
 
 
+def test_bodies_that_are_not_json_are_refused_before_the_upstream(
+        gateway: Callable[..., Gateway]) -> None:
+    gw = gateway()
+    headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "Content-Type": "application/json"}
+    for raw in (b'{"model": "mock-model", "temperature": NaN, "messages": [1]}', b"{", b"\xff\xfe"):
+        reply = httpx.post(gw.url + "/v1/chat/completions", content=raw, headers=headers, timeout=20)
+        assert reply.status_code == 400, raw
+        assert "not valid JSON" in reply.json()["error"]["message"]
+    assert gw.mock.chat_bodies() == []
+
+
 def test_a_blank_prompt_is_answered_but_not_scored(gateway: Callable[..., Gateway]) -> None:
     gw = gateway()
     reply = gw.client().chat.completions.create(model="mock-model",

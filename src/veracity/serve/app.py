@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import time
 import uuid
@@ -183,9 +184,9 @@ class Gateway:
         if owner is None:
             return self.refused()
         try:
-            body = await request.json()
-        except ValueError:
-            return error(400, "the request body is not valid JSON")
+            body = json.loads(await request.body(), parse_constant=not_json)
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
+            return error(400, f"the request body is not valid JSON: {exc}")
         problem = check_body(body)
         if problem:
             return error(400, problem)
@@ -339,6 +340,11 @@ def threshold_source(settings: GatewaySettings) -> ThresholdSource:
         return CalibratedThresholds(read_calibration(settings.calibration), settings.ball,
                                     settings.n, settings.force)
     return FixedThresholds(settings.thresholds)
+
+
+def not_json(constant: str) -> Any:
+    """NaN and Infinity: Python reads them, JSON has no such numbers and upstreams refuse them."""
+    raise ValueError(f"{constant} is not a JSON number")
 
 
 def check_body(body: Any) -> str | None:
