@@ -8,7 +8,6 @@ clients raise their usual exceptions.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -37,7 +36,7 @@ from veracity.serve.auth import KeyCheck
 from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
 from veracity.serve.local import LocalUpstream
 from veracity.serve.metrics import GatewayMetrics
-from veracity.serve.scoring import Exchange, Perturbed, Scorer, discard
+from veracity.serve.scoring import Exchange, Scorer, Started, discard
 from veracity.serve.settings import GatewaySettings
 from veracity.serve.sse import EventReader, event
 from veracity.serve.traffic import TrafficLog
@@ -216,7 +215,7 @@ class Gateway:
         self.metrics.upstream_errors.labels(exc.kind).inc()
         return error(exc.status, exc.message, exc.error_type, exc.code)
 
-    def start_perturbed(self, exchange: Exchange) -> asyncio.Task[Perturbed] | None:
+    def start_perturbed(self, exchange: Exchange) -> Started | None:
         """Inline mode: the perturbed calls go out with the request for the answer. (Async
         mode makes them later, from its bounded score queue.)"""
         return self.scorer.start_perturbed(exchange) if self.settings.mode == "inline" else None
@@ -299,7 +298,7 @@ class Gateway:
         return 1000 * seconds
 
     async def run_score(self, exchange: Exchange, upstream_ms: float, began: float,
-                        started: asyncio.Task[Perturbed] | None = None) -> dict[str, Any]:
+                        started: Started | None = None) -> dict[str, Any]:
         score = await self.scorer.score(exchange, started)
         self.finish(exchange, score, upstream_ms, began)
         return score

@@ -79,11 +79,29 @@ class Perturbed:
     ms: float
 
 
-def discard(task: asyncio.Task[Perturbed] | None) -> None:
+@dataclass(frozen=True)
+class Plan:
+    """What is asked for a score: the perturbed prompts, their sampling, their requests."""
+
+    ball: list[str]
+    sampling: Sampling
+    requests: list[GenRequest]
+
+
+@dataclass(frozen=True)
+class Started:
+    """Perturbed calls sent before the answer arrived, and their plan."""
+
+    plan: Plan
+    task: asyncio.Task[Perturbed]
+
+
+def discard(started: Started | None) -> None:
     """Cancel perturbed calls whose answer will never be scored (the upstream failed, the
     client left); a failure they already met is read, so asyncio does not report it."""
-    if task is None:
+    if started is None:
         return
+    task = started.task
     if task.done():
         if not task.cancelled():
             task.exception()
@@ -126,16 +144,16 @@ class Scorer:
             raise ScoringError(str(exc)) from None
         return Sampling(temperature=s.temperature, max_tokens=asked.max_tokens, seed=s.seed)
 
-    def plan(self, exchange: Exchange) -> tuple[list[str], Sampling, list[GenRequest]]:
-        """(perturbed prompts, their sampling, their requests); a VeracityError when the
-        request cannot be scored. Needs the request only, not the answer."""
+    def plan(self, exchange: Exchange) -> Plan:
+        """The perturbed prompts and requests; a VeracityError when the request cannot be
+        scored. Needs the request only, not the answer."""
         context, prompt = exchange.split()
         check_prompt(prompt, "the prompt to score")
         sampling = self.sampling(exchange)
         ball = perturb(prompt, self.settings.n, self.settings.ball, self.settings.seed)
-        return ball, sampling, [GenRequest((*context, Message("user", p)), sampling) for p in ball]
+        return Plan(ball, sampling, [GenRequest((*context, Message("user", p)), sampling) for p in ball])
 
-    def start_perturbed(self, exchange: Exchange) -> asyncio.Task[Perturbed] | None:
+    def start_perturbed(self, exchange: Exchange) -> Started | None:
         """The perturbed calls, started before the answer has arrived (they depend on the
         request only), when the upstream takes concurrent requests and the request can be
         scored; None otherwise (:meth:`score` then makes them after the answer)."""
@@ -143,13 +161,12 @@ class Scorer:
             return None
         try:
             self.thresholds_for(exchange.model)
-            _, _, requests = self.plan(exchange)
+            plan = self.plan(exchange)
         except VeracityError:
             return None  # score() reports it
-        return asyncio.create_task(self.generate(exchange.model, requests))
+        return Started(plan, asyncio.create_task(self.generate(exchange.model, plan.requests)))
 
-    async def score(self, exchange: Exchange,
-                    started: asyncio.Task[Perturbed] | None = None) -> dict[str, Any]:
+    async def score(self, exchange: Exchange, started: Started | None = None) -> dict[str, Any]:
         """The ``veracity`` object; scoring failures are reported in it, never raised.
         ``started``: the perturbed calls of :meth:`start_perturbed`, if they were started."""
         began = time.perf_counter()
@@ -164,11 +181,11 @@ class Scorer:
         try:
             if not exchange.answer or not exchange.answer.strip():
                 raise ScoringError("no text answer to score")
-            ball, sampling, requests = self.plan(exchange)
-            record["sampling"]["perturbed"]["max_tokens"] = sampling.max_tokens
-            record["perturbed_prompts"] = ball
-            perturbed = await (started if started is not None
-                                     else self.generate(exchange.model, requests))
+            plan = started.plan if started is not None else self.plan(exchange)
+            record["sampling"]["perturbed"]["max_tokens"] = plan.sampling.max_tokens
+            record["perturbed_prompts"] = plan.ball
+            perturbed = await (started.task if started is not None
+                               else self.generate(exchange.model, plan.requests))
             record["model_calls"] = perturbed.calls
             record["perturbed_answers"] = perturbed.answers
             record["timings"]["generation_ms"] = perturbed.ms

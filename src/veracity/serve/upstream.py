@@ -58,6 +58,22 @@ class Stream:
             await self.response.aclose()
 
 
+@dataclass(frozen=True)
+class Answered:
+    """A whole reply to a POST, read: what the error and reply readers need of it."""
+
+    status_code: int
+    content: bytes
+    reason_phrase: str
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
 class Upstream(Protocol):
     """What the gateway needs from whatever produces answers."""
 
@@ -106,7 +122,7 @@ class HttpUpstream:
         self._max_connections = max_connections
         self._scoring_concurrency = scoring_concurrency
         self._client: httpx.AsyncClient | None = None
-        self._transport: AiohttpTransport | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._backends: dict[str, OpenAIBackend] = {}
 
     def __repr__(self) -> str:
@@ -118,11 +134,16 @@ class HttpUpstream:
         limits = httpx.Limits(max_connections=self._max_connections,
                               max_keepalive_connections=self._max_connections)
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        self._transport = AiohttpTransport(limits=limits)
-        self._post_headers = {**headers, "Content-Type": "application/json"}
-        self._timeouts = httpx.Timeout(self.timeout).as_dict()
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
-                                         transport=self._transport)
+                                         transport=AiohttpTransport(limits=limits))
+        # the answers' and perturbed calls' POSTs: aiohttp itself, without httpx's request and
+        # response objects, URL parsing, cookie jar, auth and redirect handling (under load
+        # they cost over a third of the gateway's CPU, and an API call needs none of them)
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self._max_connections),
+            headers={**headers, "Content-Type": "application/json"},
+            timeout=aiohttp.ClientTimeout(sock_connect=self.timeout, sock_read=self.timeout,
+                                          connect=self.timeout))
 
     def redact(self, text: str) -> str:
         return text.replace(self._key, "[redacted]") if self._key else text
@@ -133,21 +154,13 @@ class HttpUpstream:
             raise RuntimeError("upstream not started")
         return self._client
 
-    async def _post(self, url: str, body: dict[str, Any]) -> httpx.Response:
-        """POST a JSON body and read the whole reply, straight on the transport: the client's
-        URL merging, cookie jar, auth and redirect handling cost a fifth of the gateway's CPU
-        under load, and an API call needs none of them."""
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        request = httpx.Request("POST", url, headers=self._post_headers, content=content.encode(),
-                                extensions={"timeout": self._timeouts})
-        if self._transport is None:
+    async def _post(self, url: str, body: dict[str, Any]) -> Answered:
+        """POST a JSON body and read the whole reply."""
+        if self._session is None:
             raise RuntimeError("upstream not started")
-        response = await self._transport.handle_async_request(request)
-        try:
-            await response.aread()
-        finally:
-            await response.aclose()
-        return response
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        async with self._session.post(url, data=content.encode(), allow_redirects=False) as response:
+            return Answered(response.status, await response.read(), response.reason or "")
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}/chat/completions"
@@ -241,7 +254,7 @@ class HttpUpstream:
                 await asyncio.sleep(RETRY_PAUSE)
         return RetryableError(failure.message)
 
-    def _reply(self, url: str, response: httpx.Response) -> Outcome:
+    def _reply(self, url: str, response: Answered) -> Outcome:
         try:
             data = response.json()
         except ValueError:
@@ -268,7 +281,7 @@ class HttpUpstream:
         return UpstreamError(502, f"upstream {url} failed: {type(cause).__name__}: {_short(detail)}",
                              "connection", code="upstream_unreachable")
 
-    def _status_error(self, url: str, response: httpx.Response) -> UpstreamError:
+    def _status_error(self, url: str, response: httpx.Response | Answered) -> UpstreamError:
         error_type, code, message = "upstream_error", None, response.text
         try:
             data = json.loads(response.content)
@@ -289,5 +302,7 @@ class HttpUpstream:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
         for backend in self._backends.values():
             backend.close()
