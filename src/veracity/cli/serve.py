@@ -111,7 +111,7 @@ def serve(**kw: Any) -> None:
         embedder = load_embedder(settings.embedder, **settings.embedder_options)
         assert isinstance(thresholds, CalibratedThresholds)
         thresholds.check(embedder.spec, settings.form, None if settings.upstream else settings.model)
-    app = create_app(settings, embedder=embedder, thresholds=thresholds)
+    app = create_app(settings, embedder=embedder, thresholds=thresholds, freeze_gc=True)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
