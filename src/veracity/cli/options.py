@@ -110,7 +110,7 @@ def common_options(func: F) -> F:
                           "(llamacpp/...), dtype=float16 (hf/...). `veracity models` lists them."),
         click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
                      help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
-                          "(st/...: torch, onnx, onnx-int8). `veracity models` lists them."),
+                          "(st/...: torch, onnx, onnx-int8, torch-bf16). `veracity models` lists them."),
         click.option("--device", default=None,
                      help="Torch device of hf/... models: cpu, cuda, cuda:1 (default: cuda if "
                           "available, else cpu)."),

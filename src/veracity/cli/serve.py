@@ -36,7 +36,7 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
 @click.option("--embedder", default="st/default", show_default=True)
 @click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
               help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
-                   "(st/...: torch, onnx, onnx-int8).")
+                   "(st/...: torch, onnx, onnx-int8, torch-bf16).")
 @click.option("--n", "n", type=click.IntRange(1), default=3, show_default=True,
               help="Perturbed calls per answer.")
 @click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice())
