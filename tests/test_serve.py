@@ -103,19 +103,35 @@ def test_non_streaming_answer_carries_its_score(gateway: Callable[..., Gateway])
 def test_perturbed_calls_go_out_with_the_request_for_the_answer(
         gateway: Callable[..., Gateway]) -> None:
     # they depend on the request only: the added latency is one embedding, not a second
-    # round trip (the mock holds every answer 0.5 s, so all four are in flight together)
-    gw = gateway(mock=MockUpstream(delay=0.5))
+    # round trip (the mock holds every answer 1 s, so all four are in flight together)
+    gw = gateway(mock=MockUpstream(delay=1.0))
     completion = gw.client().chat.completions.create(
         model="mock-model", messages=[{"role": "user", "content": PROMPT}])
     assert (completion.model_extra or {})["veracity"]["gamma"] == 0.0
     assert gw.mock.max_in_flight == 4
-    # an answer the upstream refuses is not scored: its perturbed calls are dropped
-    gw.mock.script(Reply(status=500, match=only("Another question?")))
-    with pytest.raises(openai.InternalServerError):
-        gw.client().chat.completions.create(
-            model="mock-model", messages=[{"role": "user", "content": "Another question?"}])
-    assert "veracity_gateway_verdicts_total{" in gw.get("/metrics").text
-    assert 'verdict="unscored"' not in gw.get("/metrics").text
+
+
+@pytest.mark.parametrize("answer", [
+    Reply(status=500, match=only("Another question?")),  # the upstream refuses the answer
+    Reply(body={"id": "x", "object": "chat.completion", "model": "mock-model", "choices": [
+        {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c", "type": "function",
+                         "function": {"name": "f", "arguments": "{}"}}]}}]},
+          match=only("Another question?")),  # an answer with no text to score
+], ids=["upstream-500", "tool-call"])
+def test_perturbed_calls_of_an_answer_never_scored_are_cancelled(
+        gateway: Callable[..., Gateway], answer: Reply) -> None:
+    gw = gateway(mock=MockUpstream(delay=0.5))
+    messages: Any = [{"role": "user", "content": "Another question?"}]
+    gw.mock.script(answer)
+    try:
+        gw.client().chat.completions.create(model="mock-model", messages=messages)
+    except openai.InternalServerError:
+        pass
+    time.sleep(1.0)  # long past when the mock would have answered them
+    # cancelled, not answered: nothing of them was cached, so asking again sends all three
+    again = gw.client().chat.completions.create(model="mock-model", messages=messages)
+    assert (again.model_extra or {})["veracity"]["model_calls"] == 3
 
 
 def test_gamma_of_an_unstable_answer_is_the_projects_gamma(gateway: Callable[..., Gateway]) -> None:
@@ -462,7 +478,8 @@ def test_bodies_that_are_not_json_are_refused_before_the_upstream(
         gateway: Callable[..., Gateway]) -> None:
     gw = gateway()
     headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "Content-Type": "application/json"}
-    for raw in (b'{"model": "mock-model", "temperature": NaN, "messages": [1]}', b"{", b"\xff\xfe"):
+    for raw in (b'{"model": "mock-model", "temperature": NaN, "messages": [1]}', b"{", b"\xff\xfe",
+                b'{"model": "mock-model", "temperature": 1e999, "messages": [1]}'):
         reply = httpx.post(gw.url + "/v1/chat/completions", content=raw, headers=headers, timeout=20)
         assert reply.status_code == 400, raw
         assert "not valid JSON" in reply.json()["error"]["message"]

@@ -72,11 +72,13 @@ def _open(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
     deadline = time.monotonic() + timeout
     pause = 0.01
     while True:
-        conn = sqlite3.connect(path, check_same_thread=False, timeout=timeout)
+        conn = sqlite3.connect(path, check_same_thread=False,
+                               timeout=max(0.0, deadline - time.monotonic()))
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA busy_timeout = {int(1000 * timeout)}")  # for the rest of its life
             return conn
         except sqlite3.OperationalError as exc:
             conn.close()

@@ -12,9 +12,10 @@ import functools
 import gc
 import json
 import logging
+import math
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -184,7 +185,7 @@ class Gateway:
         if owner is None:
             return self.refused()
         try:
-            body = json.loads(await request.body(), parse_constant=not_json)
+            body = json.loads(await request.body(), parse_constant=not_json, parse_float=finite)
         except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
             return error(400, f"the request body is not valid JSON: {exc}")
         problem = check_body(body)
@@ -234,12 +235,11 @@ class Gateway:
             exchange = replace(asked, answer=first_answer(data))
             if self.settings.mode == "inline":
                 data["veracity"] = await self.run_score(exchange, upstream_ms, began, started)
-                started = None
                 return JSONResponse(data, headers=score_headers(data["veracity"]))
             data["veracity"] = self.enqueue(exchange, owner, upstream_ms, began)
             return JSONResponse(data, headers={"x-veracity-id": exchange_id})
         finally:
-            discard(started)
+            discard(started)  # not awaited when the answer failed or could not be scored
 
     async def chat_stream(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
         began = time.perf_counter()
@@ -250,6 +250,20 @@ class Gateway:
         except UpstreamError as exc:
             discard(started)
             return self.upstream_failed(exc)
+        except BaseException:
+            discard(started)
+            raise
+        closed = False
+
+        async def close() -> None:
+            """Once, whether the stream ran to its end, failed, or never started (a client
+            that left before the first chunk: the generator's own finally never runs)."""
+            nonlocal closed
+            if not closed:
+                closed = True
+                discard(started)  # a stream cut short is not scored
+                await stream.aclose()
+                self.admission.release()
 
         async def events() -> AsyncIterator[bytes]:
             reader = EventReader()
@@ -284,12 +298,10 @@ class Gateway:
                 if done is not None:
                     yield done
             finally:
-                discard(started)  # a stream cut short is not scored
-                await stream.aclose()
-                self.admission.release()
+                await close()
 
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"x-veracity-id": exchange_id, "cache-control": "no-cache"})
+        return ClosingStream(events(), close, media_type="text/event-stream",
+                             headers={"x-veracity-id": exchange_id, "cache-control": "no-cache"})
 
     # --- scoring --------------------------------------------------------------------------
 
@@ -345,6 +357,29 @@ def threshold_source(settings: GatewaySettings) -> ThresholdSource:
 def not_json(constant: str) -> Any:
     """NaN and Infinity: Python reads them, JSON has no such numbers and upstreams refuse them."""
     raise ValueError(f"{constant} is not a JSON number")
+
+
+def finite(text: str) -> float:
+    """A JSON number as a float; one too large for a float (1e999) is refused, not infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a number")
+    return value
+
+
+class ClosingStream(StreamingResponse):
+    """A streamed response that runs ``close`` when it is over, however it ends."""
+
+    def __init__(self, content: AsyncIterator[bytes], close: Callable[[], Awaitable[None]],
+                 **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._close()
 
 
 def check_body(body: Any) -> str | None:

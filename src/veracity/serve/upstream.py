@@ -140,7 +140,8 @@ class HttpUpstream:
         # response objects, URL parsing, cookie jar, auth and redirect handling (under load
         # they cost over a third of the gateway's CPU, and an API call needs none of them)
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self._max_connections),
+            connector=aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=5,
+                                           ssl=httpx.create_ssl_context()),  # httpx's trust store
             headers={**headers, "Content-Type": "application/json"},
             timeout=aiohttp.ClientTimeout(sock_connect=self.timeout, sock_read=self.timeout,
                                           connect=self.timeout))
