@@ -121,14 +121,15 @@ def test_perturbed_calls_go_out_with_the_request_for_the_answer(
 ], ids=["upstream-500", "tool-call"])
 def test_perturbed_calls_of_an_answer_never_scored_are_cancelled(
         gateway: Callable[..., Gateway], answer: Reply) -> None:
-    gw = gateway(mock=MockUpstream(delay=0.5))
+    gw = gateway()
     messages: Any = [{"role": "user", "content": "Another question?"}]
-    gw.mock.script(answer)
+    slow = Reply(hang=1.5, match=perturbed_from("Another question?"))
+    gw.mock.script(answer, slow, slow, slow)  # the perturbed calls would answer after 1.5 s
     try:
         gw.client().chat.completions.create(model="mock-model", messages=messages)
     except openai.InternalServerError:
         pass
-    time.sleep(1.0)  # long past when the mock would have answered them
+    time.sleep(2.0)  # past when they would have been answered (and cached), had they gone on
     # cancelled, not answered: nothing of them was cached, so asking again sends all three
     again = gw.client().chat.completions.create(model="mock-model", messages=messages)
     assert (again.model_extra or {})["veracity"]["model_calls"] == 3
