@@ -106,18 +106,18 @@ class Gateway:
     async def start(self) -> None:
         s = self.settings
         await self.upstream.start()
-        embedder = self._embedder
-        if embedder is None:
-            embedder = await anyio.to_thread.run_sync(
-                functools.partial(load_embedder, s.embedder, **s.embedder_options))
-        if isinstance(self.thresholds, CalibratedThresholds):
-            try:
+        try:
+            embedder = self._embedder
+            if embedder is None:
+                embedder = await anyio.to_thread.run_sync(
+                    functools.partial(load_embedder, s.embedder, **s.embedder_options))
+            if isinstance(self.thresholds, CalibratedThresholds):
                 model = None if s.upstream else self.upstream.scoring_key(s.model)[0]
                 self.thresholds.check(embedder.spec, s.form, model)
-            except ConfigError:
-                await self.upstream.aclose()
-                raise
-        self.cache = None if s.no_cache else Cache(s.cache)
+            self.cache = None if s.no_cache else Cache(s.cache)
+        except BaseException:  # no embedder, a calibration for another setup, no cache
+            await self.upstream.aclose()
+            raise
         self._scorer = Scorer(s, self.upstream, embedder, self.cache, self.thresholds)
         self._scorer.start()
         self.writer = LogWriter(None if s.log is None else TrafficLog(s.log))
