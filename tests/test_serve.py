@@ -495,3 +495,33 @@ def test_a_blank_prompt_is_answered_but_not_scored(gateway: Callable[..., Gatewa
     assert reply.choices[0].message.content == STABLE
     assert score["gamma"] is None and "empty prompt" in score["error"]
     assert len(gw.mock.chat_bodies()) == 1  # no perturbed call for it
+
+
+def test_a_stream_left_before_its_first_chunk_still_closes_once() -> None:
+    import anyio
+
+    from veracity.serve.app import ClosingStream
+
+    closed: list[bool] = []
+
+    async def chunks() -> Any:
+        yield b"data: 1\n\n"
+
+    async def close() -> None:
+        closed.append(True)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}  # the client is already gone
+
+    async def send(message: dict[str, Any]) -> None:
+        raise OSError("client gone")
+
+    async def main() -> None:
+        response = ClosingStream(chunks(), close, media_type="text/event-stream")
+        try:
+            await response({"type": "http", "asgi": {"spec_version": "2.3"}}, receive, send)
+        except OSError:
+            pass
+
+    anyio.run(main)
+    assert closed == [True]  # the generator's own finally may never have run
