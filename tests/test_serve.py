@@ -483,7 +483,7 @@ def test_bodies_that_are_not_json_are_refused_before_the_upstream(
                 b'{"model": "mock-model", "temperature": 1e999, "messages": [1]}'):
         reply = httpx.post(gw.url + "/v1/chat/completions", content=raw, headers=headers, timeout=20)
         assert reply.status_code == 400, raw
-        assert "not valid JSON" in reply.json()["error"]["message"]
+        assert "the request body: invalid JSON" in reply.json()["error"]["message"]
     assert gw.mock.chat_bodies() == []
 
 

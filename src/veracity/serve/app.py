@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import functools
 import gc
-import json
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,8 +27,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.cache import Cache
+from veracity.data.jsonl import load_json
 from veracity.embed.base import Embedder
-from veracity.errors import ConfigError
+from veracity.errors import ConfigError, DataError
 from veracity.methods.calibration import read_calibration
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
@@ -184,10 +183,13 @@ class Gateway:
         owner = self.owner(request)
         if owner is None:
             return self.refused()
-        try:
-            body = json.loads(await request.body(), parse_constant=not_json, parse_float=finite)
-        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
-            return error(400, f"the request body is not valid JSON: {exc}")
+        try:  # strict: no NaN, no 1e999, bounded nesting (lone surrogates reach the scorer's check)
+            body = load_json((await request.body()).decode("utf-8"), "the request body",
+                             surrogates=True)
+        except UnicodeDecodeError:
+            return error(400, "the request body: invalid JSON (not UTF-8)")
+        except DataError as exc:
+            return error(400, str(exc))
         problem = check_body(body)
         if problem:
             return error(400, problem)
@@ -352,19 +354,6 @@ def threshold_source(settings: GatewaySettings) -> ThresholdSource:
         return CalibratedThresholds(read_calibration(settings.calibration), settings.ball,
                                     settings.n, settings.force)
     return FixedThresholds(settings.thresholds)
-
-
-def not_json(constant: str) -> Any:
-    """NaN and Infinity: Python reads them, JSON has no such numbers and upstreams refuse them."""
-    raise ValueError(f"{constant} is not a JSON number")
-
-
-def finite(text: str) -> float:
-    """A JSON number as a float; one too large for a float (1e999) is refused, not infinity."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is too large for a number")
-    return value
 
 
 class ClosingStream(StreamingResponse):
