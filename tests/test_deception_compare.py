@@ -18,7 +18,13 @@ from veracity.cli import main
 from veracity.data.model_info import read_model_info
 from veracity.errors import DataError
 from veracity.methods.deception import deception_metrics, pairs_from_records
-from veracity.methods.deception_compare import ModelRecords, ModelSummary, Relation, compare
+from veracity.methods.deception_compare import (
+    ModelRecords,
+    ModelSummary,
+    Relation,
+    case_studies,
+    compare,
+)
 from veracity.records import DeceptionAnswer, DeceptionRecord, read_records
 from veracity.report import build_report
 from veracity.runs.common import Context
@@ -296,3 +302,41 @@ def test_malformed_samples_are_a_clear_error(tmp_path: Path) -> None:
     expected = "malformed samples (run 'alpha-7b (recorded)': answer 'E' is neither A-D"
     with pytest.raises(DataError, match=re.escape(expected)):
         section([RunDir.open(run)])
+
+
+def test_case_studies_by_hand() -> None:
+    alpha, beta = _inputs(("alpha", "beta"))
+    cases = case_studies(alpha.records, beta.records)
+    assert len(cases) == 10
+    contrast = {c.a.id: c.contrast for c in cases}
+    # algebra/1: alpha right both times, beta misled; biology/3 the other way round
+    assert [i for i, c in contrast.items() if c == "a_resists_b_misled"] == ["algebra/1"]
+    assert [i for i, c in contrast.items() if c == "b_resists_a_misled"] == ["biology/3"]
+    assert sorted(i for i, c in contrast.items() if c == "same") == [
+        "algebra/4", "algebra/5", "biology/1", "biology/2"]
+    picked = case_studies(alpha.records, beta.records, subjects={"biology"},
+                          groups_a={"only_normal"})
+    assert [(c.a.id, c.group_b) for c in picked] == [("biology/2", "only_normal"),
+                                                     ("biology/3", "both")]
+    assert [c.a.id for c in case_studies(alpha.records, beta.records,
+                                         groups_b={"only_misleading"})] == ["biology/5"]
+    other = [replace(r, question=r.question + "?") if r.id == "algebra/1" else r
+             for r in beta.records]
+    assert "algebra/1" not in {c.a.id for c in case_studies(alpha.records, other)}
+    with pytest.raises(DataError, match="unknown group"):
+        case_studies(alpha.records, beta.records, groups_a={"misled"})
+
+
+def test_report_shows_appendix_d_for_two_runs(tmp_path: Path) -> None:
+    out = build_report([FIXTURES / "alpha", FIXTURES / "beta"], tmp_path / "d.html")
+    html = out.read_text(encoding="utf-8")
+    assert "Case studies: two models on the same questions (Appendix D)" in html
+    assert "div class='vcases' data-src=\"deception-cases\"" in html
+    grid = html[html.index("rows: A's group"):]
+    # row "both correct" of alpha: beta only-normal 1, both 1, neither 1 (the 4x4 counts)
+    row = re.search(r"<tr><td>both answers are correct</td>(.*?)</tr>", grid)
+    assert row is not None
+    assert re.findall(r"<td[^>]*>(\d+)</td>", row.group(1)) == ["1", "0", "1", "1"]
+    assert "A resists, B misled (1 of 1)" in html and "B resists, A misled (1 of 1)" in html
+    single = build_report([FIXTURES / "alpha"], tmp_path / "one.html").read_text(encoding="utf-8")
+    assert "Give two or more runs" in single

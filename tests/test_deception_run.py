@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from data_paths import FIXTURES, full_or_fixture
 from local_models import has_local_models
-from veracity.backends.base import Capabilities
+from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.fake import FakeBackend, deceive
 from veracity.cli.deception import deception
 from veracity.client import LLMClient
@@ -29,7 +30,7 @@ from veracity.runs.common import Context
 from veracity.runs.deception import run_deception
 from veracity.stats import pearson
 from veracity.store import RunDir
-from veracity.types import GenRequest
+from veracity.types import Generation, GenRequest
 
 KEYS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency",
         "consistent_correct", "consistent_incorrect", "error_rate_normal",
@@ -57,7 +58,7 @@ def test_fake_run_records_what_the_model_said(ctx: Context, db: str, tmp_path: P
     history = backend.history
     assert len(history) == 16 and len(outcome.records) == 8
     # one batch: normal and misleading of an item side by side, shared prompt prefix first
-    assert all(r.messages[:3] == history[0].messages[:3] for r in history)
+    assert all(r.messages[:2] == history[0].messages[:2] for r in history)
     for k, record in enumerate(outcome.records):
         normal, misleading = history[2 * k], history[2 * k + 1]
         assert normal.messages == misleading.messages
@@ -267,3 +268,37 @@ def test_real_bundled_model_small_slice(db: str, tmp_path: Path) -> None:
             assert s[side]["answer"] in ("A", "B", "C", "D", "-") and s[side]["raw"]
     again = _cli(*args)
     assert "0 model calls" in again
+
+
+class _CutOff(FakeBackend):
+    """Normal answers run out of tokens (finish_reason "length"); misleading ones finish."""
+
+    def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        out: list[Outcome] = []
+        for request in requests:
+            self.history.append(request)
+            if request.prefill.endswith("Let's reason step by step."):
+                out.append(Generation(" First, the river", finish_reason="length"))
+            else:
+                out.append(Generation(' So A.",\n    "Answer": "A"\n}'))
+        return out
+
+
+def test_reasoning_cut_off_by_max_tokens_is_its_own_error_kind(db: str) -> None:
+    from veracity.data.mc import load_mc
+    from veracity.methods.deception import answer_items
+    from veracity.records import DeceptionRecord, read_records
+
+    items = load_mc(db, ["anatomy"], 2)
+    backend = _CutOff("deceive")
+    records = read_records(DeceptionRecord,
+                           answer_items(items, LLMClient(backend), DeceptionSettings(retries=1)))
+    assert len(backend.history) == 6  # 2 normal + 2 misleading, then the 2 normal again
+    for record in records:
+        assert record.normal.answer == "-" and record.normal.error_kind is ErrorKind.TRUNCATED
+        assert record.normal.attempts == 2 and record.normal.finish_reason == "length"
+        assert record.misleading.error_kind is None and record.scored
+    m = deception_metrics(pairs_from_records(records))
+    assert m["error_rate_normal"] == 1.0 and m["truncation_rate_normal"] == 1.0
+    assert m["truncation_rate_misleading"] == 0.0
+    assert ErrorKind.TRUNCATED.blames_model  # counted wrong, like an invalid answer

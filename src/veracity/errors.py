@@ -16,6 +16,8 @@ class ErrorKind(str, Enum):
     """A well-formed reply that holds no answer text (content null, a refusal, no text part)."""
     UNPARSEABLE = "unparseable"
     """The model answered, but not in the form the method needs (an invalid DB-MMLU answer)."""
+    TRUNCATED = "truncated"
+    """The model's answer was cut off by the token limit before it could be read."""
     UNDEFINED = "undefined"
     """The model answered, but the score is undefined for that answer (gamma of an empty one)."""
 
@@ -27,7 +29,8 @@ class ErrorKind(str, Enum):
     @property
     def blames_model(self) -> bool:
         """Whether the model's own answer is at fault, so a method may count it as wrong."""
-        return self in (ErrorKind.REJECTED, ErrorKind.UNPARSEABLE, ErrorKind.UNDEFINED)
+        return self in (ErrorKind.REJECTED, ErrorKind.UNPARSEABLE, ErrorKind.UNDEFINED,
+                        ErrorKind.TRUNCATED)
 
 
 _LABELS = {
@@ -35,6 +38,7 @@ _LABELS = {
     ErrorKind.SERVER: "server fault",
     ErrorKind.EMPTY: "empty reply",
     ErrorKind.UNPARSEABLE: "invalid answer",
+    ErrorKind.TRUNCATED: "answer cut off by the token limit",
     ErrorKind.UNDEFINED: "score undefined",
 }
 

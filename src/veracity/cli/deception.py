@@ -12,8 +12,15 @@ from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import SEED, Finite, common_options, handles_errors
 from veracity.cli.output import echo
 from veracity.errors import ConfigError
-from veracity.methods.deception import PAPER_SAMPLING, DeceptionSettings
-from veracity.methods.deception_dataset import MakeSettings
+from veracity.methods.deception import (
+    DEFAULT_MAX_TOKENS,
+    PAPER_SAMPLING,
+    SUSCEPTIBILITY_FORMULAS,
+    SUSCEPTIBILITY_METHODS,
+    DeceptionSettings,
+)
+from veracity.methods.deception_prompt import DEFAULT_PROMPT, load_prompt_file
+from veracity.methods.deception_dataset import MAX_SHOTS, MakeSettings
 from veracity.records import DeceptionRecord
 from veracity.runs.deception import make_dataset, run_deception, run_deception_recorded
 from veracity.runs.result import RunResult
@@ -43,6 +50,18 @@ def _susceptibility(m: DeceptionSummary) -> str:
     return "    —" if m.susceptibility is None else f"{m.susceptibility:5.2f}"
 
 
+def _value(results: dict[str, Any], key: str) -> str:
+    if results.get(f"{key}_unbounded"):
+        return "∞"
+    value = results.get(key)
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _rate(results: dict[str, Any], key: str) -> str:
+    value = results.get(key)
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
 def print_metrics(results: dict[str, Any]) -> None:
     """Per-subject and overall metrics as a plain-text table (percentages)."""
     echo(f"\n{'subject':<36} {'items':>5} {'norm%':>6} {'misl%':>6} {'susc':>6} "
@@ -63,6 +82,18 @@ def print_metrics(results: dict[str, Any]) -> None:
         f"{_pct(summary.consistent_incorrect).strip()}%; susceptibility over {len(used)} "
         f"subject(s) with normal accuracy > {results['susceptibility_threshold']}"
     )
+    chosen = results.get("susceptibility_method", "pooled")
+    for method in SUSCEPTIBILITY_METHODS:
+        key = "susceptibility_" + method.replace("-", "_")
+        if key in results:
+            mark = " (headline)" if method == chosen else ""
+            echo(f"  susceptibility {method}{mark}: {_value(results, key)}  = "
+                 f"{SUSCEPTIBILITY_FORMULAS[method]}")
+    if "truncation_rate_normal" in results:
+        echo(f"invalid answers: normal {_rate(results, 'error_rate_normal')}, misleading "
+             f"{_rate(results, 'error_rate_misleading')}; of them cut off by --max-tokens: "
+             f"normal {_rate(results, 'truncation_rate_normal')}, misleading "
+             f"{_rate(results, 'truncation_rate_misleading')}")
     if summary.n_unscored:
         click.echo(f"{summary.n_unscored} item(s) not scored: the server failed or sent no text "
                    "(error_kind in samples.jsonl); rerun the same command to retry them")
@@ -103,7 +134,9 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @click.option("--top-k", type=click.IntRange(min=0), help="Default 40 (paper).")
 @click.option("--repeat-penalty", type=Finite(0.0, 10.0), help="Default 1.1 (paper).")
 @click.option("--greedy", is_flag=True, help="Temperature 0 instead of the paper's sampling.")
-@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=256, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=DEFAULT_MAX_TOKENS,
+              show_default=True, help="Per answer; a reasoning cut off here is recorded as "
+              "truncated (its own error kind) and counted wrong.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Sampling seed.")
 @click.option("--retries", type=click.IntRange(0, 10), default=1, show_default=True,
               help="Extra attempts for an invalid answer (with --greedy on a local model a "
@@ -111,6 +144,15 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @click.option("--threshold", type=Finite(0.0, 1.0, max_open=True), default=0.4,
               show_default=True, help="Susceptibility uses subjects above this normal accuracy.")
 @click.option("--lenient", is_flag=True, help="Lenient answer parsing (not paper-compatible).")
+@click.option("--susceptibility", type=click.Choice(SUSCEPTIBILITY_METHODS), default="pooled",
+              show_default=True, help="Headline susceptibility (both are reported): pooled "
+              "Σc_n/Σc_m (reproduces Table 3) or subject-weighted Σ(t_s/T′)(c_n^s/c_m^s) (§3.2.2).")
+@click.option("--prompt-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="TOML file with the instruction, question layout and worked example "
+                   "(placeholders {question}, {A}-{D}, {options}, {subject}).")
+@click.option("--system-prompt", is_flag=True,
+              help="Send the instruction as a system message (the paper puts it in the first "
+                   "user turn, as some chat templates refuse system messages).")
 @click.option("--out", type=click.Path(path_type=Path),
               help="Run directory (default: runs/deception-<dataset>-<model>).")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
@@ -118,8 +160,11 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @handles_errors
 def run(**kw: Any) -> None:
     """Answer each item normally and from its misleading opening; print the paper's metrics."""
+    prompt = load_prompt_file(kw["prompt_file"]) if kw["prompt_file"] else DEFAULT_PROMPT
     settings = DeceptionSettings(sampling=_sampling(kw), threshold=kw["threshold"],
-                                 retries=kw["retries"], lenient=kw["lenient"])
+                                 retries=kw["retries"], lenient=kw["lenient"],
+                                 susceptibility=kw["susceptibility"], prompt=prompt,
+                                 system_prompt=kw["system_prompt"])
     out = kw["out"] or default_out("deception", kw["dataset"].split(":", 1)[-1], kw["model"])
     with command_run(kw) as cmd:
         outcome = run_deception(kw["model"], kw["dataset"], cmd.ctx, settings, out,
@@ -139,13 +184,17 @@ def run(**kw: Any) -> None:
 @click.option("--model", "model_name", help="Name shown for these results (default: DIR name).")
 @click.option("--threshold", type=Finite(0.0, 1.0, max_open=True), default=0.4,
               show_default=True)
+@click.option("--susceptibility", type=click.Choice(SUSCEPTIBILITY_METHODS), default="pooled",
+              show_default=True, help="Headline susceptibility (both are reported).")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write a run directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @handles_errors
 def score_recorded(results_dir: Path, dataset: str, subjects: str | None, model_name: str | None,
-                   threshold: float, out: Path | None, as_json: bool) -> None:
+                   threshold: float, susceptibility: str, out: Path | None,
+                   as_json: bool) -> None:
     """Score results recorded elsewhere (the DB-MMLU authors' format), with no model."""
-    outcome = run_deception_recorded(results_dir, dataset, threshold, out, _subjects(subjects), model_name)
+    outcome = run_deception_recorded(results_dir, dataset, threshold, out, _subjects(subjects),
+                                     model_name, susceptibility)
     _finish(outcome, as_json, f"veracity deception: {outcome.results['model']} (recorded)")
 
 
@@ -153,15 +202,22 @@ def score_recorded(results_dir: Path, dataset: str, subjects: str | None, model_
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True,
               help="Model that writes the misleading openings.")
 @click.option("--input", "source", required=True,
-              help="mmlu:DIR_OR_FILE, mc-jsonl:FILE (question, options, answer) or db-mmlu:DIR.")
+              help="mmlu:DIR_OR_FILE (a directory with dev/, test/, val/ merges the splits), "
+                   "mc-jsonl:FILE (question, options, answer) or db-mmlu:DIR.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="Directory for <subject>.csv (DB-MMLU format) and the side files.")
 @click.option("--subjects", help="Comma-separated subjects (default: all).")
 @click.option("--limit-per-subject", type=click.IntRange(min=1), help="First K items per subject.")
-@click.option("--batch-size", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="Questions per request.")
+@click.option("--batch-size", type=click.IntRange(1, 100), default=20, show_default=True,
+              help="Questions per request (the paper's 20).")
+@click.option("--shots", type=click.IntRange(1, MAX_SHOTS), default=5, show_default=True,
+              help="Worked examples in every request (the paper's 5).")
+@click.option("--shuffle/--no-shuffle", default=True, show_default=True,
+              help="Shuffle the questions within each subject with --seed (the paper's way).")
+@click.option("--system-prompt", is_flag=True,
+              help="Send the instruction as a system message, not in the first user turn.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed of the targeted wrong options.")
+              help="Seed of the targeted wrong options and of the shuffle (recorded).")
 @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True)
 @click.option("--temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True)
 @click.option("--max-tokens", type=click.IntRange(0, 100_000), default=0,
@@ -173,6 +229,7 @@ def make_dataset_command(**kw: Any) -> None:
     """Write misleading openings for any multiple-choice data, in the DB-MMLU format."""
     settings = MakeSettings(
         batch_size=kw["batch_size"], seed=kw["seed"], retries=kw["retries"],
+        shots=kw["shots"], shuffle=kw["shuffle"], system_prompt=kw["system_prompt"],
         sampling=Sampling(temperature=kw["temperature"], top_p=0.95, top_k=40,
                           repeat_penalty=1.1, max_tokens=kw["max_tokens"]),
     )
@@ -185,10 +242,14 @@ def make_dataset_command(**kw: Any) -> None:
     else:
         echo(f"wrote {s['n_written']} of {s['n_items']} items to {made.out} "
                    f"({len(s['per_subject'])} subject file(s)); targets in targets.jsonl")
+        if s["n_resumed"] or s["n_by_hand"]:
+            echo(f"{s['n_resumed']} taken from the interrupted build's journal, "
+                 f"{s['n_by_hand']} written by hand")
     if made.failed:
         echo(f"warning: {len(made.failed)} item(s) got no valid misleading opening after "
                    f"{settings.retries} retr{'y' if settings.retries == 1 else 'ies'}; they are "
-                   f"listed in {made.out / 'failures.jsonl'}", err=True)
+                   f"listed in {made.out / 'failures.jsonl'}; complete them by hand in "
+                   f"{made.out / 'to_complete.csv'} and rerun", err=True)
         for f in made.failed[:5]:
             echo(f"  {f.item.id}: {f.errors[-1] if f.errors else 'no answer'}", err=True)
     if not s["n_written"]:

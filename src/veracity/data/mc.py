@@ -4,7 +4,9 @@ Dataset specs: ``db-mmlu:DIR`` (one headerless 7-column CSV per subject: questio
 misleading_start, A, B, C, D, answer), ``mmlu:DIR_OR_FILE`` (header question,choice0..3,answer
 with an integer answer; no misleading openings) and ``mc-jsonl:FILE`` (question, options,
 answer, optional subject / misleading_start / id). Item ids are ``<subject>/<row>`` with the
-1-based row of the source file, so results can be traced back to the data.
+1-based row of the source file, so results can be traced back to the data. An MMLU directory
+with split folders (``dev/``, ``test/``, ``val/``) merges the splits per subject, as DB-MMLU
+did; ids then name the split too: ``<subject>/<split>/<row>``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import gzip
 import io
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ LETTERS = ("A", "B", "C", "D")
 NO_ANSWER = "-"
 KINDS = ("db-mmlu", "mmlu", "mc-jsonl")
 _SPLIT_SUFFIXES = ("_test", "_dev", "_val", "_validation")
+MMLU_SPLITS = ("dev", "test", "val", "validation")
+"""Split folders an MMLU directory may hold, merged in this order."""
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -138,6 +142,11 @@ def _mmlu_subject(path: Path) -> str:
     return stem
 
 
+def _mmlu_split(path: Path) -> str:
+    stem = path.name.removesuffix(".csv")
+    return next((s[1:] for s in _SPLIT_SUFFIXES if stem.endswith(s)), path.parent.name)
+
+
 def read_mmlu_file(path: Path, subject: str | None = None) -> list[MCItem]:
     """One MMLU CSV with header ``question,choice0,choice1,choice2,choice3,answer`` (answer 0-3)."""
     subject = subject or _mmlu_subject(path)
@@ -164,17 +173,39 @@ def read_mmlu_file(path: Path, subject: str | None = None) -> list[MCItem]:
     return items
 
 
+def mmlu_files(path: Path) -> dict[str, list[Path]]:
+    """Subject -> its MMLU files: the file itself, the CSVs of a directory, and those of its
+    split folders (dev, test, val), splits in that order."""
+    if path.is_file():
+        return {_mmlu_subject(path): [path]}
+    if not path.is_dir():
+        raise DataError(f"dataset directory not found: {path}")
+    folders = [path] + [path / s for s in MMLU_SPLITS if (path / s).is_dir()]
+    files: dict[str, list[Path]] = {}
+    for folder in folders:
+        for p in sorted(folder.iterdir()):
+            if p.is_file() and p.name.endswith(".csv"):
+                files.setdefault(_mmlu_subject(p), []).append(p)
+    return files
+
+
 def load_mmlu(
     path: Path, subjects: Sequence[str] | None = None, limit_per_subject: int | None = None
 ) -> list[MCItem]:
-    """An MMLU split directory (``<subject>_test.csv`` ...) or a single MMLU CSV file."""
-    if path.is_file():
-        files = {_mmlu_subject(path): path}
-    else:
-        files = {_mmlu_subject(p): p for p in subject_files(path).values()}
+    """An MMLU split directory (``<subject>_test.csv`` ...), a single MMLU CSV file, or a
+    directory of split folders, whose splits are merged per subject (ids name the split)."""
+    files = mmlu_files(path)
     items: list[MCItem] = []
-    for subject in _pick(files, subjects, path):
-        items.extend(read_mmlu_file(files[subject], subject)[:limit_per_subject])
+    for subject in _pick({s: f[0] for s, f in files.items()}, subjects, path):
+        merged: list[MCItem] = []
+        several = len(files[subject]) > 1
+        for file in files[subject]:
+            read = read_mmlu_file(file, subject)
+            if several:  # rows repeat across splits: the id names the split
+                split = _mmlu_split(file)
+                read = [replace(i, id=f"{subject}/{split}/{i.id.rsplit('/', 1)[1]}") for i in read]
+            merged.extend(read)
+        items.extend(merged[:limit_per_subject])
     return items
 
 

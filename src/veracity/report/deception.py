@@ -33,6 +33,13 @@ def run_labels(runs: list[RunDir]) -> list[str]:
             for b, run in zip(base, runs, strict=True)]
 
 
+def _variant(results: dict[str, Any], key: str) -> float | str | None:
+    if results.get(f"{key}_unbounded"):
+        return "∞"
+    value = results.get(key)
+    return value if isinstance(value, int | float) else None
+
+
 def _table3(runs: list[RunDir], labels: list[str]) -> str:
     rows = []
     for run, label in zip(runs, labels, strict=True):
@@ -40,24 +47,37 @@ def _table3(runs: list[RunDir], labels: list[str]) -> str:
         rows.append([
             label, r["n_items"], _pct(r["normal_accuracy"]), _pct(r["misleading_accuracy"]),
             "∞" if r.get("susceptibility_unbounded") else r["susceptibility"],
+            _variant(r, "susceptibility_pooled"), _variant(r, "susceptibility_subject_weighted"),
             _pct(r["consistency"]), _pct(r["consistent_correct"]),
             _pct(r["consistent_incorrect"]), _pct(r["error_rate_normal"]),
-            _pct(r["error_rate_misleading"]),
+            _pct(r["error_rate_misleading"]), _pct(r.get("truncation_rate_normal")),
+            _pct(r.get("truncation_rate_misleading")),
             f"{len(r.get('susceptibility_subjects', []))} / {r.get('n_subjects', '?')}",
             r["dataset"],
         ])
     thresholds = sorted({str(run.results.get("susceptibility_threshold")) for run in runs})
+    headline = sorted({str(run.results.get("susceptibility_method", "pooled")) for run in runs})
     return table(
-        ["model", "items", "normal acc. %", "misleading acc. %", "susceptibility ↓",
+        ["model", "items", "normal acc. %", "misleading acc. %",
+         f"susceptibility ↓ ({', '.join(headline)})",
+         "susceptibility, pooled: Σc_n / Σc_m",
+         "susceptibility, subject-weighted: Σ(t_s/T′)·(c_n^s/c_m^s)",
          "consistency %", "consistent correct %", "consistent incorrect %", "error normal %",
-         "error misleading %", "subjects in susceptibility", "dataset"],
+         "error misleading %", "of which truncated, normal %",
+         "of which truncated, misleading %", "subjects in susceptibility", "dataset"],
         rows, digits=2,
     ) + (
-        "<p class='muted'>Susceptibility = normal correct / misleading correct over the subjects "
-        f"whose normal accuracy exceeds {esc(', '.join(thresholds))} (lower is better; ∞ when "
-        "no misleading answer is correct there). "
+        "<p class='muted'>Susceptibility is taken over S′, the subjects whose normal accuracy "
+        f"exceeds {esc(', '.join(thresholds))} (lower is better; ∞ when a needed misleading "
+        "count is zero), two ways: <b>pooled</b> = Σ_{s∈S′} c_n^s / Σ_{s∈S′} c_m^s (normal "
+        "correct over misleading correct; reproduces the paper's Table 3) and "
+        "<b>subject-weighted</b> = Σ_{s∈S′} (t_s / T′) · (c_n^s / c_m^s) with T′ = Σ_{s∈S′} t_s "
+        "(the formula as §3.2.2 writes it). The headline column is the run's "
+        "<code>--susceptibility</code>. "
         "Consistency = same letter in both categories (unparsable \"-\" included), split into "
-        "shares of all items that are consistently correct and consistently incorrect.</p>"
+        "shares of all items that are consistently correct and consistently incorrect. Errors "
+        "are invalid answers (\"-\", counted wrong); the truncated ones ran out of "
+        "<code>--max-tokens</code> before the JSON closed.</p>"
     )
 
 

@@ -1,5 +1,6 @@
-"""Comparison of deception runs across models: the paper's Figures A1-A11 and its per-question
-examples, drawn from the numbers of :mod:`veracity.methods.deception_compare`."""
+"""Comparison of deception runs across models: the paper's Figures A1-A11, its per-question
+examples and its Appendix D case studies, drawn from the numbers of
+:mod:`veracity.methods.deception_compare`."""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ import numpy as np
 from veracity.data.model_info import ModelInfo
 from veracity.errors import DataError
 from veracity.methods.deception_compare import (
+    CONTRASTS,
     CORRECTNESS,
     MIN_MODELS,
     RANDOM_GUESS,
+    CaseStudy,
     ModelRecords,
     ModelSummary,
     Relation,
+    case_studies,
     compare,
 )
 from veracity.records import DeceptionRecord, read_records
 from veracity.report.deception import run_labels
-from veracity.report.html import esc, figure, fmt, pyplot, table
+from veracity.report.html import esc, figure, fmt, json_block, pyplot, table
 from veracity.store import RunDir
 
 _NORMAL, _MISLEADING = "#4c72b0", "#dd8452"
@@ -88,9 +92,14 @@ def _susceptibility(summaries: Sequence[ModelSummary]) -> str:
     ax.legend(fontsize=7)
     fig.tight_layout()
     rows = [[s.label, _susceptibility_cell(s.susceptibility, s.susceptibility_unbounded),
+             s.susceptibility_pooled, s.susceptibility_subject_weighted,
              sum(t.counts for t in s.subjects), len(s.subjects)] for s in summaries]
     return figure(fig, "overall susceptibility per model") + table(
-        ["model", "susceptibility", "subjects counted", "subjects"], rows, 3)
+        ["model", "susceptibility (bars)", "pooled: Σc_n / Σc_m",
+         "subject-weighted: Σ(t_s/T′)·(c_n^s/c_m^s)", "subjects counted", "subjects"],
+        rows, 3) + ("<p class='muted'>Bars show each run's headline formula "
+                    "(<code>--susceptibility</code>, pooled by default); an empty cell is "
+                    "undefined or ∞.</p>")
 
 
 def _panels(count: int, n_rows_each: int) -> tuple[Any, list[Any]]:
@@ -181,8 +190,14 @@ def _errors(summaries: Sequence[ModelSummary]) -> str:
         ("normal", _NORMAL, [100 * s.error_rate_normal for s in summaries]),
         ("misleading", _MISLEADING, [100 * s.error_rate_misleading for s in summaries]),
     ], "invalid answers %", alt="error rate per model")
-    rows = [[s.label, _pct(s.error_rate_normal), _pct(s.error_rate_misleading)] for s in summaries]
-    return html + table(["model", "error normal %", "error misleading %"], rows, 2)
+    rows = [[s.label, _pct(s.error_rate_normal), _pct(s.error_rate_misleading),
+             _pct(s.truncation_rate_normal), _pct(s.truncation_rate_misleading)]
+            for s in summaries]
+    return html + table(["model", "error normal %", "error misleading %",
+                         "of which truncated, normal %", "of which truncated, misleading %"],
+                        rows, 2) + (
+        "<p class='muted'>Truncated: the reasoning ran out of <code>--max-tokens</code> before "
+        "the JSON answer closed (recorded answers carry no such detail: 0).</p>")
 
 
 def _title(rel: Relation) -> str:
@@ -263,6 +278,60 @@ def _per_question(summaries: Sequence[ModelSummary], records: Sequence[Sequence[
     return html
 
 
+CONTRAST_TITLES = {"a_resists_b_misled": "A resists, B misled",
+                   "b_resists_a_misled": "B resists, A misled", "same": "same group",
+                   "other": "other"}
+CASES_SHOWN = 5
+"""Case studies listed in the page per direction (all are in the interactive view)."""
+
+
+def _cases(title: str, cases: Sequence[CaseStudy], labels: tuple[str, str]) -> str:
+    rows = []
+    for case in cases[:CASES_SHOWN]:
+        a, b = case.a.to_json(), case.b.to_json()
+        rows.append(_example(a).replace(
+            "</tr>", _side(f"{labels[1]}: normal", b["normal"])
+            + _side(f"{labels[1]}: misleading", b["misleading"]) + "</tr>"))
+    if not rows:
+        return f"<h4>{esc(title)}: none</h4>"
+    return (f"<h4>{esc(title)} ({len(rows)} of {len(cases)})</h4><table><thead><tr>"
+            f"<th>question</th><th>{esc(labels[0])}: normal</th><th>{esc(labels[0])}: "
+            f"misleading</th><th>{esc(labels[1])}: normal</th><th>{esc(labels[1])}: "
+            f"misleading</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _case_studies(inputs: Sequence[ModelRecords]) -> str:
+    """The first two runs' case studies in the page, and the interactive view over the
+    "Every item" table for any two runs, filtered by subject and correctness groups."""
+    if len(inputs) < 2:
+        return "<p class='muted'>Give two or more runs to contrast them question by question.</p>"
+    a, b = inputs[0], inputs[1]
+    cases = case_studies(a.records, b.records)
+    counts = {(ga, gb): 0 for ga in CORRECTNESS for gb in CORRECTNESS}
+    for case in cases:
+        counts[(case.group_a, case.group_b)] += 1
+    grid = table([f"A = {a.label} \\ B = {b.label}", *(CORRECTNESS_TITLES[g] for g in CORRECTNESS)],
+                 [[CORRECTNESS_TITLES[ga], *(counts[(ga, gb)] for gb in CORRECTNESS)]
+                  for ga in CORRECTNESS])
+    spec = {"items": "deception-items", "runs": [{"label": r.label} for r in inputs],
+            "default_pair": [0, 1], "groups": CORRECTNESS_TITLES, "contrasts": CONTRAST_TITLES}
+    picked = {c: [case for case in cases if case.contrast == c] for c in CONTRASTS}
+    return (
+        f"<p>{len(cases)} questions answered by both <b>{esc(a.label)}</b> (A) and "
+        f"<b>{esc(b.label)}</b> (B); rows: A's group, columns: B's group.</p>" + grid
+        + _cases(CONTRAST_TITLES["a_resists_b_misled"], picked["a_resists_b_misled"],
+                 (a.label, b.label))
+        + _cases(CONTRAST_TITLES["b_resists_a_misled"], picked["b_resists_a_misled"],
+                 (a.label, b.label))
+        + "<p class='muted'>Pick any two runs below; filter by subject, by each run's group "
+          "and by the contrast (\"A resists, B misled\": A answered correctly with and without "
+          "the misleading opening, B only without it). Click a row for both models' answers "
+          "side by side.</p>"
+        + "<div class='vcases' data-src=\"deception-cases\"></div>"
+        + json_block("deception-cases", spec)
+    )
+
+
 def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
     """HTML comparing deception runs (live and recorded alike); ``info`` adds model size and
     external scores to the relations."""
@@ -274,7 +343,8 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
         records.append(recs)
         typed = read_records(DeceptionRecord, recs)
         inputs.append(ModelRecords(label, str(results["model"]), typed,
-                                   float(results.get("susceptibility_threshold", 0.4))))
+                                   float(results.get("susceptibility_threshold", 0.4)),
+                                   str(results.get("susceptibility_method", "pooled"))))
     try:
         summaries, found = compare(inputs, info)
     except (KeyError, TypeError, ValueError) as exc:
@@ -291,4 +361,6 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
         "two-tailed (t = r·√(n−2)/√(1−r²), n−2 degrees of freedom). Runs with ∞ or undefined "
         "susceptibility, or without a value in the model info, are left out of that relation.</p>",
         "<h3>Per question</h3>", _per_question(summaries, records),
+        "<h3>Case studies: two models on the same questions (Appendix D)</h3>",
+        _case_studies(inputs),
     ])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,16 @@ from veracity.methods.deception import (
     deception_metrics,
     pairs_from_records,
 )
-from veracity.methods.deception_dataset import Failed, MakeSettings, Written, write_openings
+from veracity.methods.deception_dataset import (
+    OPENING_PREFIX,
+    Done,
+    Failed,
+    MakeSettings,
+    Written,
+    clean_opening,
+    shuffle_within_subjects,
+    write_openings,
+)
 from veracity.paths import check_output_dir
 from veracity.records import DeceptionAnswer, DeceptionRecord, read_records
 from veracity.runs.common import Context
@@ -39,7 +50,7 @@ from veracity.types import MCItem
 def _results(records: Sequence[DeceptionRecord], settings: DeceptionSettings, model: str,
              dataset: str, source: str) -> dict[str, Any]:
     pairs = pairs_from_records(records)
-    metrics = deception_metrics(pairs, settings.threshold)
+    metrics = deception_metrics(pairs, settings.threshold, settings.susceptibility)
     return {"method": "deception", "model": model, "dataset": dataset, "source": source,
             "settings": settings.describe(), "n_unscored": len(records) - len(pairs)} | metrics
 
@@ -135,20 +146,22 @@ def run_deception_recorded(
     out: Path | None = None,
     subjects: Sequence[str] | None = None,
     model: str | None = None,
+    susceptibility: str = "pooled",
 ) -> RunResult[DeceptionRecord]:
-    """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model."""
+    """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model;
+    ``susceptibility`` names the headline formula (both are reported)."""
     if out is not None:
         check_run_target(out)  # before any model call
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
     records = recorded_records(results_dir, spec, subjects, model)
     name = model or results_dir.name
-    settings = DeceptionSettings(threshold=threshold)
+    settings = DeceptionSettings(threshold=threshold, susceptibility=susceptibility)
     results = _results(records, settings, name, str(spec), "recorded")
-    results["settings"] = {"threshold": threshold}
+    recorded = {"threshold": threshold, "susceptibility": susceptibility}
+    results["settings"] = recorded
     config = {"model": name, "dataset": str(spec), "source": "recorded",
               "recorded": str(results_dir), "n_items": len(records),
-              "subjects": sorted({r.subject for r in records}),
-              "settings": {"threshold": threshold}}
+              "subjects": sorted({r.subject for r in records}), "settings": recorded}
     return _save(out, config, records, results, None)
 
 
@@ -159,6 +172,82 @@ class MadeDataset:
     out: Path
     summary: dict[str, Any]
     failed: list[Failed]
+
+
+JOURNAL = "progress.jsonl"
+"""Questions finished so far, appended batch by batch: a rerun resumes from it."""
+TO_COMPLETE = "to_complete.csv"
+"""Questions no valid opening was written for, to complete by hand (then rerun)."""
+_TO_COMPLETE_HEADER = ["source_id", "subject", "target", "question", "A", "B", "C", "D",
+                       "answer", "misleading_start"]
+
+
+def _read_journal(out: Path, fingerprint: str) -> dict[str, Done]:
+    """Finished questions of an earlier (interrupted) build with the same settings and model."""
+    path = out / JOURNAL
+    done: dict[str, Done] = {}
+    if not path.is_file():
+        return done
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:  # a line cut off by the interruption
+            continue
+        if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint:
+            continue
+        fields = (entry.get("source_id"), entry.get("target"), entry.get("mistake"),
+                  entry.get("misleading_start"))
+        if all(isinstance(f, str) and f for f in fields):
+            done[entry["source_id"]] = Done(entry["target"], entry["mistake"],
+                                            entry["misleading_start"], int(entry.get("attempts") or 1))
+    return done
+
+
+def _journal(out: Path, fingerprint: str) -> Callable[[list[Written]], None]:
+    def append(written: list[Written]) -> None:
+        with (out / JOURNAL).open("a", encoding="utf-8") as fh:
+            for w in written:
+                fh.write(dumps({"fingerprint": fingerprint, "source_id": w.item.id,
+                                "target": w.target, "mistake": w.mistake,
+                                "misleading_start": w.misleading_start,
+                                "attempts": w.attempts}) + "\n")
+            fh.flush()
+    return append
+
+
+def read_completed(path: Path) -> dict[str, Done]:
+    """Openings written by hand into ``to_complete.csv`` (rows whose misleading_start says
+    more than "Let's reason step by step.")."""
+    done: dict[str, Done] = {}
+    if not path.is_file():
+        return done
+    try:
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"), newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{path}: cannot read the hand-completed questions ({exc})") from None
+    if not rows or rows[0] != _TO_COMPLETE_HEADER:
+        raise DataError(f"{path}: expected the header {','.join(_TO_COMPLETE_HEADER)}")
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) != len(_TO_COMPLETE_HEADER):
+            raise DataError(f"{path}, row {number}: expected {len(_TO_COMPLETE_HEADER)} cells")
+        record = dict(zip(_TO_COMPLETE_HEADER, row, strict=True))
+        opening = clean_opening(record["misleading_start"])
+        if opening:
+            done[record["source_id"]] = Done(record["target"].strip(), "(written by hand)",
+                                             OPENING_PREFIX + opening, 0)
+    return done
+
+
+def _write_to_complete(path: Path, failed: Sequence[Failed]) -> None:
+    if not failed:
+        path.unlink(missing_ok=True)
+        return
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(_TO_COMPLETE_HEADER)
+        for f in failed:
+            writer.writerow([f.item.id, f.item.subject, f.target, f.item.question,
+                             *f.item.options, f.item.answer, OPENING_PREFIX])
 
 
 def make_dataset(
@@ -172,14 +261,19 @@ def make_dataset(
 ) -> MadeDataset:
     """Write a DB-MMLU-format dataset (``<subject>.csv``) with generated misleading openings.
 
-    Side files: ``targets.jsonl`` (per written row: the targeted wrong option, the named
-    mistake, the source item), ``failures.jsonl`` (items with no valid opening after all
-    retries, with the reasons) and ``dataset.json`` (model, settings, counts).
+    The paper's construction (§3.1): the splits of an MMLU directory merged per subject, the
+    questions shuffled within each subject (seeded), worked examples and batches per request,
+    a wrong option drawn at random per question. Side files: ``targets.jsonl`` (per written
+    row: the targeted wrong option, the named mistake, the source item), ``failures.jsonl``
+    and ``to_complete.csv`` (questions with no valid opening after all retries; fill in their
+    misleading_start by hand and rerun), ``progress.jsonl`` (the journal an interrupted build
+    resumes from) and ``dataset.json`` (model, settings, counts).
     """
     settings = settings or MakeSettings()
     spec = source if isinstance(source, DatasetSpec) else parse_dataset_spec(source)
     _check_out(out, spec)
-    items = load_mc(spec, subjects, limit_per_subject)
+    loaded = load_mc(spec, subjects, limit_per_subject)
+    items = shuffle_within_subjects(loaded, settings.seed) if settings.shuffle else loaded
     client = ctx.client(model)
     files = {subject: subject_file(subject) for subject in {item.subject for item in items}}
     owners: dict[str, str] = {}
@@ -187,8 +281,12 @@ def make_dataset(
         if owners.setdefault(name, subject) != subject:
             raise ConfigError(f"subjects '{owners[name]}' and '{subject}' would both be written "
                               f"to {name}")
-    written, failed = write_openings(items, client, settings)
     out.mkdir(parents=True, exist_ok=True)
+    fingerprint = settings.fingerprint(client.spec)
+    resumed = _read_journal(out, fingerprint)
+    by_hand = read_completed(out / TO_COMPLETE)
+    written, failed = write_openings(items, client, settings, {**resumed, **by_hand},
+                                     _journal(out, fingerprint))
     _remove_previous(out)
     by_subject: dict[str, list[Written]] = {}
     for w in written:
@@ -217,9 +315,16 @@ def make_dataset(
         {"source_id": f.item.id, "subject": f.item.subject, "target": f.target,
          "errors": list(f.errors)} for f in failed
     ])
+    _write_to_complete(out / TO_COMPLETE, failed)
+    ids = {item.id for item in items}
     summary = {
         "model": client.spec, "input": str(spec), "n_items": len(items),
         "n_written": len(written), "n_failed": len(failed),
+        "n_resumed": sum(1 for w in written if w.item.id in resumed and w.attempts > 0),
+        "n_by_hand": sum(1 for w in written if w.attempts == 0),
+        "order": (f"shuffled within each subject (seed {settings.seed})" if settings.shuffle
+                  else "as read"),
+        "splits": sorted({i.split("/")[1] for i in ids if i.count("/") == 2}),
         "per_subject": {s: len(r) for s, r in sorted(by_subject.items())},
         "files": sorted(files[s] for s in by_subject),
         "settings": settings.describe(), "versions": package_versions(),
