@@ -62,18 +62,6 @@ def _rate(results: dict[str, Any], key: str) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _value(results: dict[str, Any], key: str) -> str:
-    if results.get(f"{key}_unbounded"):
-        return "∞"
-    value = results.get(key)
-    return "—" if value is None else f"{value:.2f}"
-
-
-def _rate(results: dict[str, Any], key: str) -> str:
-    value = results.get(key)
-    return "—" if value is None else f"{100 * value:.1f}%"
-
-
 def print_metrics(results: dict[str, Any]) -> None:
     """Per-subject and overall metrics as a plain-text table (percentages)."""
     echo(f"\n{'subject':<36} {'items':>5} {'norm%':>6} {'misl%':>6} {'susc':>6} "
@@ -94,18 +82,6 @@ def print_metrics(results: dict[str, Any]) -> None:
         f"{_pct(summary.consistent_incorrect).strip()}%; susceptibility over {len(used)} "
         f"subject(s) with normal accuracy > {results['susceptibility_threshold']}"
     )
-    chosen = results.get("susceptibility_method", "pooled")
-    for method in SUSCEPTIBILITY_METHODS:
-        key = "susceptibility_" + method.replace("-", "_")
-        if key in results:
-            mark = " (headline)" if method == chosen else ""
-            echo(f"  susceptibility {method}{mark}: {_value(results, key)}  = "
-                 f"{SUSCEPTIBILITY_FORMULAS[method]}")
-    if "truncation_rate_normal" in results:
-        echo(f"invalid answers: normal {_rate(results, 'error_rate_normal')}, misleading "
-             f"{_rate(results, 'error_rate_misleading')}; of them cut off by --max-tokens: "
-             f"normal {_rate(results, 'truncation_rate_normal')}, misleading "
-             f"{_rate(results, 'truncation_rate_misleading')}")
     chosen = results.get("susceptibility_method", "pooled")
     for method in SUSCEPTIBILITY_METHODS:
         key = "susceptibility_" + method.replace("-", "_")
@@ -168,15 +144,6 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @click.option("--threshold", type=Finite(0.0, 1.0, max_open=True), default=0.4,
               show_default=True, help="Susceptibility uses subjects above this normal accuracy.")
 @click.option("--lenient", is_flag=True, help="Lenient answer parsing (not paper-compatible).")
-@click.option("--susceptibility", type=click.Choice(SUSCEPTIBILITY_METHODS), default="pooled",
-              show_default=True, help="Headline susceptibility (both are reported): pooled "
-              "Σc_n/Σc_m (reproduces Table 3) or subject-weighted Σ(t_s/T′)(c_n^s/c_m^s) (§3.2.2).")
-@click.option("--prompt-file", type=click.Path(path_type=Path, dir_okay=False),
-              help="TOML file with the instruction, question layout and worked example "
-                   "(placeholders {question}, {A}-{D}, {options}, {subject}).")
-@click.option("--system-prompt", is_flag=True,
-              help="Send the instruction as a system message (the paper puts it in the first "
-                   "user turn, as some chat templates refuse system messages).")
 @click.option("--susceptibility", type=click.Choice(SUSCEPTIBILITY_METHODS), default="pooled",
               show_default=True, help="Headline susceptibility (both are reported): pooled "
               "Σc_n/Σc_m (reproduces Table 3) or subject-weighted Σ(t_s/T′)(c_n^s/c_m^s) (§3.2.2).")
@@ -263,7 +230,6 @@ def make_dataset_command(**kw: Any) -> None:
     settings = MakeSettings(
         batch_size=kw["batch_size"], seed=kw["seed"], retries=kw["retries"],
         shots=kw["shots"], shuffle=kw["shuffle"], system_prompt=kw["system_prompt"],
-        shots=kw["shots"], shuffle=kw["shuffle"], system_prompt=kw["system_prompt"],
         sampling=Sampling(temperature=kw["temperature"], top_p=0.95, top_k=40,
                           repeat_penalty=1.1, max_tokens=kw["max_tokens"]),
     )
@@ -276,9 +242,6 @@ def make_dataset_command(**kw: Any) -> None:
     else:
         echo(f"wrote {s['n_written']} of {s['n_items']} items to {made.out} "
                    f"({len(s['per_subject'])} subject file(s)); targets in targets.jsonl")
-        if s["n_resumed"] or s["n_by_hand"]:
-            echo(f"{s['n_resumed']} taken from the interrupted build's journal, "
-                 f"{s['n_by_hand']} written by hand")
         if s["n_resumed"] or s["n_by_hand"]:
             echo(f"{s['n_resumed']} taken from the interrupted build's journal, "
                  f"{s['n_by_hand']} written by hand")
