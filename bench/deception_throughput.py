@@ -62,9 +62,9 @@ def run_veracity(backend: LlamaCppBackend, items: list[MCItem], sampling: Sampli
 
 def run_naive(backend: LlamaCppBackend, items: list[MCItem], sampling: Sampling, threads: int
               ) -> tuple[float, int, list[str]]:
-    from llama_cpp import Llama
+    from veracity.backends.llamacpp_load import safe_llama
 
-    llm = Llama(model_path=str(bundled_gguf_path()), n_ctx=4096, n_threads=threads,
+    llm = safe_llama(str(bundled_gguf_path()), n_ctx=4096, n_threads=threads,
                 n_batch=backend.n_batch, verbose=False)
     eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
     requests = [build_request(item, c, sampling) for item in items for c in CATEGORIES]

@@ -109,7 +109,8 @@ def main() -> int:
           f"a path qualifies with cosine >= {MIN_COSINE} and |d gamma| <= {MAX_GAMMA_DIFF}")
     print(f"{len(rows)} recorded answers from {args.recorded.name}, each with "
           f"{len(rows[0]['perturbed_answers'])} perturbed answers")
-    for backend in BACKENDS:
+    concrete = [b for b in BACKENDS if b != "auto"]  # torch first: the reference
+    for backend in concrete:
         began = time.perf_counter()
         embedder = load_embedder("st/default", backend=backend)
         if backend == "torch":
@@ -126,7 +127,7 @@ def main() -> int:
         print(f"{name}_texts_per_s: {rates[backend]:.1f} texts/s")
     reference = gammas(vectors["torch"])
     qualifying = ["torch"]
-    for backend in BACKENDS[1:]:
+    for backend in concrete[1:]:
         name = backend.replace("-", "_")
         deviation = float(1.0 - (vectors["torch"] * vectors[backend]).sum(axis=1).min())
         gamma_diff = float(np.max(np.abs(np.array(gammas(vectors[backend])) - np.array(reference))))
@@ -148,6 +149,13 @@ def main() -> int:
     fastest = max(qualifying, key=lambda b: rates[b])
     print(f"qualifying paths: {', '.join(qualifying)}; fastest: {fastest}; "
           f"current default: {DEFAULT_BACKEND}")
+    auto = load_embedder("st/default", backend="auto")
+    choice = getattr(auto, "backend_choice", None) or {}
+    figures = choice.get("texts_per_second", {})
+    print(f"auto_choice: {choice.get('backend')} (torch {figures.get('torch')}, onnx "
+          f"{figures.get('onnx')} texts/s in its short measurement, "
+          f"{'measured now' if choice.get('measured') else 'remembered'}); "
+          f"this bench's faster of the two: {max(('torch', 'onnx'), key=lambda b: rates[b])}")
     print(f"ratio_fastest_qualifying_{fastest.replace('-', '_')}_over_torch: "
           f"{rates[fastest] / rates['torch']:.2f} x")
     return 0

@@ -45,10 +45,11 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
     list[float], list[str], float, int
 ]:
     """The paper's Algorithm 1 written directly against llama-cpp-python."""
-    from llama_cpp import Llama
     from llama_cpp.llama_types import CreateChatCompletionResponse
 
-    llm = Llama(model_path=str(bundled_gguf_path()), n_ctx=4096, n_threads=2,
+    from veracity.backends.llamacpp_load import safe_llama
+
+    llm = safe_llama(str(bundled_gguf_path()), n_ctx=4096, n_threads=2,
                 n_batch=N_BATCH, verbose=False)
     gammas, tokens, every_answer = [], 0, []
     began = time.perf_counter()

@@ -94,13 +94,13 @@ def test_cli_rejects_an_unknown_backend_before_running() -> None:
     assert "choose one of torch, onnx, onnx-int8" in result.output
 
 
-def test_the_default_backend_is_onnx_and_falls_back_to_torch_without_onnxruntime(
+def test_the_default_backend_is_auto_and_falls_back_to_torch_without_onnxruntime(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     from veracity.embed import onnx, st
 
     monkeypatch.setattr(onnx, "missing_packages", lambda: [])
-    assert st._resolve_backend(None) == "onnx"
+    assert st._resolve_backend(None) == "auto"
     monkeypatch.setattr(onnx, "missing_packages", lambda: ["onnxruntime"])
     with caplog.at_level("WARNING", logger="veracity.embed.st"):
         assert st._resolve_backend(None) == "torch"

@@ -38,12 +38,11 @@ def test_bundled_smollm2_generates_deterministically_and_continues_a_prefill() -
 
 
 def test_an_answer_depends_on_its_prompt_alone_despite_prefix_reuse() -> None:
-    from llama_cpp import Llama
-
     from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
+    from veracity.backends.llamacpp_load import safe_llama
 
     backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default")
-    fresh = Llama(model_path=str(bundled_gguf_path()), n_ctx=4096, n_batch=backend.n_batch,
+    fresh = safe_llama(str(bundled_gguf_path()), n_ctx=4096, n_batch=backend.n_batch,
                   verbose=False)
     try:
         sampling = Sampling(max_tokens=16)

@@ -23,23 +23,26 @@ __all__ = ["CachedEmbedder", "CallStats", "LLMClient", "NullProgress", "Progress
 
 
 def request_key(spec: str, identity: dict[str, Any], request: GenRequest) -> str:
-    """Cache key of one request: backend, model identity, messages, prefill, sampling, sample."""
+    """Cache key of one request: backend, model identity, messages, prefill, sampling, sample
+    (and the draft, for a backend that verifies drafts)."""
     sampling = asdict(request.sampling)
     if request.sampling.greedy:
         # greedy decoding ignores these, so they must not split the cache
         for name in ("seed", "top_p", "top_k", "temperature"):
             sampling.pop(name)
-    return cache_key(
-        {
-            "kind": "generation",
-            "backend": spec,
-            "identity": identity,
-            "messages": [[m.role, m.content] for m in request.messages],
-            "prefill": request.prefill,
-            "sampling": sampling,
-            "sample_index": request.sample_index,
-        }
-    )
+    payload: dict[str, Any] = {
+        "kind": "generation",
+        "backend": spec,
+        "identity": identity,
+        "messages": [[m.role, m.content] for m in request.messages],
+        "prefill": request.prefill,
+        "sampling": sampling,
+        "sample_index": request.sample_index,
+    }
+    if request.draft and identity.get("decode") == "draft":
+        # which tokens were verified in a batch can change a near-tied greedy choice
+        payload["draft"] = request.draft
+    return cache_key(payload)
 
 
 class LLMClient(CachedCalls):

@@ -59,6 +59,10 @@ class GenRequest:
     sampling: Sampling = Sampling()
     prefill: str = ""
     sample_index: int = 0
+    draft: str = ""
+    """An answer this one is expected to resemble (γ's centre answer, a given answer to score):
+    a backend decoding with ``decode=draft`` verifies it instead of generating token by token;
+    others ignore it. Part of the cache key only for such backends."""
 
     @staticmethod
     def user(prompt: str, sampling: Sampling = Sampling(), **kw: Any) -> GenRequest:

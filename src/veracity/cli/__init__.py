@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 import veracity.cli.fewl_train  # noqa: F401  (adds fewl icl and fewl finetune)
+from veracity import crash
 from veracity.cli.calibrate import calibrate_command
+from veracity.cli.doctor import doctor
 from veracity.cli.misc import cache, models, report
 from veracity.cli.serve import serve
 from veracity.cli.validate import annotate, validate
@@ -16,6 +18,7 @@ from veracity.methods.base import methods
 @click.version_option(package_name="veracity")
 def main() -> None:
     """Measure how far an LLM's answers can be trusted."""
+    crash.arm()  # a segfault in native code prints where it happened
 
 
 for _method in methods():  # each registered method brings its command
@@ -28,3 +31,4 @@ main.add_command(validate)
 main.add_command(annotate)
 main.add_command(serve)
 main.add_command(calibrate_command)
+main.add_command(doctor)

@@ -1,7 +1,8 @@
 """sentence-transformers embedder: ``st/default`` (bundled all-MiniLM-L6-v2) or ``st/PATH``.
 
-``backend`` picks what runs the transformer: ``onnx`` (ONNX Runtime, float32; the default,
-chosen by measurement: same vectors and γ as torch, never slower, loads in 0.4 s), ``torch``,
+``backend`` picks what runs the transformer: ``auto`` (the default: the faster of the two
+float32 paths on this CPU, measured once and remembered, see :mod:`veracity.embed.choice`),
+``onnx`` (ONNX Runtime, float32: same vectors and γ as torch, loads in 0.4 s), ``torch``,
 ``onnx-int8`` (dynamically quantised) or ``torch-bf16`` (torch with bfloat16 matrix products
 under autocast: the fastest path on CPUs with bfloat16 instructions, vectors within cosine
 0.9999 of float32 but γ not always within 1e-3, so not the default); tokenisation, pooling and
@@ -27,8 +28,8 @@ from veracity.paths import user_path
 if TYPE_CHECKING:
     from veracity.embed.onnx import OnnxSession
 
-BACKENDS = ("torch", "onnx", "onnx-int8", "torch-bf16")
-DEFAULT_BACKEND = "onnx"
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "torch-bf16")
+DEFAULT_BACKEND = "auto"
 logger = logging.getLogger(__name__)
 
 BF16 = "bf16-autocast"
@@ -101,7 +102,10 @@ class SentenceTransformerEmbedder:
             pass
         import torch
 
+        from veracity import crash
         from veracity.embed.onnx import available_cpus
+
+        crash.watch_native()
 
         self.path = path
         self.backend = backend
@@ -112,15 +116,37 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size or (GPU_BATCH if on_gpu else CPU_BATCH)
         self.spec = "st/default" if path == _bundled_or_none() else f"st/{path}"
         self._session: OnnxSession | None = None
+        self.backend_choice: dict[str, Any] | None = None
+        """How ``auto`` chose (figures, remembered or measured now); None when a backend was named."""
         if backend == "torch-bf16" and not _fast_bf16(self._model.device.type):
             logger.warning("st: this CPU has no bfloat16 instructions; torch-bf16 will be slower "
                            "than torch")
-        if backend in ("onnx", "onnx-int8"):
+        if backend in ("onnx", "onnx-int8", "auto"):
             from veracity.embed.onnx import OnnxSession, ensure_exported, export_root
 
             root = onnx_dir or export_root()
             onnx_file = ensure_exported(self._model, path, root, int8=backend == "onnx-int8")
             self._session = OnnxSession(onnx_file, self.threads)
+            if backend == "auto":
+                self._choose(root)
+
+    def _choose(self, root: Path) -> None:
+        """Keep the faster float32 path on this CPU (remembered per CPU, model and threads)."""
+        from veracity.cpu import cpu_features
+        from veracity.embed.choice import CHOICE_FILE, choice_key, choose_backend, texts_per_second
+        from veracity.embed.onnx import fingerprint
+
+        session = self._session
+
+        def measure(candidate: str) -> float:
+            self.backend, self._session = candidate, session if candidate == "onnx" else None
+            return texts_per_second(self._encode_batch)
+
+        key = choice_key(cpu_features().fingerprint(), fingerprint(self.path), self.threads)
+        choice = choose_backend(root / CHOICE_FILE, key, measure)
+        self.backend = str(choice["backend"])
+        self._session = session if self.backend == "onnx" else None
+        self.backend_choice = {"setting": "auto", **choice}
 
     def identity(self) -> dict[str, Any]:
         """Model, backend and quantisation: vectors of different paths never share a cache key."""
@@ -181,7 +207,7 @@ def _resolve_backend(backend: str | None) -> str:
     """The backend asked for (its packages required), or the default (torch if ONNX is missing)."""
     from veracity.embed.onnx import missing_packages, require_onnxruntime
 
-    if backend is None:
+    if backend in (None, "auto"):
         missing = missing_packages()
         if not missing:
             return DEFAULT_BACKEND

@@ -164,11 +164,17 @@ def score_trust(
     else:
         ball = perturb(prompt, settings.n, settings.ball, settings.seed)
     turns = tuple(context)
-    requests = [GenRequest((*turns, Message("user", p)), settings.sampling) for p in ball]
-    if answer is None:
-        requests.insert(0, GenRequest((*turns, Message("user", prompt)), settings.sampling))
+    own = GenRequest((*turns, Message("user", prompt)), settings.sampling)
+    draft = answer or ""
+    if answer is None and client.identity().get("decode") == "draft":
+        # the model's own answer first: it is the draft its perturbed answers are checked against
+        draft = client.generate([own], stage="trust")[0].text
+    requests = [GenRequest((*turns, Message("user", p)), settings.sampling, draft=draft)
+                for p in ball]
+    if answer is None and not draft:
+        requests.insert(0, own)
     texts = [g.text.strip() for g in client.generate(requests, stage="trust")]
-    centre = texts.pop(0) if answer is None else answer.strip()
+    centre = answer.strip() if answer is not None else (draft.strip() if draft else texts.pop(0))
     value = score_answers([centre], [texts], embedder, settings.form)[0]
     thresholds = settings.resolved_thresholds() if curve is None else curve.verdict_thresholds()
     calls_after = sum(c.stats.model_calls for c in clients if c is not None)

@@ -14,7 +14,7 @@ from importlib.resources import files
 from typing import Any
 
 from veracity.store import clean_json
-from veracity.text import html_text, json_safe, slug
+from veracity.text import html_text, json_safe, slug, terminal_safe
 
 # Inside <script type="application/json"> nothing may read as markup, so "</script>" and
 # "<!--" cannot end or bend the block; JSON.parse turns the escapes back.
@@ -58,11 +58,30 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 3
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
+def make_text_harmless(fig: Any) -> None:
+    """Spell out control and bidi characters in every text of a figure (titles, legends, tick
+    labels from data such as subject names): drawn raw they are missing glyphs, and
+    matplotlib's warning about them would print the raw character to the terminal."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, FixedFormatter):  # set_xticks(x, labels): drawn later
+                formatter.seq = [terminal_safe(label) for label in formatter.seq]
+    for text in fig.findobj(Text):
+        shown = text.get_text()
+        if shown and shown != (safe := terminal_safe(shown)):
+            text.set_text(safe)
+
+
 def figure(fig: Any, alt: str) -> str:
     """Embed a matplotlib figure as a base64 PNG and close it."""
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
+    make_text_harmless(fig)
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -1,0 +1,130 @@
+"""Greedy decoding that verifies a draft answer instead of generating it token by token.
+
+γ asks the same question N + 1 times; a stable answer's perturbed answers mostly repeat the
+centre answer y0. Checking a known continuation is far cheaper than producing it: one forward
+pass over ``[next token] + draft`` gives the model's greedy choice after every draft token at
+once, and the draft is kept up to the first disagreement (speculative decoding with the draft
+taken from y0, the way prompt-lookup decoding takes it from the prompt). After a disagreement
+decoding goes on one token at a time and drafts again from y0 as soon as the last tokens
+produced occur in y0 (realignment).
+
+The result is the greedy answer, but a token checked inside a batch is computed by other
+kernels than a one-token decode, so a near-tied choice can flip: the decoder is part of the
+model's identity, and the benches measure how often answers differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+MATCH = 2
+"""Tokens at the end of the output that must occur in the draft to draft again from there."""
+
+
+@dataclass
+class DraftStats:
+    """What a draft-verified decode did (for the benches and run.json)."""
+
+    proposed: int = 0
+    accepted: int = 0
+    forward_passes: int = 0
+
+
+@dataclass(frozen=True)
+class Decoded:
+    tokens: list[int]
+    finish_reason: str
+    text: bytes
+
+
+def next_draft(out: Sequence[int], draft: Sequence[int], limit: int) -> list[int]:
+    """The draft's tokens expected after ``out``: the rest of the draft while ``out`` is its
+    prefix, else what follows the latest place where ``out``'s last MATCH tokens occur.
+
+    >>> next_draft([5, 6], [5, 6, 7, 8], 10)
+    [7, 8]
+    >>> next_draft([9, 6, 7], [5, 6, 7, 8, 1], 10)
+    [8, 1]
+    >>> next_draft([9, 4], [5, 6, 7], 10)
+    []
+    >>> next_draft([], [5, 6, 7], 2)
+    [5, 6]
+    """
+    if limit <= 0 or not draft:
+        return []
+    if len(out) <= len(draft) and list(draft[: len(out)]) == list(out):
+        return list(draft[len(out) : len(out) + limit])
+    if len(out) < MATCH:
+        return []
+    tail = list(out[-MATCH:])
+    for start in range(len(draft) - MATCH, -1, -1):
+        if list(draft[start : start + MATCH]) == tail:
+            return list(draft[start + MATCH : start + MATCH + limit])
+    return []
+
+
+Forward = Callable[[list[int]], list[int]]
+"""Evaluate tokens after what is already in the KV cache; the greedy choice after each one."""
+
+
+def draft_decode(
+    first: int,
+    draft: Sequence[int],
+    forward: Forward,
+    truncate: Callable[[int], None],
+    is_eog: Callable[[int], bool],
+    detokenize: Callable[[list[int]], bytes],
+    stop: Sequence[bytes],
+    max_tokens: int,
+    max_batch: int,
+    stats: DraftStats | None = None,
+) -> Decoded:
+    """Greedy decoding from ``first`` (the model's choice after the prompt), verifying drafts.
+
+    ``forward(tokens)`` evaluates tokens appended to the KV cache and returns the argmax after
+    each; ``truncate(k)`` drops all but the first ``k`` tokens evaluated since the prompt
+    (rejected draft tokens). Stops as ``create_completion`` does: at an end-of-generation
+    token, a stop string, or ``max_tokens``.
+    """
+    stats = stats if stats is not None else DraftStats()
+    out: list[int] = []
+    nxt = first
+    while True:
+        if is_eog(nxt):
+            return Decoded(out, "stop", detokenize(out))
+        out.append(nxt)
+        text = detokenize(out)
+        hit = [s for s in stop if s and s in text]
+        if hit:
+            return Decoded(out, "stop", text[: text.index(hit[0])])
+        if len(out) >= max_tokens:
+            return Decoded(out, "length", text)
+        proposal = next_draft(out, draft, min(max_batch - 1, max_tokens - len(out)))
+        evaluated = len(out) - 1  # tokens of the output already in the KV cache
+        choices = forward([nxt, *proposal])
+        stats.forward_passes += 1
+        stats.proposed += len(proposal)
+        accepted = 0
+        finished: Decoded | None = None
+        for token, choice in zip(proposal, choices, strict=False):
+            if choice != token:
+                break
+            accepted += 1
+            if is_eog(token):
+                finished = Decoded(out, "stop", detokenize(out))
+                break
+            out.append(token)
+            text = detokenize(out)
+            hit = [s for s in stop if s and s in text]
+            if hit:
+                finished = Decoded(out, "stop", text[: text.index(hit[0])])
+                break
+            if len(out) >= max_tokens:
+                finished = Decoded(out, "length", text)
+                break
+        stats.accepted += accepted
+        if finished is not None:
+            return finished
+        truncate(evaluated + 1 + accepted)
+        nxt = choices[accepted]

