@@ -63,13 +63,31 @@ def make_text_harmless(fig: Any) -> None:
     labels from data such as subject names): drawn raw they are missing glyphs, and
     matplotlib's warning about them would print the raw character to the terminal."""
     from matplotlib.text import Text
-    from matplotlib.ticker import FixedFormatter
+    from matplotlib.ticker import Formatter
+
+    class Harmless(Formatter):
+        """Tick labels are made at draw time: clean them as they are made."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __call__(self, x: Any, pos: Any = None) -> str:
+            return terminal_safe(self.inner(x, pos))
+
+        def format_ticks(self, values: Any) -> list[str]:
+            return [terminal_safe(label) for label in self.inner.format_ticks(values)]
+
+        def set_locs(self, locs: Any) -> None:
+            self.inner.set_locs(locs)
+
+        def get_offset(self) -> str:
+            return terminal_safe(self.inner.get_offset())
 
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            formatter = axis.get_major_formatter()
-            if isinstance(formatter, FixedFormatter):  # set_xticks(x, labels): drawn later
-                formatter.seq = [terminal_safe(label) for label in formatter.seq]
+            if not isinstance(axis.get_major_formatter(), Harmless):
+                axis.set_major_formatter(Harmless(axis.get_major_formatter()))
+                axis.set_minor_formatter(Harmless(axis.get_minor_formatter()))
     for text in fig.findobj(Text):
         shown = text.get_text()
         if shown and shown != (safe := terminal_safe(shown)):
