@@ -179,7 +179,7 @@ def test_score_texts_matches_the_formulas_and_embeds_each_text_once() -> None:
         references=[["ref-a", "ref-b"], ["ref-c", ""]],
         pairs=[[("iw", "co")], [("iw", "co"), ("iw", "co")]],
         answer_sets={"m": ["ans", "ans2"], "empty": ["", None]},
-        similarity=sim, neighbours=nb, tau=1.0, gold=["gold", "gold"],
+        similarity=sim, neighbours=nb, tau=1.0, labelled=[("gold", ["iw"]), ("gold", [])],
     )
     assert embedder.stats.texts_embedded == len(names) == scores.distinct_texts
 
@@ -202,12 +202,14 @@ def test_score_texts_matches_the_formulas_and_embeds_each_text_once() -> None:
     assert fewl.fewl[0] == pytest.approx(t0 - l0)
     single = scores.sets["m"]["tv"]["single"].fewl[0]
     assert single == pytest.approx(g(s("ans", "ref-a")))
-    uniform = scores.sets["m"]["tv"]["uniform"].fewl[0]
+    uniform = scores.sets["m"]["tv"]["fewl_uniform"].fewl[0]
     assert uniform == pytest.approx(0.5 * g(s("ans", "ref-a")) + 0.5 * g(s("ans", "ref-b"))
                                     - 0.5 * g(s("ans", "ref-c")))
-    ideal = np.exp([s("ref-a", "gold"), s("ref-b", "gold")])
+    # ideal λ from both labels: the gap between the labelled correct and hallucinated answer
+    ideal = np.exp([s("ref-a", "gold") - s("ref-a", "iw"), s("ref-b", "gold") - s("ref-b", "iw")])
     assert scores.ideal_weights is not None
     assert scores.ideal_weights[0] == pytest.approx(ideal / ideal.sum())
+    assert np.isnan(scores.ideal_weights[1]).all()  # no hallucinated answer: no oracle
     assert set(scores.sets["m"]["js"]) == set(VARIANTS)
     assert np.isnan(scores.sets["empty"]["tv"]["fewl"].fewl).all()
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 from local_models import has_local_models
 from veracity.backends.fake import FakeBackend, stable
 from veracity.client import LLMClient
+from veracity.methods.fewl import VARIANTS
 from veracity.methods.fewl_pairs import PairSettings
 from veracity.report import build_report
 from veracity.runs.common import Context
@@ -88,14 +89,14 @@ def test_validate_ablations_and_report(tmp_path: Path, data_dir: Path) -> None:
     for comparison in ("non-halu vs mid-halu", "non-halu vs halu"):
         for divergence in ("tv", "js", "kl"):
             cells = validation[comparison][divergence]
-            assert set(cells) == {"single", "single_penalty", "uniform", "fewl_no_penalty",
-                                  "fewl", "ideal"}
+            assert set(cells) == set(VARIANTS)
             assert all(0.0 <= c["accuracy"] <= 1.0 and c["n"] >= 1 for c in cells.values())
     rec = next(RunDir.open(out).samples())
     assert set(rec["answers"]) == {"non-halu", "mid-halu", "halu"}
     assert set(rec["answers"]["halu"]["variants"]) == {"tv", "js", "kl"}
     html = (out / "report.html").read_text()
     assert "Measurement accuracy" in html and "ideal λ from labels" in html
+    assert "Figure 4" in html
 
 
 def test_rank_with_multiple_choice_labels(tmp_path: Path, data_dir: Path) -> None:

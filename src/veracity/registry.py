@@ -90,6 +90,26 @@ def register_scorer(provider: Provider) -> None:
     SCORERS[provider.name] = provider
 
 
+def flag(value: str) -> bool:
+    """A KEY=VALUE switch: true/false, yes/no, on/off, 1/0 (any case).
+
+    >>> flag("True"), flag("0")
+    (True, False)
+    """
+    word = value.strip().lower()
+    if word in ("true", "yes", "on", "1"):
+        return True
+    if word in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(value)
+
+
+_TRUST_REMOTE_CODE = Option(
+    "trust_remote_code", "run the Python code a model directory ships (needed by e.g. Vectara's "
+    "hallucination-evaluation cross-encoder); off unless set, recorded with the run",
+    type=flag, default=False)
+
+
 def _http(what: str, concurrency: bool) -> tuple[Option, ...]:
     """Options of an OpenAI-compatible endpoint (the CLI's --base-url and friends set them too)."""
     options = [
@@ -165,10 +185,12 @@ for _p in (
     Provider("cross-encoder", "veracity.embed.cross:load", "cross-encoder/PATH",
              "a local sentence-transformers CrossEncoder directory (NLI or STS) scoring text pairs",
              ("sentence_transformers",), "embed",
-             (Option("batch_size", "pairs per forward pass", type=int, default=32),)),
+             (Option("batch_size", "pairs per forward pass", type=int, default=32),
+              _TRUST_REMOTE_CODE)),
     Provider("nli", "veracity.embed.cross:load", "nli/PATH",
              "the same as cross-encoder/PATH", ("sentence_transformers",), "embed",
-             (Option("batch_size", "pairs per forward pass", type=int, default=32),)),
+             (Option("batch_size", "pairs per forward pass", type=int, default=32),
+              _TRUST_REMOTE_CODE)),
 ):
     register_scorer(_p)
 

@@ -34,6 +34,7 @@ class CrossEncoderScorer:
         label: str | int | None = None,
         batch_size: int = 32,
         model: Predictor | None = None,
+        trust_remote_code: bool = False,
     ) -> None:
         self.path = user_path(path)
         if model is None and not self.path.is_dir():
@@ -42,17 +43,28 @@ class CrossEncoderScorer:
             raise ConfigError(f"cross-encoder batch_size must be at least 1, got {batch_size}")
         self.label = label
         self.batch_size = batch_size
+        self.trust_remote_code = trust_remote_code
         self.spec = f"cross-encoder/{self.path}"
         self._model = model
         self._column: int | None = None
 
     def identity(self) -> dict[str, Any]:
-        return {"label": self.label}
+        # the key appears only when set, so caches written before the option stay valid
+        return {"label": self.label} | (
+            {"trust_remote_code": True} if self.trust_remote_code else {})
 
     def _load(self) -> Predictor:
         if self._model is None:
             module = offline_sentence_transformers("cross-encoder similarity and nli/... scorers")
-            self._model = module.CrossEncoder(str(self.path), device="cpu")
+            try:
+                self._model = module.CrossEncoder(str(self.path), device="cpu",
+                                                  trust_remote_code=self.trust_remote_code)
+            except ValueError as exc:
+                if "trust_remote_code" not in str(exc):
+                    raise
+                raise ConfigError(
+                    f"{self.spec} ships its own model code, which runs only when you allow it: "
+                    "--scorer-option trust_remote_code=true (read the code first)") from None
         return self._model
 
     def _label_column(self, model: Predictor) -> int:

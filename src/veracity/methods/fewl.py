@@ -38,11 +38,30 @@ Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 VARIANTS: tuple[str, ...] = (
-    "single", "single_penalty", "uniform", "fewl_no_penalty", "fewl", "ideal",
+    "single", "single_penalty", "multi_uniform_no_penalty", "multi_expertise_no_penalty",
+    "single_best_no_penalty", "fewl", "fewl_uniform", "fewl_ideal",
 )
-"""Ablations, in table order: one reference without / with the penalty, all references
-weighted uniformly (with penalty), expertise weights without / with the penalty (the
-latter is FEWL), and oracle weights from the gold answer (with penalty)."""
+"""The rows of the paper's Tables 1, 3 and 10 and of C.8, in table order, each named after
+what it computes:
+
+- ``single``: the first reference alone, no penalty (Table 1 "Single").
+- ``single_penalty``: the first reference alone, with the penalty ("Single + Penalty").
+- ``multi_uniform_no_penalty``: every reference weighted 1/J, no penalty: "Multi + No
+  Penalty" as section 4.1 defines it.
+- ``multi_expertise_no_penalty``: expertise weights λ, no penalty: the same row as appendix
+  C.8 names it ("expertise weighting").
+- ``single_best_no_penalty``: the reference of highest expertise s_j(x) alone, no penalty
+  (C.8 "single-best").
+- ``fewl``: expertise weights with the penalty (FEWL).
+- ``fewl_uniform``: weights 1/J with the penalty (Table 2 "FEWL (Uniform)").
+- ``fewl_ideal``: weights from the labelled answers, with the penalty (Tables 2 and 9,
+  "FEWL (Ideal λ)"); only where a dataset has labels.
+"""
+LEGACY_VARIANTS: dict[str, str] = {
+    "uniform": "fewl_uniform", "fewl_no_penalty": "multi_expertise_no_penalty",
+    "ideal": "fewl_ideal",
+}
+"""Names earlier runs stored, and what each is called now (same computation)."""
 
 
 def _check_divergence(divergence: str) -> None:
@@ -129,6 +148,18 @@ def single_weights(ref_mask: npt.ArrayLike, index: int = 0) -> Floats:
     w = np.zeros(mask.shape, dtype=np.float64)
     w[:, index] = 1.0
     w[~mask[:, index]] = np.nan
+    return w
+
+
+def single_best_weights(scores: npt.ArrayLike, ref_mask: npt.ArrayLike) -> Floats:
+    """All weight on the valid reference of highest score (ties: the first); NaN rows where
+    no valid reference has a finite score."""
+    s = np.asarray(scores, dtype=np.float64)
+    mask = np.asarray(ref_mask, dtype=bool)
+    ranked = np.where(mask & np.isfinite(s), s, -np.inf)
+    w = np.zeros(mask.shape, dtype=np.float64)
+    w[np.arange(mask.shape[0]), np.argmax(ranked, axis=1)] = 1.0
+    w[~np.isfinite(ranked).any(axis=1)] = np.nan
     return w
 
 
@@ -240,6 +271,38 @@ def select_neighbours(
     return Neighbours(index, mask, cosine)
 
 
+def random_neighbours(
+    question_vectors: npt.ArrayLike,
+    k: int,
+    near_duplicate: float = 0.8,
+    eligible: npt.ArrayLike | None = None,
+    seed: int = 0,
+) -> Neighbours:
+    """k other questions drawn at random (without replacement, seeded) among those whose
+    cosine to the question is at most ``near_duplicate``: the paper's Table 8 ablation of the
+    nearest neighbours. Fewer than k available: the remaining slots are masked out."""
+    if k < 0:
+        raise ConfigError(f"number of neighbours must be >= 0, got {k}")
+    v = np.asarray(question_vectors, dtype=np.float64)
+    n = v.shape[0]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    ok = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    rng = np.random.default_rng(seed)
+    index = np.zeros((n, k), dtype=np.int64)
+    cosine = np.full((n, k), np.nan)
+    mask = np.zeros((n, k), dtype=bool)
+    for row in range(n):
+        cos = unit @ unit[row]
+        allowed = ok & (cos <= near_duplicate)
+        allowed[row] = False
+        pool = np.flatnonzero(allowed)
+        chosen = rng.choice(pool, size=min(k, pool.size), replace=False) if pool.size else pool
+        width = chosen.size
+        index[row, :width], mask[row, :width], cosine[row, :width] = chosen, True, cos[chosen]
+    return Neighbours(index, mask, cosine)
+
+
 def measurement_accuracy(better: npt.ArrayLike, worse: npt.ArrayLike) -> dict[str, float | int]:
     """Share of questions where the better answer scores higher (ties count ½).
 
@@ -256,6 +319,35 @@ def measurement_accuracy(better: npt.ArrayLike, worse: npt.ArrayLike) -> dict[st
     return {"accuracy": (wins + 0.5 * ties) / n, "n": n, "ties": ties}
 
 
+def tqa_metric(sim_correct: npt.ArrayLike, correct_mask: npt.ArrayLike,
+               sim_incorrect: npt.ArrayLike, incorrect_mask: npt.ArrayLike) -> Floats:
+    """TruthfulQA's "diff" score of an answer: its highest similarity to a gold correct answer
+    minus its highest similarity to a gold incorrect one; inputs (Q, C) and (Q, I) with masks.
+    NaN where either side has no answer."""
+    c = np.where(np.asarray(correct_mask, bool), np.asarray(sim_correct, np.float64), -np.inf)
+    i = np.where(np.asarray(incorrect_mask, bool), np.asarray(sim_incorrect, np.float64), -np.inf)
+    best_c, best_i = c.max(axis=1, initial=-np.inf), i.max(axis=1, initial=-np.inf)
+    out: Floats = np.where(np.isfinite(best_c) & np.isfinite(best_i), best_c - best_i, np.nan)
+    return out
+
+
+def sample_level_agreement(metric_a: npt.ArrayLike, metric_b: npt.ArrayLike,
+                           score_a: npt.ArrayLike, score_b: npt.ArrayLike) -> dict[str, int]:
+    """The paper's Table 5: over questions where the gold metric prefers one of two answers
+    (no tie, both scored), how many times the score prefers the same one.
+
+    Returns ``agree`` (the count), ``n`` (questions compared) and ``metric_ties`` (questions
+    left out because the metric could not tell the two answers apart).
+    """
+    ma, mb = np.asarray(metric_a, np.float64), np.asarray(metric_b, np.float64)
+    sa, sb = np.asarray(score_a, np.float64), np.asarray(score_b, np.float64)
+    finite = np.isfinite(ma) & np.isfinite(mb) & np.isfinite(sa) & np.isfinite(sb)
+    decided = finite & (ma != mb)
+    agree = decided & (np.sign(ma - mb) == np.sign(sa - sb))
+    return {"agree": int(agree.sum()), "n": int(decided.sum()),
+            "metric_ties": int((finite & (ma == mb)).sum())}
+
+
 # --- from texts to arrays: one distinct-text table, index arrays, one similarity pass ----
 
 
@@ -268,6 +360,11 @@ class FewlScores:
     weights: Floats
     """lambda_j(x), (Q, J); NaN rows for questions that cannot be scored."""
     ideal_weights: Floats | None
+    """Oracle lambda from the labelled answers (see ``score_texts``); None without labels."""
+    agreement_wrong: Floats
+    """Mean SIM(h_j(x), IW_r(x)) over a question's pairs, (Q, J): Figure 4's IW boxes."""
+    agreement_corrected: Floats
+    """Mean SIM(h_j(x), CO_r(x)), (Q, J): Figure 4's CO boxes."""
     ref_mask: Bools
     pair_count: Ints
     scorable: Bools
@@ -301,7 +398,7 @@ def score_texts(
     similarity: Similarity,
     neighbours: Neighbours,
     tau: float = 1.0,
-    gold: Sequence[str] | None = None,
+    labelled: Sequence[tuple[str, Sequence[str]]] | None = None,
     divergences: Sequence[Divergence] = DIVERGENCES,
     min_pairs: int = 1,
     expertise_form: ExpertiseForm = "gap",
@@ -310,6 +407,11 @@ def score_texts(
     pair; every distinct text goes through the similarity exactly once.
 
     Empty references are treated as missing; empty or None answers are unscored.
+    ``labelled`` holds, per question, the labelled non-hallucinated answer and the labelled
+    hallucinated ones: the ideal weights of ``fewl_ideal`` are the softmax of the expertise
+    those labels give, mean_k SIM(h_j, correct) − SIM(h_j, hallucinated_k) (the paper
+    computes ideal λ "from the labeled non-hallucinated and hallucinated answers"; the exact
+    formula is [reconstructed] as the same gap the generated pairs use).
     """
     for divergence in divergences:
         _check_divergence(divergence)
@@ -336,7 +438,17 @@ def score_texts(
         ok = np.array([bool(v and v.strip()) for v in values], dtype=bool)
         idx = np.array([texts.add(v) if v and v.strip() else 0 for v in values], dtype=np.int64)
         answers[name] = (idx, ok)
-    gold_idx = None if gold is None else np.array([texts.add(g) for g in gold], dtype=np.int64)
+    lab_width = max((len(w) for _, w in labelled or ()), default=0)
+    lab_good = np.zeros((q, 1), dtype=np.int64)
+    lab_bad = np.zeros((q, max(lab_width, 1)), dtype=np.int64)
+    lab_mask = np.zeros((q, max(lab_width, 1)), dtype=bool)
+    if labelled is not None:
+        if len(labelled) != q:
+            raise ConfigError(f"{len(labelled)} labelled answer sets for {q} questions")
+        for row, (good, bad) in enumerate(labelled):
+            lab_good[row, 0] = texts.add(good)
+            for col, text in enumerate(bad):
+                lab_bad[row, col], lab_mask[row, col] = texts.add(text), True
     table = similarity.table(list(texts.index))
 
     both = ref_mask[:, :, None] & pair_mask[:, None, :]
@@ -345,19 +457,29 @@ def score_texts(
     pair_count = pair_mask.sum(axis=1)
     scorable = (pair_count >= min_pairs) & ref_mask.any(axis=1)
     s = expertise(sim_co, sim_iw, pair_mask, expertise_form)
+    agree_iw = expertise(np.zeros_like(sim_iw), sim_iw, pair_mask, "wrong") * -1.0
+    agree_co = expertise(sim_co, np.zeros_like(sim_co), pair_mask, "corrected")
     weights = softmax_weights(np.where(ref_mask, s, 0.0), ref_mask, tau)
+    uniform = uniform_weights(ref_mask)
     options: dict[str, tuple[Floats, bool]] = {
         "single": (single_weights(ref_mask), False),
         "single_penalty": (single_weights(ref_mask), True),
-        "uniform": (uniform_weights(ref_mask), True),
-        "fewl_no_penalty": (weights, False),
+        "multi_uniform_no_penalty": (uniform, False),
+        "multi_expertise_no_penalty": (weights, False),
+        "single_best_no_penalty": (single_best_weights(np.where(ref_mask, s, np.nan), ref_mask),
+                                   False),
         "fewl": (weights, True),
+        "fewl_uniform": (uniform.copy(), True),
     }
     ideal = None
-    if gold_idx is not None:
-        sim_gold = _sims(table, ref_idx, gold_idx[:, None], ref_mask)
-        ideal = softmax_weights(np.where(ref_mask, sim_gold, 0.0), ref_mask, tau)
-        options["ideal"] = (ideal, True)
+    if labelled is not None:
+        both_lab = ref_mask[:, :, None] & lab_mask[:, None, :]
+        sim_good = _sims(table, ref_idx[:, :, None], lab_good[:, None, :], both_lab)
+        sim_bad = _sims(table, ref_idx[:, :, None], lab_bad[:, None, :], both_lab)
+        s_ideal = expertise(sim_good, sim_bad, lab_mask, "gap")
+        ideal = softmax_weights(np.where(ref_mask, s_ideal, 0.0), ref_mask, tau)
+        ideal[~lab_mask.any(axis=1)] = np.nan
+        options["fewl_ideal"] = (ideal, True)
     for w, _ in options.values():
         w[~scorable] = np.nan
 
@@ -376,5 +498,5 @@ def score_texts(
                 per_var[variant] = Terms(*(np.where(ok, a, np.nan) for a in terms))
             per_div[divergence] = per_var
         sets[name] = per_div
-    return FewlScores(s, weights, ideal, ref_mask, pair_count, scorable, neighbours, sets,
-                      len(texts.index))
+    return FewlScores(s, weights, ideal, agree_iw, agree_co, ref_mask, pair_count, scorable,
+                      neighbours, sets, len(texts.index))

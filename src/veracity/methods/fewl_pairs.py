@@ -1,19 +1,27 @@
 """Intentionally-wrong / corrected answer pairs for FEWL: our prompt, a robust parser, and
 generation with one call per question, retries, and a report of what still failed.
 
-The prompt is our own wording (not the paper's appendix C.1): it asks for R pairs in a
-fixed numbered template, ``N. Wrong: ...`` then ``N. Corrected: ...``, shows a one-shot
-example, and (where the backend supports prefill) starts the reply with ``1. Wrong:``.
+What a corrected answer is follows the paper (appendix C.1): it negates the wrong statement
+at a high level ("birds are mammals" -> "birds don't belong to the mammalian class"); it
+does not have to state the true answer. The default prompt is our own wording of that: it
+asks for R pairs in a fixed numbered template, ``N. Wrong: ...`` then ``N. Corrected: ...``,
+shows a one-shot example, and (where the backend supports prefill) starts the reply with
+``1. Wrong:``. A user's prompt file replaces it (``--pair-prompt``); ``{question}`` and
+``{r}`` are filled in and the reply is parsed by the same tolerant parser, which also reads
+the paper's "Wrong Answer / Non-Wrong Answer" labels.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from veracity.client import LLMClient
-from veracity.errors import BackendError, ConfigError
+from veracity.errors import BackendError, ConfigError, DataError
 from veracity.types import GenRequest, Sampling
 
 
@@ -27,10 +35,10 @@ class Pair:
 
 EXAMPLE = (
     Pair("Saturn is the largest planet in the Solar System.",
-         "Jupiter is the largest planet in the Solar System."),
+         "Saturn does not hold the title of the Solar System's biggest planet."),
     Pair("The Earth is the largest planet.",
-         "The Earth is a small rocky planet; Jupiter is far larger."),
-    Pair("Pluto is the largest planet.", "Pluto is a dwarf planet, much smaller than Jupiter."),
+         "The Earth is far from being the biggest of the planets."),
+    Pair("Pluto is the largest planet.", "Pluto is nowhere near the size of the largest planet."),
 )
 """The one-shot example in the prompt; pairs copied from it are dropped when parsing."""
 
@@ -39,26 +47,61 @@ _EXAMPLE_TEXT = "Question: What is the largest planet in the Solar System?\n" + 
 
 PAIR_PROMPT = """Write {r} pairs of answers to the question below. In each pair:
 - "Wrong" is an intentionally wrong answer: it sounds plausible but is false.
-- "Corrected" states what is actually true instead. It must contradict the wrong answer in
-  substance, at a high level; do not just insert the word "not" into the wrong answer.
+- "Corrected" negates that wrong answer at a high level: in other words of its own, it says
+  that the wrong claim does not hold (for "Birds are mammals": "Birds are not part of the
+  mammal class"). It denies the wrong answer; it need not say what the right answer is, and
+  it must not be the wrong answer with only the word "not" inserted.
 Number the pairs 1 to {r}, one line per answer, exactly in the format of this example,
 and write nothing else.
 
 Example:
-""" + _EXAMPLE_TEXT.replace("{", "{{").replace("}", "}}") + """
+""" + _EXAMPLE_TEXT + """
 
 Question: {question}"""
 
 PREFILL = "1. Wrong:"
-"""Where the backend can continue an assistant turn, the reply is started in the template
-(small models follow the format far more often)."""
+"""Where the backend can continue an assistant turn, the reply to the built-in prompt is
+started in its template (small models follow the format far more often)."""
 STOP = ("\nQuestion:",)
 """Small models go on to invent a next question; stop there."""
+_FIELD = re.compile(r"\{(question|r)\}")
 
 
 def pair_prompt(question: str, r: int, template: str = PAIR_PROMPT) -> str:
-    """The pair-generation prompt for one question."""
-    return template.format(question=question.strip(), r=r)
+    """The pair-generation prompt for one question: ``{question}`` and ``{r}`` filled in
+    (any other braces in a user's template are left as they are)."""
+    values = {"question": question.strip(), "r": str(r)}
+    return _FIELD.sub(lambda m: values[m.group(1)], template)
+
+
+@dataclass(frozen=True)
+class PairPrompt:
+    """The pair prompt a run uses: the built-in one or a user's file; recorded with the run."""
+
+    template: str = PAIR_PROMPT
+    source: str = "builtin"
+    """"builtin" or the path of the user's file."""
+
+    @property
+    def builtin(self) -> bool:
+        return self.source == "builtin"
+
+    @classmethod
+    def from_file(cls, path: Path) -> PairPrompt:
+        """A user's prompt file (UTF-8); it must contain ``{question}``."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"cannot read the pair prompt {path}: {exc}") from None
+        if "{question}" not in text:
+            raise DataError(f"pair prompt {path}: it must contain {{question}} (and may contain "
+                            "{r}, the number of pairs)")
+        return cls(text, str(path))
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.source, "prefill": PREFILL if self.builtin else None,
+                "sha256": hashlib.sha256(self.template.encode("utf-8")).hexdigest(),
+                "template": self.template}
 
 
 _WRONG = r"intentionally[ -]wrong|incorrect|wrong|false"
@@ -208,12 +251,14 @@ class PairOutcome:
 
 def generate_pairs(
     client: LLMClient, questions: Sequence[str], settings: PairSettings = PairSettings(),
-    template: str = PAIR_PROMPT,
+    prompt: PairPrompt = PairPrompt(),
 ) -> PairOutcome:
     """One pair call per question, batched across the dataset; questions that parse to too
-    few pairs (or fail) are asked again with a new sample_index, up to ``settings.retries``."""
+    few pairs (or fail) are asked again with a new sample_index, up to ``settings.retries``.
+    Only the built-in prompt gets the prefill (a user's prompt may use other labels)."""
     n = len(questions)
-    prefill = PREFILL if client.backend.capabilities.prefill else ""
+    template = prompt.template
+    prefill = PREFILL if prompt.builtin and client.backend.capabilities.prefill else ""
     outcome = PairOutcome([[] for _ in range(n)], [""] * n, [0] * n, [None] * n)
     todo = list(range(n))
     for attempt in range(settings.retries + 1):

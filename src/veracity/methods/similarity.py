@@ -167,11 +167,15 @@ def load_similarity(
     cache: Cache | None = None,
     mapping: Mapping = "affine",
     label: str | int | None = None,
+    scorer_for: Callable[..., ScorerClient] | None = None,
 ) -> Similarity:
     """A pair-scorer spec (``cross-encoder/PATH``, ``nli/PATH``) -> CrossEncoderSimilarity
-    over a cached ScorerClient; any embedder spec -> EmbeddingSimilarity over
-    ``embedder_for(spec)`` (a CachedEmbedder)."""
+    over a cached ScorerClient (``scorer_for(spec, label=...)``, e.g. a run Context's
+    ``scorer``, which owns it; else one built here); any embedder spec ->
+    EmbeddingSimilarity over ``embedder_for(spec)`` (a CachedEmbedder)."""
     if is_scorer(spec):
+        if scorer_for is not None:
+            return CrossEncoderSimilarity(scorer_for(spec, label=label))
         return CrossEncoderSimilarity(ScorerClient(load_scorer(spec, label=label), cache))
     return EmbeddingSimilarity(embedder_for(spec), mapping)
 

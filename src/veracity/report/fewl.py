@@ -7,18 +7,21 @@ from typing import Any
 
 import numpy as np
 
+from veracity.methods.fewl import LEGACY_VARIANTS
 from veracity.records import FewlRecord, read_records
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
 from veracity.store import RunDir
 
 _VARIANT_NAMES = {
-    "single": "single reference, no penalty",
-    "single_penalty": "single reference, with penalty",
-    "uniform": "all references, uniform λ",
-    "fewl_no_penalty": "expertise λ, no penalty",
+    "single": "Single: first reference, no penalty",
+    "single_penalty": "Single + Penalty",
+    "multi_uniform_no_penalty": "Multi + No Penalty: uniform λ (§4.1)",
+    "multi_expertise_no_penalty": "Multi + No Penalty: expertise λ (C.8)",
+    "single_best_no_penalty": "Single-best + No Penalty (C.8)",
     "fewl": "FEWL (expertise λ, penalty)",
-    "ideal": "ideal λ from labels (oracle)",
+    "fewl_uniform": "FEWL, uniform λ",
+    "fewl_ideal": "FEWL, ideal λ from labels (oracle)",
 }
 
 
@@ -35,10 +38,13 @@ def _settings(runs: list[RunDir]) -> str:
         refs = s["references"] or [s["references_file"]]
         rows.append([_label(run), r["n_questions"], len(r["pairs_failed"]),
                      ", ".join(map(str, refs)), s["reference_samples"], r["similarity"]["spec"],
-                     r["divergence"], s["R"], s["K"], s["tau"], s["near_duplicate"],
-                     s.get("expertise", "gap")])
+                     r["divergence"], s["R"], s["K"], s.get("neighbours_mode", "nearest"),
+                     s["tau"], s["near_duplicate"], s.get("expertise", "gap"),
+                     (s.get("pair_prompt") or {}).get("source", "builtin (before C.1 wording)"),
+                     r.get("repeats", 1)])
     return table(["run", "questions", "pair failures", "references", "J per model", "similarity",
-                  "divergence", "R", "K", "τ", "near-dup", "expertise"], rows) + (
+                  "divergence", "R", "K", "neighbours", "τ", "near-dup", "expertise",
+                  "pair prompt", "repeats"], rows) + (
         "<p class='muted'>R, K, τ, the near-duplicate threshold, the expertise formula and the "
         "cosine mapping are our reconstruction of the paper; they are parameters.</p>")
 
@@ -83,25 +89,102 @@ def _distributions(runs: list[RunDir]) -> str:
     return html + figure(fig, "FEWL score distributions")
 
 
+def _accuracy_cell(cell: dict[str, Any] | None) -> str | None:
+    if cell is None or cell["accuracy"] is None or cell["accuracy"] != cell["accuracy"]:
+        return None
+    text = f"{100 * cell['accuracy']:.1f}"
+    return text + (f" ± {100 * cell['std']:.1f}" if cell.get("std") is not None else "")
+
+
 def _ablation(run: RunDir) -> str:
+    """Table 1's layout: a row per variant, a column per comparison × divergence (%)."""
     validation: dict[str, Any] = run.results["validation"]
     divergences = [d for d in ("tv", "js", "kl") if d in next(iter(validation.values()))]
     headers = ["variant"] + [f"{c} · {d}" for c in validation for d in divergences]
     rows = []
     for variant, title in _VARIANT_NAMES.items():
+        legacy = [old for old, new in LEGACY_VARIANTS.items() if new == variant]
         cells: list[Any] = []
         for comparison in validation.values():
             for d in divergences:
-                cell = comparison[d].get(variant)
-                cells.append(None if cell is None else cell["accuracy"])
+                found = comparison[d]
+                cell = found.get(variant) or next((found[o] for o in legacy if o in found), None)
+                cells.append(_accuracy_cell(cell))
         if any(c is not None for c in cells):
             rows.append([title, *cells])
     counts = "; ".join(
         f"{esc(c)}: n = {v[divergences[0]]['fewl']['n']}, identical skipped "
         f"{v['identical_skipped']}" for c, v in validation.items())
-    return (f"<h3>Measurement accuracy: {esc(_label(run))}</h3>" + table(headers, rows) +
-            f"<p class='muted'>share of questions where the better answer scores higher (ties ½); "
-            f"{counts}</p>")
+    repeats = run.results.get("repeats", 1)
+    spread = f"mean ± sample std over {repeats} repeats; " if repeats > 1 else ""
+    return (f"<h3>Measurement accuracy (%): {esc(_label(run))}</h3>" + table(headers, rows) +
+            f"<p class='muted'>share of questions where the better answer scores higher (ties ½), "
+            f"{spread}{counts}</p>")
+
+
+def _figure_four(run: RunDir) -> str:
+    """Figure 4: per reference, agreement with the IW and CO answers (boxes over questions),
+    and the distribution of its softmax expertise λ across questions."""
+    samples = read_records(FewlRecord, run.samples())
+    names: list[str] = []
+    wrong: dict[str, list[float]] = {}
+    corrected: dict[str, list[float]] = {}
+    weights: dict[str, list[float]] = {}
+    for s in samples:
+        iw, co = s.extra.get("agreement_wrong") or [], s.extra.get("agreement_corrected") or []
+        for j, name in enumerate(s.reference_models):
+            if name not in names:
+                names.append(name)
+            for target, values in ((wrong, iw), (corrected, co), (weights, s.weights)):
+                value = values[j] if j < len(values) else None
+                if isinstance(value, int | float):
+                    target.setdefault(name, []).append(float(value))
+    if not wrong and not weights:
+        return ""
+    names = names[:12]
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    positions = np.arange(len(names))
+    for offset, data, label in ((-0.18, wrong, "IW"), (0.18, corrected, "CO")):
+        boxes = [data.get(n, []) for n in names]
+        shown = [k for k, b in enumerate(boxes) if b]
+        if shown:
+            parts = left.boxplot([boxes[k] for k in shown], positions=positions[shown] + offset,
+                                 widths=0.32, patch_artist=True, manage_ticks=False)
+            for box in parts["boxes"]:
+                box.set_facecolor("#d62728" if label == "IW" else "#2ca02c")
+                box.set_alpha(0.5)
+            left.plot([], [], color="#d62728" if label == "IW" else "#2ca02c", label=label)
+    left.set_xticks(positions, [n[-24:] for n in names], rotation=30, ha="right", fontsize=7)
+    left.set_ylabel("mean SIM(h_j(x), ·) over the pairs", fontsize=8)
+    left.set_title("Agreement with intentionally wrong (IW) and corrected (CO) answers",
+                   fontsize=9)
+    left.legend(fontsize=7)
+    bins = np.linspace(0.0, 1.0, 21)
+    for name in names:
+        if weights.get(name):
+            right.hist(weights[name], bins=bins, alpha=0.5, label=name[-24:])
+    right.set_xlabel("softmax expertise λ_j(x)", fontsize=8)
+    right.set_ylabel("questions", fontsize=8)
+    right.set_title("Expertise weights across questions", fontsize=9)
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    return (f"<h3>Figure 4: reference expertise: {esc(_label(run))}</h3>" +
+            figure(fig, "agreement with IW and CO answers and the expertise distribution"))
+
+
+def _sample_level(ranking: dict[str, Any]) -> str:
+    level = ranking.get("sample_level")
+    if not level:
+        return ""
+    rows = [[f"{p['a']} vs {p['b']}", p["with_penalty"]["agree"], p["without_penalty"]["agree"],
+             p["with_penalty"]["n"], p["with_penalty"]["metric_ties"]] for p in level["pairs"]]
+    return ("<h4>Sample-level ranking (Table 5)</h4>" + table(
+        ["answers compared", "agree, with penalty", "agree, without penalty",
+         "questions compared", "metric ties"], rows) +
+        f"<p class='muted'>Questions where the answer preferred by the TQA metric also gets the "
+        f"higher score; metric: {esc(level['metric'])}; without penalty = expertise λ, no "
+        f"penalty.</p>")
 
 
 def _ranking(run: RunDir) -> str:
@@ -113,6 +196,7 @@ def _ranking(run: RunDir) -> str:
             for name in ranking["rank_by_fewl"]]
     html = f"<h3>Model ranking: {esc(_label(run))}</h3>" + table(
         ["model", "mean FEWL", "rank by FEWL", "true error rate", "rank by error"], rows)
+    html += _sample_level(ranking)
     if "spearman" in ranking:
         html += (f"<p>Spearman ρ between mean FEWL and accuracy: {fmt(ranking['spearman'])} "
                  f"(p {fmt(ranking['spearman_p'])}, {ranking['n_labelled']} labelled questions). "
@@ -222,6 +306,7 @@ def section(runs: list[RunDir]) -> str:
         results = run.results
         if "validation" in results:
             parts.append(_ablation(run))
+        parts.append(_figure_four(run))
         if "ranking" in results:
             parts.append(_ranking(run))
         if "selection" in results:

@@ -7,10 +7,23 @@ from typing import Any
 
 from veracity.backends.base import Backend
 from veracity.cache import Cache
-from veracity.client import CachedEmbedder, CallStats, LLMClient, NullProgress, Progress
+from veracity.client import (
+    CachedEmbedder,
+    CallStats,
+    LLMClient,
+    NullProgress,
+    Progress,
+    ScorerClient,
+)
 from veracity.embed.base import Embedder
 from veracity.executors import RaySettings, runs_on_ray
-from veracity.registry import load_embedder, load_model, resolved_options, split_spec
+from veracity.registry import (
+    load_embedder,
+    load_model,
+    load_scorer,
+    resolved_options,
+    split_spec,
+)
 from veracity.store import timestamp
 
 
@@ -34,12 +47,15 @@ class Context:
     """Options per model provider, e.g. {"openai": {"base_url": ...}, "hf": {"device": "cpu"}}."""
     embedder_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Options per embedder provider, e.g. {"st": {"backend": "onnx"}}."""
+    scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Options per pair-scorer provider, e.g. {"cross-encoder": {"trust_remote_code": True}}."""
     ray: RaySettings | None = None
     """Run in-process models (and, if asked, embedders) on Ray actors instead of here."""
     close_cache: bool = True
     """Whether ``close`` closes the cache too (False when the caller shares it with others)."""
     clients: dict[str, LLMClient] = field(default_factory=dict)
     embedders: dict[str, CachedEmbedder] = field(default_factory=dict)
+    scorers: dict[str, ScorerClient] = field(default_factory=dict)
     started: str = field(default_factory=timestamp)
     """When the run began, for run.json (its directory is written at the end)."""
 
@@ -75,13 +91,22 @@ class Context:
             self.embedders[spec] = CachedEmbedder(embedder, self.cache)
         return self.embedders[spec]
 
+    def scorer(self, spec: str, **options: Any) -> ScorerClient:
+        """The cached client of a pair-scorer spec (``cross-encoder/PATH``), built once per run."""
+        if spec not in self.scorers:
+            merged = {**self.scorer_options.get(split_spec(spec)[0], {}), **options}
+            self.scorers[spec] = ScorerClient(load_scorer(spec, **merged), self.cache,
+                                              self.progress)
+        return self.scorers[spec]
+
     def options_record(self) -> dict[str, Any]:
         """Resolved options for run.json: per provider of every model and embedder given
         options or used, its declared defaults and what was set (key variable names only,
         never key values)."""
         record: dict[str, Any] = {}
         for what, given, used in (("model", self.model_options, self.clients),
-                                  ("embedder", self.embedder_options, self.embedders)):
+                                  ("embedder", self.embedder_options, self.embedders),
+                                  ("scorer", self.scorer_options, self.scorers)):
             providers = dict.fromkeys([*given, *(split_spec(s)[0] for s in used)])
             resolved = {p: resolved_options(f"{p}/", dict(given.get(p, {})), what) for p in providers}
             resolved = {p: _plain(v) for p, v in resolved.items() if v}
@@ -102,6 +127,8 @@ class Context:
         for spec, embedder in self.embedders.items():
             # which path ran (e.g. st's backend, torch when ONNX Runtime is missing)
             out[f"embedder:{spec}"] = asdict(embedder.stats) | {"identity": embedder.embedder.identity()}
+        for spec, scorer in self.scorers.items():
+            out[f"scorer:{spec}"] = asdict(scorer.stats) | {"identity": scorer.scorer.identity()}
         return out
 
     def model_calls(self) -> int:
@@ -116,9 +143,12 @@ class Context:
                 close = getattr(cached.embedder, "close", None)
                 if close is not None:  # HTTP sessions, Ray actors
                     close()
+            for scorer in self.scorers.values():
+                scorer.close()
         finally:
             self.clients.clear()
             self.embedders.clear()
+            self.scorers.clear()
             if self.close_cache and self.cache is not None:
                 self.cache.close()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,14 @@ from veracity.methods.fewl import (
     Divergence,
     ExpertiseForm,
     FewlScores,
+    random_neighbours,
     score_texts,
     select_neighbours,
 )
 from veracity.methods.fewl_pairs import (
     Pair,
     PairOutcome,
+    PairPrompt,
     PairSettings,
     generate_pairs,
 )
@@ -49,6 +51,7 @@ from veracity.stats import bootstrap_ci, mean_stderr
 from veracity.types import GenRequest, Item, Sampling
 
 ANSWER_TEMPLATE = "Answer the question in one or two sentences.\n\nQuestion: {question}"
+NEIGHBOUR_MODES = ("nearest", "random")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class FewlSettings:
     pairs_model: str | None = None
     """Model that writes the pairs; default the first reference."""
     pairs_file: Path | None = None
+    pair_prompt: PairPrompt = field(default_factory=PairPrompt)
+    """The pair prompt: built in (the paper's meaning of a corrected answer) or a user's file."""
     answer_template: str = ANSWER_TEMPLATE
     """Prompt for answers under evaluation and reference answers alike."""
     max_tokens: int = 96
@@ -82,16 +87,25 @@ class FewlSettings:
     """K of the laziness penalty. [reconstructed]"""
     near_duplicate: float = 0.8
     """Neighbours with question cosine above this are excluded. [reconstructed]"""
+    neighbours_mode: str = "nearest"
+    """nearest: the K most similar questions; random: K random ones (Table 8), seeded by seed."""
     tau: float = 1.0
     """Softmax temperature of lambda. [reconstructed]"""
     expertise: ExpertiseForm = "gap"
     """s_j from the pairs: gap (CO − IW), wrong (−IW) or corrected (CO). [reconstructed]"""
     divergence: Divergence = "tv"
     seed: int = 0
+    repeat: int = 0
+    """Which repeat this is (``--repeats``): the stochastic parts (sampled reference answers,
+    pair generation, random neighbours) use seed + repeat; greedy calls are the same."""
+
+    def stochastic_seed(self) -> int:
+        return self.seed + self.repeat
 
     def describe(self) -> dict[str, Any]:
         out = asdict(self)
         out["pairs"] = asdict(self.pairs)
+        out["pair_prompt"] = self.pair_prompt.describe()
         for name in ("references_file", "pairs_file"):
             out[name] = None if out[name] is None else str(out[name])
         out["references"] = list(self.references)
@@ -102,6 +116,9 @@ class FewlSettings:
         if self.divergence not in DIVERGENCES or self.expertise not in EXPERTISE_FORMS:
             raise ConfigError(f"unknown divergence '{self.divergence}' or expertise form "
                               f"'{self.expertise}'")
+        if self.neighbours_mode not in NEIGHBOUR_MODES:
+            raise ConfigError(f"unknown neighbours mode '{self.neighbours_mode}'; known: "
+                              f"{', '.join(NEIGHBOUR_MODES)}")
         if "{question}" not in self.answer_template:
             raise ConfigError("the answer template must contain {question}")
         if self.reference_samples < 1 or self.neighbours < 0 or not self.tau > 0:
@@ -137,7 +154,8 @@ def answer_source(value: str) -> AnswerSource:
 def _ask(ctx: Context, spec: str, items: Sequence[Item], settings: FewlSettings, samples: int,
          temperature: float, stage: str) -> list[list[str]]:
     """samples answers per question from one model, in one batched call ("" = failed)."""
-    sampling = Sampling(temperature=temperature, max_tokens=settings.max_tokens, seed=settings.seed)
+    seed = settings.stochastic_seed() if temperature > 0 else settings.seed
+    sampling = Sampling(temperature=temperature, max_tokens=settings.max_tokens, seed=seed)
     requests = [GenRequest.user(settings.answer_template.format(question=item.question), sampling,
                                 sample_index=s) for item in items for s in range(samples)]
     results = ctx.client(spec).generate_each(requests, stage)
@@ -207,7 +225,9 @@ def pairs_for(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Pa
     model = settings.pairs_model or (settings.references[0] if settings.references else None)
     if model is None:
         raise ConfigError("pairs need a model (--pairs-model or --reference) or --pairs-file")
-    return generate_pairs(ctx.client(model), [i.question for i in items], settings.pairs)
+    pair_settings = replace(settings.pairs, seed=settings.pairs.seed + settings.repeat)
+    return generate_pairs(ctx.client(model), [i.question for i in items], pair_settings,
+                          settings.pair_prompt)
 
 
 @dataclass
@@ -228,20 +248,26 @@ def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) 
     refs, names = references_for(items, settings, ctx)
     pairs = pairs_for(items, settings, ctx)
     similarity = load_similarity(settings.similarity, ctx.embedder, ctx.cache, settings.mapping,
-                                 settings.similarity_label)
+                                 settings.similarity_label, ctx.scorer)
     q_spec = settings.question_embedder or (
         "st/default" if is_cross_encoder(settings.similarity) else settings.similarity)
     vectors = ctx.embedder(q_spec).embed([item.question for item in items])
     eligible = np.array([any(r.strip() for r in row) for row in refs], dtype=bool)
-    neighbours = select_neighbours(vectors, settings.neighbours, settings.near_duplicate, eligible)
+    if settings.neighbours_mode == "random":
+        neighbours = random_neighbours(vectors, settings.neighbours, settings.near_duplicate,
+                                       eligible, settings.stochastic_seed())
+    else:
+        neighbours = select_neighbours(vectors, settings.neighbours, settings.near_duplicate,
+                                       eligible)
     return Prepared(refs, names, pairs, similarity, neighbours)
 
 
 def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
-          settings: FewlSettings, gold: Sequence[str] | None = None) -> FewlScores:
+               settings: FewlSettings,
+               labelled: Sequence[tuple[str, Sequence[str]]] | None = None) -> FewlScores:
     pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
-                       settings.tau, gold, DIVERGENCES, settings.pairs.min_pairs,
+                       settings.tau, labelled, DIVERGENCES, settings.pairs.min_pairs,
                        settings.expertise)
 
 
@@ -283,6 +309,9 @@ def build_records(items: Sequence[Item], answer_sets: dict[str, list[str | None]
             "pairs_raw": prep.pairs.raw[i] if not prep.pairs.pairs[i] else None,
             "expertise": [as_number(s) for s in scores.expertise[i, :len(refs)]],
             "lambda": [as_number(w) for w in scores.weights[i, :len(refs)]],
+            "agreement_wrong": [as_number(v) for v in scores.agreement_wrong[i, :len(refs)]],
+            "agreement_corrected": [as_number(v)
+                                    for v in scores.agreement_corrected[i, :len(refs)]],
             "neighbours": [items[k].id for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m],
             "neighbour_cosine": [as_number(c) for c, m in zip(nb.cosine[i], nb.mask[i], strict=True)
                                  if m],

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,14 @@ import numpy as np
 
 from veracity.data.labelled import LabelledItem, finetune_set, icl_prompts
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl import measurement_accuracy
-from veracity.methods.similarity import choose_options
+from veracity.methods.fewl import (
+    FewlScores,
+    Floats,
+    measurement_accuracy,
+    sample_level_agreement,
+    tqa_metric,
+)
+from veracity.methods.similarity import Similarity, choose_options
 from veracity.records import FewlRecord
 from veracity.runs.common import Context
 from veracity.runs.fewl import (
@@ -56,6 +64,9 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     results: dict[str, Any] = {"models": model_summaries(recs, names)}
     if mode == "rank":
         results["ranking"] = ranking(items, answer_sets, recs, prep, names)
+        level = sample_level(items, answer_sets, recs, prep, scores, settings.divergence)
+        if level is not None:
+            results["ranking"]["sample_level"] = level
     extra = {"answers": [_describe(s) for s in sources]}
     return finish_run(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
 
@@ -99,20 +110,21 @@ def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
     return out
 
 
-def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
-                  out: Path | None = None, dataset: str = "") -> RunResult[FewlRecord]:
-    """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers."""
-    if out is not None:
-        check_run_target(out)  # before any model call
-    if not items:
-        raise DataError("no labelled questions")
-    plain = [Item(x.id, x.question, (x.gold,)) for x in items]
-    sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
-    for name, _ in items[0].worse:
-        sets[name] = [dict(x.worse)[name] for x in items]
-    prep = prepare_inputs(plain, settings, ctx)
-    scores = score_sets(plain, sets, prep, settings, gold=[x.gold for x in items])
-    recs = build_records(plain, sets, prep, scores, settings, variants=True)
+TABLE_ROWS: tuple[tuple[str, str], ...] = (
+    ("single", "Single"),
+    ("single_penalty", "Single + Penalty"),
+    ("multi_uniform_no_penalty", "Multi + No Penalty (uniform λ, §4.1)"),
+    ("multi_expertise_no_penalty", "Multi + No Penalty (expertise λ, C.8)"),
+    ("single_best_no_penalty", "Single-best + No Penalty (C.8)"),
+    ("fewl", "FEWL"),
+    ("fewl_uniform", "FEWL (uniform λ)"),
+    ("fewl_ideal", "FEWL (ideal λ)"),
+)
+"""The rows of Tables 1, 3 and 10 (plus C.8 and Table 2's weightings), variant -> label."""
+
+
+def _comparisons(items: Sequence[LabelledItem], scores: Any) -> dict[str, Any]:
+    """Measurement accuracy per comparison (better vs each worse answer), divergence, variant."""
     better = items[0].better_name
     table: dict[str, Any] = {}
     for name, _ in items[0].worse:
@@ -124,8 +136,134 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
                 worse = np.where(same, np.nan, scores.sets[name][div][variant].fewl)
                 comparison[div][variant] = measurement_accuracy(terms.fewl, worse)
         table[f"{better} vs {name}"] = comparison
-    results = {"models": model_summaries(recs, list(sets)), "validation": table}
-    return finish_run("validate", dataset, plain, recs, results, prep, settings, ctx, out, {})
+    return table
+
+
+def combine_repeats(tables: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per cell: ``accuracy`` = the mean over repeats, ``std`` = their sample standard
+    deviation (None for one repeat), ``repeats`` = each repeat's accuracy; n and ties of the
+    first repeat."""
+    out: dict[str, Any] = {}
+    for comparison, first in tables[0].items():
+        merged: dict[str, Any] = {"identical_skipped": first["identical_skipped"]}
+        for div, cells in first.items():
+            if div == "identical_skipped":
+                continue
+            merged[div] = {}
+            for variant, cell in cells.items():
+                values = [t[comparison][div][variant]["accuracy"] for t in tables]
+                finite = [v for v in values if not math.isnan(v)]
+                mean = float(np.mean(finite)) if finite else math.nan
+                std = float(np.std(finite, ddof=1)) if len(finite) > 1 else None
+                merged[div][variant] = cell | {"accuracy": mean, "std": std, "repeats": values}
+        out[comparison] = merged
+    return out
+
+
+def tqa_metrics(similarity: Similarity, answers: Sequence[str | None],
+                correct: Sequence[Sequence[str]], incorrect: Sequence[Sequence[str]]) -> Floats:
+    """TruthfulQA's diff score of each answer (``tqa_metric``) with SIM as the similarity;
+    NaN for a missing answer. One table and one vectorised pass."""
+    texts: dict[str, int] = {}
+
+    def grid(rows: Sequence[Sequence[str]]) -> tuple[Any, Any]:
+        width = max((len(r) for r in rows), default=0) or 1
+        idx = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=bool)
+        for i, row in enumerate(rows):
+            for j, text in enumerate(row):
+                idx[i, j], mask[i, j] = texts.setdefault(text, len(texts)), True
+        return idx, mask
+
+    good, good_mask = grid(correct)
+    bad, bad_mask = grid(incorrect)
+    ok = np.array([bool(a and a.strip()) for a in answers])
+    ans = np.array([texts.setdefault(a, len(texts)) if a and a.strip() else 0 for a in answers],
+                   dtype=np.int64)
+    table = similarity.table(list(texts))
+
+    def sims(idx: Any, mask: Any) -> Any:
+        out = np.full(idx.shape, np.nan)
+        valid = mask & ok[:, None]
+        if valid.any():
+            a, b = np.broadcast_arrays(ans[:, None], idx)
+            out[valid] = table(a[valid], b[valid])
+        return out
+
+    found = tqa_metric(sims(good, good_mask), good_mask & ok[:, None], sims(bad, bad_mask),
+                       bad_mask & ok[:, None])
+    return found
+
+
+def sample_level(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
+                 recs: list[dict[str, Any]], prep: Prepared, scores: FewlScores,
+                 divergence: str) -> dict[str, Any] | None:
+    """Table 5: for every two answer sources, on the questions with TruthfulQA labels, how
+    often the answer the TQA metric prefers also gets the higher FEWL, with the penalty
+    (FEWL) and without it (expertise λ, no penalty). None without such labels or sources."""
+    rows = [i for i, item in enumerate(items)
+            if item.references and item.metadata.get("incorrect_answers")]
+    names = list(answer_sets)
+    if not rows or len(names) < 2:
+        return None
+    correct = [list(items[i].references) for i in rows]
+    incorrect = [[str(t) for t in items[i].metadata["incorrect_answers"]] for i in rows]
+    metric = {}
+    for name in names:
+        metric[name] = tqa_metrics(prep.similarity, [answer_sets[name][i] for i in rows], correct,
+                                   incorrect)
+        for k, i in enumerate(rows):
+            recs[i]["answers"][name]["tqa_metric"] = as_number(metric[name][k])
+    pairs = []
+    for a, b in combinations(names, 2):
+        entry: dict[str, Any] = {"a": a, "b": b}
+        for key, variant in (("with_penalty", "fewl"), ("without_penalty",
+                                                        "multi_expertise_no_penalty")):
+            per = scores.sets
+            entry[key] = sample_level_agreement(
+                metric[a], metric[b], per[a][divergence][variant].fewl[rows],
+                per[b][divergence][variant].fewl[rows])
+        pairs.append(entry)
+    return {"n_questions": len(rows), "pairs": pairs,
+            "metric": "TruthfulQA diff: max SIM to a correct answer − max SIM to an incorrect "
+                      "one (SIM = the run's similarity)"}
+
+
+def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
+                      out: Path | None = None, dataset: str = "", repeats: int = 1,
+                      ) -> RunResult[FewlRecord]:
+    """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
+    as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
+    records are those of the first repeat)."""
+    if out is not None:
+        check_run_target(out)  # before any model call
+    if not items:
+        raise DataError("no labelled questions")
+    if repeats < 1:
+        raise ConfigError(f"repeats must be at least 1, got {repeats}")
+    plain = [Item(x.id, x.question, (x.gold,)) for x in items]
+    sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
+    for name, _ in items[0].worse:
+        sets[name] = [dict(x.worse)[name] for x in items]
+    labels = [(x.better, [text for _, text in x.worse]) for x in items]
+    tables = []
+    first: tuple[Prepared, Any, list[dict[str, Any]]] | None = None
+    for r in range(repeats):
+        current = replace(settings, repeat=settings.repeat + r)
+        prep = prepare_inputs(plain, current, ctx)
+        scores = score_sets(plain, sets, prep, current, labelled=labels)
+        tables.append(_comparisons(items, scores))
+        if first is None:
+            first = (prep, scores, build_records(plain, sets, prep, scores, current,
+                                                 variants=True))
+    assert first is not None
+    prep, scores, recs = first
+    results = {"models": model_summaries(recs, list(sets)), "validation": combine_repeats(tables),
+               "repeats": repeats,
+               "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
+               "table_rows": [list(row) for row in TABLE_ROWS]}
+    return finish_run("validate", dataset, plain, recs, results, prep, settings, ctx, out,
+                      {"repeats": repeats})
 
 
 def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
