@@ -13,12 +13,12 @@ from veracity.cli.options import SEED, Finite, common_options, handles_errors
 from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
 from veracity.errors import ConfigError
-from veracity.methods.fewl import DIVERGENCES, EXPERTISE_FORMS, VARIANTS
-from veracity.methods.fewl_pairs import PairSettings
+from veracity.methods.fewl import DIVERGENCES, EXPERTISE_FORMS
+from veracity.methods.fewl_pairs import PairPrompt, PairSettings
 from veracity.methods.similarity import MAPPINGS
 from veracity.records import FewlRecord
-from veracity.runs.fewl import ANSWER_TEMPLATE, FewlSettings, answer_source
-from veracity.runs.fewl_modes import run_fewl, run_fewl_select, run_fewl_validate
+from veracity.runs.fewl import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
+from veracity.runs.fewl_modes import TABLE_ROWS, run_fewl, run_fewl_select, run_fewl_validate
 from veracity.runs.result import RunResult
 from veracity.summaries import FewlSummary
 from veracity.text import slug
@@ -28,6 +28,7 @@ _SETTINGS = ("reference", "reference_samples", "reference_temperature", "referen
              "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
              "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
              "question_embedder", "neighbours", "near_duplicate", "tau", "expertise",
+             "pair_prompt", "neighbours_mode",
              "divergence",
              "max_tokens", "answer_template", "seed")
 
@@ -63,6 +64,9 @@ def fewl_options(func: F) -> F:
                      help="Questions with fewer parsed pairs are reported, not scored."),
         click.option("--pairs-max-tokens", type=click.IntRange(16, 100_000),
                      help="Token budget of a pair call (default 48 per pair + 64)."),
+        click.option("--pair-prompt", type=click.Path(path_type=Path, dir_okay=False),
+                     help="File with the pair prompt to use instead of the built-in one "
+                          "({question} and {r} are filled in; e.g. the paper's C.1 prompt)."),
         click.option("--similarity", default="st/default", show_default=True,
                      help="Embedder spec (cosine) or cross-encoder/PATH (local NLI / STS model)."),
         click.option("--similarity-label",
@@ -74,6 +78,9 @@ def fewl_options(func: F) -> F:
                      help="[reconstructed] K questions of the laziness penalty."),
         click.option("--near-duplicate", type=Finite(-1.0, 1.0), default=0.8, show_default=True,
                      help="[reconstructed] neighbours with question cosine above this excluded."),
+        click.option("--neighbours-mode", type=click.Choice(NEIGHBOUR_MODES), default="nearest",
+                     show_default=True, help="The penalty's questions: the K nearest, or K "
+                     "random ones with cosine <= --near-duplicate (Table 8), seeded."),
         click.option("--tau", type=Finite(0.0, min_open=True), default=1.0, show_default=True,
                      help="[reconstructed] softmax temperature of the expertise weights."),
         click.option("--expertise", type=click.Choice(EXPERTISE_FORMS), default="gap",
@@ -106,7 +113,8 @@ def settings_from(kw: dict[str, Any]) -> FewlSettings:
         similarity_label=o["similarity_label"], mapping=o["mapping"],
         question_embedder=o["question_embedder"], neighbours=o["neighbours"],
         near_duplicate=o["near_duplicate"], tau=o["tau"], expertise=o["expertise"],
-        divergence=o["divergence"],
+        divergence=o["divergence"], neighbours_mode=o["neighbours_mode"],
+        pair_prompt=PairPrompt.from_file(o["pair_prompt"]) if o["pair_prompt"] else PairPrompt(),
         max_tokens=o["max_tokens"], answer_template=o["answer_template"], seed=o["seed"],
     )
 
@@ -129,24 +137,56 @@ def _models_table(results: dict[str, Any]) -> None:
         line = (f"{name[:36]:<36} {m.n:>5} {_f(m.mean):>10} {_f(m.stderr):>8} "
                 f"{_f(m.mean_truthfulness):>8} {_f(m.mean_penalty):>8}")
         echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
+    _sample_level(ranking)
     if "spearman" in ranking:
         echo(f"Spearman(mean FEWL, accuracy) over {len(ranking['spearman_models'])} models: "
                    f"{_f(ranking['spearman'], 3)} (p {_f(ranking['spearman_p'], 3)}; "
                    f"{ranking['n_labelled']} labelled questions)")
 
 
+def _cell(cell: dict[str, Any] | None) -> str:
+    """A table cell as the paper prints it: accuracy in % with ± std over repeats."""
+    if cell is None or cell["accuracy"] != cell["accuracy"]:
+        return "—"
+    text = f"{100 * cell['accuracy']:.1f}"
+    return text + (f" ± {100 * cell['std']:.1f}" if cell.get("std") is not None else "")
+
+
 def _validation_table(results: dict[str, Any]) -> None:
-    for comparison, by_div in results["validation"].items():
-        echo(f"\nmeasurement accuracy, {comparison} "
-                   f"({by_div['identical_skipped']} identical pairs skipped)")
-        echo(f"{'variant':<18}" + "".join(f"{d:>12}" for d in DIVERGENCES))
-        for variant in VARIANTS:
-            cells = [by_div[d].get(variant) for d in DIVERGENCES]
-            if all(c is None for c in cells):
-                continue
-            echo(f"{variant:<18}" + "".join(
-                f"{_f(c['accuracy'], 3) + ' (' + str(c['n']) + ')':>12}" if c else f"{'—':>12}"
-                for c in cells))
+    """Table 1's layout: one row per variant, one column per comparison, for the run's
+    divergence; then FEWL under every divergence."""
+    validation = results["validation"]
+    div = results["divergence"]
+    repeats = results.get("repeats", 1)
+    echo(f"\nmeasurement accuracy (%), {div}, mean ± std over {repeats} repeat(s)"
+         if repeats > 1 else f"\nmeasurement accuracy (%), {div}")
+    names = list(validation)
+    width = max(16, *(len(n) + 2 for n in names))
+    echo(f"{'':<40}" + "".join(f"{n:>{width}}" for n in names))
+    for variant, label in TABLE_ROWS:
+        cells = [validation[n][div].get(variant) for n in names]
+        if all(c is None for c in cells):
+            continue
+        echo(f"{label:<40}" + "".join(f"{_cell(c):>{width}}" for c in cells))
+    counts = ", ".join(f"{n}: n = {validation[n][div]['fewl']['n']}, "
+                       f"{validation[n]['identical_skipped']} identical skipped" for n in names)
+    echo(counts)
+    others = [d for d in DIVERGENCES if d != div and d in validation[names[0]]]
+    for other in others:
+        echo(f"{'FEWL, ' + other:<40}" + "".join(
+            f"{_cell(validation[n][other].get('fewl')):>{width}}" for n in names))
+
+
+def _sample_level(ranking: dict[str, Any]) -> None:
+    level = ranking.get("sample_level")
+    if not level:
+        return
+    echo(f"\nsample-level ranking (Table 5) over {level['n_questions']} questions with "
+         "TruthfulQA labels: the answer the TQA metric prefers scores higher")
+    for pair in level["pairs"]:
+        w, wo = pair["with_penalty"], pair["without_penalty"]
+        echo(f"  {pair['a']} vs {pair['b']}: with penalty {w['agree']}/{w['n']}, "
+             f"without {wo['agree']}/{wo['n']}")
 
 
 def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun) -> None:
@@ -212,17 +252,22 @@ def _scored(mode: str, kw: dict[str, Any]) -> None:
 
 @fewl.command("validate")
 @labelled_dataset
+@click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Run R times, seed + r for the stochastic parts (sampled references, pairs, "
+                   "random neighbours); the table shows mean ± std.")
 @fewl_options
 @common_options
 @handles_errors
 def validate_cmd(**kw: Any) -> None:
     """Measurement accuracy on labelled answers (chale, truthfulqa, halueval): the share of
-    questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl."""
+    questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl,
+    printed in the layout of the paper's Table 1."""
     settings = settings_from(kw)
+    repeats = kw.pop("repeats")
     items = load_labelled(kw["dataset"], kw["limit"])
     with command_run(kw) as cmd:
         outcome = run_fewl_validate(items, settings, cmd.ctx, kw["out"] or default_out(
-            "validate", kw["dataset"]), kw["dataset"])
+            "validate", kw["dataset"]), kw["dataset"], repeats)
     _finish(outcome, cmd)
 
 

@@ -111,6 +111,9 @@ def common_options(func: F) -> F:
         click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
                      help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
                           "(st/...: torch, onnx, onnx-int8, torch-bf16). `veracity models` lists them."),
+        click.option("--scorer-option", "scorer_option", multiple=True, metavar="KEY=VALUE",
+                     help="An option of a pair scorer (cross-encoder/..., nli/...), repeatable; "
+                          "e.g. trust_remote_code=true (off by default), batch_size=16."),
         click.option("--device", default=None,
                      help="Torch device of hf/... models: cpu, cuda, cuda:1 (default: cuda if "
                           "available, else cpu)."),
@@ -143,6 +146,7 @@ def make_context(
     ray_embeddings: bool = False,
     embedder_option: tuple[str, ...] = (),
     model_option: tuple[str, ...] = (),
+    scorer_option: tuple[str, ...] = (),
     **_: Any,
 ) -> Context:
     """A Context from the common options: the HTTP flags are options of the openai provider,
@@ -165,11 +169,13 @@ def make_context(
     models = _merge(parse_options(model_option, "model"),
                     {"openai": http, "hf": {"device": device}})
     embedders = _merge(parse_options(embedder_option, "embedder"), {"openai": endpoint})
+    scorers = parse_options(scorer_option, "scorer")
     return Context(
         cache=None if no_cache else Cache(cache_path),
         progress=TerminalProgress(quiet),
         model_options=models,
         embedder_options=embedders,
+        scorer_options=scorers,
         ray=parse_executor(executor, ray_address, actors, actor_cpus, actor_gpus, actor_batch,
                            ray_embeddings),
     )
@@ -191,7 +197,8 @@ def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
     names = ("cache_path", "no_cache", "quiet", "base_url", "base_urls_file", "api_key_env",
              "max_concurrency", "timeout", "prefill_mode", "chat_template", "embedder_base_url",
              "embedder_api_key_env", "device", "executor", "ray_address", "actors", "actor_cpus",
-             "actor_gpus", "actor_batch", "ray_embeddings", "embedder_option", "model_option")
+             "actor_gpus", "actor_batch", "ray_embeddings", "embedder_option", "model_option",
+             "scorer_option")
     return {name: kwargs.pop(name) for name in names if name in kwargs}
 
 
