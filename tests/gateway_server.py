@@ -1,4 +1,7 @@
-"""Run an ASGI app under a real uvicorn on 127.0.0.1 (port 0) in a thread, for the tests."""
+"""Run an ASGI app under a real uvicorn on 127.0.0.1 (port 0) in a thread, for the tests.
+
+A gateway app (``create_app``) runs under the server configuration ``veracity serve`` uses:
+its header deadline and connection cap included."""
 
 from __future__ import annotations
 
@@ -21,7 +24,13 @@ class RunningApp:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(self.app, lifespan="on", log_level="warning", access_log=False)
+        gateway = getattr(getattr(self.app, "state", None), "gateway", None)
+        if gateway is not None:
+            from veracity.serve.server import server_config
+
+            config = server_config(self.app, gateway.settings, log_level="warning")
+        else:
+            config = uvicorn.Config(self.app, lifespan="on", log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()

@@ -36,6 +36,10 @@ class Reply:
     """Close the connection without answering."""
     drop_after: int | None = None
     """Streams only: close the connection after this many chunks."""
+    end_after: int | None = None
+    """Streams only: end the response cleanly after this many chunks (no finish_reason, no [DONE])."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (e.g. Retry-After)."""
     release: threading.Event | None = None
     """Streams only: wait for this event before the last content chunk."""
     match: Callable[[str], bool] | None = None
@@ -169,7 +173,8 @@ class MockUpstream:
         if reply.drop:
             return False
         if reply.status != 200 or reply.body is not None:
-            self._send(writer, reply.status, reply.body or {"error": {"message": "scripted"}})
+            self._send(writer, reply.status, reply.body or {"error": {"message": "scripted"}},
+                       reply.headers)
             return True
         text = answer_to(_last_user(body))
         if body.get("stream"):
@@ -181,9 +186,11 @@ class MockUpstream:
             "usage": {"prompt_tokens": 7, "completion_tokens": 7, "total_tokens": 14}})
         return True
 
-    def _send(self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any]) -> None:
+    def _send(self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any],
+              headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}"
                      f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
 
     async def _stream(self, writer: asyncio.StreamWriter, text: str, reply: Reply) -> bool:
@@ -204,6 +211,8 @@ class MockUpstream:
                 await writer.drain()
                 writer.transport.abort()
                 return False
+            if reply.end_after is not None and i >= reply.end_after:
+                break
             if reply.release is not None and i == len(events) - 2:
                 await asyncio.get_running_loop().run_in_executor(None, reply.release.wait, 10)
             writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

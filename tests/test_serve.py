@@ -22,6 +22,7 @@ from mock_upstream import STABLE, MockUpstream, Reply, only, perturbed_from
 from veracity.cli import main
 from veracity.errors import ConfigError
 from veracity.serve import GatewaySettings, create_app
+from veracity.serve.scoring import apply_edit
 from veracity.serve.traffic import read_traffic
 
 UPSTREAM_KEY = "sk-upstream-CANARY-7f3a9c"
@@ -92,7 +93,9 @@ def test_non_streaming_answer_carries_its_score(gateway: Callable[..., Gateway])
     perturbed = [b for b in bodies if b is not original]
     assert original["temperature"] == 0.7
     assert len(perturbed) == 3
-    assert sorted(b["messages"][-1]["content"] for b in perturbed) == sorted(score["perturbed_prompts"])
+    sent = [apply_edit(PROMPT, change) for change in score["perturbed_edits"]]
+    assert sorted(b["messages"][-1]["content"] for b in perturbed) == sorted(sent)
+    assert all(change["at"] == len(PROMPT) and change["cut"] == 0 for change in score["perturbed_edits"])
     for body in perturbed:
         assert body["temperature"] == 0.0 and body["max_tokens"] == 40
         assert body["messages"][0] == {"role": "system", "content": "Be brief."}

@@ -96,8 +96,7 @@ def test_sigterm_finishes_the_request_in_flight_and_flushes_the_log(
             time.sleep(0.01)
         gateway.proc.send_signal(signal.SIGTERM)
         worker.join(30)
-        # uvicorn re-raises the SIGTERM it caught once the graceful shutdown is over
-        assert gateway.proc.wait(30) in (0, -signal.SIGTERM)
+        assert gateway.proc.wait(30) == 0  # a drained stop, not a death by signal
     assert answers and answers[0].choices[0].message.content == STABLE
     assert (answers[0].model_extra or {})["veracity"]["gamma"] == 0.0
     [entry] = read_traffic(log)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import click
 from veracity.cli.options import ball_choice, handles_errors
 from veracity.errors import ConfigError
 from veracity.methods.gamma import FORMS
+from veracity.text import redact_url
 
 
 def parse_thresholds(value: str | None) -> tuple[float, float] | None:
@@ -28,7 +30,8 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
 @click.command()
 @click.option("--upstream", default=None, metavar="URL",
               help="OpenAI-compatible server to front, e.g. http://127.0.0.1:8080/v1 "
-                   "(default: serve --model in this process).")
+                   "(default: serve --model in this process). USER:PASSWORD@ in it is sent as "
+                   "HTTP Basic auth instead of the key.")
 @click.option("--upstream-api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="NAME",
               help="Environment variable with the upstream's key (held by the gateway only).")
 @click.option("--model", default="llamacpp/default", show_default=True,
@@ -75,15 +78,28 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--shutdown-grace", type=click.FloatRange(0.0), default=30.0, show_default=True,
               help="Seconds in-flight requests and pending scores get on SIGTERM.")
+@click.option("--max-body", type=click.IntRange(1024), default=1 << 20, show_default=True,
+              metavar="BYTES", help="Largest request body; beyond: 413, before the rest is read.")
+@click.option("--client-timeout", type=click.FloatRange(0.0, min_open=True), default=30.0,
+              show_default=True, help="Seconds a client gets to send a request's headers, and again "
+                                      "its body; then 408 and the connection is closed.")
+@click.option("--max-connections", type=click.IntRange(1), default=1024, show_default=True,
+              help="Client connections open at once; more are answered 503 and closed.")
+@click.option("--cors-origin", "cors_origin", multiple=True, metavar="ORIGIN",
+              help="A web origin (https://app.example.com) whose pages may call the gateway; "
+                   "repeatable. None by default: no CORS headers.")
+@click.option("--score-retention", type=click.FloatRange(0.0, min_open=True), default=7 * 86400.0,
+              show_default=True, metavar="SECONDS",
+              help="How long async-mode scores stay fetchable (kept in the traffic log).")
 @handles_errors
 def serve(**kw: Any) -> None:
     """Serve an OpenAI-compatible API that scores every answer with gamma."""
     from veracity.serve.settings import GatewaySettings, keys_from_env
 
     try:
-        import uvicorn
-
         from veracity.serve.app import create_app, threshold_source
+        from veracity.serve.server import run
+        from veracity.serve.upstream import split_credentials
     except ImportError as exc:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
@@ -101,6 +117,9 @@ def serve(**kw: Any) -> None:
         log=None if kw["no_log"] else kw["log_file"], cache=kw["cache_path"], no_cache=kw["no_cache"],
         api_keys=() if kw["no_auth"] else keys_from_env(kw["api_keys_env"]), no_auth=kw["no_auth"],
         host=kw["host"], port=kw["port"], shutdown_grace=kw["shutdown_grace"],
+        max_body=kw["max_body"], client_timeout=kw["client_timeout"],
+        max_connections=kw["max_connections"], cors_origins=tuple(kw["cors_origin"]),
+        score_retention=kw["score_retention"],
     )
     embedder, thresholds = None, None
     if settings.calibration is not None:  # refused here, before anything listens
@@ -120,12 +139,14 @@ def serve(**kw: Any) -> None:
     except OSError as exc:
         raise ConfigError(f"cannot listen on {settings.host}:{settings.port}: {exc}") from None
     port = sock.getsockname()[1]
-    source = settings.upstream or settings.model
+    source = redact_url(settings.upstream) if settings.upstream else settings.model
+    key_env = settings.upstream_api_key_env
+    if settings.upstream and split_credentials(settings.upstream)[1] and key_env and os.environ.get(key_env):
+        click.echo(f"veracity gateway: the upstream's URL carries credentials, sent as its auth; "
+                   f"${settings.upstream_api_key_env} is not sent", err=True)
     click.echo(f"veracity gateway on http://{settings.host}:{port}/v1 in front of {source} "
                f"(mode {settings.mode}, n {settings.n}, embedder {settings.embedder}; "
                f"log {settings.log or 'off'}"
                f"{'; calibration ' + str(settings.calibration) if settings.calibration else ''}"
                f"{' (forced)' if settings.force else ''})", err=True)
-    config = uvicorn.Config(app, log_level="info", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=int(settings.shutdown_grace) or None)
-    uvicorn.Server(config).run(sockets=[sock])
+    run(app, settings, sock)

@@ -6,10 +6,12 @@ import statistics
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from veracity.errors import DataError
 from veracity.report.html import esc, figure, fmt, page, plain_text_labels, pyplot, table
 from veracity.serve.traffic import Entry, read_traffic
+from veracity.text import display_safe
 
 SHOWN = 50
 VERDICTS = ("trustworthy", "uncertain", "untrustworthy", "unscored")
@@ -78,8 +80,7 @@ def _worst(entries: list[Entry]) -> str:
     scored = sorted((e for e in entries if e.gamma is not None), key=lambda e: -(e.gamma or 0.0))
     rows = []
     for e in scored[:SHOWN]:
-        pairs = zip(e.score.get("perturbed_prompts") or [], e.score.get("perturbed_answers") or [],
-                    strict=False)
+        pairs = zip(_perturbations(e.score), e.score.get("perturbed_answers") or [], strict=False)
         perturbed = "".join(f"<li><code>{esc(p)}</code> → {esc(a)}</li>" for p, a in pairs)
         rows.append(
             f"<tr><td class='num'>{fmt(e.gamma)}</td><td class='num'>{fmt(e.p_correct)}</td>"
@@ -90,6 +91,21 @@ def _worst(entries: list[Entry]) -> str:
     return (f"<table><thead><tr><th>γ</th><th>P(correct)</th><th>verdict</th><th>model</th>"
             f"<th>time</th><th>prompt</th>"
             f"<th>answer</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _perturbations(score: dict[str, Any]) -> list[str]:
+    """How each perturbed prompt differs from the prompt (a log from before the gateway kept
+    edits instead of whole prompts has the prompts themselves)."""
+    edits = score.get("perturbed_edits")
+    if not isinstance(edits, list):
+        return [str(p) for p in score.get("perturbed_prompts") or []]
+    shown = []
+    for change in edits:
+        if not isinstance(change, dict):
+            continue
+        cut = f", {change.get('cut')} cut" if change.get("cut") else ""
+        shown.append(f"at {change.get('at')}{cut}: +{display_safe(repr(change.get('insert', '')))}")
+    return shown
 
 
 def _calibration(entries: list[Entry]) -> str:

@@ -21,7 +21,8 @@ from typing import Any
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,13 +35,14 @@ from veracity.methods.calibration import read_calibration
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck
+from veracity.serve.intake import Refused, media_problem, read_body
 from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
 from veracity.serve.local import LocalUpstream
 from veracity.serve.metrics import GatewayMetrics
 from veracity.serve.scoring import Exchange, Scorer, Started, discard
 from veracity.serve.settings import GatewaySettings
 from veracity.serve.sse import EventReader, event
-from veracity.serve.traffic import TrafficLog
+from veracity.serve.traffic import StoredScore, TrafficLog
 from veracity.serve.upstream import HttpUpstream, Upstream, UpstreamError
 from veracity.serve.verdicts import CalibratedThresholds, FixedThresholds, ThresholdSource
 
@@ -92,6 +94,8 @@ class Gateway:
         self.book = ScoreBook()
         self.scores = ScoreQueue(s.max_concurrency, s.queue, self.metrics.queue_depth.labels("scores").set)
         self.writer = LogWriter(None)
+        self.tags: tuple[str, ...] = ()
+        """Per gateway key, the owner tag its stored scores carry (:meth:`KeyCheck.tags`)."""
         self.cache: Cache | None = None
         self._scorer: Scorer | None = None
         self.ready = False
@@ -119,7 +123,10 @@ class Gateway:
             raise
         self._scorer = Scorer(s, self.upstream, embedder, self.cache, self.thresholds)
         self._scorer.start()
-        self.writer = LogWriter(None if s.log is None else TrafficLog(s.log))
+        traffic = None if s.log is None else TrafficLog(s.log, s.score_retention)
+        if traffic is not None and s.api_keys:
+            self.tags = await anyio.to_thread.run_sync(self.keys.tags, traffic.salt())
+        self.writer = LogWriter(traffic)
         self.writer.start()
         self.scores.start()
         self.ready = True
@@ -171,21 +178,43 @@ class Gateway:
         if owner is None:
             return self.refused()
         score_id = request.path_params["score_id"]
+        unknown = error(404, f"unknown or expired score id '{score_id}'", code="score_not_found")
         pending = self.book.get(score_id)
-        if pending is None or (owner >= 0 and pending.owner != owner):
-            return error(404, f"unknown or expired score id '{score_id}'", code="score_not_found")
-        if pending.result is None:
-            return JSONResponse({"id": score_id, "status": "pending"})
-        return JSONResponse({"id": score_id, "status": "done", "veracity": pending.result},
-                            headers=score_headers(pending.result))
+        if pending is not None:
+            if (owner >= 0 and pending.owner != owner) or \
+                    pending.created < time.time() - self.settings.score_retention:
+                return unknown
+            if pending.result is None:
+                return JSONResponse({"id": score_id, "status": "pending"})
+            result = pending.result
+        else:  # from before a restart, or past the in-memory window
+            log_file = self.writer.log
+            stored = None if log_file is None else await anyio.to_thread.run_sync(
+                log_file.stored_score, score_id)
+            if stored is None or (owner >= 0 and stored.owner != self.tags[owner]):
+                return unknown
+            result = stored.score
+        return JSONResponse({"id": score_id, "status": "done", "veracity": result},
+                            headers=score_headers(result))
 
     async def chat(self, request: Request) -> Response:
         owner = self.owner(request)
         if owner is None:
             return self.refused()
-        try:  # strict: no NaN, no 1e999, bounded nesting (lone surrogates reach the scorer's check)
-            body = load_json((await request.body()).decode("utf-8"), "the request body",
-                             surrogates=True)
+        problem = media_problem(request.headers.get("content-type"))
+        if problem:
+            return error(415, problem, code="unsupported_media_type")
+        try:
+            raw = await read_body(request, self.settings.max_body, self.settings.client_timeout)
+        except Refused as exc:  # the rest of the body is not read: the connection is closed
+            self.metrics.count_client_error(exc.kind)
+            return error(exc.status, exc.message, code=exc.code, headers={"Connection": "close"})
+        except ClientDisconnect:
+            self.metrics.count_client_error("disconnect")
+            log.info("a client left before its request body was complete")
+            return Response(status_code=400)  # nobody reads it; counted in requests
+        try:  # strict: no NaN, no 1e999, bounded nesting, no lone surrogate (not text)
+            body = load_json(raw.decode("utf-8"), "the request body")
         except UnicodeDecodeError:
             return error(400, "the request body: invalid JSON (not UTF-8)")
         except DataError as exc:
@@ -217,7 +246,8 @@ class Gateway:
 
     def upstream_failed(self, exc: UpstreamError) -> JSONResponse:
         self.metrics.upstream_errors.labels(exc.kind).inc()
-        return error(exc.status, exc.message, exc.error_type, exc.code)
+        return error(exc.status, exc.message, exc.error_type, exc.code,
+                     None if exc.retry_after is None else {"Retry-After": exc.retry_after})
 
     def start_perturbed(self, exchange: Exchange) -> Started | None:
         """Inline mode: the perturbed calls go out with the request for the answer. (Async
@@ -290,7 +320,13 @@ class Gateway:
                     return
                 upstream_ms = self.observe_upstream(body["model"], began)
                 exchange = replace(asked, answer=reader.answer)
-                if self.settings.mode == "inline":
+                if not (reader.finished or reader.done):  # ended cleanly, but short of the end
+                    discard(started)
+                    self.metrics.upstream_errors.labels("incomplete_stream").inc()
+                    score = self.unscored(exchange, owner, upstream_ms, began, "incomplete_stream",
+                                          "the upstream's stream ended before the answer was complete "
+                                          "(no finish_reason, no [DONE]): not scored")
+                elif self.settings.mode == "inline":
                     score = await self.run_score(exchange, upstream_ms, began, started)
                 else:
                     score = self.enqueue(exchange, owner, upstream_ms, began)
@@ -327,7 +363,7 @@ class Gateway:
         if score["gamma"] is not None:
             m.gamma.labels(label).observe(score["gamma"])
         if score["error"]:
-            m.scoring_errors.labels(label).inc()
+            m.scoring_errors.labels(label, score.get("error_kind") or "scoring").inc()
         m.verdicts.labels(label, score["verdict"]).inc()
         self.writer.put(entry(score, exchange.prompt(), exchange.answer or ""))
 
@@ -336,16 +372,31 @@ class Gateway:
         self.book.add(exchange.id, owner)
 
         async def job() -> None:
-            self.book.finish(exchange.id, await self.run_score(exchange, upstream_ms, began))
+            self.keep(exchange.id, owner, await self.run_score(exchange, upstream_ms, began))
 
-        status = "pending"
         if not self.scores.offer(job):
-            status = "skipped"
-            score = self.scorer.describe(exchange, self.scorer.thresholds_for(exchange.model))
-            score["error"] = "not scored: the score queue was full"
-            self.finish(exchange, score, upstream_ms, began)
-            self.book.finish(exchange.id, score)
-        return {"id": exchange.id, "status": status, "url": f"/v1/veracity/scores/{exchange.id}"}
+            return self.unscored(exchange, owner, upstream_ms, began, "queue_full",
+                                 "not scored: the score queue was full")
+        return {"id": exchange.id, "status": "pending", "url": f"/v1/veracity/scores/{exchange.id}"}
+
+    def unscored(self, exchange: Exchange, owner: int, upstream_ms: float, began: float, kind: str,
+                 why: str) -> dict[str, Any]:
+        """An answer returned without a score: logged and counted; what the client gets (in
+        async mode the pending object, its score already done)."""
+        score = self.scorer.describe(exchange, None)
+        score["error"], score["error_kind"] = why, kind
+        self.finish(exchange, score, upstream_ms, began)
+        if self.settings.mode == "inline":
+            return score
+        self.book.add(exchange.id, owner)
+        self.keep(exchange.id, owner, score)
+        return {"id": exchange.id, "status": "skipped", "url": f"/v1/veracity/scores/{exchange.id}"}
+
+    def keep(self, score_id: str, owner: int, score: dict[str, Any]) -> None:
+        """An async-mode score, done: fetchable from memory, and from the log after a restart."""
+        self.book.finish(score_id, score)
+        tag = self.tags[owner] if 0 <= owner < len(self.tags) else None
+        self.writer.put(StoredScore(score_id, time.time(), tag, score))
 
 
 def threshold_source(settings: GatewaySettings) -> ThresholdSource:
@@ -445,4 +496,9 @@ def create_app(settings: GatewaySettings, *, upstream: Upstream | None = None,
     )
     app.state.gateway = gateway
     app.add_middleware(CountRequests, metrics=gateway.metrics)
+    if settings.cors_origins:  # none by default: browsers then refuse pages other sites serve
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"],
+                           expose_headers=["x-veracity-id", "x-veracity-verdict", "x-veracity-gamma",
+                                           "x-veracity-p-correct"], max_age=600)
     return app

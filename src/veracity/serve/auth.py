@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Sequence
+
+TAG_ROUNDS = 100_000
 
 
 class KeyCheck:
@@ -12,6 +15,11 @@ class KeyCheck:
     def __init__(self, keys: Sequence[str], open_access: bool = False) -> None:
         self._keys = [k.encode("utf-8") for k in keys]
         self.open_access = open_access
+
+    def tags(self, salt: bytes) -> tuple[str, ...]:
+        """Per key, a tag that names its owner on disk: PBKDF2 of the key with ``salt``, slow
+        to guess from (a key is never written; its position changes when keys are rotated)."""
+        return tuple(hashlib.pbkdf2_hmac("sha256", key, salt, TAG_ROUNDS).hex()[:32] for key in self._keys)
 
     def owner(self, authorization: str | None) -> int | None:
         """Index of the matching key; -1 when access is open; None when refused.

@@ -7,13 +7,13 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from veracity.serve.batching import BatchWriter
-from veracity.serve.traffic import Entry, TrafficLog
+from veracity.serve.traffic import Entry, StoredScore, TrafficLog
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,12 @@ def entry(score: dict[str, Any], prompt: str, answer: str) -> Entry:
     )
 
 
-class LogWriter(BatchWriter[Entry]):
-    """Traffic-log rows written in batches by a worker thread, so requests never wait on disk."""
+class LogWriter(BatchWriter[Entry | StoredScore]):
+    """Traffic-log rows and stored scores written in batches by a worker thread, so requests
+    never wait on disk."""
 
     def __init__(self, log_file: TrafficLog | None) -> None:
-        super().__init__(None if log_file is None else log_file.append_many, "traffic-log rows")
+        super().__init__(None if log_file is None else log_file.write, "traffic-log rows")
         self.log = log_file
 
     async def close(self) -> None:
@@ -53,6 +54,7 @@ class Pending:
 
     owner: int
     result: dict[str, Any] | None = None
+    created: float = field(default_factory=time.time)
 
 
 class ScoreBook:

@@ -11,7 +11,7 @@ MAX_MODEL_LABELS = 32
 
 
 class GatewayMetrics:
-    """Requests, latencies, gamma and verdicts per model, queue depth, upstream errors."""
+    """Requests, latencies, gamma and verdicts per model, queue depth, upstream and client errors."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -35,8 +35,12 @@ class GatewayMetrics:
                                        "Upstream failures by kind (HTTP status, timeout, connection)",
                                        ["kind"], registry=r)
         self.scoring_errors = Counter("veracity_gateway_scoring_errors",
-                                      "Answers returned without a score because scoring failed",
-                                      ["model"], registry=r)
+                                      "Answers returned without a score, by model and why (the "
+                                      "score's error_kind)", ["model", "kind"], registry=r)
+        self.client_errors = Counter("veracity_gateway_client_errors",
+                                     "Clients refused or gone before their request was read "
+                                     "(disconnect, too_large, body_timeout, header_timeout, "
+                                     "connection_cap)", ["kind"], registry=r)
         self._models: set[str] = set()
 
     def model_label(self, model: str) -> str:
@@ -48,6 +52,9 @@ class GatewayMetrics:
             return "other"
         self._models.add(label)
         return label
+
+    def count_client_error(self, kind: str) -> None:
+        self.client_errors.labels(kind).inc()
 
     def render(self) -> bytes:
         """The text exposition format."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from veracity.cache import Cache
@@ -83,6 +83,7 @@ class Perturbed:
 class Plan:
     """What is asked for a score: the perturbed prompts, their sampling, their requests."""
 
+    prompt: str
     ball: list[str]
     sampling: Sampling
     requests: list[GenRequest]
@@ -151,7 +152,8 @@ class Scorer:
         check_prompt(prompt, "the prompt to score")
         sampling = self.sampling(exchange)
         ball = perturb(prompt, self.settings.n, self.settings.ball, self.settings.seed)
-        return Plan(ball, sampling, [GenRequest((*context, Message("user", p)), sampling) for p in ball])
+        return Plan(prompt, ball, sampling,
+                    [GenRequest((*context, Message("user", p)), sampling) for p in ball])
 
     def start_perturbed(self, exchange: Exchange) -> Started | None:
         """The perturbed calls, started before the answer has arrived (they depend on the
@@ -174,7 +176,7 @@ class Scorer:
             thresholds = self.thresholds_for(exchange.model)
         except ConfigError as exc:
             record = self.describe(exchange, None)
-            record["error"] = str(exc)
+            record["error"], record["error_kind"] = str(exc), "calibration"
             record["timings"]["scoring_ms"] = 1000 * (time.perf_counter() - began)
             return record
         record = self.describe(exchange, thresholds)
@@ -183,9 +185,11 @@ class Scorer:
                 raise ScoringError("no text answer to score")
             plan = started.plan if started is not None else self.plan(exchange)
             record["sampling"]["perturbed"]["max_tokens"] = plan.sampling.max_tokens
-            record["perturbed_prompts"] = plan.ball
+            record["perturbed_edits"] = [edit(plan.prompt, p) for p in plan.ball]
+            # made after the answer: it is the draft a decode=draft model verifies
+            drafted = [replace(r, draft=exchange.answer) for r in plan.requests]
             perturbed = await (started.task if started is not None
-                               else self.generate(exchange.model, plan.requests))
+                               else self.generate(exchange.model, drafted))
             record["model_calls"] = perturbed.calls
             record["perturbed_answers"] = perturbed.answers
             record["timings"]["generation_ms"] = perturbed.ms
@@ -193,7 +197,7 @@ class Scorer:
             vectors = await self.embedder.embed([exchange.answer.strip(), *perturbed.answers])
             record["timings"]["embedding_ms"] = 1000 * (time.perf_counter() - generated)
         except VeracityError as exc:
-            record["error"] = str(exc)
+            record["error"], record["error_kind"] = str(exc), "scoring"
         else:
             gamma = gamma_from_embeddings(vectors[0], vectors[1:], self.settings.form)
             record |= judge(None if math.isnan(gamma) else gamma, thresholds)
@@ -236,9 +240,41 @@ class Scorer:
             "seed": s.seed, "model": exchange.model, "embedder": self.embedder.spec,
             "sampling": {"answer": exchange.sampling(),
                          "perturbed": {"temperature": s.temperature, "seed": s.seed}},
-            "perturbed_prompts": [], "perturbed_answers": [], "model_calls": 0,
-            "timings": {}, "error": None,
+            "perturbed_edits": [], "perturbed_answers": [], "model_calls": 0,
+            "timings": {}, "error": None, "error_kind": None,
         }
+
+
+def _common(a: str, b: str, backwards: bool = False) -> int:
+    """Length of the longest common prefix (suffix) of ``a`` and ``b``: a binary search of
+    slice comparisons, each done in C (a character loop costs seconds on a long prompt)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        same = a[len(a) - mid:] == b[len(b) - mid:] if backwards else a[:mid] == b[:mid]
+        low, high = (mid, high) if same else (low, mid - 1)
+    return low
+
+
+def edit(prompt: str, perturbed: str) -> dict[str, Any]:
+    """``perturbed`` as one edit of ``prompt``: from character ``at``, ``cut`` characters
+    replaced by ``insert``. A score carries these instead of copies of a prompt that may be long
+    (the balls that append: ``at`` is the prompt's length, ``cut`` 0, ``insert`` the suffix).
+
+    >>> edit("abc", "abc \x1f")
+    {'at': 3, 'cut': 0, 'insert': ' \x1f'}
+    >>> edit("house", "hoose")
+    {'at': 2, 'cut': 1, 'insert': 'o'}
+    """
+    at = len(prompt) if perturbed.startswith(prompt) else _common(prompt, perturbed)
+    tail = _common(prompt[at:], perturbed[at:], backwards=True)
+    return {"at": at, "cut": len(prompt) - at - tail, "insert": perturbed[at:len(perturbed) - tail]}
+
+
+def apply_edit(prompt: str, change: dict[str, Any]) -> str:
+    """The perturbed prompt an :func:`edit` describes."""
+    at, cut = int(change["at"]), int(change["cut"])
+    return prompt[:at] + str(change["insert"]) + prompt[at + cut:]
 
 
 def judge(gamma: float | None, thresholds: Thresholds) -> dict[str, Any]:
@@ -246,6 +282,7 @@ def judge(gamma: float | None, thresholds: Thresholds) -> dict[str, Any]:
     out: dict[str, Any] = {
         "gamma": gamma, "verdict": thresholds.verdict(gamma),
         "error": None if gamma is not None else "gamma is undefined for this answer",
+        "error_kind": None if gamma is not None else "undefined",
     }
     if thresholds.curve is not None:
         band = thresholds.curve.band(gamma)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -12,6 +13,9 @@ from veracity.errors import ConfigError
 from veracity.methods.gamma import FORMS, Form
 from veracity.methods.trust import check_thresholds
 from veracity.perturb import resolve_ball
+from veracity.text import redact_url
+
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 
 Mode = Literal["inline", "async"]
 MODES: tuple[Mode, ...] = ("inline", "async")
@@ -27,6 +31,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_origin(origin: str, open_access: bool) -> None:
+    """A CORS origin is ``scheme://host[:port]``, or ``*`` on a gateway that asks for keys."""
+    if origin == "*":
+        if open_access:
+            raise ConfigError("--cors-origin '*' is refused with --no-auth: any web page could "
+                              "spend the upstream's key; name the origins")
+        return
+    if not _ORIGIN.fullmatch(origin):
+        raise ConfigError(f"--cors-origin must be an origin such as https://app.example.com "
+                          f"(scheme, host, optional port; no path), got '{origin}'")
+
+
 def keys_from_env(name: str) -> tuple[str, ...]:
     """Comma-separated gateway keys from an environment variable (empty if unset)."""
     return tuple(k.strip() for k in os.environ.get(name, "").split(",") if k.strip())
@@ -36,8 +52,9 @@ def keys_from_env(name: str) -> tuple[str, ...]:
 class GatewaySettings:
     """Everything ``veracity serve`` is configured with; keys are held here, never printed."""
 
-    upstream: str | None = None
-    """Base URL of an OpenAI-compatible server (``http://host:port/v1``); None: ``model`` in process."""
+    upstream: str | None = field(default=None, repr=False)
+    """Base URL of an OpenAI-compatible server (``http://host:port/v1``); None: ``model`` in process.
+    A user name and password in it are sent as HTTP Basic auth, in place of the key."""
     upstream_api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the upstream's key (read once, kept in memory)."""
     model: str = "llamacpp/default"
@@ -82,6 +99,16 @@ class GatewaySettings:
     """Seconds in-flight requests and pending scores get to finish on shutdown."""
     retry_after: int = 1
     """Seconds a client is told to wait in a 429."""
+    max_body: int = 1 << 20
+    """Largest request body accepted, in bytes; beyond: 413, before the rest is read."""
+    client_timeout: float = 30.0
+    """Seconds a client gets to send a request's headers, and again its body; then 408 / closed."""
+    max_connections: int = 1024
+    """Client connections open at once; one more is answered 503 and closed."""
+    cors_origins: tuple[str, ...] = ()
+    """Web origins allowed to call the gateway from a browser (CORS); none by default."""
+    score_retention: float = 7 * 86400.0
+    """Seconds an async-mode score stays fetchable (kept in the traffic log across restarts)."""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -104,7 +131,15 @@ class GatewaySettings:
         if self.timeout <= 0 or self.shutdown_grace < 0 or self.temperature < 0:
             raise ConfigError("timeout must be positive, shutdown grace and temperature not negative")
         if self.upstream is not None and not self.upstream.startswith(("http://", "https://")):
-            raise ConfigError(f"--upstream must start with http:// or https://, got '{self.upstream}'")
+            raise ConfigError(f"--upstream must start with http:// or https://, got "
+                              f"'{redact_url(self.upstream)}'")
+        if self.max_body < 1024 or self.max_connections < 1:
+            raise ConfigError(f"--max-body must be at least 1024 bytes and --max-connections at least 1, "
+                              f"got {self.max_body} and {self.max_connections}")
+        if self.client_timeout <= 0 or self.score_retention <= 0:
+            raise ConfigError("--client-timeout and --score-retention must be positive")
+        for origin in self.cors_origins:
+            check_origin(origin, self.no_auth)
         if self.no_auth and not is_loopback(self.host):
             raise ConfigError(f"--no-auth is only allowed on a loopback address, not '{self.host}'")
         if not self.no_auth and not self.api_keys:

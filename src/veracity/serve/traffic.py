@@ -1,10 +1,18 @@
-"""The SQLite traffic log: one row per scored exchange (never a key), read back by the report."""
+"""The SQLite traffic log: one row per scored exchange (never a key), read back by the report.
+
+Beside the exchanges, table ``scores`` keeps async-mode scores as the client fetches them, for
+``--score-retention`` seconds, so ``GET /v1/veracity/scores/{id}`` answers after a restart. Each
+is tagged with its owner: a slow salted hash of the gateway key that asked for it (PBKDF2, the
+salt in table ``meta``), never the key.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +36,19 @@ CREATE TABLE IF NOT EXISTS exchanges (
     p_correct REAL
 );
 CREATE INDEX IF NOT EXISTS exchanges_time ON exchanges (time);
+CREATE TABLE IF NOT EXISTS scores (
+    id TEXT PRIMARY KEY,
+    time REAL NOT NULL,
+    owner TEXT,
+    score TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS scores_time ON scores (time);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+LOGGED_CHARS = 16_384
+"""Longest text kept in a row (prompt, answer, each perturbed answer); longer ones are cut."""
+LOGGED_ITEMS = 256
+"""Longest list kept in a row's score."""
 _COLUMNS = ("id", "time", "model", "prompt", "answer", "gamma", "verdict", "upstream_ms",
             "scoring_ms", "total_ms", "error", "score", "p_correct")
 _ADDED = {"p_correct": "REAL"}
@@ -55,15 +75,41 @@ class Entry:
     """P(correct) from the gateway's calibration (None without one)."""
 
     def row(self) -> tuple[Any, ...]:
-        return tuple(json.dumps(self.score, ensure_ascii=False) if c == "score" else getattr(self, c)
-                     for c in _COLUMNS)
+        return tuple(json.dumps(bounded(self.score), ensure_ascii=False) if c == "score"
+                     else bounded(getattr(self, c)) for c in _COLUMNS)
+
+
+@dataclass(frozen=True)
+class StoredScore:
+    """An async-mode score as its client fetches it, and who may fetch it."""
+
+    id: str
+    time: float
+    owner: str | None
+    """The owner's tag (see the module's docstring); None on a gateway without keys."""
+    score: dict[str, Any]
+
+
+def bounded(value: Any) -> Any:
+    """``value`` with long strings cut and long lists shortened, so one row stays small."""
+    if isinstance(value, str):
+        if len(value) <= LOGGED_CHARS:
+            return value
+        return value[:LOGGED_CHARS] + f"… [{len(value) - LOGGED_CHARS} more characters not logged]"
+    if isinstance(value, dict):
+        return {k: bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [bounded(v) for v in value[:LOGGED_ITEMS]]
+    return value
 
 
 class TrafficLog:
     """Appends exchanges to a SQLite file; safe from several threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, retention: float | None = None) -> None:
         self.path = path
+        self.retention = retention
+        """Seconds stored scores are kept (None: for ever)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
@@ -81,6 +127,39 @@ class TrafficLog:
             self._conn.executemany(
                 f"INSERT OR REPLACE INTO exchanges ({', '.join(_COLUMNS)}) VALUES ({marks})",
                 [e.row() for e in entries])
+
+    def write(self, rows: list[Entry | StoredScore]) -> None:
+        """Exchanges and stored scores, in one transaction; scores past retention are dropped."""
+        entries = [r for r in rows if isinstance(r, Entry)]
+        scores = [(r.id, r.time, r.owner, json.dumps(r.score, ensure_ascii=False))
+                  for r in rows if isinstance(r, StoredScore)]
+        marks = ",".join("?" * len(_COLUMNS))
+        with self._lock, self._conn:
+            if entries:
+                self._conn.executemany(
+                    f"INSERT OR REPLACE INTO exchanges ({', '.join(_COLUMNS)}) VALUES ({marks})",
+                    [e.row() for e in entries])
+            if scores:
+                self._conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?)", scores)
+            if self.retention is not None:
+                self._conn.execute("DELETE FROM scores WHERE time < ?", (time.time() - self.retention,))
+
+    def stored_score(self, score_id: str) -> StoredScore | None:
+        """A stored score still within retention, or None."""
+        oldest = 0.0 if self.retention is None else time.time() - self.retention
+        with self._lock:
+            row = self._conn.execute("SELECT id, time, owner, score FROM scores WHERE id = ? AND time >= ?",
+                                     (score_id, oldest)).fetchone()
+        return None if row is None else StoredScore(row[0], row[1], row[2], json.loads(row[3]))
+
+    def salt(self) -> bytes:
+        """This log's salt for owner tags, made on first use."""
+        with self._lock, self._conn:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'owner_salt'").fetchone()
+            if row is None:
+                row = (os.urandom(16).hex(),)
+                self._conn.execute("INSERT INTO meta VALUES ('owner_salt', ?)", row)
+        return bytes.fromhex(row[0])
 
     def get(self, exchange_id: str) -> Entry | None:
         with self._lock:

@@ -1,14 +1,18 @@
 """Where answers come from: an OpenAI-compatible server over async httpx.
 
 The upstream's key lives only in this object: it is sent in the ``Authorization`` header
-and masked in any message the server echoes back.
+and masked in any message the server echoes back. A user name and password in the URL are
+taken out of it and sent as HTTP Basic auth instead of the key (the URL names this upstream
+alone; the key's variable may be set for others). Errors say "the upstream", never its URL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,7 +24,8 @@ from httpx_aiohttp import AiohttpTransport
 from veracity.backends.base import Outcome
 from veracity.backends.openai import RETRY_STATUSES, OpenAIBackend
 from veracity.backends.reply import read_reply
-from veracity.errors import BackendError, PermanentError, RetryableError
+from veracity.errors import BackendError, ConfigError, PermanentError, RetryableError
+from veracity.text import redact_url
 from veracity.types import GenRequest
 
 _LIMIT = 300  # characters of an upstream message kept in an error
@@ -37,13 +42,15 @@ class UpstreamError(Exception):
     """The upstream failed; ``status`` is what the gateway answers, ``kind`` labels the metric."""
 
     def __init__(self, status: int, message: str, kind: str, error_type: str = "upstream_error",
-                 code: str | None = None) -> None:
+                 code: str | None = None, retry_after: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind
         self.error_type = error_type
         self.code = code
+        self.retry_after = retry_after
+        """The upstream's ``Retry-After`` (a 429 or 503), passed on to the client."""
 
 
 @dataclass
@@ -65,6 +72,7 @@ class Answered:
     status_code: int
     content: bytes
     reason_phrase: str
+    retry_after: str | None = None
 
     @property
     def text(self) -> str:
@@ -102,6 +110,27 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
+_RETRY_AFTER = re.compile(r"[0-9]{1,9}|[A-Za-z]{3}, [0-9]{2} [A-Za-z]{3} [0-9]{4} [0-9:]{8} GMT")
+
+
+def retry_after(value: str | None) -> str | None:
+    """An upstream's Retry-After when it is well formed (seconds or an HTTP date), else None."""
+    value = (value or "").strip()
+    return value if _RETRY_AFTER.fullmatch(value) else None
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """(``url`` without user info, the ``Authorization`` header its user info asks for)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise ConfigError(f"--upstream is not a valid URL ({redact_url(url)}): {exc}") from None
+    if not parsed.userinfo:
+        return url, None
+    pair = f"{parsed.username}:{parsed.password}".encode()
+    return str(parsed.copy_with(username=None, password=None)), f"Basic {base64.b64encode(pair).decode()}"
+
+
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _LIMIT else text[: _LIMIT - 3] + "..."
@@ -114,11 +143,17 @@ class HttpUpstream:
 
     def __init__(self, base_url: str, api_key_env: str, timeout: float, max_connections: int,
                  scoring_concurrency: int) -> None:
-        self.base_url = base_url.rstrip("/")
+        plain, basic = split_credentials(base_url)
+        self.base_url = plain.rstrip("/")
         self.name = self.base_url
         self.api_key_env = api_key_env
         self.timeout = timeout
         self._key = os.environ.get(api_key_env) or None if api_key_env else None
+        self._auth = basic or (f"Bearer {self._key}" if self._key else None)
+        self._secrets = [s for s in (self._key, basic and basic.split(" ", 1)[1],
+                                     httpx.URL(base_url).password) if s]
+        parsed = httpx.URL(self.base_url)
+        self._netloc, self._host = parsed.netloc.decode("ascii"), parsed.host or self.base_url
         self._max_connections = max_connections
         self._scoring_concurrency = scoring_concurrency
         self._client: httpx.AsyncClient | None = None
@@ -133,7 +168,7 @@ class HttpUpstream:
         # calls it costs several times the CPU of aiohttp's, which serves as its transport
         limits = httpx.Limits(max_connections=self._max_connections,
                               max_keepalive_connections=self._max_connections)
-        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        headers = {"Authorization": self._auth} if self._auth else {}
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
                                          transport=AiohttpTransport(limits=limits))
         # the answers' and perturbed calls' POSTs: aiohttp itself, without httpx's request and
@@ -147,7 +182,9 @@ class HttpUpstream:
                                           connect=self.timeout))
 
     def redact(self, text: str) -> str:
-        return text.replace(self._key, "[redacted]") if self._key else text
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -161,7 +198,8 @@ class HttpUpstream:
             raise RuntimeError("upstream not started")
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         async with self._session.post(url, data=content.encode(), allow_redirects=False) as response:
-            return Answered(response.status, await response.read(), response.reason or "")
+            return Answered(response.status, await response.read(), response.reason or "",
+                            response.headers.get("Retry-After"))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}/chat/completions"
@@ -176,8 +214,12 @@ class HttpUpstream:
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            raise UpstreamError(502, f"upstream {url} did not answer with a JSON object: "
+            raise UpstreamError(502, "the upstream did not answer with a JSON object: "
                                 f"{_short(self.redact(response.text))!r}", "bad_reply")
+        if data.get("error") and not data.get("choices"):  # an error sent with status 200
+            failure = self._status_error(url, response)
+            raise UpstreamError(502, failure.message.replace("HTTP 200", "HTTP 200 with an error"),
+                                "error_reply", failure.error_type, failure.code)
         return data
 
     async def stream(self, body: dict[str, Any]) -> Stream:
@@ -213,7 +255,7 @@ class HttpUpstream:
             raise self._status_error(url, response)
         data = response.json()
         if not isinstance(data, dict):
-            raise UpstreamError(502, f"upstream {url} did not answer with a JSON object", "bad_reply")
+            raise UpstreamError(502, "the upstream did not answer with a JSON object", "bad_reply")
         return data
 
     def _backend(self, model: str) -> OpenAIBackend:
@@ -262,11 +304,11 @@ class HttpUpstream:
             data = None
         if not isinstance(data, dict) or (data.get("error") and not data.get("choices")):
             shown = _short(self.redact(response.text))
-            return PermanentError(f"upstream {url} did not answer with a chat completion: {shown!r}")
+            return PermanentError(f"the upstream did not answer with a chat completion: {shown!r}")
 
         def malformed(data: dict[str, Any], what: str) -> RetryableError:
             shown = _short(self.redact(json.dumps(data, ensure_ascii=True)))
-            return RetryableError(f"malformed reply from {url} ({what}): {shown}")
+            return RetryableError(f"malformed reply from the upstream ({what}): {shown}")
 
         try:
             return read_reply(data, True, malformed)
@@ -276,10 +318,12 @@ class HttpUpstream:
     def _transport_error(self, url: str, exc: Exception) -> UpstreamError:
         cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ else exc
         if isinstance(cause, asyncio.TimeoutError | httpx.TimeoutException):
-            return UpstreamError(504, f"upstream {url} gave no answer within {self.timeout:g} s",
+            return UpstreamError(504, f"the upstream gave no answer within {self.timeout:g} s",
                                  "timeout", "timeout", "upstream_timeout")
         detail = self.redact(str(cause)) or "connection closed without an answer"
-        return UpstreamError(502, f"upstream {url} failed: {type(cause).__name__}: {_short(detail)}",
+        for where in (url, self.base_url, self._netloc, self._host):
+            detail = detail.replace(where, "the upstream")
+        return UpstreamError(502, f"the upstream failed: {type(cause).__name__}: {_short(detail)}",
                              "connection", code="upstream_unreachable")
 
     def _status_error(self, url: str, response: httpx.Response | Answered) -> UpstreamError:
@@ -297,8 +341,10 @@ class HttpUpstream:
             message = error
         status = response.status_code
         shown = _short(self.redact(message)) or response.reason_phrase
-        text = f"upstream {url} answered HTTP {status}: {shown}"
-        return UpstreamError(status, text, f"http_{status}", error_type, code)
+        text = f"the upstream answered HTTP {status}: {shown}"
+        wait = (response.retry_after if isinstance(response, Answered)
+                else response.headers.get("Retry-After")) if status in (429, 503) else None
+        return UpstreamError(status, text, f"http_{status}", error_type, code, retry_after(wait))
 
     async def aclose(self) -> None:
         if self._client is not None:
