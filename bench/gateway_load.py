@@ -18,7 +18,12 @@ measured bound (target >= 0.8).
 The gateway's CPU time per request is printed too: unlike latency it hardly depends on how
 busy the machine is.
 
-    python bench/gateway_load.py [--requests 2000] [--concurrency 32] [--smoke]
+``--otel`` (and ``--smoke`` when the otel extra is installed) also measures tracing's cost in
+the same run: a second gateway, alike but exporting OpenTelemetry spans over OTLP/HTTP to a
+receiver in this process, and the plain one take turns on the same load (rounds A B A B ...,
+so both see the same machine); their throughput and CPU per request are printed side by side.
+
+    python bench/gateway_load.py [--requests 2000] [--concurrency 32] [--otel] [--smoke]
 """
 
 from __future__ import annotations
@@ -51,9 +56,11 @@ def percentile(values: list[float], q: float) -> float:
 class Process:
     """A child process whose output is read in the background for a line matching ``pattern``."""
 
-    def __init__(self, args: list[str], pattern: str, stream: str = "stdout") -> None:
+    def __init__(self, args: list[str], pattern: str, stream: str = "stdout",
+                 env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True,
+                                     env=None if env is None else os.environ | env)
         self.lines: list[str] = []
         self.match: re.Match[str] | None = None
         self._found = threading.Event()
@@ -98,9 +105,9 @@ def machine_busy() -> float:
     return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
 
 
-def serve(args: list[str]) -> tuple[Process, str]:
+def serve(args: list[str], env: dict[str, str] | None = None) -> tuple[Process, str]:
     gateway = Process([sys.executable, "-m", "veracity", "serve", "--no-auth", "--port", "0", *args],
-                      r"veracity gateway on (http://\S+)/v1")
+                      r"veracity gateway on (http://\S+)/v1", env=env)
     url = gateway.wait(120).group(1)
     for _ in range(1200):
         try:
@@ -154,6 +161,64 @@ async def load(url: str, total: int, concurrency: int, tag: str, model: str = "m
         return time.perf_counter() - began, latencies, scores, errors
 
 
+class SpanSink:
+    """An OTLP/HTTP receiver on 127.0.0.1 that counts the spans it is sent."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        self.spans = 0
+        self.bytes = 0
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                data = self.rfile.read(int(self.headers["Content-Length"]))
+                message = ExportTraceServiceRequest()
+                message.ParseFromString(data)
+                sink.bytes += len(data)
+                sink.spans += sum(len(s.spans) for r in message.resource_spans for s in r.scope_spans)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def tracing_cost(upstream: str, gateway_args: list[str], plain: tuple[Process, str], requests: int,
+                 concurrency: int, rounds: int) -> dict[str, float]:
+    """Throughput and CPU per request of the plain gateway and of one exporting its spans,
+    taking turns on the same load."""
+    sink = SpanSink()
+    traced = serve(gateway_args, env={"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url,
+                                      "OTEL_SERVICE_NAME": "veracity-bench"})
+    seconds = {"plain": 0.0, "traced": 0.0}
+    cpu = {"plain": 0.0, "traced": 0.0}
+    errors = 0
+    try:
+        for r in range(rounds):
+            for name, (process, url) in (("plain", plain), ("traced", traced)):
+                before = cpu_seconds(process)
+                took, _, _, failed = asyncio.run(load(url + "/v1", requests, concurrency, f"{name}{r}"))
+                cpu[name] += cpu_seconds(process) - before
+                seconds[name] += took
+                errors += failed
+    finally:
+        traced[0].stop()  # flushes its last spans on the way out
+        sink.server.shutdown()
+    total = rounds * requests
+    return {"plain": total / seconds["plain"], "traced": total / seconds["traced"],
+            "plain_cpu": 1000 * cpu["plain"] / total, "traced_cpu": 1000 * cpu["traced"] / total,
+            "spans": sink.spans, "bytes": sink.bytes, "errors": errors, "requests": total}
+
+
 def embedding_ms(spec: str, n: int, rounds: int, pairs: list[str]) -> float:
     """p50 time to embed one answer and its n perturbed answers (no cache)."""
     from veracity.registry import load_embedder, parse_embedder_options, split_spec
@@ -196,8 +261,19 @@ def main() -> int:
                         help="passed to veracity serve, e.g. backend=onnx")
     parser.add_argument("--embedded-requests", type=int, default=None,
                         help="inline scores timed on the embedded default (default 10, smoke 1; 0: skip)")
+    parser.add_argument("--otel", action="store_true",
+                        help="also measure a gateway exporting OpenTelemetry spans, in turns "
+                             "with the plain one")
+    parser.add_argument("--otel-rounds", type=int, default=4, help="turns each (--otel)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code path")
     args = parser.parse_args()
+    if args.smoke:
+        try:
+            import opentelemetry.sdk  # noqa: F401
+
+            args.otel, args.otel_rounds = True, 1
+        except ImportError:
+            pass
     if args.smoke:
         args.requests, args.concurrency = 64, 8
     if args.embedded_requests is None:
@@ -216,15 +292,28 @@ def main() -> int:
             cap_s, _, _, cap_err = asyncio.run(load(upstream, calls, wide, "cap"))
             up_err += cap_err
             options = [a for o in args.embedder_option for a in ("--embedder-option", o)]
-            gateway, url = serve(["--upstream", upstream, "--embedder", args.embedder, *options,
-                                  "--n", str(args.n),
-                                  "--max-concurrency", str(4 * args.concurrency),
-                                  "--queue", str(4 * args.concurrency),
+            gateway_args = ["--upstream", upstream, "--embedder", args.embedder, *options,
+                            "--n", str(args.n),
+                            "--max-concurrency", str(4 * args.concurrency),
+                            "--queue", str(4 * args.concurrency)]
+            gateway, url = serve([*gateway_args,
                                   "--log", f"{tmp}/traffic.sqlite", "--cache", f"{tmp}/cache.sqlite"])
             gw_cpu, busy = cpu_seconds(gateway), machine_busy()
             gw_s, gw_lat, scores, gw_err = asyncio.run(
                 load(url + "/v1", args.requests, args.concurrency, "gw"))
             gw_cpu, busy = cpu_seconds(gateway) - gw_cpu, machine_busy() - busy
+            tracing = None
+            if args.otel:  # both with their own cache and log, as alike as two gateways can be
+                gateway.stop()
+                plain = serve([*gateway_args, "--log", f"{tmp}/plain.sqlite",
+                               "--cache", f"{tmp}/plain-cache.sqlite"])
+                traced_args = [*gateway_args, "--otel", "--log", f"{tmp}/traced.sqlite",
+                               "--cache", f"{tmp}/traced-cache.sqlite"]
+                try:
+                    tracing = tracing_cost(upstream, traced_args, plain, args.requests // 2,
+                                           args.concurrency, args.otel_rounds)
+                finally:
+                    plain[0].stop()
         finally:
             if gateway is not None:
                 gateway.stop()
@@ -269,6 +358,18 @@ def main() -> int:
     print(f"errors: {gw_err + up_err} count")
     print(f"embedded default inline score p50: {embedded[0]:.0f} ms")
     print(f"embedded default end-to-end p50: {embedded[1]:.0f} ms")
+    if tracing is not None:
+        print(f"tracing A/B: requests each: {tracing['requests']:.0f} count")
+        print(f"tracing A/B: gateway throughput without tracing: {tracing['plain']:.1f} req/s")
+        print(f"tracing A/B: gateway throughput exporting spans: {tracing['traced']:.1f} req/s")
+        print(f"tracing A/B: gateway CPU per request without tracing: {tracing['plain_cpu']:.2f} ms")
+        print(f"tracing A/B: gateway CPU per request exporting spans: {tracing['traced_cpu']:.2f} ms")
+        print(f"tracing A/B: spans received: {tracing['spans']:.0f} count")
+        per_request = tracing["bytes"] / tracing["requests"]
+        print(f"tracing A/B: OTLP bytes received per request: {per_request:.0f} bytes")
+        print(f"tracing A/B: errors: {tracing['errors']:.0f} count")
+        ratio = tracing["traced"] / tracing["plain"]
+        print(f"tracing A/B: throughput exporting / without: {ratio:.3f} ratio")
     print(f"upstream alone throughput at concurrency {wide}: {calls / cap_s:.1f} calls/s")
     print(f"measured throughput bound (that / {args.n + 1} calls): {measured:.1f} req/s")
     print(f"throughput / measured bound: {throughput / measured:.3f} ratio")

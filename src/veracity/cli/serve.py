@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,28 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
     except ValueError:
         raise ConfigError(f"--thresholds must be two numbers 'low,high', got '{value}'") from None
     return low, high
+
+
+OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                  "OTEL_TRACES_EXPORTER")
+
+
+def gateway_tracing(flag: bool, content: bool) -> Any:
+    """The gateway's OpenTelemetry tracing when ``--otel`` or the SDK's environment asks for
+    it (None otherwise: nothing of OpenTelemetry is imported)."""
+    if content and not flag and not any(os.environ.get(v) for v in OTEL_VARIABLES):
+        raise ConfigError("--trace-content needs tracing: --otel or OTEL_EXPORTER_OTLP_ENDPOINT")
+    if not flag and not any(os.environ.get(v) for v in OTEL_VARIABLES):
+        return None
+    try:
+        from veracity.serve.tracing import configure
+    except ImportError as exc:
+        hint = f"traces need the otel extra: pip install 'veracity[otel]' ({exc})"
+        if flag:
+            raise ConfigError(hint) from None
+        click.echo(f"veracity gateway: OTEL_* is set but {hint}; no traces", err=True)
+        return None
+    return configure(content)
 
 
 @click.command()
@@ -78,6 +101,12 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--shutdown-grace", type=click.FloatRange(0.0), default=30.0, show_default=True,
               help="Seconds in-flight requests and pending scores get on SIGTERM.")
+@click.option("--otel", is_flag=True,
+              help="Export OpenTelemetry traces (the otel extra), configured by the SDK's "
+                   "variables: OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318), "
+                   "OTEL_TRACES_EXPORTER, OTEL_SERVICE_NAME... Setting those turns traces on too.")
+@click.option("--trace-content", is_flag=True,
+              help="Put prompt and answer text in the spans (never by default).")
 @click.option("--max-body", type=click.IntRange(1024), default=1 << 20, show_default=True,
               metavar="BYTES", help="Largest request body; beyond: 413, before the rest is read.")
 @click.option("--client-timeout", type=click.FloatRange(0.0, min_open=True), default=30.0,
@@ -130,7 +159,12 @@ def serve(**kw: Any) -> None:
         embedder = load_embedder(settings.embedder, **settings.embedder_options)
         assert isinstance(thresholds, CalibratedThresholds)
         thresholds.check(embedder.spec, settings.form, None if settings.upstream else settings.model)
-    app = create_app(settings, embedder=embedder, thresholds=thresholds, freeze_gc=True)
+    tracing = gateway_tracing(kw["otel"], kw["trace_content"])
+    app = create_app(settings, embedder=embedder, thresholds=thresholds, freeze_gc=True,
+                     tracing=tracing)
+    if tracing is not None:
+        click.echo(f"veracity gateway: OpenTelemetry traces on"
+                   f"{', with prompt and answer text' if tracing.content else ''}", err=True)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -45,6 +45,9 @@ from veracity.serve.sse import EventReader, event
 from veracity.serve.traffic import StoredScore, TrafficLog
 from veracity.serve.upstream import HttpUpstream, Upstream, UpstreamError
 from veracity.serve.verdicts import CalibratedThresholds, FixedThresholds, ThresholdSource
+
+if TYPE_CHECKING:  # the otel extra is imported only when tracing is configured
+    from veracity.serve.tracing import Tracing
 
 log = logging.getLogger(__name__)
 ROUTES = ("/v1/chat/completions", "/v1/models", "/v1/veracity/scores", "/metrics", "/healthz", "/readyz")
@@ -77,7 +80,8 @@ class Gateway:
     """Everything one app owns: upstream, scorer, metrics, log, queues."""
 
     def __init__(self, settings: GatewaySettings, upstream: Upstream | None = None,
-                 embedder: Embedder | None = None, thresholds: ThresholdSource | None = None) -> None:
+                 embedder: Embedder | None = None, thresholds: ThresholdSource | None = None,
+                 tracing: Tracing | None = None) -> None:
         s = settings
         self.settings = s
         self.metrics = GatewayMetrics()
@@ -88,6 +92,9 @@ class Gateway:
                          scoring_concurrency=s.max_concurrency * s.n)
             if s.upstream else LocalUpstream(s.model, s.max_tokens))
         self._embedder = embedder
+        self.tracing = tracing
+        if tracing is not None:  # the answer's and the perturbed calls' spans
+            self.upstream = tracing.wrap(self.upstream)
         self.thresholds = thresholds or threshold_source(s)
         self.admission = Admission(s.max_concurrency, s.queue,
                                    self.metrics.queue_depth.labels("requests").set)
@@ -143,6 +150,8 @@ class Gateway:
         await self.upstream.aclose()
         if self.cache is not None:
             self.cache.close()
+        if self.tracing is not None:  # export what is buffered (the exporter blocks)
+            await anyio.to_thread.run_sync(self.tracing.shutdown)
 
     # --- routes -------------------------------------------------------------------------
 
@@ -222,6 +231,8 @@ class Gateway:
         problem = check_body(body)
         if problem:
             return error(400, problem)
+        if self.tracing is not None:
+            self.tracing.asked(body)
         if isinstance(self.thresholds, CalibratedThresholds):
             try:
                 self.scorer.thresholds_for(body["model"])
@@ -366,6 +377,8 @@ class Gateway:
             m.scoring_errors.labels(label, score.get("error_kind") or "scoring").inc()
         m.verdicts.labels(label, score["verdict"]).inc()
         self.writer.put(entry(score, exchange.prompt(), exchange.answer or ""))
+        if self.tracing is not None:
+            self.tracing.scored(score, exchange.answer)
 
     def enqueue(self, exchange: Exchange, owner: int, upstream_ms: float, began: float) -> dict[str, Any]:
         """Queue an async-mode score; the pending object the client gets."""
@@ -374,7 +387,7 @@ class Gateway:
         async def job() -> None:
             self.keep(exchange.id, owner, await self.run_score(exchange, upstream_ms, began))
 
-        if not self.scores.offer(job):
+        if not self.scores.offer(job if self.tracing is None else self.tracing.bind(job)):
             return self.unscored(exchange, owner, upstream_ms, began, "queue_full",
                                  "not scored: the score queue was full")
         return {"id": exchange.id, "status": "pending", "url": f"/v1/veracity/scores/{exchange.id}"}
@@ -463,15 +476,16 @@ class CountRequests:
 
 def create_app(settings: GatewaySettings, *, upstream: Upstream | None = None,
                embedder: Embedder | None = None, thresholds: ThresholdSource | None = None,
-               freeze_gc: bool = False) -> Starlette:
+               freeze_gc: bool = False, tracing: Tracing | None = None) -> Starlette:
     """The gateway app; ``app.state.gateway`` holds its parts (metrics registry, settings).
 
     ``freeze_gc``: for a process that serves only this app (``veracity serve``): once started,
     everything loaded so far (libraries, model, embedder) is moved out of the garbage
     collector's sight, so full collections no longer walk it between requests (measured:
     6 % less CPU per request under load, and a shorter latency tail).
+    ``tracing``: OpenTelemetry spans of every chat request (:mod:`veracity.serve.tracing`).
     """
-    gateway = Gateway(settings, upstream, embedder, thresholds)
+    gateway = Gateway(settings, upstream, embedder, thresholds, tracing)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -496,6 +510,10 @@ def create_app(settings: GatewaySettings, *, upstream: Upstream | None = None,
     )
     app.state.gateway = gateway
     app.add_middleware(CountRequests, metrics=gateway.metrics)
+    if tracing is not None:
+        from veracity.serve.tracing import TraceChat
+
+        app.add_middleware(TraceChat, tracing=tracing)
     if settings.cors_origins:  # none by default: browsers then refuse pages other sites serve
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"],

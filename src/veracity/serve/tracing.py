@@ -1,0 +1,402 @@
+"""OpenTelemetry traces of the gateway (``pip install 'veracity[otel]'``).
+
+One SERVER span per ``POST /v1/chat/completions`` named ``chat {model}`` after the GenAI
+semantic conventions (``gen_ai.operation.name``, ``gen_ai.request.model``, token usage, ...),
+joined to the caller's trace when the request carries a W3C ``traceparent``. Its children:
+the answer's upstream call, the perturbed calls, and the scoring. gamma, the verdict,
+P(correct), N and the kind of any failure go on the request span (and on the score span,
+which in async mode is the only one still open when the score is known).
+
+Never exported: prompt or answer text (unless ``trace_content``), request headers other
+than the trace context, keys, error messages (which may quote a prompt). Exporters come from
+the standard environment (``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ...).
+Nothing here is imported unless tracing is configured: without it the gateway pays nothing.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import context, propagate, trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from veracity.backends.base import Outcome
+from veracity.errors import BackendError, ConfigError
+from veracity.serve.upstream import Stream, Upstream, UpstreamError
+from veracity.types import Generation, GenRequest
+
+log = logging.getLogger(__name__)
+CHAT_PATH = "/v1/chat/completions"
+TRACE_HEADERS = (b"traceparent", b"tracestate", b"baggage")
+"""The only request headers a span ever sees (W3C trace context and baggage)."""
+SAMPLING = (("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),
+            ("max_tokens", "gen_ai.request.max_tokens"),
+            ("max_completion_tokens", "gen_ai.request.max_tokens"), ("seed", "gen_ai.request.seed"),
+            ("presence_penalty", "gen_ai.request.presence_penalty"),
+            ("frequency_penalty", "gen_ai.request.frequency_penalty"))
+STATUS_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 429: "at_capacity"}
+SCORE_ERRORS = (("no text answer", "no_answer"), ("perturbed calls failed", "perturbed_calls"),
+                ("gamma is undefined", "undefined"), ("score queue was full", "queue_full"),
+                ("only text messages", "unscorable_request"), ("last message must be", "unscorable_request"),
+                ("empty prompt", "unscorable_request"), ("calibration", "calibration"))
+"""The kind of a scoring failure, from the start of the gateway's own messages (the message
+itself is never exported: an upstream's error may quote the prompt)."""
+
+_REQUEST: contextvars.ContextVar[Span | None] = contextvars.ContextVar("veracity_request_span", default=None)
+"""The request span of the exchange being handled (its children change the current span)."""
+
+
+def score_error_kind(message: str) -> str:
+    """A short label for a scoring failure message."""
+    return next((kind for needle, kind in SCORE_ERRORS if needle in message), "scoring_error")
+
+
+def _messages(messages: Any) -> str:
+    """Chat messages in the GenAI conventions' JSON shape (``gen_ai.input.messages``)."""
+    out = []
+    for m in messages if isinstance(messages, list) else []:
+        if isinstance(m, dict) and isinstance(m.get("content"), str):
+            out.append({"role": str(m.get("role")), "parts": [{"type": "text", "content": m["content"]}]})
+    return json.dumps(out, ensure_ascii=False)
+
+
+def _output(text: str, finish: str | None) -> str:
+    message: dict[str, Any] = {"role": "assistant", "parts": [{"type": "text", "content": text}]}
+    if finish:
+        message["finish_reason"] = finish
+    return json.dumps([message], ensure_ascii=False)
+
+
+def _response_attributes(data: dict[str, Any]) -> dict[str, Any]:
+    """Response id, model, finish reasons and token usage of a chat completion."""
+    out: dict[str, Any] = {}
+    if isinstance(data.get("id"), str):
+        out["gen_ai.response.id"] = data["id"]
+    if isinstance(data.get("model"), str):
+        out["gen_ai.response.model"] = data["model"]
+    choices = data.get("choices")
+    if isinstance(choices, list):
+        reasons = [str(c["finish_reason"]) for c in choices
+                   if isinstance(c, dict) and c.get("finish_reason") is not None]
+        if reasons:
+            out["gen_ai.response.finish_reasons"] = reasons
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        for key, name in (("prompt_tokens", "gen_ai.usage.input_tokens"),
+                          ("completion_tokens", "gen_ai.usage.output_tokens")):
+            if isinstance(usage.get(key), int):
+                out[name] = usage[key]
+    return out
+
+
+class Tracing:
+    """The gateway's tracer and what it records; ``content``: also prompt and answer text."""
+
+    def __init__(self, provider: trace.TracerProvider, content: bool = False) -> None:
+        self.provider = provider
+        self.content = content
+        self.tracer = provider.get_tracer("veracity.serve")
+
+    def shutdown(self) -> None:
+        """Export what is still buffered and stop the exporters (blocks: call off the loop)."""
+        shutdown = getattr(self.provider, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
+    def wrap(self, upstream: Upstream) -> TracedUpstream:
+        return TracedUpstream(upstream, self)
+
+    @staticmethod
+    def request_span() -> Span | None:
+        span = _REQUEST.get()
+        return span if span is not None and span.is_recording() else None
+
+    def asked(self, body: dict[str, Any]) -> None:
+        """A valid chat request: its model and sampling on the request span."""
+        span = self.request_span()
+        if span is None:
+            return
+        model = body["model"]
+        span.update_name(f"chat {model}")
+        span.set_attribute("gen_ai.request.model", model)
+        span.set_attribute("veracity.stream", bool(body.get("stream")))
+        for key, name in SAMPLING:
+            value = body.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                span.set_attribute(name, value)
+        if self.content:
+            span.set_attribute("gen_ai.input.messages", _messages(body.get("messages")))
+
+    def scored(self, score: dict[str, Any], answer: str | None) -> None:
+        """A finished (or failed) score: a ``veracity.score`` span over its scoring time, and
+        gamma, the verdict and P(correct) on it and on the request span while it is open."""
+        attributes: dict[str, Any] = {"veracity.score_id": score["id"], "veracity.verdict": score["verdict"],
+                                      "veracity.n": score["n"], "veracity.form": score["form"],
+                                      "veracity.embedder": score["embedder"],
+                                      "veracity.model_calls": score.get("model_calls", 0)}
+        for key in ("gamma", "p_correct"):
+            if score.get(key) is not None:
+                attributes[f"veracity.{key}"] = float(score[key])
+        if score.get("error"):
+            kind = score.get("error_kind") or score_error_kind(str(score["error"]))
+            attributes["veracity.error_kind"] = str(kind)
+        timings = score.get("timings", {})
+        for key in ("generation_ms", "embedding_ms", "scoring_ms"):
+            if isinstance(timings.get(key), int | float):
+                attributes[f"veracity.{key}"] = float(timings[key])
+        request = self.request_span()
+        if request is not None:
+            request.set_attributes(attributes)
+            if self.content and answer is not None:
+                request.set_attribute("gen_ai.output.messages", _output(answer, None))
+        end = time.time_ns()
+        start = end - int(1e6 * float(timings.get("scoring_ms", 0.0)))
+        span = self.tracer.start_span(f"veracity.score {score['model']}", start_time=start,
+                                      attributes=attributes)
+        if self.content:
+            if score.get("perturbed_prompts"):
+                span.set_attribute("veracity.perturbed_prompts", [str(p) for p in score["perturbed_prompts"]])
+            answers = [str(a) for a in score.get("perturbed_answers", [])]
+            span.set_attribute("veracity.perturbed_answers", answers)
+        if score.get("error"):
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(end)
+
+    def bind(self, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """``job`` run later (async mode's score queue) inside this request's trace."""
+        captured, request = context.get_current(), _REQUEST.get()
+
+        async def bound() -> None:
+            token, held = context.attach(captured), _REQUEST.set(request)
+            try:
+                await job()
+            finally:
+                _REQUEST.reset(held)
+                context.detach(token)
+
+        return bound
+
+
+class TraceChat:
+    """ASGI middleware: the request span of every chat completion, current while it is handled."""
+
+    def __init__(self, app: ASGIApp, tracing: Tracing) -> None:
+        self.app = app
+        self.tracing = tracing
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != CHAT_PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        carrier = {k.decode("latin-1"): v.decode("latin-1")
+                   for k, v in scope["headers"] if k in TRACE_HEADERS}
+        parent = propagate.extract(carrier)
+        span = self.tracing.tracer.start_span(
+            "chat", context=parent, kind=SpanKind.SERVER,
+            attributes={"gen_ai.operation.name": "chat", "http.request.method": "POST",
+                        "url.path": CHAT_PATH})
+        token, held = context.attach(trace.set_span_in_context(span, parent)), _REQUEST.set(span)
+        status = 500
+
+        async def sent(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__name__)
+            raise
+        finally:
+            span.set_attribute("http.response.status_code", status)
+            if status in STATUS_KINDS:
+                span.set_attribute("veracity.error_kind", STATUS_KINDS[status])
+            if status >= 500:
+                span.set_status(Status(StatusCode.ERROR))
+                if "error.type" not in getattr(span, "attributes", {}):
+                    span.set_attribute("error.type", str(status))
+            span.end()
+            _REQUEST.reset(held)
+            context.detach(token)
+
+
+class TracedStream(Stream):
+    """An upstream stream whose answer span ends when the stream is closed or read to its end."""
+
+    def __init__(self, inner: Stream, span: Span) -> None:
+        super().__init__(self._chunks(inner.chunks), inner.response)
+        self._inner = inner
+        self._span = span
+
+    async def _chunks(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in chunks:
+                yield chunk
+        except UpstreamError as exc:
+            _failed(self._span, exc)
+            raise
+        finally:
+            self._span.end()  # a second end() is ignored by the SDK
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._span.end()
+
+
+def _failed(span: Span, exc: UpstreamError) -> None:
+    span.set_attribute("error.type", exc.kind)
+    span.set_status(Status(StatusCode.ERROR))
+    request = Tracing.request_span()
+    if request is not None:
+        request.set_attribute("veracity.error_kind", f"upstream_{exc.kind}")
+        request.set_attribute("error.type", exc.kind)
+
+
+class TracedUpstream:
+    """An upstream whose answer and perturbed calls are child spans of the request span."""
+
+    def __init__(self, inner: Upstream, tracing: Tracing) -> None:
+        self.inner = inner
+        self.tracing = tracing
+        self.name = inner.name
+        self.overlaps_answer = inner.overlaps_answer
+        self.key_ignored = bool(getattr(inner, "key_ignored", False))  # read by `veracity serve`
+        base = getattr(inner, "base_url", None)
+        self._server: dict[str, Any] = {}
+        if isinstance(base, str):
+            parts = urlsplit(base)
+            self._server = {"server.address": parts.hostname or ""}
+            if parts.port:
+                self._server["server.port"] = parts.port
+            host = parts.hostname or ""
+            self._provider = "openai" if host.endswith("openai.com") else "openai_compatible"
+        else:
+            self._provider = inner.name.split("/", 1)[0]
+
+    def _attributes(self, model: str) -> dict[str, Any]:
+        return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self._provider,
+                "gen_ai.system": self._provider, "gen_ai.request.model": model, **self._server}
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def models(self) -> dict[str, Any]:
+        return await self.inner.models()
+
+    def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
+        return self.inner.scoring_key(model)
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = str(body.get("model"))
+        with self.tracing.tracer.start_as_current_span(
+                f"chat {model}", kind=SpanKind.CLIENT, attributes=self._attributes(model),
+                record_exception=False, set_status_on_exception=False) as span:
+            try:
+                data = await self.inner.chat(body)
+            except UpstreamError as exc:
+                _failed(span, exc)
+                raise
+            found = _response_attributes(data)
+            span.set_attributes(found)
+            request = self.tracing.request_span()
+            if request is not None:
+                request.set_attributes(found)
+            return data
+
+    async def stream(self, body: dict[str, Any]) -> Stream:
+        model = str(body.get("model"))
+        span = self.tracing.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT,
+                                              attributes=self._attributes(model))
+        try:
+            inner = await self.inner.stream(body)
+        except UpstreamError as exc:
+            _failed(span, exc)
+            span.end()
+            raise
+        except BaseException:
+            span.end()
+            raise
+        return TracedStream(inner, span)
+
+    async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
+        attributes = self._attributes(model) | {"veracity.requests": len(requests)}
+        with self.tracing.tracer.start_as_current_span(
+                f"veracity.perturbed {model}", kind=SpanKind.CLIENT, attributes=attributes,
+                record_exception=False, set_status_on_exception=False) as span:
+            outcomes = await self.inner.perturbed(model, requests)
+            failed = [o for o in outcomes if not isinstance(o, Generation)]
+            answered = [o for o in outcomes if isinstance(o, Generation)]
+            for name, tokens in (("gen_ai.usage.input_tokens", sum(o.prompt_tokens for o in answered)),
+                                 ("gen_ai.usage.output_tokens", sum(o.completion_tokens for o in answered))):
+                if tokens:
+                    span.set_attribute(name, tokens)
+            span.set_attribute("veracity.failed", len(failed))
+            if failed:
+                span.set_status(Status(StatusCode.ERROR))
+                first = failed[0]
+                span.set_attribute("error.type", type(first).__name__ if isinstance(first, BackendError)
+                                   else "error")
+            return outcomes
+
+
+def _exporters() -> list[SpanExporter]:
+    """The exporters ``OTEL_TRACES_EXPORTER`` names (default otlp), as the SDK documents."""
+    named = os.environ.get("OTEL_TRACES_EXPORTER", "otlp")
+    names = [n.strip().lower() for n in named.split(",") if n.strip()]
+    out: list[SpanExporter] = []
+    for name in names:
+        if name == "none":
+            continue
+        if name == "console":
+            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+            out.append(ConsoleSpanExporter())
+        elif name == "otlp":
+            protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
+            if protocol != "http/protobuf":
+                raise ConfigError(f"OTLP protocol '{protocol}' is not supported by veracity serve: "
+                                  "use http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL)")
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            out.append(OTLPSpanExporter())  # endpoint, headers, timeout: from the environment
+        else:
+            raise ConfigError(f"OTEL_TRACES_EXPORTER: unknown exporter '{name}' (otlp, console, none)")
+    return out
+
+
+def configure(content: bool = False, processor: SpanProcessor | None = None) -> Tracing | None:
+    """The gateway's tracing from the OpenTelemetry environment; None when the SDK is
+    disabled (``OTEL_SDK_DISABLED=true``) or no exporter is left (``OTEL_TRACES_EXPORTER=none``).
+    ``processor``: used instead of the environment's exporters (tests)."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    named = {"service.name": "veracity-gateway"}
+    resource = os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    if os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in resource:  # the user's name wins
+        named = {}
+    provider = TracerProvider(resource=Resource.create(named))
+    processors = [processor] if processor is not None else [BatchSpanProcessor(e) for e in _exporters()]
+    if not processors:
+        return None
+    for p in processors:
+        provider.add_span_processor(p)
+    return Tracing(provider, content)
