@@ -54,7 +54,8 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     otherwise (starlette's ClientDisconnect when the client hangs up first)."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.strip().isdigit():
+        declared = declared.strip()
+        if not (declared.isascii() and declared.isdigit()):
             raise Refused(400, "invalid Content-Length header", "invalid_request", "bad_length")
         if int(declared) > limit:
             raise too_large(limit)

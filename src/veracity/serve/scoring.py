@@ -261,8 +261,8 @@ def edit(prompt: str, perturbed: str) -> dict[str, Any]:
     replaced by ``insert``. A score carries these instead of copies of a prompt that may be long
     (the balls that append: ``at`` is the prompt's length, ``cut`` 0, ``insert`` the suffix).
 
-    >>> edit("abc", "abc \x1f")
-    {'at': 3, 'cut': 0, 'insert': ' \x1f'}
+    >>> edit("abc", "abc ?!")
+    {'at': 3, 'cut': 0, 'insert': ' ?!'}
     >>> edit("house", "hoose")
     {'at': 2, 'cut': 1, 'insert': 'o'}
     """
