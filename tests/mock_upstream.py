@@ -40,6 +40,8 @@ class Reply:
     """Streams only: end the response cleanly after this many chunks (no finish_reason, no [DONE])."""
     headers: dict[str, str] = field(default_factory=dict)
     """Extra response headers (e.g. Retry-After)."""
+    text: str | None = None
+    """The answer's text, in place of the usual one (plain and streamed)."""
     release: threading.Event | None = None
     """Streams only: wait for this event before the last content chunk."""
     match: Callable[[str], bool] | None = None
@@ -176,7 +178,7 @@ class MockUpstream:
             self._send(writer, reply.status, reply.body or {"error": {"message": "scripted"}},
                        reply.headers)
             return True
-        text = answer_to(_last_user(body))
+        text = answer_to(_last_user(body)) if reply.text is None else reply.text
         if body.get("stream"):
             return await self._stream(writer, text, reply)
         self._send(writer, 200, {

@@ -480,3 +480,28 @@ def test_sigterm_drains_and_exits_0_and_the_url_is_redacted(tmp_path: Path) -> N
         assert server.wait(20) == 0, rest
     assert got and got[0].status_code == 200 and got[0].json()["choices"][0]["message"]["content"] == STABLE
     assert "S3CRET" not in rest and "Traceback" not in rest
+
+
+def test_an_answer_holding_a_lone_surrogate_is_served_scored_and_logged(
+        gateway: Callable[..., Gw], tmp_path: Path, server_log: pytest.LogCaptureFixture) -> None:
+    gw = gateway()
+    broken = {"id": "x", "object": "chat.completion", "model": "mock-model", "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Paris \ud800!"}}]}
+    gw.mock.script(Reply(body=broken, match=only(PROMPT)), Reply(body=broken))  # the answer, a perturbed one
+    reply = gw.chat()
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["message"]["content"] == "Paris \ufffd!"
+    score = reply.json()["veracity"]
+    assert score["error"] is None and isinstance(score["gamma"], float)
+    assert "Paris \ufffd!" in score["perturbed_answers"]
+    body = {"model": "mock-model", "stream": True, "messages": [{"role": "user", "content": "Again?"}]}
+    gw.mock.script(Reply(text="Lyon \udc00 perhaps", match=only("Again?")))
+    streamed = httpx.post(gw.url + "/v1/chat/completions", json=body, headers=gw.headers(), timeout=20)
+    events = [e for e in streamed.content.split(b"\n\n") if e]
+    assert events[-1] == b"data: [DONE]"
+    final = json.loads(events[-2].removeprefix(b"data: "))["veracity"]
+    assert final["error"] is None and isinstance(final["gamma"], float)
+    gw.running.__exit__()
+    rows = read_traffic(tmp_path / "traffic.sqlite")
+    assert [r.answer for r in rows] == ["Paris \ufffd!", "Lyon \ufffd perhaps"]
+    assert "Traceback" not in server_log.text and "could not write" not in server_log.text

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.text import replace_surrogates
+
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 
@@ -59,7 +61,7 @@ class EventReader:
                 continue
             delta = choice.get("delta") or {}
             if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                self.text.append(delta["content"])
+                self.text.append(replace_surrogates(delta["content"]))  # a JSON escape can hold one
             if choice.get("finish_reason"):
                 self.finished = True
 

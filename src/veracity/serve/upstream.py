@@ -25,7 +25,7 @@ from veracity.backends.base import Outcome
 from veracity.backends.openai import RETRY_STATUSES, OpenAIBackend
 from veracity.backends.reply import read_reply
 from veracity.errors import BackendError, ConfigError, PermanentError, RetryableError
-from veracity.text import redact_url
+from veracity.text import redact_url, replace_surrogates
 from veracity.types import GenRequest
 
 _LIMIT = 300  # characters of an upstream message kept in an error
@@ -79,7 +79,7 @@ class Answered:
         return self.content.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        return json.loads(self.content)
+        return parsed(self.content)
 
 
 class Upstream(Protocol):
@@ -129,6 +129,24 @@ def split_credentials(url: str) -> tuple[str, str | None]:
         return url, None
     pair = f"{parsed.username}:{parsed.password}".encode()
     return str(parsed.copy_with(username=None, password=None)), f"Basic {base64.b64encode(pair).decode()}"
+
+
+def repaired(value: Any) -> Any:
+    """A parsed reply with lone UTF-16 surrogates (which JSON's escapes can carry, and which no
+    UTF-8 response, file or database accepts) replaced by U+FFFD, as the project's client does."""
+    if isinstance(value, str):
+        return replace_surrogates(value)
+    if isinstance(value, dict):
+        return {repaired(k): repaired(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [repaired(v) for v in value]
+    return value
+
+
+def parsed(content: bytes) -> Any:
+    """JSON ``content`` (a ValueError if it is not), repaired when it holds ``\\u`` escapes."""
+    data = json.loads(content)
+    return repaired(data) if b"\\u" in content else data
 
 
 def _short(text: str) -> str:
@@ -253,7 +271,10 @@ class HttpUpstream:
             raise self._transport_error(url, exc) from None
         if response.status_code >= 400:
             raise self._status_error(url, response)
-        data = response.json()
+        try:
+            data = parsed(response.content)
+        except ValueError:
+            data = None
         if not isinstance(data, dict):
             raise UpstreamError(502, "the upstream did not answer with a JSON object", "bad_reply")
         return data
