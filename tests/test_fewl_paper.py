@@ -295,3 +295,49 @@ def test_rank_reports_table_five(tmp_path: Path) -> None:
     assert rec["answers"]["right"]["tqa_metric"] > rec["answers"]["wrong"]["tqa_metric"]
     assert "sample-level ranking (Table 5)" in result.output
     assert "Table 5" in (out / "report.html").read_text()
+
+
+def _judge(request: Any) -> str:
+    """Grades by exact match with the reference the prompt shows; rates 2 / 0 likewise."""
+    prompt = request.messages[-1].content
+    if prompt.startswith("You are grading"):
+        gold = prompt.split("Correct reference answers: ")[1].split("\n")[0]
+        answer = prompt.split("Answer to grade: ")[1].split("\n")[0]
+        return "CORRECT" if answer == gold else "INCORRECT"
+    gold = prompt.split("Reference answer: ")[1].split("\n")[0]
+    answer = prompt.split("Answer to rate: ")[1].split("\n")[0]
+    return "Rating: 2" if answer == gold else "0 (wrong)" if answer == "nonsense" else "1"
+
+
+def test_figures_two_and_three_from_a_judge(tmp_path: Path) -> None:
+    from veracity.data.labelled import LabelledItem
+    from veracity.report import build_report
+    from veracity.runs.fewl_figures import parse_rating
+
+    golds = ["Paris", "Paris", "Rome", "Rome"]
+    questions = ["capital of france", "seat of the french government", "capital of italy",
+                 "where does the italian parliament sit"]
+    items = [LabelledItem(f"q{i}", q, g, (("halu", f"not {g}"),), g, "good")
+             for i, (q, g) in enumerate(zip(questions, golds, strict=True))]
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text("".join(json.dumps({"id": f"q{i}", "references": [g, "nonsense", "close"]})
+                            + "\n" for i, g in enumerate(golds)))
+    settings = FewlSettings(references_file=refs, pairs_model="fake/pairs",
+                            pairs=PairSettings(r=2), similarity="hash/default", neighbours=2,
+                            near_duplicate=1.0)
+    out = tmp_path / "run"
+    with Context() as ctx:
+        ctx.clients["test/judge"] = LLMClient(FakeBackend(responder=_judge))
+        outcome = run_fewl_validate(items, settings, ctx, out, "toy", judge="test/judge")
+    two = outcome.results["figures"]["figure2"]
+    # every question has three neighbours (k = 10, only 3 others), one with the same gold answer
+    assert two["per_question"] == [1, 1, 1, 1] and two["histogram"][:3] == [0, 4, 0]
+    assert two["mean_correct"] == 1.0 and two["unjudged"] == 0
+    three = outcome.results["figures"]["figure3"]["references"]
+    assert three["refs.jsonl#0"]["counts"] == [0, 0, 4] and three["refs.jsonl#0"]["mean"] == 2.0
+    assert three["refs.jsonl#1"]["counts"] == [4, 0, 0]
+    assert three["refs.jsonl#2"]["counts"] == [0, 4, 0] and three["refs.jsonl#2"]["mean"] == 1.0
+    assert (parse_rating("I'd say 2."), parse_rating("10 out of 12"), parse_rating("x")) == (
+        2, None, None)
+    html = build_report([out], out / "report.html").read_text()
+    assert "Figure 2" in html and "Figure 3" in html and "Figure 4" in html

@@ -175,6 +175,18 @@ def _validation_table(results: dict[str, Any]) -> None:
     for other in others:
         echo(f"{'FEWL, ' + other:<40}" + "".join(
             f"{_cell(validation[n][other].get('fewl')):>{width}}" for n in names))
+    figures = results.get("figures")
+    if figures:
+        two = figures["figure2"]
+        echo(f"\nFigure 2 ({two['judge']}): questions by how many of their {two['k']} nearest "
+             f"neighbours' gold answers were judged correct: "
+             + ", ".join(f"{k}: {n}" for k, n in enumerate(two["histogram"]) if n)
+             + f" (mean {_f(two['mean_correct'], 2)}, {two['unjudged']} not judged)")
+        echo("Figure 3: reference answers rated 0 / 1 / 2:")
+        for name, entry in figures["figure3"]["references"].items():
+            zero, one, two_ = entry["counts"]
+            echo(f"  {name}: {zero} / {one} / {two_} (mean {_f(entry['mean'], 2)}, "
+                 f"{entry['unrated']} unrated)")
 
 
 def _sample_level(ranking: dict[str, Any]) -> None:
@@ -255,6 +267,8 @@ def _scored(mode: str, kw: dict[str, Any]) -> None:
 @click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Run R times, seed + r for the stochastic parts (sampled references, pairs, "
                    "random neighbours); the table shows mean ± std.")
+@click.option("--judge", help="Judge model spec for Figures 2 and 3: neighbours' gold answers "
+                              "judged for each question, and each reference answer rated 0/1/2.")
 @fewl_options
 @common_options
 @handles_errors
@@ -263,11 +277,11 @@ def validate_cmd(**kw: Any) -> None:
     questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl,
     printed in the layout of the paper's Table 1."""
     settings = settings_from(kw)
-    repeats = kw.pop("repeats")
+    repeats, judge = kw.pop("repeats"), kw.pop("judge")
     items = load_labelled(kw["dataset"], kw["limit"])
     with command_run(kw) as cmd:
         outcome = run_fewl_validate(items, settings, cmd.ctx, kw["out"] or default_out(
-            "validate", kw["dataset"]), kw["dataset"], repeats)
+            "validate", kw["dataset"]), kw["dataset"], repeats, judge)
     _finish(outcome, cmd)
 
 

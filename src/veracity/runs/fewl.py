@@ -241,6 +241,13 @@ class Prepared:
     neighbours: Any
 
 
+def question_spec(settings: FewlSettings) -> str:
+    """The embedder of the neighbour search: the question embedder, else the similarity's
+    (st/default when the similarity is a cross-encoder)."""
+    return settings.question_embedder or (
+        "st/default" if is_cross_encoder(settings.similarity) else settings.similarity)
+
+
 def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prepared:
     settings.check()
     if not items:
@@ -249,9 +256,7 @@ def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) 
     pairs = pairs_for(items, settings, ctx)
     similarity = load_similarity(settings.similarity, ctx.embedder, ctx.cache, settings.mapping,
                                  settings.similarity_label, ctx.scorer)
-    q_spec = settings.question_embedder or (
-        "st/default" if is_cross_encoder(settings.similarity) else settings.similarity)
-    vectors = ctx.embedder(q_spec).embed([item.question for item in items])
+    vectors = ctx.embedder(question_spec(settings)).embed([item.question for item in items])
     eligible = np.array([any(r.strip() for r in row) for row in refs], dtype=bool)
     if settings.neighbours_mode == "random":
         neighbours = random_neighbours(vectors, settings.neighbours, settings.near_duplicate,

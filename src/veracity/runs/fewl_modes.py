@@ -36,8 +36,10 @@ from veracity.runs.fewl import (
     finish_run,
     model_summaries,
     prepare_inputs,
+    question_spec,
     score_sets,
 )
+from veracity.runs.fewl_figures import figure_three, figure_two
 from veracity.runs.result import RunResult
 from veracity.stats import mean_stderr, spearman
 from veracity.store import check_run_target
@@ -231,10 +233,11 @@ def sample_level(items: Sequence[Item], answer_sets: dict[str, list[str | None]]
 
 def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
                       out: Path | None = None, dataset: str = "", repeats: int = 1,
-                      ) -> RunResult[FewlRecord]:
+                      judge: str | None = None) -> RunResult[FewlRecord]:
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
     as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
-    records are those of the first repeat)."""
+    records are those of the first repeat). With a ``judge`` model, also the data of the
+    paper's Figures 2 and 3 (see :mod:`veracity.runs.fewl_figures`)."""
     if out is not None:
         check_run_target(out)  # before any model call
     if not items:
@@ -262,8 +265,16 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
                "repeats": repeats,
                "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
                "table_rows": [list(row) for row in TABLE_ROWS]}
+    if judge is not None:
+        client = ctx.client(judge)
+        questions, golds = [x.question for x in items], [x.gold for x in items]
+        vectors = ctx.embedder(question_spec(settings)).embed(questions)
+        results["figures"] = {
+            "figure2": figure_two(client, questions, golds, vectors, settings.near_duplicate),
+            "figure3": figure_three(client, questions, golds, prep.references,
+                                    prep.reference_names)}
     return finish_run("validate", dataset, plain, recs, results, prep, settings, ctx, out,
-                      {"repeats": repeats})
+                      {"repeats": repeats, "judge": judge})
 
 
 def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
