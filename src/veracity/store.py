@@ -282,6 +282,12 @@ class RunDir:
     def results(self) -> dict[str, Any]:
         return self._read_object("results.json")
 
+    def update_config(self, values: dict[str, Any]) -> None:
+        """Add settings decided around the run (e.g. which dataset items it used) to its config."""
+        info = self.info
+        info.setdefault("config", {}).update(redact(values))
+        self._write("run.json", info)
+
     def finish(self, stats: dict[str, Any]) -> None:
         info = self.info
         info["finished"] = timestamp()

@@ -38,6 +38,7 @@ import numpy.typing as npt
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.llamacpp import BUNDLED_FILE, bundled_gguf_path, file_fingerprint
+from veracity.backends.templates import resolve_template
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message, Sampling
@@ -96,9 +97,12 @@ class HFBackend:
         dtype: str | None = None,
         threads: int | None = None,
         adapter: str | None = None,
+        chat_template: str | None = None,
     ) -> None:
         """``threads`` sets torch's CPU thread count, which is process-wide; ``adapter`` is a
-        PEFT (LoRA) adapter directory applied on top of the model."""
+        PEFT (LoRA) adapter directory applied on top of the model; ``chat_template`` (a file,
+        chatml, llama-2, plain, or raw for raw completion) replaces the tokenizer's."""
+        template = resolve_template(chat_template) if chat_template else None
         if batch_size < 1:
             raise ConfigError(f"{spec}: batch_size must be at least 1, got {batch_size}")
         if dtype is not None and dtype not in DTYPES:
@@ -146,8 +150,11 @@ class HFBackend:
         adapter_source = _attach_adapter(self, spec, adapter) if adapter is not None else None
         self.model.to(device)
         self.model.eval()
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(f"{spec}: the tokenizer has no chat template")
+        self._template = template
+        if template is None and not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"{spec}: the tokenizer has no chat template: give one with "
+                              "--chat-template FILE|chatml|llama-2|plain, or --chat-template raw "
+                              "for raw completion")
         self._eos = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         self._pad = int(pad if pad is not None else self._eos[0])
@@ -161,6 +168,8 @@ class HFBackend:
         }
         if adapter_source is not None:
             self._identity["adapter"] = adapter_source
+        if template is not None:  # it shapes every prompt
+            self._identity["chat_template"] = template.describe()
         if device != "cpu":  # GPU kernels round differently
             self._identity["device"] = device.split(":")[0]
 
@@ -200,6 +209,10 @@ class HFBackend:
 
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:
         """The exact prompt text: chat template with the generation prompt, then the prefill."""
+        if self._template is not None:
+            # prompts are tokenized without special tokens, so the template writes the BOS
+            return self._template.render(messages, bos_token=self.tokenizer.bos_token or "",
+                                         eos_token=self.tokenizer.eos_token or "") + prefill
         chat = [{"role": m.role, "content": m.content} for m in messages]
         text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         return str(text) + prefill

@@ -17,6 +17,7 @@ from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
+from veracity.backends.templates import resolve_template
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message
@@ -89,6 +90,7 @@ class LlamaCppBackend:
         n_ubatch: int | None = None,
         compute: dict[str, Any] | None = None,
         n_gpu_layers: int = 0,
+        chat_template: str | None = None,
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
         (recorded in the identity, so its outputs are cached apart); ``n_gpu_layers`` layers
@@ -106,7 +108,10 @@ class LlamaCppBackend:
         self.path = path
         self.reuse_prefix = reuse_prefix
         self.n_batch = n_batch
+        # a user's template (or raw completion) replaces the one in the GGUF file
+        self._template = resolve_template(chat_template) if chat_template else None
         self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix,
+                                         "chat_template": chat_template,
                                          "n_gpu_layers": n_gpu_layers}
         self._prompt_ids: list[int] = []
         self._layout: Layout | None = None
@@ -128,12 +133,14 @@ class LlamaCppBackend:
         except ValueError as exc:  # llama.cpp could not read the file
             raise ConfigError(f"{path}: not a GGUF model llama.cpp can load ({exc})") from None
         template = self._llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise ConfigError(f"{path} has no chat template (tokenizer.chat_template) in its metadata")
+        if not template and self._template is None:
+            raise ConfigError(f"{path} has no chat template (tokenizer.chat_template) in its "
+                              "metadata: give one with --chat-template FILE|chatml|llama-2|plain, "
+                              "or --chat-template raw for raw completion")
         self._eos = self._token_text(self._llm.token_eos())
-        self._formatter = Jinja2ChatFormatter(
-            template=template, eos_token=self._eos, bos_token=self._token_text(self._llm.token_bos())
-        )
+        self._formatter: Any = None if self._template is not None else Jinja2ChatFormatter(
+            template=str(template), eos_token=self._eos,
+            bos_token=self._token_text(self._llm.token_bos()))
         try:
             llama_version = version("llama-cpp-python")
         except PackageNotFoundError:
@@ -146,6 +153,8 @@ class LlamaCppBackend:
         }
         if n_gpu_layers:  # GPU kernels round differently
             self._identity["n_gpu_layers"] = n_gpu_layers
+        if self._template is not None:  # it shapes every prompt
+            self._identity["chat_template"] = self._template.describe()
         if compute is not None:
             self._identity["compute"] = dict(compute)
 
@@ -193,6 +202,7 @@ class LlamaCppBackend:
             n_threads=int(variation["n_threads"]), n_batch=int(variation["n_batch"]),
             reuse_prefix=self._options["reuse_prefix"], n_ubatch=int(variation["n_ubatch"]),
             compute=variation, n_gpu_layers=self._options["n_gpu_layers"],
+            chat_template=self._options["chat_template"],
         )
 
     def context_settings(self) -> dict[str, int]:
@@ -213,6 +223,9 @@ class LlamaCppBackend:
 
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:
         """The exact prompt text: chat template with the generation prompt, then the prefill."""
+        if self._template is not None:
+            # llama.cpp adds the BOS token itself when the model wants one
+            return self._template.render(messages, eos_token=self._eos) + prefill
         chat: Any = [{"role": m.role, "content": m.content} for m in messages]
         response = self._formatter(messages=chat)
         return str(response.prompt) + prefill

@@ -10,7 +10,6 @@ in memory: it never appears in ``identity()``, ``repr`` or error messages.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import queue
@@ -25,6 +24,12 @@ import httpx
 from veracity.backends.base import Capabilities, Finished, Outcome
 from veracity.backends.pool import DaemonPool
 from veracity.backends.reply import read_reply
+from veracity.backends.templates import (  # noqa: F401  (the helpers' old home)
+    ChatTemplate,
+    compile_chat_template,
+    load_chat_template,
+    resolve_template,
+)
 from veracity.errors import (
     AccessError,
     BackendError,
@@ -33,7 +38,6 @@ from veracity.errors import (
     PermanentError,
     RetryableError,
 )
-from veracity.paths import user_path
 from veracity.retry import call_with_retry, parse_retry_after
 from veracity.types import GenRequest, Message
 
@@ -188,44 +192,6 @@ class HttpEndpoint:
         self._client.close()
 
 
-def load_chat_template(source: str) -> str:
-    """Template text from the text itself, a template file, or a tokenizer_config.json."""
-    if "{{" in source or "{%" in source:
-        return source
-    path = user_path(source)
-    if not path.is_file():
-        raise ConfigError(f"chat template file not found: {path}")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix != ".json":
-        return text
-    try:
-        template = json.loads(text).get("chat_template")
-    except (ValueError, AttributeError):
-        template = None
-    if isinstance(template, list):  # named variants; "default" is what chat uses
-        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
-    if not isinstance(template, str):
-        raise ConfigError(f"{path} has no 'chat_template' string")
-    return template
-
-
-def compile_chat_template(text: str) -> Any:
-    """A sandboxed Jinja template with the helpers Hugging Face chat templates expect."""
-    from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str) -> None:
-        raise TemplateError(message)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
-    try:
-        return env.from_string(text)
-    except TemplateError as exc:
-        raise ConfigError(f"chat template does not compile: {exc}") from None
-
-
 class OpenAIBackend:
     """An OpenAI-compatible server reached over HTTP.
 
@@ -264,7 +230,7 @@ class OpenAIBackend:
         self.capabilities = Capabilities(
             prefill=prefill_mode != "none", seed=True, max_concurrency=max_concurrency
         )
-        self._template: Any = None
+        self._template: ChatTemplate | None = None
         self._template_sha = ""
         if prefill_mode == "completions":
             if not chat_template:
@@ -272,9 +238,8 @@ class OpenAIBackend:
                     "prefill_mode='completions' needs chat_template= (a template file, a "
                     "tokenizer_config.json, or the template text) matching the served model"
                 )
-            text = load_chat_template(chat_template)
-            self._template = compile_chat_template(text)
-            self._template_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+            self._template = resolve_template(chat_template)
+            self._template_sha = self._template.sha
         self._specials = {"bos_token": bos_token, "eos_token": eos_token}
         self._http = HttpEndpoint(
             base_url, api_key_env, timeout, max_retries, max_concurrency, transport, sleep
@@ -300,12 +265,7 @@ class OpenAIBackend:
         """The completions-mode prompt: chat template with the generation prompt, then the prefill."""
         if self._template is None:
             raise ConfigError("render() needs prefill_mode='completions' and a chat_template")
-        rendered = self._template.render(
-            messages=[{"role": m.role, "content": m.content} for m in messages],
-            add_generation_prompt=True,
-            **self._specials,
-        )
-        return str(rendered) + prefill
+        return str(self._template.render(messages, **self._specials)) + prefill
 
     def payload(self, request: GenRequest) -> tuple[str, dict[str, Any]]:
         """The endpoint path and JSON body sent for one request."""

@@ -9,7 +9,14 @@ from typing import Any
 import click
 
 from veracity.checks import MAX_N
-from veracity.cli.gamma import DEFAULT_EMBEDDER, DEFAULT_MODEL, default_out
+from veracity.cli.gamma import (
+    DEFAULT_EMBEDDER,
+    DEFAULT_MODEL,
+    apply_preset,
+    default_out,
+    preset_option,
+    record_preset,
+)
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
@@ -17,11 +24,15 @@ from veracity.cli.options import (
     ball_choice,
     common_options,
     handles_errors,
+    pick,
+    pop_selection,
+    record_selection,
+    sample_options,
 )
 from veracity.cli.output import echo
 from veracity.data.qa import load_items
 from veracity.methods.attack import ATTACK_MAX_N, AttackSettings, visible
-from veracity.methods.gamma import FORMS, GammaSettings
+from veracity.methods.gamma import ALL_FORMS, GammaSettings
 from veracity.methods.isotropy import DEFAULT_CONE
 from veracity.methods.paraphrase import PARAPHRASE
 from veracity.runs.attack import run_attack
@@ -65,15 +76,17 @@ def _slug(text: str) -> str:
               help="Generation budget: stop before a step that would exceed it (cached or not).")
 @click.option("--charset", default="utf8", show_default=True, callback=ball_choice(),
               help="Ball that draws candidates: utf8 (codes 0-500), utf8:LOW-HIGH, ascii-control, ...")
-@click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice(PARAPHRASE),
-              help="Ball that measures γ of each candidate (or paraphrase).")
+@click.option("--ball", default="utf8", show_default=True, callback=ball_choice(PARAPHRASE),
+              help="Ball that measures γ of each candidate (or paraphrase); utf8 as in the "
+                   "paper's §5.")
 @click.option("--paraphraser", metavar="SPEC", help="Model writing the paraphrase ball.")
 @click.option("--descend", is_flag=True, help="Walk towards the smallest γ instead.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of both balls.")
-@click.option("--form", type=click.Choice(FORMS), default="sin", show_default=True)
+@click.option("--form", type=click.Choice(ALL_FORMS), default="sin", show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the steps as JSON.")
+@preset_option("attack")
 @common_options
 @handles_errors
 def attack(**kw: Any) -> None:
@@ -82,6 +95,7 @@ def attack(**kw: Any) -> None:
     Each step costs N x (N + 1) generations (one cached batch); the trajectory shows where
     the answers start to drift.
     """
+    preset = apply_preset(kw, "attack")
     settings = AttackSettings(
         steps=kw["steps"], n=kw["n"], charset=kw["charset"], ball=kw["ball"],
         descend=kw["descend"], seed=kw["seed"], max_calls=kw["max_calls"], form=kw["form"],
@@ -94,6 +108,7 @@ def attack(**kw: Any) -> None:
             echo(f"{'step':>4} {'γ':>7}  {'appended':<28}  answer")
         outcome = run_attack(kw["prompt"], kw["model"], kw["embedder"], settings, cmd.ctx, out,
                              None if kw["as_json"] else _echo_step)
+    record_preset(outcome.run, preset)
     r = outcome.results
     if kw["as_json"]:
         echo(dumps(outcome.records_json(), indent=2))
@@ -110,7 +125,7 @@ def attack(**kw: Any) -> None:
 
 @click.command()
 @click.option("--dataset", required=True,
-              help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
+              help="builtin, truthfulqa:PATH, webquestions:PATH, progqa:PATH, jsonl:PATH, csv:PATH.")
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
 @click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice(PARAPHRASE),
@@ -125,9 +140,11 @@ def attack(**kw: Any) -> None:
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the ball.")
 @click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
+@sample_options
 @click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the aggregates as JSON.")
+@preset_option("isotropy")
 @common_options
 @handles_errors
 def isotropy(**kw: Any) -> None:
@@ -135,7 +152,9 @@ def isotropy(**kw: Any) -> None:
 
     Uses the same (cached) generations as `veracity gamma` with the same ball, N and seed.
     """
-    items = load_items(kw["dataset"], kw["limit"], kw["question_field"])
+    preset = apply_preset(kw, "isotropy")
+    items, chosen = pick(load_items(kw["dataset"], None, kw["question_field"]),
+                         pop_selection(kw), lambda item: item.id)
     settings = GammaSettings(
         n=kw["n"], ball=kw["ball"], seed=kw["seed"],
         sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
@@ -145,6 +164,8 @@ def isotropy(**kw: Any) -> None:
     with command_run(kw) as cmd:
         outcome = run_isotropy(items, kw["model"], kw["embedder"], settings, cmd.ctx, kw["cone"],
                                out, kw["dataset"])
+    record_selection(outcome.run, chosen)
+    record_preset(outcome.run, preset)
     agg = outcome.results["aggregate"]
     if kw["as_json"]:
         echo(dumps(outcome.results, indent=2))

@@ -9,8 +9,18 @@ import click
 
 from veracity.cli.gamma import default_out
 from veracity.cli.lifecycle import command_run, write_report
-from veracity.cli.options import SEED, Finite, common_options, handles_errors
+from veracity.cli.options import (
+    SEED,
+    Finite,
+    common_options,
+    handles_errors,
+    pick,
+    pop_selection,
+    record_selection,
+    sample_options,
+)
 from veracity.cli.output import echo
+from veracity.data.mc import load_mc
 from veracity.errors import ConfigError
 from veracity.methods.deception import (
     DEFAULT_MAX_TOKENS,
@@ -89,7 +99,7 @@ def print_metrics(results: dict[str, Any]) -> None:
             mark = " (headline)" if method == chosen else ""
             echo(f"  susceptibility {method}{mark}: {_value(results, key)}  = "
                  f"{SUSCEPTIBILITY_FORMULAS[method]}")
-    if "truncation_rate_normal" in results:
+    if "truncation_rate_normal" in results and results.get("source") != "recorded":
         echo(f"invalid answers: normal {_rate(results, 'error_rate_normal')}, misleading "
              f"{_rate(results, 'error_rate_misleading')}; of them cut off by --max-tokens: "
              f"normal {_rate(results, 'truncation_rate_normal')}, misleading "
@@ -129,6 +139,7 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @click.option("--dataset", required=True, help="db-mmlu:DIR, or mc-jsonl:FILE with openings.")
 @click.option("--subjects", help="Comma-separated subjects (default: all).")
 @click.option("--limit-per-subject", type=click.IntRange(min=1), help="First K items per subject.")
+@sample_options
 @click.option("--temperature", type=Finite(0.0, 10.0), help="Default 0.3 (paper).")
 @click.option("--top-p", type=Finite(0.0, 1.0), help="Default 0.3 (paper).")
 @click.option("--top-k", type=click.IntRange(min=0), help="Default 40 (paper).")
@@ -166,9 +177,13 @@ def run(**kw: Any) -> None:
                                  susceptibility=kw["susceptibility"], prompt=prompt,
                                  system_prompt=kw["system_prompt"])
     out = kw["out"] or default_out("deception", kw["dataset"].split(":", 1)[-1], kw["model"])
+    # a sample is drawn from what --subjects and --limit-per-subject leave
+    items, chosen = pick(load_mc(kw["dataset"], _subjects(kw["subjects"]), kw["limit_per_subject"]),
+                         pop_selection(kw, limit=None), lambda item: item.id)
     with command_run(kw) as cmd:
         outcome = run_deception(kw["model"], kw["dataset"], cmd.ctx, settings, out,
-                                _subjects(kw["subjects"]), kw["limit_per_subject"])
+                                _subjects(kw["subjects"]), kw["limit_per_subject"], items)
+    record_selection(outcome.run, chosen)
     _finish(outcome, kw["as_json"], f"veracity deception: {outcome.results['model']}")
     if not kw["as_json"]:
         echo(cmd.calls_line())

@@ -9,7 +9,16 @@ from typing import Any, TypeVar
 import click
 
 from veracity.cli.lifecycle import CommandRun, command_run, write_report
-from veracity.cli.options import SEED, Finite, common_options, handles_errors
+from veracity.cli.options import (
+    SEED,
+    Finite,
+    common_options,
+    handles_errors,
+    pick,
+    pop_selection,
+    record_selection,
+    sample_options,
+)
 from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
 from veracity.errors import ConfigError
@@ -46,6 +55,7 @@ def fewl_options(func: F) -> F:
     """Dataset, references, pairs, similarity and the [reconstructed] FEWL parameters."""
     decorators = [
         click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions."),
+        sample_options,
         click.option("--reference", multiple=True,
                      help="Reference model spec (repeat for several models)."),
         click.option("--reference-samples", type=click.IntRange(1, 100), default=1,
@@ -201,7 +211,14 @@ def _sample_level(ranking: dict[str, Any]) -> None:
              f"without {wo['agree']}/{wo['n']}")
 
 
-def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun) -> None:
+def load_selected(kw: dict[str, Any], labelled: bool = False) -> tuple[list[Any], dict[str, Any]]:
+    """The --dataset's questions left by --limit and --sample, and the record of that choice."""
+    items: list[Any] = load_labelled(kw["dataset"]) if labelled else load_questions(kw["dataset"])
+    return pick(items, pop_selection(kw), lambda item: str(item.id))
+
+
+def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun, chosen: dict[str, Any]) -> None:
+    record_selection(outcome.run, chosen)
     results = outcome.results
     if results.get("validation"):
         _validation_table(results)
@@ -255,11 +272,11 @@ def rank_cmd(**kw: Any) -> None:
 def _scored(mode: str, kw: dict[str, Any]) -> None:
     settings = settings_from(kw)
     sources = [answer_source(a) for a in kw["answers"]]
-    items = load_questions(kw["dataset"], kw["limit"])
+    items, chosen = load_selected(kw)
     with command_run(kw) as cmd:
         outcome = run_fewl(items, sources, settings, cmd.ctx, kw["out"] or default_out(mode,
                            kw["dataset"]), kw["dataset"], mode)
-    _finish(outcome, cmd)
+    _finish(outcome, cmd, chosen)
 
 
 @fewl.command("validate")
@@ -278,11 +295,11 @@ def validate_cmd(**kw: Any) -> None:
     printed in the layout of the paper's Table 1."""
     settings = settings_from(kw)
     repeats, judge = kw.pop("repeats"), kw.pop("judge")
-    items = load_labelled(kw["dataset"], kw["limit"])
+    items, chosen = load_selected(kw, labelled=True)
     with command_run(kw) as cmd:
         outcome = run_fewl_validate(items, settings, cmd.ctx, kw["out"] or default_out(
             "validate", kw["dataset"]), kw["dataset"], repeats, judge)
-    _finish(outcome, cmd)
+    _finish(outcome, cmd, chosen)
 
 
 @fewl.command("select")
@@ -305,12 +322,12 @@ def select_cmd(**kw: Any) -> None:
     source = answer_source(kw["candidates"])
     if source.model is None and kw["samples"] != 4:
         raise ConfigError("--samples applies to a candidate model, not a file")
-    items = load_questions(kw["dataset"], kw["limit"])
+    items, chosen = load_selected(kw)
     with command_run(kw) as cmd:
         outcome = run_fewl_select(items, source, settings, cmd.ctx, kw["out"] or default_out(
             "select", kw["dataset"]), kw["dataset"], kw["samples"], kw["temperature"],
             kw["icl_examples"], kw["min_fewl"])
-    _finish(outcome, cmd)
+    _finish(outcome, cmd, chosen)
     if outcome.run is not None:
         echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "
              f"{outcome.run.path / 'finetune.jsonl'}")

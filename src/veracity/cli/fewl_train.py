@@ -9,10 +9,23 @@ from typing import Any
 
 import click
 
-from veracity.cli.fewl import default_out, fewl, fewl_options, questions_dataset, settings_from
-from veracity.cli.options import Finite, common_options, handles_errors, make_context, pop_common
+from veracity.cli.fewl import (
+    default_out,
+    fewl,
+    fewl_options,
+    load_selected,
+    questions_dataset,
+    settings_from,
+)
+from veracity.cli.options import (
+    Finite,
+    common_options,
+    handles_errors,
+    make_context,
+    pop_common,
+    record_selection,
+)
 from veracity.cli.output import echo
-from veracity.data.labelled import load_questions
 from veracity.methods.selection import RULES
 from veracity.records import Row
 from veracity.report import build_report
@@ -51,7 +64,9 @@ def _settings(kw: dict[str, Any], model: str, extra: dict[str, Any]) -> Mitigati
         temperature=kw.pop("temperature"), split=kw.pop("split"), extra=extra)
 
 
-def _done(outcome: RunResult[Row], started: float, ctx: Any, title: str) -> None:
+def _done(outcome: RunResult[Row], started: float, ctx: Any, title: str,
+          chosen: dict[str, Any]) -> None:
+    record_selection(outcome.run, chosen)
     stats = total_stats(ctx)
     echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
          f"{time.perf_counter() - started:.1f} s")
@@ -95,14 +110,14 @@ def icl_cmd(**kw: Any) -> None:
     common = pop_common(kw)
     model, examples = kw.pop("model"), kw.pop("examples")
     settings = _settings(kw, model, {"model": model, "examples": examples})
-    items = load_questions(kw["dataset"], kw["limit"])
+    items, chosen = load_selected(kw)
     ctx = make_context(**common)
     started = time.perf_counter()
     try:
         outcome = fewl_icl(items, settings, model, examples, ctx,
                            kw["out"] or default_out("icl", kw["dataset"]), kw["dataset"])
         print_table(outcome.results, "ICL")
-        _done(outcome, started, ctx, f"veracity FEWL icl: {kw['dataset']}")
+        _done(outcome, started, ctx, f"veracity FEWL icl: {kw['dataset']}", chosen)
     finally:
         ctx.close()
 
@@ -142,7 +157,7 @@ def finetune_cmd(**kw: Any) -> None:
                         seed=kw["seed"], device=common.get("device"), threads=kw.pop("threads"))
     merge = kw.pop("merge")
     settings = _settings(kw, base, {"base": base, "merge": merge})
-    items = load_questions(kw["dataset"], kw["limit"])
+    items, chosen = load_selected(kw)
     ctx = make_context(**common)
     started = time.perf_counter()
     out: Path = kw["out"] or default_out("finetune", kw["dataset"])
@@ -153,6 +168,6 @@ def finetune_cmd(**kw: Any) -> None:
             echo(f"{rule}: {t['steps']} steps on {t['examples']} examples in {t['seconds']:.0f} s"
                  f", loss {t['train_loss']:.3f}, adapter {out / t['adapter']}")
         print_table(outcome.results, "fine-tuned")
-        _done(outcome, started, ctx, f"veracity FEWL finetune: {kw['dataset']}")
+        _done(outcome, started, ctx, f"veracity FEWL finetune: {kw['dataset']}", chosen)
     finally:
         ctx.close()

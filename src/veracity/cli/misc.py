@@ -79,10 +79,19 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
 @click.option("--model-info", type=click.Path(path_type=Path, dir_okay=False),
               help="CSV with a header: model, params_b (size in billions), external scores "
                    "(e.g. truthfulqa); compared against the deception runs.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the comparison of the gamma runs as JSON (the paper's Table 8: models "
+                   "x domains, with the rankings) instead of writing HTML.")
 @handles_errors
 def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str,
-           model_info: Path | None) -> None:
+           model_info: Path | None, as_json: bool) -> None:
     """One self-contained HTML report comparing run directories (or of a traffic log)."""
+    if as_json:
+        from veracity.report.gamma_table import table8
+        from veracity.store import RunDir, dumps
+
+        echo(dumps(table8([RunDir.open(p) for p in runs]), indent=2))
+        return
     if traffic is not None:
         if runs or model_info is not None:
             raise click.UsageError("--traffic FILE takes no run directories and no --model-info")

@@ -14,14 +14,17 @@ from veracity.backends.endpoints import read_base_urls
 from veracity.cache import Cache
 from veracity.cli.output import safe
 from veracity.cli.progress import TerminalProgress
+from veracity.data.sample import Sample, Selection
 from veracity.errors import ConfigError
 from veracity.executors import parse_executor
 from veracity.perturb import resolve_ball
 from veracity.registry import parse_options
 from veracity.runs.common import Context
+from veracity.store import RunDir
 from veracity.text import redact_urls
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class Finite(click.FloatRange):
@@ -61,6 +64,40 @@ def ball_choice(*special: str) -> Callable[[click.Context, click.Parameter, str]
     return check
 
 
+def sample_options(func: F) -> F:
+    """--sample K and --sample-seed S: a random sample of the dataset, drawn after --limit."""
+    func = click.option("--sample-seed", type=SEED, default=0, show_default=True,
+                        help="Seed of --sample (recorded in run.json).")(func)
+    return click.option("--sample", "sample", type=click.IntRange(min=1), default=None,
+                        metavar="K", help="A random K items of the dataset (of the first "
+                        "--limit items when both are given), in the dataset's order.")(func)
+
+
+def pop_selection(kw: dict[str, Any], limit: str | None = "limit") -> Selection:
+    """The --sample / --sample-seed options (removed from ``kw``) with the command's ``limit``
+    option (None: the command has none)."""
+    k, seed = kw.pop("sample", None), kw.pop("sample_seed", 0)
+    if k is None and click.get_current_context(silent=True) is not None \
+            and click.get_current_context().get_parameter_source("sample_seed") \
+            == click.core.ParameterSource.COMMANDLINE:
+        raise ConfigError("--sample-seed only applies with --sample K")
+    first = kw.get(limit) if limit is not None else None
+    return Selection(first, Sample(k, seed) if k is not None else None)
+
+
+def pick(items: Sequence[T], selection: Selection, ids: Callable[[T], str]) -> tuple[list[T],
+                                                                                      dict[str, Any]]:
+    """The selected items and what run.json records about the choice."""
+    chosen = selection.apply(items)
+    return chosen, selection.record(len(items), [ids(item) for item in chosen])
+
+
+def record_selection(run: RunDir | None, record: dict[str, Any] | None) -> None:
+    """Add the dataset selection to run.json's config (as ``selection``)."""
+    if run is not None and record is not None:
+        run.update_config({"selection": record})
+
+
 def common_options(func: F) -> F:
     """--cache, --quiet, HTTP options (models and embedders), --device for hf/ models."""
     decorators = [
@@ -83,8 +120,11 @@ def common_options(func: F) -> F:
         click.option("--prefill-mode", type=click.Choice(["none", "continue", "completions"]),
                      default=None, help="How an openai/... server continues an assistant prefill: "
                      "'continue' (continue_final_message) or 'completions' (template applied here)."),
-        click.option("--chat-template", default=None,
-                     help="Jinja chat template file for --prefill-mode completions."),
+        click.option("--chat-template", default=None, metavar="FILE|NAME",
+                     help="Prompt format of llamacpp/ and hf/ models (and of openai/ ones with "
+                          "--prefill-mode completions) instead of the model's own: a Jinja file, "
+                          "chatml, llama-2, plain, or raw (raw completion, no template). Part of "
+                          "the run's model identity and of the cache key."),
         click.option("--embedder-base-url", default=None,
                      help="Base URL for openai/... embedders, when not the --base-url server."),
         click.option("--embedder-api-key-env", default=None,
@@ -166,8 +206,9 @@ def make_context(
                 "api_key_env": embedder_api_key_env or ("" if other else api_key_env),
                 "timeout": timeout}
     # parsed before anything is opened; the flags win over --model-option
+    local = {"chat_template": chat_template}
     models = _merge(parse_options(model_option, "model"),
-                    {"openai": http, "hf": {"device": device}})
+                    {"openai": http, "hf": {"device": device, **local}, "llamacpp": local})
     embedders = _merge(parse_options(embedder_option, "embedder"), {"openai": endpoint})
     scorers = parse_options(scorer_option, "scorer")
     return Context(

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from veracity.cli.gamma import apply_preset, preset_option, threshold_text
 from veracity.cli.lifecycle import command_run
 from veracity.cli.options import (
     SEED,
@@ -14,11 +15,15 @@ from veracity.cli.options import (
     Finite,
     common_options,
     handles_errors,
+    pop_selection,
+    sample_options,
 )
 from veracity.cli.output import echo
-from veracity.methods.annotate import RUBRIC_CHOICES, export_sheet
+from veracity.methods.annotate import export_sheet, resolve_rubric
+from veracity.methods.gamma import ALL_FORMS, Form
 from veracity.report import build_report
 from veracity.runs.validate import (
+    SHEET_FILE,
     ValidateSettings,
     import_ratings,
     open_gamma_run,
@@ -57,6 +62,9 @@ def validate() -> None:
               show_default=True, help="Sampling temperature of the baseline.")
 @click.option("--threshold", type=THRESHOLD, default=0.05, show_default=True,
               help="Accuracy of answers with γ below this vs all answers.")
+@click.option("--threshold-form", type=click.Choice(ALL_FORMS), default=None,
+              help="Form --threshold is written in (default: paper-code, the paper's; "
+                   "converted to the run's form).")
 @click.option("--bins", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="γ bins of the accuracy-vs-γ plot.")
 @click.option("--resamples", type=click.IntRange(100, 1_000_000), default=2000, show_default=True,
@@ -67,6 +75,7 @@ def validate() -> None:
 @click.option("--model", "-m", help="Model for the baseline (default: the run's).")
 @click.option("--dataset", help="Re-read reference answers from this dataset spec "
                                 "(default: the run's, when its samples lack them).")
+@sample_options
 @click.option("--out", type=click.Path(path_type=Path),
               help="Also write the results to this JSON file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -84,7 +93,9 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
     settings = ValidateSettings(judge=kw["judge"], embedder=kw["embedder"], model=kw["model"],
                                 dataset=kw["dataset"], baseline_samples=kw["baseline_samples"],
                                 temperature=kw["temperature"], threshold=kw["threshold"],
-                                bins=kw["bins"], resamples=kw["resamples"], seed=kw["seed"])
+                                bins=kw["bins"], resamples=kw["resamples"], seed=kw["seed"],
+                                sample=kw.pop("sample"), sample_seed=kw.pop("sample_seed"),
+                                threshold_form=kw.pop("threshold_form"))
     with command_run(kw) as cmd:
         results = validate_gamma(run, settings, cmd.ctx, out)
     report = _rebuild_report(run)
@@ -95,7 +106,7 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
     rules = ", ".join(f"{n} by {rule}" for rule, n in results["labels"]["rules"].items())
     echo(f"labelled {results['n_labelled']} of {results['n_items']} answers ({rules}); "
                f"accuracy {_num(acc['all']['accuracy'])}")
-    echo(f"accuracy of answers with γ < {acc['threshold']}: "
+    echo(f"accuracy of answers with {threshold_text(acc)}: "
                f"{_num(acc['below_threshold']['accuracy'])} (n = {acc['below_threshold']['n']}, "
                f"{100 * (acc['share_below_threshold'] or 0):.1f}% of scored answers)")
     g = results["gamma"]
@@ -124,13 +135,24 @@ def annotate() -> None:
 @click.argument("run", type=RUN)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="Sheet to write: .csv (spreadsheet) or .html (rate in a browser, save CSV).")
-@click.option("--rubric", type=click.Choice(RUBRIC_CHOICES), default="auto", show_default=True,
-              help="qa, code (programming questions), or auto: code when the question is.")
+@click.option("--rubric", default="auto", show_default=True, metavar="auto|qa|code|FILE",
+              help="qa, code (programming questions), auto (code when the question is), or a "
+                   "rubric FILE: six lines '0: ...' to '5: ...', or [qa] and [code] sections.")
+@sample_options
+@preset_option("annotate export")
 @handles_errors
-def annotate_export(run: Path, out: Path, rubric: str) -> None:
-    """Write a rating sheet for every answer of RUN."""
-    _, records = open_gamma_run(run)
-    rows = export_sheet(records, out, rubric, title=f"Rating sheet: {run.name}")
+def annotate_export(run: Path, out: Path, rubric: str, **kw: Any) -> None:
+    """Write a rating sheet for every answer of RUN (or a random --sample of them)."""
+    directory, records = open_gamma_run(run)
+    preset = apply_preset(kw, "annotate export")
+    selection = pop_selection(kw, limit=None)
+    chosen = resolve_rubric(rubric)
+    rows = export_sheet(records, out, chosen, title=f"Rating sheet: {run.name}",
+                        selection=selection)
+    directory.write_json(SHEET_FILE, {
+        "sheet": str(out), "rubric": chosen.name, "rubric_id": chosen.id, "n_rows": len(rows),
+        "selection": selection.record(len(records), [r.item_id for r in rows]),
+        "preset": preset})
     code = sum(r.kind == "code" for r in rows)
     echo(f"{len(rows)} answers ({code} with the coding rubric) -> {out}")
 
@@ -139,18 +161,24 @@ def annotate_export(run: Path, out: Path, rubric: str) -> None:
 @click.argument("run", type=RUN)
 @click.argument("ratings", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--threshold", type=THRESHOLD, default=0.05, show_default=True,
-              help="R and share of answers with γ below this.")
+              help="R and share of answers with γ below this (Table 8's 0.05).")
+@click.option("--threshold-form", type=click.Choice(ALL_FORMS), default=None,
+              help="Form --threshold is written in (default: paper-code, the paper's; "
+                   "converted to the run's form).")
 @click.option("--bins", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="γ bins of Figure 1 (mean rating per bin).")
-@click.option("--rubric", type=click.Choice(RUBRIC_CHOICES), default="auto", show_default=True,
-              help="The rubric the sheet was exported with.")
+@click.option("--rubric", default="auto", show_default=True, metavar="auto|qa|code|FILE",
+              help="The rubric the sheet was exported with (checked against the export).")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the results here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @handles_errors
-def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float, bins: int,
-                    rubric: str, out: Path | None, as_json: bool) -> None:
+def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float,
+                    threshold_form: Form | None, bins: int, rubric: str, out: Path | None,
+                    as_json: bool) -> None:
     """Join raters' CSVs for RUN: Fleiss' kappa, mean rating R, Figure 1."""
-    r = import_ratings(run, list(ratings), threshold, bins, rubric, out)
+    r = import_ratings(run, list(ratings), threshold, bins, rubric, out, threshold_form)
+    shown = threshold_text({"threshold": r["threshold"], "threshold_form": r["threshold_form"],
+                            "threshold_given": r["threshold_given"]})
     report = _rebuild_report(run)
     if as_json:
         echo(dumps({k: v for k, v in r.items() if k != "items"}, indent=2))
@@ -160,9 +188,9 @@ def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float, bins
     echo(f"Fleiss' kappa {_num(r['fleiss_kappa'])} over {r['kappa_items']} answers "
                "rated by everyone")
     echo(f"R = {_num(r['mean_rating'], 2)} ± {_num(r['mean_rating_stderr'], 2)}   "
-               f"R(γ < {threshold}) = {_num(r['mean_rating_below_threshold'], 2)} ± "
+               f"R({shown}) = {_num(r['mean_rating_below_threshold'], 2)} ± "
                f"{_num(r['mean_rating_below_threshold_stderr'], 2)}   "
-               f"γ < {threshold}: {100 * (r['share_below_threshold'] or 0):.1f}%")
+               f"{shown}: {100 * (r['share_below_threshold'] or 0):.1f}%")
     fit = r["fit"]
     echo(f"Figure 1 fit: rating = {_num(fit['slope'], 2)} γ + {_num(fit['intercept'], 2)}")
     echo(f"ratings: {run / 'ratings.json'}\nreport: {report}")

@@ -1,7 +1,8 @@
-"""Free-form question loaders: built-in set, TruthfulQA CSV, WebQuestions JSON, any JSONL/CSV.
+"""Free-form question loaders: built-in set, TruthfulQA CSV, WebQuestions JSON, Programming QA
+JSONL, any JSONL/CSV.
 
-A dataset spec is ``kind:PATH`` (``truthfulqa:``, ``webquestions:``, ``jsonl:``, ``csv:``),
-``builtin``, or a bare path whose kind is guessed from its extension and header.
+A dataset spec is ``kind:PATH`` (``truthfulqa:``, ``webquestions:``, ``progqa:``, ``jsonl:``,
+``csv:``), ``builtin``, or a bare path whose kind is guessed from its extension and header.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from veracity.errors import DataError
 from veracity.paths import user_path
 from veracity.types import Item
 
-_KINDS = ("builtin", "truthfulqa", "webquestions", "jsonl", "csv")
+_KINDS = ("builtin", "truthfulqa", "webquestions", "progqa", "jsonl", "csv")
+PROGRAMMING = "programming"
+"""The ``domain`` of Programming QA items: the coding rubric applies to them."""
 
 
 def _split_list(value: str) -> tuple[str, ...]:
@@ -135,6 +138,30 @@ def load_webquestions(path: Path, question_field: str = "qText") -> list[Item]:
     return items
 
 
+def load_progqa(path: Path, question_field: str = "prompt") -> list[Item]:
+    """Programming QA, the paper's third corpus: the JSONL dump the authors'
+    ``process_program_q.py`` reads, one ``{"prompt": ..., "response": ...}`` per line. Items are
+    numbered from 1 in file order as there (``progqa-1``, ...); the response is the reference
+    answer, and every item is marked ``domain: programming`` so the coding rubric applies."""
+    items: list[Item] = []
+    for number, record in read_objects(path):
+        where = f"{path}, line {number}"
+        if question_field not in record:
+            raise DataError(f"{where}: no '{question_field}' field (a Programming QA line holds "
+                            "'prompt' and 'response')")
+        response = record.get("response", "")
+        if not isinstance(response, str):
+            raise DataError(f"{where}, field 'response': expected a string, got "
+                            f"{type(response).__name__}")
+        items.append(Item(
+            id=f"progqa-{len(items) + 1}",
+            question=_question(record[question_field], f"{where}, field '{question_field}'"),
+            references=(response.strip(),) if response.strip() else (),
+            metadata={"domain": PROGRAMMING, "line": number},
+        ))
+    return items
+
+
 def load_jsonl(path: Path, question_field: str = "question") -> list[Item]:
     """Any JSONL file with a question field; ``id`` and ``references``/``answer`` are optional."""
     items = []
@@ -174,9 +201,32 @@ LOADERS: dict[str, Callable[..., list[Item]]] = {
     "builtin": load_builtin,
     "truthfulqa": load_truthfulqa,
     "webquestions": load_webquestions,
+    "progqa": load_progqa,
     "jsonl": load_jsonl,
     "csv": load_csv,
 }
+
+
+DOMAINS = {"builtin": "built-in questions", "truthfulqa": "TruthfulQA", "webquestions": "Web QA",
+           "progqa": "Programming QA"}
+"""The paper's names of the corpora (Table 8's columns)."""
+
+
+def domain_of(spec: str) -> str:
+    """A dataset spec's domain: the paper's corpus name for its kind, else the file's stem.
+
+    >>> domain_of("webquestions:data/wq.json"), domain_of("jsonl:my/medical.jsonl")
+    ('Web QA', 'medical')
+    """
+    kind, sep, rest = spec.partition(":")
+    if spec == "builtin" or kind == "builtin":
+        return DOMAINS["builtin"]
+    if sep and kind in DOMAINS:
+        return DOMAINS[kind]
+    path = Path(rest if sep and kind in LOADERS else spec)
+    if path.suffix == ".json":
+        return DOMAINS["webquestions"]
+    return path.stem or spec
 
 
 def _guess_kind(path: Path) -> str:

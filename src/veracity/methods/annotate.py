@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -22,8 +23,9 @@ from typing import Any, Literal
 import numpy as np
 
 from veracity.data.jsonl import csv_reader
+from veracity.data.sample import Selection
 from veracity.errors import ConfigError, DataError
-from veracity.paths import check_output_file
+from veracity.paths import check_output_file, user_path
 from veracity.stats import binned_means, fleiss_kappa, linear_fit, mean_stderr, pearson
 from veracity.text import csv_cell, csv_uncell, html_text
 
@@ -51,6 +53,81 @@ RUBRICS: dict[Kind, tuple[str, ...]] = {
         "5: correct, working and clear",
     ),
 }
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """The scale raters use: one 0-5 wording per kind of answer, and how a row's kind is chosen
+    (``auto``: code for programming questions, else qa; ``qa`` / ``code``: that one for all)."""
+
+    name: str
+    scales: dict[Kind, tuple[str, ...]]
+    choose: str = "auto"
+
+    @property
+    def id(self) -> str:
+        """Name plus a hash of the wording: ratings with different ids are never pooled."""
+        text = json.dumps({k: list(v) for k, v in sorted(self.scales.items())}, ensure_ascii=False)
+        return f"{self.name}@{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
+
+    def kind_of(self, prompt: str, metadata: dict[str, Any] | None) -> Kind:
+        if self.choose == "auto":
+            return "code" if is_programming(prompt, metadata) else "qa"
+        return "code" if self.choose == "code" else "qa"
+
+
+def read_rubric(path: Path) -> Rubric:
+    """A rubric file: six lines ``0: ...`` to ``5: ...`` for every answer, or a ``[qa]`` and a
+    ``[code]`` section of six lines each (blank lines and ``#`` comments are skipped)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read rubric file {path}: {exc}") from None
+    sections: dict[str, list[str]] = {}
+    current = ""
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        header = re.fullmatch(r"\[(qa|code)\]", line)
+        if header:
+            current = header.group(1)
+            if current in sections:
+                raise ConfigError(f"{path}, line {number}: a second [{current}] section")
+            sections[current] = []
+            continue
+        point = sections.setdefault(current, [])
+        if not re.match(rf"{len(point)}\s*:", line):
+            raise ConfigError(f"{path}, line {number}: expected '{len(point)}: ...' (each scale "
+                              "lists 0 to 5 in order)")
+        point.append(line)
+    if "" in sections and len(sections) > 1:
+        raise ConfigError(f"{path}: lines outside a section beside [qa] / [code] sections")
+    if "" not in sections and set(sections) != {"qa", "code"}:
+        raise ConfigError(f"{path}: give six lines 0-5, or both a [qa] and a [code] section")
+    for name, lines in sections.items():
+        if len(lines) != len(SCALE):
+            raise ConfigError(f"{path}: {f'[{name}] ' if name else ''}has {len(lines)} scale "
+                              f"lines; the scale is 0 to 5 (six lines)")
+    scales: dict[Kind, tuple[str, ...]] = (
+        {"qa": tuple(sections[""]), "code": tuple(sections[""])} if "" in sections
+        else {"qa": tuple(sections["qa"]), "code": tuple(sections["code"])})
+    return Rubric(f"file:{path.name}", scales)
+
+
+def resolve_rubric(spec: str | Rubric) -> Rubric:
+    """A built-in choice (auto, qa, code) or a rubric file."""
+    if isinstance(spec, Rubric):
+        return spec
+    if spec in RUBRIC_CHOICES:
+        return Rubric(spec, dict(RUBRICS), spec)
+    path = user_path(spec)
+    if not path.is_file():
+        raise ConfigError(f"unknown rubric '{spec}': not one of {', '.join(RUBRIC_CHOICES)} and "
+                          "not a file")
+    return read_rubric(path)
+
+
 SHEET_COLUMNS = ("item_id", "answer_check", "kind", "question", "answer", "rating", "comment",
                  "rubric")
 _CODE_WORDS = re.compile(
@@ -86,10 +163,9 @@ class SheetRow:
     answer: str
 
 
-def sheet_rows(records: Sequence[dict[str, Any]], rubric: str = "auto") -> list[SheetRow]:
+def sheet_rows(records: Sequence[dict[str, Any]], rubric: str | Rubric = "auto") -> list[SheetRow]:
     """Rows of a rating sheet, in run order; repeated record ids get ``#2``, ``#3``, ..."""
-    if rubric not in RUBRIC_CHOICES:
-        raise ConfigError(f"unknown rubric '{rubric}'; known: {', '.join(RUBRIC_CHOICES)}")
+    chosen = resolve_rubric(rubric)
     seen: dict[str, int] = {}
     rows: list[SheetRow] = []
     for record in records:
@@ -97,19 +173,16 @@ def sheet_rows(records: Sequence[dict[str, Any]], rubric: str = "auto") -> list[
         seen[base] = seen.get(base, 0) + 1
         item_id = base if seen[base] == 1 else f"{base}#{seen[base]}"
         prompt, answer = str(record["prompt"]), str(record["answer"])
-        kind: Kind
-        if rubric == "auto":
-            kind = "code" if is_programming(prompt, record.get("metadata")) else "qa"
-        else:
-            kind = "code" if rubric == "code" else "qa"
+        kind = chosen.kind_of(prompt, record.get("metadata"))
         rows.append(SheetRow(item_id, answer_check(prompt, answer), kind, prompt, answer))
     if not rows:
         raise DataError("the run has no answers to rate")
     return rows
 
 
-def write_csv(rows: Sequence[SheetRow], path: Path) -> None:
+def write_csv(rows: Sequence[SheetRow], path: Path, rubric: Rubric | None = None) -> None:
     """A spreadsheet-friendly sheet; the rubric of each row is in its last column."""
+    scales = (rubric or resolve_rubric("auto")).scales
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
@@ -117,7 +190,7 @@ def write_csv(rows: Sequence[SheetRow], path: Path) -> None:
         for r in rows:
             writer.writerow([csv_cell(cell) for cell in (
                 r.item_id, r.answer_check, r.kind, r.question, r.answer, "", "",
-                " | ".join(RUBRICS[r.kind]))])
+                " | ".join(scales[r.kind]))])
 
 
 _SHEET_JS = """
@@ -143,12 +216,13 @@ label{margin-right:1em} textarea{width:100%;height:2.5em} .muted{color:#777}
 """
 
 
-def render_html(rows: Sequence[SheetRow], title: str) -> str:
+def render_html(rows: Sequence[SheetRow], title: str, rubric: Rubric | None = None) -> str:
     """A self-contained page: rubrics, one card per answer, and a button that saves a CSV."""
+    scales = (rubric or resolve_rubric("auto")).scales
     kinds = list(dict.fromkeys(r.kind for r in rows))
     names = {"qa": "Questions and answers", "code": "Programming questions"}
     rubrics = "".join(
-        f"<h3>{names[k]}</h3><ul>{''.join(f'<li>{html_text(line)}</li>' for line in RUBRICS[k])}</ul>"
+        f"<h3>{names[k]}</h3><ul>{''.join(f'<li>{html_text(line)}</li>' for line in scales[k])}</ul>"
         for k in kinds
     )
     cards = []
@@ -175,17 +249,21 @@ def render_html(rows: Sequence[SheetRow], title: str) -> str:
     )
 
 
-def export_sheet(records: Sequence[dict[str, Any]], out: Path, rubric: str = "auto",
-                 title: str = "Rating sheet") -> list[SheetRow]:
-    """Write a sheet as CSV or HTML, by the extension of ``out``."""
+def export_sheet(records: Sequence[dict[str, Any]], out: Path, rubric: str | Rubric = "auto",
+                 title: str = "Rating sheet", selection: Selection | None = None) -> list[SheetRow]:
+    """Write a sheet as CSV or HTML, by the extension of ``out``; with ``selection``, only
+    those answers (e.g. the paper's 100 random questions per model and corpus)."""
     check_output_file(out)
-    rows = sheet_rows(records, rubric)
+    chosen = resolve_rubric(rubric)
+    rows = sheet_rows(records, chosen)  # ids are numbered over the whole run
+    if selection is not None:
+        rows = selection.apply(rows)
     suffix = out.suffix.lower()
     if suffix == ".csv":
-        write_csv(rows, out)
+        write_csv(rows, out, chosen)
     elif suffix in (".html", ".htm"):
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render_html(rows, title), encoding="utf-8")
+        out.write_text(render_html(rows, title, chosen), encoding="utf-8")
     else:
         raise ConfigError(f"{out}: the sheet must end in .csv or .html")
     return rows
@@ -248,7 +326,7 @@ def gamma_edges(values: Sequence[float], bins: int = 10) -> list[float]:
 
 def analyse_ratings(
     records: Sequence[dict[str, Any]], sheets: Sequence[RaterSheet], threshold: float = 0.05,
-    bins: int = 10, rubric: str = "auto",
+    bins: int = 10, rubric: str | Rubric = "auto",
 ) -> dict[str, Any]:
     """Agreement, mean ratings and Figure 1 for the rated answers of a gamma run."""
     rows = sheet_rows(records, rubric)

@@ -44,8 +44,10 @@ class AttackSettings:
     """Candidates per step, and ball points per gamma."""
     charset: str = "utf8"
     """Ball that draws the candidates (``utf8``: codes 0-500; any ball, or ``utf8:LOW-HIGH``)."""
-    ball: str = "ascii-control"
-    """Ball that measures gamma of each candidate (the paper's default)."""
+    ball: str = "utf8"
+    """Ball that measures gamma of each candidate: random UTF-8 (codes 0-500), as the paper's
+    section 5 measures it ("not by using ASCII control-characters ... but by adding random
+    UTF-8"); the authors' walker draws candidates and gamma balls from the same family."""
     descend: bool = False
     """Walk towards the smallest gamma instead (find a stable rewording)."""
     seed: int = 0

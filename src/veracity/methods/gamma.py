@@ -1,6 +1,13 @@
 """Harmonic gamma (Kersting et al. 2024, Algorithm 1): stability of an answer under a ball.
 
 y0 = f(x), y_i = f(x + p_i); v0 = E(y0), b = sum_i E(y_i); gamma = sin angle(v0, b).
+
+Three forms: ``sin`` = sqrt(1 - cos^2) (the paper's definition), ``paper-code`` =
+sqrt(1 - cos) (the authors' released code, in which the paper's Table 8 values and its 0.05
+threshold are expressed), and ``magnitude`` = |v0 - b / N|, the length of the γ vector the
+paper names as the alternative to its angle. The two angle forms are functions of the same
+cosine, so a threshold converts exactly between them; ``magnitude`` also depends on the
+embeddings' lengths and converts to neither.
 """
 
 from __future__ import annotations
@@ -22,9 +29,76 @@ from veracity.stats import histogram, mean_stderr
 from veracity.text import lone_surrogate
 from veracity.types import Generation, GenRequest, Item, Sampling
 
-Form = Literal["sin", "paper-code"]
+Form = Literal["sin", "paper-code", "magnitude"]
 FORMS: tuple[Form, ...] = ("sin", "paper-code")
+"""The angle forms: a threshold in one converts exactly into the other."""
+ALL_FORMS: tuple[Form, ...] = (*FORMS, "magnitude")
 _SNAP = 1e-12  # |cos| this close to 1 is exactly parallel: identical answers give gamma = 0
+PAPER_THRESHOLD = 0.05
+PAPER_THRESHOLD_FORM: Form = "paper-code"
+"""Table 8's "certified trustworthy" γ < 0.05 is in the authors' sqrt(1 - cos) form."""
+
+
+def _check_form(form: str, known: Sequence[str] = ALL_FORMS) -> None:
+    if form not in known:
+        raise ConfigError(f"unknown gamma form '{form}'; known: {', '.join(known)}")
+
+
+def convert_gamma(value: float, source: Form, target: Form) -> float:
+    """The same angle in another form (angles up to 90 degrees, cos >= 0, as γ thresholds are).
+
+    sin = p * sqrt(2 - p^2) for p = sqrt(1 - cos); p = sqrt(1 - sqrt(1 - sin^2)).
+
+    >>> round(convert_gamma(0.05, "paper-code", "sin"), 6)
+    0.070666
+    >>> round(convert_gamma(convert_gamma(0.3, "sin", "paper-code"), "paper-code", "sin"), 12)
+    0.3
+    """
+    _check_form(source)
+    _check_form(target)
+    if source == target:
+        return float(value)
+    if "magnitude" in (source, target):
+        raise ConfigError(
+            f"a {source} threshold cannot be converted to the {target} form: the magnitude of the "
+            "γ vector depends on the embeddings' lengths, not on the angle alone; give the "
+            f"threshold in the {target} form")
+    if not 0.0 <= value <= (math.sqrt(2.0) if source == "paper-code" else 1.0):
+        raise ConfigError(f"γ = {value} is outside the {source} form's range")
+    if source == "paper-code":
+        cos = 1.0 - value**2
+        if cos < 0:
+            raise ConfigError(f"paper-code γ = {value} is an angle over 90 degrees, which has no "
+                              "sin threshold")
+        return math.sqrt(max(0.0, 1.0 - cos**2))
+    cos = math.sqrt(max(0.0, 1.0 - value**2))
+    return math.sqrt(1.0 - cos)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A γ threshold and the form it is written in."""
+
+    value: float
+    form: Form = PAPER_THRESHOLD_FORM
+
+    def __post_init__(self) -> None:
+        _check_form(self.form)
+        check_number("threshold", self.value, 0.0, 2.0, low_open=True)
+
+    @staticmethod
+    def default(form: Form) -> Threshold:
+        """The paper's 0.05 (paper-code) for the angle forms; 0.05 in its own form otherwise."""
+        return Threshold(PAPER_THRESHOLD, PAPER_THRESHOLD_FORM if form in FORMS else form)
+
+    def to(self, form: Form) -> float:
+        """The threshold in ``form`` (a ConfigError when it cannot be converted)."""
+        return convert_gamma(self.value, self.form, form)
+
+    def describe(self, form: Form) -> dict[str, Any]:
+        """For results and run.json: the value applied in the run's ``form`` and as given."""
+        return {"value": self.to(form), "form": form, "given": self.value,
+                "given_form": self.form}
 
 
 def gamma_batch(
@@ -33,13 +107,19 @@ def gamma_batch(
     """Gamma for m items at once: centres (m, d), perturbed (m, N, d) -> (m,).
 
     ``sin``: sqrt(1 - cos^2), the paper's definition. ``paper-code``: sqrt(1 - cos), what the
-    authors' released code computes. Undefined (a zero vector) gives NaN.
+    authors' released code computes. ``magnitude``: |v0 - b / N|. Undefined (a zero vector)
+    gives NaN.
     """
-    if form not in FORMS:
-        raise ConfigError(f"unknown gamma form '{form}'; known: {', '.join(FORMS)}")
+    _check_form(form)
     v0 = np.asarray(centres, dtype=np.float64)
-    b = np.asarray(perturbed, dtype=np.float64).sum(axis=1)
+    points = np.asarray(perturbed, dtype=np.float64)
+    b = points.sum(axis=1)
     norms = np.linalg.norm(v0, axis=1) * np.linalg.norm(b, axis=1)
+    if form == "magnitude":
+        distance = np.linalg.norm(v0 - b / points.shape[1], axis=1)
+        # N identical copies of v0 average back to v0 only up to rounding
+        same = np.all(points == v0[:, None, :], axis=(1, 2))
+        return np.where(norms > 0, np.where(same, 0.0, distance), np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         cos = np.einsum("md,md->m", v0, b) / norms
     cos = np.clip(cos, -1.0, 1.0)
@@ -57,6 +137,9 @@ def gamma_from_embeddings(
     return float(gamma_batch(c, p, form)[0])
 
 
+LENGTH = "length"
+"""The finish reason of an answer cut at max_tokens."""
+
 EMBEDDING = "embedding"
 """The white-box ball (:mod:`veracity.methods.whitebox`): needs a backend with input embeddings."""
 
@@ -72,11 +155,14 @@ class GammaSettings:
     seed: int = 0
     """Seed of the ball."""
     form: Form = "sin"
-    """``sin`` (paper) or ``paper-code`` (authors' code, sqrt(1 - cos))."""
+    """``sin`` (paper), ``paper-code`` (authors' code, sqrt(1 - cos)) or ``magnitude``."""
     sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=64))
     """Decoding for every call; the paper uses temperature 0."""
-    threshold: float = 0.05
-    """gamma below this counts as "certified trustworthy" in the aggregates."""
+    threshold: float = PAPER_THRESHOLD
+    """gamma below this counts as "certified trustworthy" in the aggregates ..."""
+    threshold_form: Form | None = None
+    """... written in this form and converted to ``form`` (None: the paper's paper-code for
+    the angle forms, ``form`` itself for magnitude)."""
     paraphraser: str | None = None
     """Model spec that writes the ``paraphrase`` ball (None: the model under test)."""
     radius: float = 1.0
@@ -92,8 +178,20 @@ class GammaSettings:
 
     def __post_init__(self) -> None:
         check_count("n", self.n, MAX_N, self.allow_large_n)
-        check_number("threshold", self.threshold, 0.0, 2.0, low_open=True)
+        _check_form(self.form)
+        self.cut.to(self.form)  # a threshold that cannot be converted fails here
         check_number("radius", self.radius, 0.0)
+
+    @property
+    def cut(self) -> Threshold:
+        """The threshold as given, with its form."""
+        form = self.threshold_form or Threshold.default(self.form).form
+        return Threshold(self.threshold, form)
+
+    @property
+    def applied_threshold(self) -> float:
+        """The threshold in the run's form: what γ values are compared with."""
+        return self.cut.to(self.form)
 
     def describe(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
@@ -106,7 +204,8 @@ class GammaSettings:
             "ball": self.ball,
             "seed": self.seed,
             "form": self.form,
-            "threshold": self.threshold,
+            "threshold": self.applied_threshold,
+            "threshold_given": {"value": self.threshold, "form": self.cut.form},
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
         } | extra
@@ -201,11 +300,8 @@ def measure_gamma(
         balls = paraphrase_ball(questions, paraphraser or client, settings.n, settings.seed)
     else:
         balls = [perturb(item.question, settings.n, settings.ball, settings.seed) for item in items]
-    requests = []
-    for item, ball in zip(items, balls, strict=True):
-        requests.append(GenRequest.user(item.question, settings.sampling))
-        requests.extend(GenRequest.user(p, settings.sampling) for p in ball)
-    generations = client.generate_each(requests, stage="gamma: answers")
+    generations = generate_balls([item.question for item in items], balls, client,
+                                 settings.sampling)
     texts = [g.text.strip() if isinstance(g, Generation) else "" for g in generations]
     stride = settings.n + 1
     groups = [generations[i * stride : (i + 1) * stride] for i in range(len(items))]
@@ -225,10 +321,45 @@ def measure_gamma(
             record["error"] = f"{failed.kind.label}: {failed}"
             record["error_kind"] = failed.kind.value
         record["replaced_chars"] = sum(g.replaced_chars for g in group if isinstance(g, Generation))
+        centre = group[0]
+        # a cut answer's γ is measured on prefixes: said in the record and counted
+        record["finish_reason"] = centre.finish_reason if isinstance(centre, Generation) else None
+        record["perturbed_truncated"] = sum(isinstance(g, Generation) and g.finish_reason == LENGTH
+                                            for g in group[1:])
         records.append(record)
     for record, cosines in zip(records, perturbed_cosines(answers, perturbed, embedder), strict=True):
         record["perturbed_cosines"] = cosines
     return records
+
+
+def generate_balls(
+    questions: Sequence[str], balls: Sequence[Sequence[str]], client: LLMClient, sampling: Sampling,
+) -> list[Generation | BackendError]:
+    """Each question's answer followed by its perturbed prompts' answers, in one flat list.
+
+    A backend that verifies drafts (``decode=draft``) gets the centre answers first, then each
+    perturbed prompt with its centre answer as the draft; others get everything in one stage.
+    """
+    if client.identity().get("decode") != "draft":
+        requests = []
+        for question, ball in zip(questions, balls, strict=True):
+            requests.append(GenRequest.user(question, sampling))
+            requests.extend(GenRequest.user(p, sampling) for p in ball)
+        return client.generate_each(requests, stage="gamma: answers")
+    centres = client.generate_each([GenRequest.user(q, sampling) for q in questions],
+                                   stage="gamma: answers")
+    drafts = [c.text if isinstance(c, Generation) else "" for c in centres]
+    perturbed = client.generate_each(
+        [GenRequest.user(p, sampling, draft=draft)
+         for ball, draft in zip(balls, drafts, strict=True) for p in ball],
+        stage="gamma: perturbed answers (drafted)")
+    out: list[Generation | BackendError] = []
+    start = 0
+    for centre, ball in zip(centres, balls, strict=True):
+        out.append(centre)
+        out.extend(perturbed[start : start + len(ball)])
+        start += len(ball)
+    return out
 
 
 def gamma_record(
@@ -262,8 +393,21 @@ def gamma_record(
     }
 
 
-def aggregate(records: Sequence[dict[str, Any]], threshold: float = 0.05) -> dict[str, Any]:
-    """Mean +- standard error, median, share below the threshold, histogram."""
+def aggregate(records: Sequence[dict[str, Any]], threshold: float | Threshold = 0.05,
+              form: Form | None = None) -> dict[str, Any]:
+    """Mean +- standard error, median, share below the threshold, histogram.
+
+    A :class:`Threshold` is converted to ``form`` (the records' form) and named in the result;
+    a plain number is taken as already in that form.
+    """
+    named: dict[str, Any] = {}
+    if isinstance(threshold, Threshold):
+        form = form or _records_form(records)
+        named = {"threshold_form": form,
+                 "threshold_given": {"value": threshold.value, "form": threshold.form}}
+        threshold = threshold.to(form)
+    elif form is not None:
+        named = {"threshold_form": form}
     values = [r["gamma"] for r in records if r.get("gamma") is not None]
     mean, se = mean_stderr(values)
     arr = np.asarray(values, dtype=np.float64)
@@ -277,4 +421,16 @@ def aggregate(records: Sequence[dict[str, Any]], threshold: float = 0.05) -> dic
         "threshold": threshold,
         "share_below_threshold": float((arr < threshold).mean()) if arr.size else math.nan,
         "histogram": histogram(values, bins=20, upper=max(1.0, float(arr.max()) if arr.size else 1.0)),
-    }
+        "n_truncated": sum(r.get("finish_reason") == LENGTH for r in records),
+        "n_perturbed_truncated": sum(int(r.get("perturbed_truncated") or 0) for r in records),
+    } | named
+
+
+def _records_form(records: Sequence[dict[str, Any]]) -> Form:
+    """The one γ form of a run's records (sin when they do not say)."""
+    forms = {str(r.get("form") or "sin") for r in records}
+    if len(forms) > 1:
+        raise ConfigError(f"records mix γ forms {sorted(forms)}: a threshold cannot apply to all")
+    form = forms.pop() if forms else "sin"
+    _check_form(form)
+    return form  # type: ignore[return-value]

@@ -20,6 +20,15 @@ def _label(results: dict[str, Any]) -> str:
     return f"{results['model']} × {results['dataset']}"
 
 
+def threshold_label(agg: dict[str, Any], form: str) -> str:
+    """``0.0707 sin (given 0.05 paper-code)``: the threshold a run applied, in its form."""
+    shown = f"{float(agg['threshold']):.4g} {agg.get('threshold_form') or form}"
+    given = agg.get("threshold_given")
+    if given and given["form"] != (agg.get("threshold_form") or form):
+        shown += f" (given {float(given['value']):g} {given['form']})"
+    return shown
+
+
 def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
@@ -28,15 +37,17 @@ def _summary(runs: list[RunDir]) -> str:
         rows.append([
             _label(r), agg["n_items"], agg["mean"], agg["stderr"], agg["median"],
             None if agg["share_below_threshold"] is None else 100 * agg["share_below_threshold"],
+            threshold_label(agg, r["settings"]["form"]), agg.get("n_truncated"),
             r["model"], r["embedder"], r["settings"]["form"], r["settings"]["ball"],
             r["settings"]["n"],
         ])
     return table(
-        ["run", "items", "mean γ", "± s.e.", "median γ", "% γ < threshold", "model", "embedder",
-         "γ form", "ball", "N"],
+        ["run", "items", "mean γ", "± s.e.", "median γ", "% γ < threshold", "threshold",
+         "answers cut at max tokens", "model", "embedder", "γ form", "ball", "N"],
         rows,
-    ) + "<p class='muted'>threshold: γ < 0.05 unless the run says otherwise " \
-        "(γ depends on the embedder: compare runs that share one).</p>"
+    ) + "<p class='muted'>The paper's 0.05 is in the authors' sqrt(1 − cos) form (paper-code); " \
+        "a run in another form applies it converted. γ depends on the embedder: compare runs " \
+        "that share one.</p>"
 
 
 def _histograms(runs: list[RunDir]) -> str:
@@ -49,7 +60,7 @@ def _histograms(runs: list[RunDir]) -> str:
     for ax, run in zip(axes.flat, runs, strict=False):
         r = run.results
         values = [s.gamma for s in read_records(GammaRecord, run.samples()) if s.gamma is not None]
-        upper = 1.0 if r["settings"]["form"] == "sin" else float(np.sqrt(2))
+        upper = _upper(r["settings"]["form"], values)
         ax.hist(values, bins=20, range=(0, upper), color="#4c72b0", edgecolor="white")
         ax.axvline(r["aggregate"]["threshold"], color="#c44e52", linestyle="--", linewidth=1)
         ax.set_title(f"γ distribution: {_label(r)}", fontsize=9)
@@ -57,6 +68,15 @@ def _histograms(runs: list[RunDir]) -> str:
         ax.set_ylabel("answers", fontsize=8)
     fig.tight_layout()
     return figure(fig, "gamma histograms")
+
+
+def _upper(form: str, values: list[float]) -> float:
+    """The largest γ a form allows (magnitude: up to 2 for unit vectors; the data decides)."""
+    if form == "sin":
+        return 1.0
+    if form == "magnitude":
+        return max([0.05, *values]) if values else 2.0
+    return float(np.sqrt(2))
 
 
 def labels(runs: list[RunDir]) -> list[str]:
@@ -99,6 +119,8 @@ def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
                 "gamma_null": s.gamma_null, "p_correct": s.p_correct,
                 "correct": correct.get(s.id), "verdict": _verdict(s.gamma, threshold),
                 "length": len(s.answer),
+                "truncated": "cut at max tokens" if s.extra.get("finish_reason") == "length"
+                else None,
                 "error": s.error.message if s.gamma is None and s.error else None,
                 "_d": {k: stored.get(k) for k in _DETAIL},
             })
@@ -119,8 +141,10 @@ def _items(runs: list[RunDir], names: list[str]) -> str:
                Column("correct", "correct", "cat", help="from veracity validate"),
                Column("verdict", "verdict", "cat"),
                Column("length", "answer length", "num", digits=0, help="characters"),
+               Column("truncated", "truncated", "cat",
+                      help="finish_reason length: γ was measured on a prefix of the answer"),
                Column("error", "not scored because")]
-    optional = {"subject", "gamma_null", "p_correct", "correct", "error"}
+    optional = {"subject", "gamma_null", "p_correct", "correct", "error", "truncated"}
     shown = [c for c in columns if c.key not in optional or present(rows, c.key)]
     if len(runs) == 1:
         shown = [c for c in shown if c.key != "run"]
@@ -131,8 +155,7 @@ def _comparison(runs: list[RunDir], names: list[str]) -> str:
     datasets = [run.results["dataset"] for run in runs]
     pair = next(((a, b) for a in range(len(runs)) for b in range(a + 1, len(runs))
                  if datasets[a] == datasets[b]), (0, 1))
-    upper = max(1.0 if run.results["settings"].get("form") == "sin" else float(np.sqrt(2))
-                for run in runs)
+    upper = max(_upper(str(run.results["settings"].get("form")), []) for run in runs)
     return ("<h3>Compare two runs item by item</h3><p class='muted'>Items match by id and "
             "prompt: compare runs of the same dataset (different models or settings).</p>"
             + gamma_comparison("gamma-compare", "gamma-items", names, pair, upper))
@@ -169,5 +192,8 @@ def section(runs: list[RunDir]) -> str:
              "<h3>γ distribution per model × dataset</h3>", _histograms(runs),
              "<h3>Every answer</h3>", _items(runs, names)]
     if len(runs) > 1:
+        from veracity.report.gamma_table import section as across
+
         parts.append(_comparison(runs, names))
+        parts.insert(1, across(runs))
     return "".join(parts)

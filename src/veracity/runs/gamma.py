@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from veracity.data.jsonl import read_objects
+from veracity.data.qa import domain_of
 from veracity.errors import ConfigError, DataError
 from veracity.methods.calibration import Calibration
 from veracity.methods.control import CONTROLS, add_null_control
@@ -33,15 +34,16 @@ from veracity.types import Item
 
 def _results(
     records: Sequence[dict[str, Any]], settings: GammaSettings, model: str, embedder: str,
-    dataset: str,
+    dataset: str, domain: str | None = None,
 ) -> dict[str, Any]:
     return {
         "method": "gamma",
         "model": model,
         "embedder": embedder,
         "dataset": dataset,
+        "domain": domain or domain_of(dataset),
         "settings": settings.describe(),
-        "aggregate": aggregate(records, settings.threshold),
+        "aggregate": aggregate(records, settings.cut, settings.form),
     }
 
 
@@ -73,8 +75,12 @@ def run_gamma(
     dataset: str = "prompts",
     calibration: Calibration | None = None,
     force: bool = False,
+    domain: str | None = None,
 ) -> RunResult[GammaRecord]:
     """Score items with gamma on a model; all generations go through the cache.
+
+    ``domain`` names the corpus in comparisons across runs (Table 8's columns; default: the
+    dataset's kind, e.g. Web QA, or its file name).
 
     With ``settings.control`` the numeric null control runs after gamma, on the same answers.
     With ``calibration`` every record gets P(correct) and a calibrated verdict; a calibration
@@ -102,7 +108,7 @@ def run_gamma(
     if settings.control is not None:
         control = add_null_control(records, client, cached_embedder, settings.sampling,
                                    settings.n, settings.form)
-    results = _results(records, settings, client.spec, cached_embedder.spec, dataset)
+    results = _results(records, settings, client.spec, cached_embedder.spec, dataset, domain)
     if control is not None:
         results["control"] = control
     _calibrate(records, results, calibration, force)
@@ -111,6 +117,7 @@ def run_gamma(
         "model_identity": client.backend.identity(),
         "embedder": cached_embedder.spec,
         "dataset": dataset,
+        "domain": results["domain"],
         "n_items": len(items),
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
@@ -174,8 +181,10 @@ def run_gamma_recorded(
     out: Path | None = None,
     calibration: Calibration | None = None,
     force: bool = False,
+    threshold_form: Form | None = None,
 ) -> RunResult[GammaRecord]:
-    """Score recorded generations with no model at all."""
+    """Score recorded generations with no model at all; ``threshold`` is in ``threshold_form``
+    (default: the paper's paper-code for the angle forms)."""
     if out is not None:
         check_run_target(out)  # before any model call
     rows = read_recorded(path)
@@ -183,7 +192,8 @@ def run_gamma_recorded(
     values = score_answers(
         [r["answer"] for r in rows], [r["perturbed_answers"] for r in rows], cached_embedder, form
     )
-    settings = GammaSettings(form=form, threshold=threshold, ball=str(rows[0].get("ball", "recorded")))
+    settings = GammaSettings(form=form, threshold=threshold, threshold_form=threshold_form,
+                             ball=str(rows[0].get("ball", "recorded")))
     model = str(rows[0].get("model", "recorded"))
     records = []
     for row, value in zip(rows, values, strict=True):
@@ -202,7 +212,8 @@ def run_gamma_recorded(
     sizes = sorted({len(r["perturbed_answers"]) for r in rows})
     described = {  # what the file says, not generation settings it never used
         "n": sizes[0] if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}",
-        "ball": settings.ball, "form": form, "threshold": threshold, "recorded": True,
+        "ball": settings.ball, "form": form, "threshold": settings.applied_threshold,
+        "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
     }
     results["settings"] = described
     _calibrate(records, results, calibration, force)

@@ -8,19 +8,28 @@ self-consistency baseline on the same model, and writes ``validation.json`` into
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from veracity.data.qa import load_items
+from veracity.data.sample import Sample, Selection
 from veracity.errors import ConfigError, DataError
-from veracity.methods.annotate import analyse_ratings, gamma_edges, read_all, sheet_rows
+from veracity.methods.annotate import (
+    analyse_ratings,
+    gamma_edges,
+    read_all,
+    resolve_rubric,
+    sheet_rows,
+)
 from veracity.methods.consistency import ConsistencySettings, consistency_scores
 from veracity.methods.correctness import Labelled, Verdict, label_answers
+from veracity.methods.gamma import ALL_FORMS, Form, Threshold
 from veracity.paths import check_output_file
 from veracity.records import RecordError
 from veracity.runs.common import Context
@@ -50,10 +59,20 @@ class ValidateSettings:
     """M sampled answers per question for the baseline; 0 skips it."""
     temperature: float = 0.7
     threshold: float = 0.05
+    """γ threshold in ``threshold_form`` (None: the paper's paper-code, or the run's own form
+    when that is magnitude), converted to the run's form."""
+    threshold_form: Form | None = None
     bins: int = 10
     resamples: int = 2000
     seed: int = 0
     level: float = 0.95
+    sample: int | None = None
+    """Validate a random K of the run's answers (drawn with ``sample_seed``) instead of all."""
+    sample_seed: int = 0
+
+    @property
+    def selection(self) -> Selection:
+        return Selection(None, Sample(self.sample, self.sample_seed) if self.sample else None)
 
 
 def open_gamma_run(path: Path) -> tuple[RunDir, list[dict[str, Any]]]:
@@ -187,6 +206,7 @@ def aggregate(
     below = [k for k in with_gamma if float(gamma[k]) < settings.threshold]  # type: ignore[arg-type]
     out["accuracy"] = {
         "threshold": settings.threshold,
+        "threshold_form": settings.threshold_form,
         "all": _accuracy([correct[k] for k in labelled], settings.level, settings.seed),
         "scored": _accuracy([correct[k] for k in with_gamma], settings.level, settings.seed),
         "below_threshold": _accuracy([correct[k] for k in below], settings.level, settings.seed),
@@ -201,6 +221,37 @@ def aggregate(
     return out
 
 
+SHEET_FILE = "rating_sheet.json"
+"""What the last ``annotate export`` of a run wrote: its rubric and which answers."""
+
+
+def _sheet_rubric(run: RunDir) -> str | None:
+    """The rubric id the run's last rating sheet was exported with, if it records one."""
+    if SHEET_FILE not in run.info.get("files", []) or not (run.path / SHEET_FILE).is_file():
+        return None
+    try:
+        found = json.loads((run.path / SHEET_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{run.path / SHEET_FILE} is unreadable: {exc}") from None
+    value = found.get("rubric_id") if isinstance(found, dict) else None
+    return str(value) if value else None
+
+
+def run_form(config: dict[str, Any]) -> Form:
+    """The γ form a gamma run's config names (sin for runs that predate the field)."""
+    form = str(config.get("settings", {}).get("form") or "sin")
+    if form not in ALL_FORMS:
+        raise DataError(f"the run's γ form '{form}' is not one of {', '.join(ALL_FORMS)}")
+    return form
+
+
+def threshold_in(value: float, given: Form | None, form: Form) -> Threshold:
+    """A threshold as given (default form: the paper's for angle forms), checked against ``form``."""
+    cut = Threshold(value, given) if given else Threshold(value, Threshold.default(form).form)
+    cut.to(form)
+    return cut
+
+
 def _no_answer(record: dict[str, Any]) -> bool:
     """Whether the model gave this item no answer at all (older runs: told by a prefix)."""
     error = RecordError.from_json(record.get("error"), record.get("error_kind"))
@@ -213,6 +264,8 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
     if out is not None:
         check_output_file(out)
     run, every = open_gamma_run(path)
+    n_run = len(every)
+    every = settings.selection.apply(every)
     # items with no answer from the model (rejected, server fault) have nothing to judge
     rejected = [_no_answer(r) for r in every]
     records = [r for r, no in zip(every, rejected, strict=True) if not no]
@@ -241,7 +294,11 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         baseline_info = baseline_settings.describe() | {"model": model_spec}
     gammas = [r.get("gamma") for r in records]
     nulls = [r.get("gamma_null") for r in records] if "gamma_null" in records[0] else None
-    results = aggregate(gammas, verdicts, baseline_scores, settings, nulls)
+    form = run_form(config)
+    cut = threshold_in(settings.threshold, settings.threshold_form, form)
+    results = aggregate(gammas, verdicts, baseline_scores,
+                        replace(settings, threshold=cut.to(form), threshold_form=form), nulls)
+    results["accuracy"]["threshold_given"] = {"value": cut.value, "form": cut.form}
     results = {
         "method": "validate-gamma",
         "run": str(path),
@@ -253,6 +310,7 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         "labels": {"judge": settings.judge, "rules": results.pop("rules")},
         "baseline_settings": baseline_info,
         "excluded_model_errors": [r.get("id") for r, no in zip(every, rejected, strict=True) if no],
+        "selection": settings.selection.record(n_run, [str(r.get("id")) for r in every]),
         **results,
         "items": [
             {"id": r.get("id"), "gamma": r.get("gamma"), "gamma_null": r.get("gamma_null"),
@@ -271,16 +329,28 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
 
 
 def import_ratings(path: Path, files: Sequence[Path], threshold: float = 0.05, bins: int = 10,
-                   rubric: str = "auto", out: Path | None = None) -> dict[str, Any]:
-    """Join raters' sheets for a gamma run and write ratings.json into it."""
+                   rubric: str = "auto", out: Path | None = None,
+                   threshold_form: Form | None = None) -> dict[str, Any]:
+    """Join raters' sheets for a gamma run and write ratings.json into it; ``threshold`` is in
+    ``threshold_form`` (default: the paper's paper-code) and converted to the run's form."""
     if out is not None:
         check_output_file(out)
     run, records = open_gamma_run(path)
-    rows = sheet_rows(records, rubric)
+    form = run_form(run.info.get("config", {}))
+    cut = threshold_in(threshold, threshold_form, form)
+    chosen = resolve_rubric(rubric)
+    exported = _sheet_rubric(run)
+    if exported is not None and exported != chosen.id:
+        raise ConfigError(f"the run's rating sheet was exported with rubric {exported}, not "
+                          f"{chosen.id}: ratings on different scales are not pooled; import with "
+                          "the rubric the sheet was made with")
+    rows = sheet_rows(records, chosen)
     results = {"method": "ratings", "run": str(path),
                "model": run.info.get("config", {}).get("model"),
                "dataset": run.info.get("config", {}).get("dataset")}
-    results |= analyse_ratings(records, read_all(files, rows), threshold, bins, rubric)
+    results |= analyse_ratings(records, read_all(files, rows), cut.to(form), bins, chosen)
+    results |= {"rubric": chosen.name, "rubric_id": chosen.id}
+    results |= {"threshold_form": form, "threshold_given": {"value": cut.value, "form": cut.form}}
     run.write_json(RATINGS_FILE, results)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
