@@ -38,9 +38,10 @@ __all__ = ["EXAMPLE", "EXAMPLE_REASONING", "INSTRUCTION", "NORMAL_START", "PREFI
 
 Category = Literal["normal", "misleading"]
 CATEGORIES: tuple[Category, ...] = ("normal", "misleading")
-DEFAULT_MAX_TOKENS = 256
-"""Tokens per answer: room for a 7B model's whole step-by-step reasoning (see README: the 99th
-percentile of the published completions' reasoning, plus the closing JSON)."""
+DEFAULT_MAX_TOKENS = 320
+"""Tokens per answer, enough for a 7B model's step-by-step reasoning to finish: on the authors'
+published completions, 99 % of Mistral-7B-Instruct-v0.2's continuations (reasoning after the
+prefill, plus the closing JSON) take at most 311 of its own tokens; at 256, 1.6 % were cut."""
 PAPER_SAMPLING = Sampling(temperature=0.3, top_p=0.3, top_k=40, repeat_penalty=1.1,
                           max_tokens=DEFAULT_MAX_TOKENS)
 """The paper's decoding: temperature 0.3, top-p 0.3, top-k 40, repeat penalty 1.1."""

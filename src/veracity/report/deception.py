@@ -40,6 +40,14 @@ def _variant(results: dict[str, Any], key: str) -> float | str | None:
     return value if isinstance(value, int | float) else None
 
 
+def _truncated(results: dict[str, Any]) -> list[float | None]:
+    """Truncation rates; none for recorded answers, which do not say why one is invalid."""
+    if results.get("source") == "recorded":
+        return [None, None]
+    return [_pct(results.get("truncation_rate_normal")),
+            _pct(results.get("truncation_rate_misleading"))]
+
+
 def _table3(runs: list[RunDir], labels: list[str]) -> str:
     rows = []
     for run, label in zip(runs, labels, strict=True):
@@ -50,8 +58,7 @@ def _table3(runs: list[RunDir], labels: list[str]) -> str:
             _variant(r, "susceptibility_pooled"), _variant(r, "susceptibility_subject_weighted"),
             _pct(r["consistency"]), _pct(r["consistent_correct"]),
             _pct(r["consistent_incorrect"]), _pct(r["error_rate_normal"]),
-            _pct(r["error_rate_misleading"]), _pct(r.get("truncation_rate_normal")),
-            _pct(r.get("truncation_rate_misleading")),
+            _pct(r["error_rate_misleading"]), *_truncated(r),
             f"{len(r.get('susceptibility_subjects', []))} / {r.get('n_subjects', '?')}",
             r["dataset"],
         ])
@@ -77,7 +84,8 @@ def _table3(runs: list[RunDir], labels: list[str]) -> str:
         "Consistency = same letter in both categories (unparsable \"-\" included), split into "
         "shares of all items that are consistently correct and consistently incorrect. Errors "
         "are invalid answers (\"-\", counted wrong); the truncated ones ran out of "
-        "<code>--max-tokens</code> before the JSON closed.</p>"
+        "<code>--max-tokens</code> before the JSON closed (empty for recorded answers, which do "
+        "not say why one is invalid).</p>"
     )
 
 

@@ -197,7 +197,7 @@ def _errors(summaries: Sequence[ModelSummary]) -> str:
                          "of which truncated, normal %", "of which truncated, misleading %"],
                         rows, 2) + (
         "<p class='muted'>Truncated: the reasoning ran out of <code>--max-tokens</code> before "
-        "the JSON answer closed (recorded answers carry no such detail: 0).</p>")
+        "the JSON answer closed (recorded answers do not say why one is invalid: 0 there).</p>")
 
 
 def _title(rel: Relation) -> str:
