@@ -95,6 +95,10 @@ def test_preset_paper_sets_the_papers_settings_and_explicit_options_win(tmp_path
                "--sample", "5", "--out", str(out), "--json")
     assert "preset paper: ball=ascii-control, form=paper-code, max-tokens=1024" in text
     assert "(given explicitly: n=2)" in text
+    pure = CliRunner().invoke(main, ["gamma", "--dataset", f"progqa:{PROGQA}", *FAKE, "--preset",
+                                     "paper", "-n", "2", "--sample", "5", "--out", str(out),
+                                     "--json"])
+    assert json.loads(pure.stdout)[0]["form"] == "paper-code"  # the preset line is on stderr
     info = RunDir.open(out).info["config"]
     assert info["preset"]["applied"]["form"] == "paper-code"
     assert info["preset"]["overridden"] == {"n": 2}

@@ -90,11 +90,13 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
     mean cosine to the greedy answer (UQLM's cosine scorer). Writes validation.json into RUN.
     """
     as_json, out = kw.pop("as_json"), kw.pop("out")
+    sample = pop_selection(kw, limit=None).sample
     settings = ValidateSettings(judge=kw["judge"], embedder=kw["embedder"], model=kw["model"],
                                 dataset=kw["dataset"], baseline_samples=kw["baseline_samples"],
                                 temperature=kw["temperature"], threshold=kw["threshold"],
                                 bins=kw["bins"], resamples=kw["resamples"], seed=kw["seed"],
-                                sample=kw.pop("sample"), sample_seed=kw.pop("sample_seed"),
+                                sample=sample.k if sample else None,
+                                sample_seed=sample.seed if sample else 0,
                                 threshold_form=kw.pop("threshold_form"))
     with command_run(kw) as cmd:
         results = validate_gamma(run, settings, cmd.ctx, out)
