@@ -1,8 +1,13 @@
 """Gamma throughput on the bundled model: veracity vs a naive Algorithm-1 loop.
 
-N = 10 over the first 20 TruthfulQA questions, greedy, same max tokens. Prints prompts/s and
-generated tokens/s for both, the ratio (veracity / naive), checks that the gamma values
-agree, then reruns veracity on the same cache to show a finished run makes no model call.
+N = 10 over the first 20 built-in questions and (when the file is there) the first 20
+TruthfulQA questions, greedy, same max tokens. Prints prompts/s and generated tokens/s for
+both, the ratio (veracity / naive), checks that the gamma values agree, then reruns veracity
+on the same cache to show a finished run makes no model call. Then the draft path
+(``decode=draft``: perturbed answers verified against the centre answer): its speed, the
+share of perturbed answers identical to sequential decoding, how γ moved, the share of
+draft tokens accepted, and its ratio to the naive loop on the items whose perturbed answers
+all equal the centre one.
 
 Both use the same llama.cpp batch size (``n_batch``): how a prompt is split into batches
 changes float rounding, so a different split could flip a greedy token on a near-tie. The
@@ -23,18 +28,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
 from veracity.backends.llamacpp import bundled_gguf_path
+from veracity.backends.llamacpp_draft import DraftStats
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.qa import load_items
 from veracity.methods.gamma import GammaSettings, gamma_from_embeddings, measure_gamma
 from veracity.perturb import perturb
 from veracity.registry import load_embedder, load_model
-from veracity.types import Sampling
+from veracity.types import Item, Sampling
 
 N_BATCH = 32
 """The bundled backend's default batch size: both sides split prompts the same way."""
@@ -71,20 +77,28 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
     return gammas, every_answer, seconds, tokens
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=20)
-    parser.add_argument("--n", type=int, default=10)
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
-    args = parser.parse_args()
-    if args.smoke:
-        args.questions, args.n, args.max_tokens = 2, 2, 8
-    dataset = f"truthfulqa:{args.data}" if args.data.is_file() else "builtin"
+def draft_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbedder
+              ) -> tuple[list[dict[str, Any]], float, int, DraftStats]:
+    """γ with decode=draft: centre answers first, then the perturbed ones verified against them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Cache(Path(tmp) / "cache.sqlite")
+        client = LLMClient(load_model("llamacpp/default", n_threads=2, decode="draft"), cache)
+        began = time.perf_counter()
+        records = measure_gamma(items, client, embedder, settings)
+        seconds = time.perf_counter() - began
+        tokens = client.stats.completion_tokens
+        stats = cast(Any, client.backend).draft_stats
+        client.close()
+        cache.close()
+    return records, seconds, tokens, stats
+
+
+def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder) -> tuple[bool, float]:
+    """One dataset: veracity sequential, the naive loop, veracity with drafts; prints figures
+    prefixed by the dataset; returns (sequential agrees with naive and reruns free, draft ratio)."""
+    name = dataset.partition(":")[0]
     items = load_items(dataset, args.questions)
     prompts = len(items) * (args.n + 1)
-    embedder = CachedEmbedder(load_embedder("st/default"))
     settings = GammaSettings(n=args.n, sampling=Sampling(temperature=0.0, max_tokens=args.max_tokens))
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,6 +121,7 @@ def main() -> int:
         rerun_calls = rerun_client.stats.model_calls
         rerun_client.close()
         cache.close()
+    drafted, draft_seconds, draft_tokens, stats = draft_run(items, settings, embedder)
 
     our_gammas = np.array([r["gamma"] for r in records], dtype=float)
     agree = np.allclose(our_gammas, np.array(naive_gammas), atol=1e-6)
@@ -115,24 +130,70 @@ def main() -> int:
     same = sum(a == b for a, b in zip(our_answers, naive_answers, strict=True))
     distinct = len({p for r in records for p in [r["prompt"], *r["perturbed_prompts"]]})
     same_rerun = [r["gamma"] for r in rerun] == [r["gamma"] for r in records]
-    print(f"dataset {dataset.partition(':')[0]}, questions {len(items)}, N {args.n}, "
+    sequential_perturbed = [a for r in records for a in r["perturbed_answers"]]
+    draft_perturbed = [a for r in drafted for a in r["perturbed_answers"]]
+    draft_same = sum(a == b for a, b in zip(sequential_perturbed, draft_perturbed, strict=True))
+    draft_gammas = np.array([r["gamma"] for r in drafted], dtype=float)
+    moved = np.abs(draft_gammas - our_gammas)
+    stable = [k for k, r in enumerate(records) if all(a == r["answer"] for a in r["perturbed_answers"])]
+    print(f"dataset {name}, questions {len(items)}, N {args.n}, "
           f"prompts {prompts}, max tokens {args.max_tokens}")
     print(f"gamma values agree: {agree}; rerun gives the same gammas: {same_rerun}; "
           f"{prompts - distinct} repeated prompt(s) sent once by veracity")
-    print(f"veracity_seconds: {ours:.2f} s")
-    print(f"veracity_prompts_per_s: {prompts / ours:.2f} prompts/s")
-    print(f"veracity_tokens_per_s: {our_tokens / ours:.1f} tokens/s")
-    print(f"naive_seconds: {naive_seconds:.2f} s")
-    print(f"naive_prompts_per_s: {prompts / naive_seconds:.2f} prompts/s")
-    print(f"naive_tokens_per_s: {naive_tokens / naive_seconds:.1f} tokens/s")
-    print(f"gamma_max_abs_diff: {diff:.2e} gamma")
-    print(f"mean_gamma: {our_gammas.mean():.4f} gamma")
-    print(f"answers_compared: {len(our_answers)} answers")
-    print(f"answers_identical: {same} answers")
-    print(f"rerun_model_calls: {rerun_calls} calls")
-    print(f"rerun_seconds: {rerun_seconds:.2f} s")
-    print(f"ratio_veracity_over_naive_prompts_per_s: {naive_seconds / ours:.2f} x")
-    return 0 if agree and rerun_calls == 0 else 1
+    print(f"{name}_veracity_seconds: {ours:.2f} s")
+    print(f"{name}_veracity_prompts_per_s: {prompts / ours:.2f} prompts/s")
+    print(f"{name}_veracity_tokens_per_s: {our_tokens / ours:.1f} tokens/s")
+    print(f"{name}_naive_seconds: {naive_seconds:.2f} s")
+    print(f"{name}_naive_prompts_per_s: {prompts / naive_seconds:.2f} prompts/s")
+    print(f"{name}_naive_tokens_per_s: {naive_tokens / naive_seconds:.1f} tokens/s")
+    print(f"{name}_gamma_max_abs_diff: {diff:.2e} gamma")
+    print(f"{name}_mean_gamma: {our_gammas.mean():.4f} gamma")
+    print(f"{name}_answers_compared: {len(our_answers)} answers")
+    print(f"{name}_answers_identical: {same} answers")
+    print(f"{name}_rerun_model_calls: {rerun_calls} calls")
+    print(f"{name}_rerun_seconds: {rerun_seconds:.2f} s")
+    print(f"{name}_ratio_veracity_over_naive_prompts_per_s: {naive_seconds / ours:.2f} x")
+    print(f"{name}_draft_seconds: {draft_seconds:.2f} s")
+    print(f"{name}_draft_tokens_per_s: {draft_tokens / draft_seconds:.1f} tokens/s")
+    print(f"{name}_draft_perturbed_identical_to_sequential: "
+          f"{draft_same / max(len(draft_perturbed), 1):.4f} share ({draft_same}/{len(draft_perturbed)})")
+    print(f"{name}_draft_mean_abs_gamma_change: {float(np.nanmean(moved)):.2e} gamma")
+    print(f"{name}_draft_max_abs_gamma_change: {float(np.nanmax(moved)):.2e} gamma")
+    for k in np.flatnonzero(moved > 0.01):
+        print(f"  gamma moved by {moved[k]:.4f} on {items[k].id}: {our_gammas[k]:.4f} -> "
+              f"{draft_gammas[k]:.4f}")
+    print(f"{name}_draft_tokens_accepted: {stats.accepted / max(stats.proposed, 1):.3f} share "
+          f"({stats.accepted}/{stats.proposed}, {stats.forward_passes} verification passes)")
+    if stable:
+        subset = [items[k] for k in stable]
+        _, stable_draft_seconds, _, _ = draft_run(subset, settings, embedder)
+        _, _, stable_naive_seconds, _ = naive_loop([i.question for i in subset], args.n,
+                                                   args.max_tokens, embedder)
+        print(f"{name}_stable_items: {len(subset)} items (every perturbed answer equals y0)")
+        print(f"{name}_stable_ratio_draft_over_naive: {stable_naive_seconds / stable_draft_seconds:.2f} x")
+    ratio = naive_seconds / draft_seconds
+    print(f"{name}_ratio_draft_over_naive_prompts_per_s: {ratio:.2f} x")
+    return bool(agree and rerun_calls == 0), ratio
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--n", type=int, default=10)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
+    args = parser.parse_args()
+    if args.smoke:
+        args.questions, args.n, args.max_tokens = 2, 2, 8
+    embedder = CachedEmbedder(load_embedder("st/default"))
+    datasets = [f"truthfulqa:{args.data}"] if args.data.is_file() else []
+    ok = True
+    for dataset in datasets:
+        ok = run_dataset(dataset, args, embedder)[0] and ok
+    builtin_ok, ratio = run_dataset("builtin", args, embedder)
+    print(f"ratio_draft_over_naive_builtin: {ratio:.2f} x")
+    return 0 if ok and builtin_ok else 1
 
 
 if __name__ == "__main__":
