@@ -8,6 +8,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from click.testing import CliRunner
 pytest.importorskip("inspect_ai", reason="needs the inspect extra")
 
 from inspect_ai import eval as inspect_eval  # noqa: E402
-from inspect_ai.log import EvalLog  # noqa: E402
+from inspect_ai.log import EvalLog, read_eval_log  # noqa: E402
 from inspect_ai.scorer import SampleScore, Score  # noqa: E402
 
 from mock_openai import MockOpenAI, Received, Reply  # noqa: E402
@@ -176,3 +178,22 @@ def test_bad_parameters(tmp_path: Path) -> None:
         db_mmlu(limit_per_subject=0)
     with pytest.raises(DataError, match="not found"):
         db_mmlu(dataset=str(tmp_path / "absent"))
+
+
+def test_inspect_cli_finds_the_task_by_its_entry_point(mock: MockOpenAI, tmp_path: Path) -> None:
+    """``inspect eval veracity/db_mmlu`` in a new process: the task is found through the
+    inspect_ai entry point, its parameters taken from -T."""
+    inspect = Path(sys.executable).parent / "inspect"
+    done = subprocess.run(
+        [str(inspect), "eval", "veracity/db_mmlu", "--model", "openai-api/mock/test-model",
+         "-M", "stream=false", "-T", "subjects=marketing,anatomy", "-T", "limit_per_subject=2",
+         "--log-dir", str(tmp_path / "logs"), "--display", "none", "--max-retries", "0"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [path] = (tmp_path / "logs").glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.eval.task == "veracity/db_mmlu"
+    # marketing and anatomy, 2 items each: every normal answer right; misleading right in marketing
+    metrics = metrics_of(log)
+    assert metrics["normal_accuracy"] == 1.0 and metrics["misleading_accuracy"] == 0.5
+    assert metrics["susceptibility"] == 2.0 and metrics["consistency"] == 0.5

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ pytest.importorskip("inspect_ai", reason="needs the inspect extra")
 from inspect_ai import Task  # noqa: E402
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.dataset import Sample  # noqa: E402
-from inspect_ai.log import EvalLog  # noqa: E402
+from inspect_ai.log import EvalLog, read_eval_log  # noqa: E402
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser  # noqa: E402
 from inspect_ai.scorer import includes  # noqa: E402
 from inspect_ai.solver import generate, system_message  # noqa: E402
@@ -160,3 +162,21 @@ def test_bad_settings_are_refused() -> None:
         gamma_scorer(form="cos")
     with pytest.raises(ConfigError):
         gamma_scorer(ball="no-such-ball")
+
+
+def test_inspect_cli_runs_gamma_qa(mock: MockOpenAI, questions: Path, tmp_path: Path) -> None:
+    """``inspect eval veracity/gamma_qa`` in a new process, found through the entry point."""
+    inspect = Path(sys.executable).parent / "inspect"
+    done = subprocess.run(
+        [str(inspect), "eval", "veracity/gamma_qa", "--model", "openai-api/mock/test-model",
+         "-M", "stream=false", "-T", f"dataset=jsonl:{questions}", "-T", "embedder=hash/256",
+         "-T", f"n={N}", "--log-dir", str(tmp_path / "logs"), "--display", "none", "--max-retries", "0"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [path] = (tmp_path / "logs").glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.samples is not None
+    ours = {r["id"]: r["gamma"] for r in veracity_gamma(mock, questions)}
+    for sample in log.samples:
+        assert sample.scores is not None
+        assert sample.scores["gamma_scorer"].as_float() == pytest.approx(ours[str(sample.id)], abs=1e-9)

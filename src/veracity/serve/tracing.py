@@ -129,46 +129,45 @@ class Tracing:
             return
         model = body["model"]
         span.update_name(f"chat {model}")
-        span.set_attribute("gen_ai.request.model", model)
-        span.set_attribute("veracity.stream", bool(body.get("stream")))
+        attributes: dict[str, Any] = {"gen_ai.request.model": model,
+                                      "veracity.stream": bool(body.get("stream"))}
         for key, name in SAMPLING:
             value = body.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool):
-                span.set_attribute(name, value)
+                attributes[name] = value
         if self.content:
-            span.set_attribute("gen_ai.input.messages", _messages(body.get("messages")))
+            attributes["gen_ai.input.messages"] = _messages(body.get("messages"))
+        span.set_attributes(attributes)
 
     def scored(self, score: dict[str, Any], answer: str | None) -> None:
         """A finished (or failed) score: a ``veracity.score`` span over its scoring time, and
         gamma, the verdict and P(correct) on it and on the request span while it is open."""
-        attributes: dict[str, Any] = {"veracity.score_id": score["id"], "veracity.verdict": score["verdict"],
-                                      "veracity.n": score["n"], "veracity.form": score["form"],
-                                      "veracity.embedder": score["embedder"],
-                                      "veracity.model_calls": score.get("model_calls", 0)}
+        held = _REQUEST.get()
+        if held is None or not held.get_span_context().trace_flags.sampled:
+            return  # not traced, or left out by the sampler
+        result: dict[str, Any] = {"veracity.verdict": score["verdict"]}
         for key in ("gamma", "p_correct"):
             if score.get(key) is not None:
-                attributes[f"veracity.{key}"] = float(score[key])
+                result[f"veracity.{key}"] = float(score[key])
         if score.get("error"):
             kind = score.get("error_kind") or score_error_kind(str(score["error"]))
-            attributes["veracity.error_kind"] = str(kind)
-        timings = score.get("timings", {})
-        for key in ("generation_ms", "embedding_ms", "scoring_ms"):
-            if isinstance(timings.get(key), int | float):
-                attributes[f"veracity.{key}"] = float(timings[key])
-        request = self.request_span()
-        if request is not None:
-            request.set_attributes(attributes)
+            result["veracity.error_kind"] = str(kind)
+        if held.is_recording():
+            request = result | {"veracity.score_id": score["id"], "veracity.n": score["n"],
+                                "veracity.model_calls": score.get("model_calls", 0)}
             if self.content and answer is not None:
-                request.set_attribute("gen_ai.output.messages", _output(answer, None))
-        end = time.time_ns()
-        start = end - int(1e6 * float(timings.get("scoring_ms", 0.0)))
-        span = self.tracer.start_span(f"veracity.score {score['model']}", start_time=start,
-                                      attributes=attributes)
+                request["gen_ai.output.messages"] = _output(answer, None)
+            held.set_attributes(request)
+        timings = score.get("timings", {})
+        if isinstance(timings.get("embedding_ms"), int | float):
+            result["veracity.embedding_ms"] = float(timings["embedding_ms"])
         if self.content:
             if score.get("perturbed_prompts"):
-                span.set_attribute("veracity.perturbed_prompts", [str(p) for p in score["perturbed_prompts"]])
-            answers = [str(a) for a in score.get("perturbed_answers", [])]
-            span.set_attribute("veracity.perturbed_answers", answers)
+                result["veracity.perturbed_prompts"] = [str(p) for p in score["perturbed_prompts"]]
+            result["veracity.perturbed_answers"] = [str(a) for a in score.get("perturbed_answers", [])]
+        end = time.time_ns()
+        start = end - int(1e6 * float(timings.get("scoring_ms", 0.0)))
+        span = self.tracer.start_span(f"veracity.score {score['model']}", start_time=start, attributes=result)
         if score.get("error"):
             span.set_status(Status(StatusCode.ERROR))
         span.end(end)
@@ -290,7 +289,7 @@ class TracedUpstream:
 
     def _attributes(self, model: str) -> dict[str, Any]:
         return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self._provider,
-                "gen_ai.system": self._provider, "gen_ai.request.model": model, **self._server}
+                "gen_ai.request.model": model, **self._server}
 
     async def start(self) -> None:
         await self.inner.start()
@@ -306,20 +305,25 @@ class TracedUpstream:
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         model = str(body.get("model"))
-        with self.tracing.tracer.start_as_current_span(
-                f"chat {model}", kind=SpanKind.CLIENT, attributes=self._attributes(model),
-                record_exception=False, set_status_on_exception=False) as span:
-            try:
-                data = await self.inner.chat(body)
-            except UpstreamError as exc:
-                _failed(span, exc)
-                raise
+        span = self.tracing.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT,
+                                              attributes=self._attributes(model))
+        try:
+            data = await self.inner.chat(body)
+        except UpstreamError as exc:
+            _failed(span, exc)
+            span.end()
+            raise
+        except BaseException:
+            span.end()
+            raise
+        if span.is_recording():
             found = _response_attributes(data)
             span.set_attributes(found)
             request = self.tracing.request_span()
             if request is not None:
-                request.set_attributes(found)
-            return data
+                request.set_attributes({k: v for k, v in found.items() if k.startswith("gen_ai.usage.")})
+        span.end()
+        return data
 
     async def stream(self, body: dict[str, Any]) -> Stream:
         model = str(body.get("model"))
@@ -337,24 +341,28 @@ class TracedUpstream:
         return TracedStream(inner, span)
 
     async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
-        attributes = self._attributes(model) | {"veracity.requests": len(requests)}
-        with self.tracing.tracer.start_as_current_span(
-                f"veracity.perturbed {model}", kind=SpanKind.CLIENT, attributes=attributes,
-                record_exception=False, set_status_on_exception=False) as span:
+        span = self.tracing.tracer.start_span(
+            f"veracity.perturbed {model}",
+            attributes={"gen_ai.request.model": model, "veracity.requests": len(requests)})
+        try:
             outcomes = await self.inner.perturbed(model, requests)
-            failed = [o for o in outcomes if not isinstance(o, Generation)]
-            answered = [o for o in outcomes if isinstance(o, Generation)]
-            for name, tokens in (("gen_ai.usage.input_tokens", sum(o.prompt_tokens for o in answered)),
-                                 ("gen_ai.usage.output_tokens", sum(o.completion_tokens for o in answered))):
-                if tokens:
-                    span.set_attribute(name, tokens)
-            span.set_attribute("veracity.failed", len(failed))
-            if failed:
-                span.set_status(Status(StatusCode.ERROR))
-                first = failed[0]
-                span.set_attribute("error.type", type(first).__name__ if isinstance(first, BackendError)
-                                   else "error")
-            return outcomes
+        except BaseException:
+            span.set_status(Status(StatusCode.ERROR))
+            span.end()
+            raise
+        failed = [o for o in outcomes if not isinstance(o, Generation)]
+        answered = [o for o in outcomes if isinstance(o, Generation)]
+        found: dict[str, Any] = {"veracity.failed": len(failed)}
+        for name, tokens in (("gen_ai.usage.input_tokens", sum(o.prompt_tokens for o in answered)),
+                             ("gen_ai.usage.output_tokens", sum(o.completion_tokens for o in answered))):
+            if tokens:
+                found[name] = tokens
+        if failed:
+            found["error.type"] = type(failed[0]).__name__ if isinstance(failed[0], BackendError) else "error"
+            span.set_status(Status(StatusCode.ERROR))
+        span.set_attributes(found)
+        span.end()
+        return outcomes
 
 
 def _exporters() -> list[SpanExporter]:
