@@ -88,6 +88,12 @@ def test_gamma_cli_on_the_real_default(tmp_path: Path) -> None:
         assert s["answer"] and 0.0 <= s["gamma"] <= 1.0 and len(s["perturbed_answers"]) == 3
     again = CliRunner().invoke(main, args, catch_exceptions=False)
     assert "0 model calls" in again.output
+    # what a γ can be traced to: the CPU features and buffer types, the embedder's path
+    stats = json.loads((out / "run.json").read_text())["stats"]
+    path = stats["model:llamacpp/default"]["compute_path"]
+    assert path["extra_buffers"] in ("on", "off") and path["extra_buffers_setting"] == "auto"
+    assert set(path["cpu"]) >= {"avx2", "avx512", "amx", "model"}
+    assert stats["embedder:st/default"]["identity"]["backend"] in ("onnx", "torch")
 
 
 def test_a_file_llama_cpp_cannot_load_is_a_clear_error(tmp_path: Path) -> None:
