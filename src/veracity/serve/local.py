@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -75,14 +76,17 @@ class LocalUpstream:
 
     overlaps_answer = False  # one model behind one lock: the perturbed batch would only queue
 
-    def __init__(self, spec: str, default_max_tokens: int) -> None:
+    def __init__(self, spec: str, default_max_tokens: int,
+                 options: dict[str, Any] | None = None) -> None:
         self.name = spec
         self.spec = spec
+        self.options = dict(options or {})
         self.default_max_tokens = default_max_tokens
         self._backend: LockedBackend | None = None
 
     async def start(self) -> None:
-        backend = await anyio.to_thread.run_sync(load_model, self.spec)
+        backend = await anyio.to_thread.run_sync(
+            functools.partial(load_model, self.spec, **self.options))
         self._backend = LockedBackend(backend)
 
     @property

@@ -59,6 +59,8 @@ class GatewaySettings:
     """Environment variable holding the upstream's key (read once, kept in memory)."""
     model: str = "llamacpp/default"
     """The in-process model served when there is no upstream."""
+    model_options: dict[str, Any] = field(default_factory=dict)
+    """Options of the in-process model's provider (``--model-option``), e.g. {"decode": "draft"}."""
     embedder: str = "st/default"
     embedder_options: dict[str, Any] = field(default_factory=dict)
     """Options of the embedder's provider (``--embedder-option``), e.g. {"backend": "onnx"}."""
