@@ -113,6 +113,12 @@ def test_preset_paper_sets_the_papers_settings_and_explicit_options_win(tmp_path
         "--json")
     results = RunDir.open(attack).results["settings"]
     assert (results["ball"], results["charset"], results["form"]) == ("utf8", "utf8", "paper-code")
+    iso = tmp_path / "iso"
+    run("isotropy", "--dataset", "builtin", "--limit", "3", *FAKE, "--preset", "paper", "-n", "2",
+        "--out", str(iso), "--json")
+    recorded = RunDir.open(iso).info["config"]
+    assert recorded["preset"]["applied"] == {"ball": "ascii-control", "max_tokens": 1024}
+    assert recorded["settings"]["max_tokens"] == 1024
     sheet = tmp_path / "sheet.csv"
     text = run("annotate", "export", str(out), "--out", str(sheet), "--preset", "paper")
     assert "preset paper: sample=100" in text
