@@ -87,6 +87,8 @@ def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str,
            model_info: Path | None, as_json: bool) -> None:
     """One self-contained HTML report comparing run directories (or of a traffic log)."""
     if as_json:
+        if traffic is not None or not runs:
+            raise click.UsageError("--json compares gamma run directories (no --traffic)")
         from veracity.report.gamma_table import table8
         from veracity.store import RunDir, dumps
 
