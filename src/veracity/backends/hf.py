@@ -16,6 +16,11 @@ so a sampled output is reproducible whatever the batching. The sampler's name is
 
 Besides ``generate``, the backend exposes the prompt's input embeddings and generation from
 (perturbed) embeddings for the white-box ball, see :mod:`veracity.methods.whitebox`.
+
+Encoder-decoder models (T5, Flan-T5, BART: ``is_encoder_decoder`` in their config) load with
+``AutoModelForSeq2SeqLM``: the prompt goes to the encoder (right-padded, with the tokenizer's
+special tokens), the answer is the decoder's output. Without a chat template of their own they
+read the messages as raw text. They continue no prefill and take no input embeddings.
 """
 
 from __future__ import annotations
@@ -128,9 +133,6 @@ class HFBackend:
         self.batch_size = batch_size
         self.extra_padding = 0
         """Pad columns added on the left of every batch (numeric control variations)."""
-        self.capabilities = Capabilities(
-            prefill=True, seed=True, inputs_embeds=True, max_concurrency=batch_size
-        )
         self._torch = torch
         dtype = dtype or ("float32" if device == "cpu" else "auto")
         torch_dtype: Any = dtype if dtype == "auto" else getattr(torch, dtype)
@@ -142,14 +144,22 @@ class HFBackend:
                 self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(
                     str(model_dir), **kwargs
                 )
-                self.model: Any = transformers.AutoModelForCausalLM.from_pretrained(
-                    str(model_dir), dtype=torch_dtype, **kwargs
-                )
+                config = transformers.AutoConfig.from_pretrained(str(model_dir), **kwargs)
+                self.seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+                auto = (transformers.AutoModelForSeq2SeqLM if self.seq2seq
+                        else transformers.AutoModelForCausalLM)
+                self.model: Any = auto.from_pretrained(str(model_dir), dtype=torch_dtype, **kwargs)
         except (OSError, ValueError, ImportError) as exc:
             raise ConfigError(f"{spec}: transformers could not load the model: {exc}") from exc
+        causal = not self.seq2seq
+        self.capabilities = Capabilities(
+            prefill=causal, seed=True, inputs_embeds=causal, max_concurrency=batch_size
+        )
         adapter_source = _attach_adapter(self, spec, adapter) if adapter is not None else None
         self.model.to(device)
         self.model.eval()
+        if template is None and self.seq2seq and not getattr(self.tokenizer, "chat_template", None):
+            template = resolve_template("raw")  # instruction-tuned seq2seq models read plain text
         self._template = template
         if template is None and not getattr(self.tokenizer, "chat_template", None):
             raise ConfigError(f"{spec}: the tokenizer has no chat template: give one with "
@@ -170,6 +180,8 @@ class HFBackend:
             self._identity["adapter"] = adapter_source
         if template is not None:  # it shapes every prompt
             self._identity["chat_template"] = template.describe()
+        if self.seq2seq:
+            self._identity["architecture"] = "encoder-decoder"
         if device != "cpu":  # GPU kernels round differently
             self._identity["device"] = device.split(":")[0]
 
@@ -218,7 +230,10 @@ class HFBackend:
         return str(text) + prefill
 
     def _tokens(self, text: str) -> list[int]:
-        return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+        # an encoder expects its special tokens (T5's closing </s>); a causal prompt has its BOS
+        # from the template
+        ids = self.tokenizer(text, add_special_tokens=self.seq2seq)["input_ids"]
+        return [int(t) for t in ids]
 
     def _too_long(self, length: int, sampling: Sampling) -> PermanentError | None:
         if self._context is not None and length + sampling.max_tokens > self._context:
@@ -245,8 +260,14 @@ class HFBackend:
         self._run(jobs, out)
         return _filled(out)
 
+    def _causal_only(self, what: str) -> None:
+        if self.seq2seq:
+            raise ConfigError(f"{self.spec}: {what} needs a causal model; this one is "
+                              "encoder-decoder")
+
     def prompt_embeddings(self, request: GenRequest) -> PromptEmbeddings:
         """Token ids and input embeddings of the rendered prompt, with the question's tokens marked."""
+        self._causal_only("white-box perturbation")
         torch = self._torch
         text = self.render(request.messages, request.prefill)
         ids = self._tokens(text)
@@ -290,6 +311,7 @@ class HFBackend:
         text holds the generated tokens only. Note that with embeddings the repetition penalty
         sees only the generated tokens, not the prompt.
         """
+        self._causal_only("generation from embeddings")
         if len(requests) != len(embeddings):
             raise ConfigError("generate_from_embeddings needs one embedding array per request")
         dim = int(self.model.get_input_embeddings().weight.shape[1])
@@ -339,13 +361,19 @@ class HFBackend:
 
         width = max(job.length for job in batch) + self.extra_padding
         mask = torch.zeros((len(batch), width), dtype=torch.long)
+
+        def span(job: _Job) -> slice:
+            # causal: left padding, so every row ends where generation starts; an encoder reads
+            # its input whole, right padding keeps its positions as in an unpadded call
+            return slice(0, job.length) if self.seq2seq else slice(width - job.length, width)
+
         for row, job in enumerate(batch):
-            mask[row, width - job.length :] = 1  # left padding: every row ends at the same column
+            mask[row, span(job)] = 1
         inputs: dict[str, Any] = {"attention_mask": mask.to(self.device)}
         if batch[0].ids is not None:
             ids = torch.full((len(batch), width), self._pad, dtype=torch.long)
             for row, job in enumerate(batch):
-                ids[row, width - job.length :] = torch.tensor(job.ids, dtype=torch.long)
+                ids[row, span(job)] = torch.tensor(job.ids, dtype=torch.long)
             inputs["input_ids"] = ids.to(self.device)
         else:
             dim = batch[0].embeds.shape[1] if batch[0].embeds is not None else 0
@@ -370,7 +398,10 @@ class HFBackend:
             extra["logits_processor"] = transformers.LogitsProcessorList([sampler])
         with torch.inference_mode():
             output = self.model.generate(**inputs, generation_config=config, **extra)
-        new = output[:, width:] if "input_ids" in inputs else output
+        if self.seq2seq:
+            new = output[:, 1:]  # the decoder's output starts with its start token
+        else:
+            new = output[:, width:] if "input_ids" in inputs else output
         return [self._finish(row.tolist(), job.length, s) for row, job in zip(new, batch, strict=True)]
 
     def _finish(self, tokens: list[int], prompt_tokens: int, s: Sampling) -> Generation:
