@@ -341,3 +341,14 @@ def test_figures_two_and_three_from_a_judge(tmp_path: Path) -> None:
         2, None, None)
     html = build_report([out], out / "report.html").read_text()
     assert "Figure 2" in html and "Figure 3" in html and "Figure 4" in html
+
+
+def test_validate_on_a_seeded_sample_with_repeats(tmp_path: Path) -> None:
+    out = tmp_path / "val"
+    fewl_cli(["validate", "--dataset", f"chale:{FORMATS / 'chale.json'}", *FAST, "--sample", "2",
+              "--sample-seed", "5", "--repeats", "2", "--out", str(out)], tmp_path / "c.sqlite")
+    run = RunDir.open(out)
+    selection = run.info["config"]["selection"]
+    assert (selection["sample"], selection["sample_seed"], selection["n_selected"]) == (2, 5, 2)
+    assert [r["id"] for r in run.samples()] == selection["ids"]
+    assert run.results["n_questions"] == 2 and run.results["repeats"] == 2
