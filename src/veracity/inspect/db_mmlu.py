@@ -32,6 +32,7 @@ from veracity.data.mc import LETTERS, NO_ANSWER, load_db_mmlu
 from veracity.errors import ConfigError
 from veracity.methods.deception import (
     CATEGORIES,
+    DEFAULT_MAX_TOKENS,
     PAPER_SAMPLING,
     AnswerPair,
     build_messages,
@@ -210,7 +211,7 @@ def db_mmlu(
     retries: int = 1,
     lenient: bool = False,
     greedy: bool = False,
-    max_tokens: int = 256,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
     seed: int = 0,
     continue_final_message: bool = True,
 ) -> Task:
