@@ -31,6 +31,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "mitigation_qa.jsonl"
     ("Both are equally good.", "tie"), ("Neither", "tie"),
     ("A good answer should be accurate.", None), ("I cannot decide.", None), ("", None),
     ("Answer A or answer B, hard to say", None),
+    ("C", "tie"), ("C: not sure", "tie"), ("(C)", "tie"), ("I am not sure.", "tie"),
+    ("Certainly A", None),
 ])
 def test_parse_verdict(reply: str, verdict: str | None) -> None:
     assert parse_verdict(reply) == verdict
@@ -56,6 +58,27 @@ def test_win_rates_hand_computed() -> None:
     assert rates["unparseable"] == 1
     low, high = rates["candidate_better"]["ci95"]
     assert 0.0 <= low <= 0.4 <= high <= 1.0
+    # the paper's rate drops the two inconsistent pairs: 2 wins of 3 decided
+    assert rates["paper_win_rate"]["decided"] == 3
+    assert rates["paper_win_rate"]["rate"] == pytest.approx(2 / 3)
+    none = win_rates([Judged("inconsistent", "C", "C", "tie", "tie")])["paper_win_rate"]
+    assert none["decided"] == 0 and np.isnan(none["rate"])
+
+
+def test_the_judge_asks_the_papers_question_or_a_users(tmp_path: Path) -> None:
+    from veracity.methods.judge import judge_prompt
+
+    prompt = judge_prompt("Is it safe?", "Yes.", "No {x}.")
+    assert "helpful" in prompt and "truthful" in prompt and "C if you are not sure" in prompt
+    assert "Answer B: No {x}." in prompt
+    template = "Q={question} | first={a} | second={b} | {json: true} Reply"
+    backend = FakeBackend(responder=lambda request: "C")
+    judged = judge_pairs(LLMClient(backend), ["q"], ["mine"], ["theirs"], template=template)
+    assert [r.messages[-1].content for r in backend.history] == [
+        "Q=q | first=mine | second=theirs | {json: true} Reply",
+        "Q=q | first=theirs | second=mine | {json: true} Reply"]
+    assert judged[0].outcome == "inconsistent" and (judged[0].first, judged[0].second) == (
+        "tie", "tie")
 
 
 def _longer(request: GenRequest) -> str:
@@ -150,6 +173,28 @@ def test_icl_end_to_end_on_fake(tmp_path: Path) -> None:
     html = build_report([out], tmp_path / "r.html").read_text()
     assert "Example answer pairs" in html and "ICL better" in html
     assert "<b>bold</b>" not in html
+    assert "win rate (decided)" in result.output and "win rate over decided pairs" in html
+    for row in results["rows"]:  # the fake judge never says "not sure": inconsistent pairs only
+        won = row["paper_win_rate"]
+        decided = round(row["n"] * (1 - row["inconsistent_or_tie"]["rate"]))
+        assert won["decided"] == decided
+        if decided:
+            assert won["rate"] == pytest.approx(row["candidate_better"]["rate"] * row["n"] / decided)
+    prompt = tmp_path / "judge.txt"
+    prompt.write_text("Pick one.\nQuestion: {question}\nAnswer A: {a}\n\nAnswer B: {b}\n\n"
+                      "Reply A or B.", encoding="utf-8")
+    own = tmp_path / "icl-own"
+    mine = [*args[:-4], "--out", str(own), "--cache", str(tmp_path / "c.sqlite"),
+            "--judge-prompt", str(prompt)]
+    result = CliRunner().invoke(icl_cmd, mine, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    recorded = RunDir.open(own).info["config"]["judge_prompt"]
+    assert recorded["source"] == str(prompt) and recorded["template"].startswith("Pick one.")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("no fields", encoding="utf-8")
+    refused = CliRunner().invoke(icl_cmd, [*args[:-4], "--out", str(tmp_path / "x"),
+                                           "--judge-prompt", str(bad)])
+    assert refused.exit_code != 0 and "must contain {question}, {a}, {b}" in refused.output
 
 
 def test_icl_refuses_gold_without_references(tmp_path: Path) -> None:

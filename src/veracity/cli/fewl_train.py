@@ -26,6 +26,7 @@ from veracity.cli.options import (
     record_selection,
 )
 from veracity.cli.output import echo
+from veracity.errors import DataError
 from veracity.methods.selection import RULES
 from veracity.records import Row
 from veracity.report import build_report
@@ -45,12 +46,17 @@ def _pct(share: dict[str, Any]) -> str:
 def print_table(results: dict[str, Any], versus: str) -> None:
     """The paper's table: one row per rule, with accuracy where the data has labels."""
     echo(f"\n{'selected by':<12} {versus + ' better':>22} {results['base_name'] + ' better':>22} "
-         f"{'inconsistent/tie':>22} {'unparseable':>12} {'accuracy':>9}")
+         f"{'inconsistent/tie':>22} {'unparseable':>12} {'accuracy':>9} "
+         f"{'win rate (decided)':>28}")
     for row in results["rows"]:
         acc = row["accuracy"]
+        paper = row.get("paper_win_rate")
+        won = "—" if paper is None else f"{_pct(paper)} of {paper['decided']}"
         echo(f"{row['rule']:<12} {_pct(row['candidate_better']):>22} {_pct(row['base_better']):>22}"
              f" {_pct(row['inconsistent_or_tie']):>22} {row['unparseable']:>5}/{row['replies']:<6}"
-             f" {'—' if acc is None else format(acc['mean'], '.3f'):>9}")
+             f" {'—' if acc is None else format(acc['mean'], '.3f'):>9} {won:>28}")
+    echo("win rate (decided): the paper's C.10 rate, wins over the pairs the judge decided "
+         "(not sure and inconsistent pairs removed)")
     base = results.get("base_accuracy")
     if base is not None:
         echo(f"{results['base_name']} accuracy {base['mean']:.3f} over {base['n']} questions")
@@ -61,7 +67,22 @@ def _settings(kw: dict[str, Any], model: str, extra: dict[str, Any]) -> Mitigati
     return MitigationSettings(
         fewl=settings_from(kw), candidates=answer_source(kw.pop("candidates") or model),
         judge=kw.pop("judge"), rules=rules, samples=kw.pop("samples"),
-        temperature=kw.pop("temperature"), split=kw.pop("split"), extra=extra)
+        temperature=kw.pop("temperature"), split=kw.pop("split"), extra=extra,
+        **_judge_prompt(kw.pop("judge_prompt")))
+
+
+def _judge_prompt(path: Path | None) -> dict[str, str]:
+    """The judge prompt settings from --judge-prompt (nothing: the built-in prompt)."""
+    if path is None:
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read the judge prompt {path}: {exc}") from None
+    missing = [f for f in ("{question}", "{a}", "{b}") if f not in text]
+    if missing:
+        raise DataError(f"judge prompt {path}: it must contain {', '.join(missing)}")
+    return {"judge_prompt": text, "judge_prompt_source": str(path)}
 
 
 def _done(outcome: RunResult[Row], started: float, ctx: Any, title: str,
@@ -78,6 +99,9 @@ def _done(outcome: RunResult[Row], started: float, ctx: Any, title: str,
 def mitigation_options(func: Any) -> Any:
     for decorator in reversed([
         click.option("--judge", required=True, help="Model spec of the pairwise judge."),
+        click.option("--judge-prompt", type=click.Path(path_type=Path, dir_okay=False),
+                     help="File with the judge's prompt ({question}, {a}, {b} filled in) instead "
+                          "of the built-in one (helpful, truthful, harmless; A, B or C: not sure)."),
         click.option("--candidates", help="Model spec or JSONL (id + answers) of the candidate "
                      "answers of the training questions (default: the model / base)."),
         click.option("--samples", type=click.IntRange(1, 100), default=4, show_default=True,

@@ -22,7 +22,9 @@ def _rows(run: RunDir) -> str:
     versus = "ICL" if r["mode"] == "icl" else "fine-tuned"
     rows = [[row["rule"], row["n"], _pct(row["candidate_better"]), _pct(row["base_better"]),
              _pct(row["inconsistent_or_tie"]), f"{row['unparseable']} / {row['replies']}",
-             None if row["accuracy"] is None else row["accuracy"]["mean"]]
+             None if row["accuracy"] is None else row["accuracy"]["mean"],
+             None if "paper_win_rate" not in row else
+             f"{_pct(row['paper_win_rate'])} of {row['paper_win_rate']['decided']}"]
             for row in r["rows"]]
     base = r.get("base_accuracy")
     caption = (f"<p>{esc(r['mode'])} · {esc(r['dataset'])} · model {esc(r['model'])} · judge "
@@ -32,7 +34,7 @@ def _rows(run: RunDir) -> str:
                + f" ({esc(run.path.name)})</p>")
     return caption + table(["selected by", "pairs", f"{versus} better (95% CI)",
                             f"{r['base_name']} better", "inconsistent / tie", "unparseable replies",
-                            "accuracy"], rows)
+                            "accuracy", "win rate over decided pairs (C.10)"], rows)
 
 
 def _training(run: RunDir) -> str:

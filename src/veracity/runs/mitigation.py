@@ -3,6 +3,7 @@ selection per rule, answering, judging against a base, accuracy on labels, the r
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 from veracity.client import LLMClient
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.correctness import Labelled, label_answers
-from veracity.methods.judge import Judged, judge_pairs, win_rates
+from veracity.methods.judge import JUDGE_PROMPT, Judged, judge_pairs, win_rates
 from veracity.methods.selection import RULES, best_candidates, gold_answers, split_indices
 from veracity.methods.similarity import is_cross_encoder
 from veracity.records import Row
@@ -43,6 +44,9 @@ class MitigationSettings:
     temperature: float = 0.7
     split: float = 0.8
     extra: dict[str, Any] = field(default_factory=dict)
+    judge_prompt: str = JUDGE_PROMPT
+    """The judge's prompt ({question}, {a}, {b}): the paper's question in our words, or a file's."""
+    judge_prompt_source: str = "builtin"
 
     def check(self, items: Sequence[Item]) -> None:
         unknown = [r for r in self.rules if r not in RULES]
@@ -57,6 +61,8 @@ class MitigationSettings:
         return {"fewl": self.fewl.describe(), "candidates": self.candidates.model
                 or str(self.candidates.path), "judge": self.judge, "rules": list(self.rules),
                 "samples": self.samples, "temperature": self.temperature, "split": self.split,
+                "judge_prompt": {"source": self.judge_prompt_source, "sha256": hashlib.sha256(
+                    self.judge_prompt.encode("utf-8")).hexdigest(), "template": self.judge_prompt},
                 **self.extra}
 
 
@@ -140,7 +146,8 @@ def judged_rows(questions: Sequence[str], rule_answers: dict[str, list[str]], ba
                 settings: MitigationSettings, ctx: Context,
                 stage: str) -> dict[str, list[Judged]]:
     judge = ctx.client(settings.judge)
-    return {rule: judge_pairs(judge, questions, answers, base, f"{stage}: judge {rule}")
+    return {rule: judge_pairs(judge, questions, answers, base, f"{stage}: judge {rule}",
+                              template=settings.judge_prompt)
             for rule, answers in rule_answers.items()}
 
 
