@@ -28,14 +28,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.cache import Cache
-from veracity.data.jsonl import load_json
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, DataError
 from veracity.methods.calibration import read_calibration
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck
-from veracity.serve.intake import Refused, media_problem, read_body
+from veracity.serve.intake import Refused, media_problem, parse_body, read_body
 from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
 from veracity.serve.local import LocalUpstream
 from veracity.serve.metrics import GatewayMetrics
@@ -222,8 +221,8 @@ class Gateway:
             self.metrics.count_client_error("disconnect")
             log.info("a client left before its request body was complete")
             return Response(status_code=400)  # nobody reads it; counted in requests
-        try:  # strict: no NaN, no 1e999, bounded nesting, no lone surrogate (not text)
-            body = load_json(raw.decode("utf-8"), "the request body")
+        try:
+            body = parse_body(raw.decode("utf-8"))
         except UnicodeDecodeError:
             return error(400, "the request body: invalid JSON (not UTF-8)")
         except DataError as exc:
