@@ -113,3 +113,12 @@ def test_validate_with_the_scorer_option_records_it(custom_code_model: Path,
     stats = run.info["stats"][f"scorer:cross-encoder/{custom_code_model}"]
     assert stats["model_calls"] > 0
     assert "FEWL" in result.output
+
+
+def test_models_lists_the_scorer_options() -> None:
+    from veracity.cli import main
+
+    result = CliRunner().invoke(main, ["models"])
+    assert result.exit_code == 0, result.output
+    assert "--scorer-option trust_remote_code=FLAG" in result.output
+    assert "(default False)" in result.output

@@ -20,7 +20,8 @@ def models() -> None:
     model_providers, embedder_providers = list_providers()
     for title, providers, flag in (("Models", model_providers, "--model-option"),
                                    ("Embedders", embedder_providers, "--embedder-option"),
-                                   ("Pair scorers (FEWL --similarity)", list(SCORERS.values()), "")):
+                                   ("Pair scorers (FEWL --similarity)", list(SCORERS.values()),
+                                    "--scorer-option")):
         echo(f"{title}:")
         for p in providers:
             needs = ", ".join(p.requires) or "nothing extra"
