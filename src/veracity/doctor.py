@@ -32,6 +32,9 @@ EXTRAS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
     ("calibrate", ("sklearn",), "veracity calibrate (P(correct) from γ)", False),
     ("ray", ("ray",), "--executor ray", False),
     ("train", ("trl", "peft", "datasets"), "veracity fewl finetune", False),
+    ("inspect", ("inspect_ai",), "the inspect_ai γ scorer and DB-MMLU task", False),
+    ("otel", ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+     "OpenTelemetry traces from the gateway", False),
 )
 """(extra, modules it installs, what it enables, needed by the README's first command)."""
 
@@ -59,9 +62,16 @@ def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> Chec
                  "" if ok else "install Python 3.10 or newer and recreate the venv")
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
 def check_extras(find: Callable[[str], bool] | None = None) -> list[Check]:
     """One check per extra: installed or not, and what it enables."""
-    found = find or (lambda module: importlib.util.find_spec(module) is not None)
+    found = find or _importable
     checks = []
     for extra, modules, enables, required in EXTRAS:
         missing = [m for m in modules if not found(m)]
@@ -88,7 +98,7 @@ def check_cpu() -> Check:
 
         if not can_turn_off_extra_buffers():
             return Check("cpu", False, detail + ", but this llama-cpp-python cannot",
-                         "pip install -U 'llama-cpp-python>=0.3.16'")
+                         "pip install -U llama-cpp-python")
     return Check("cpu", True, detail)
 
 

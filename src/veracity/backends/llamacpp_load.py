@@ -82,7 +82,7 @@ def new_llama(model_path: str, extra_buffers: bool, **kwargs: Any) -> Llama:
     if not can_turn_off_extra_buffers():
         raise ConfigError(
             "this llama-cpp-python cannot load a model without extra buffer types (needed on "
-            "CPUs with AMX, where they crash): pip install -U 'llama-cpp-python>=0.3.16', or "
+            "CPUs with AMX, where they crash): pip install -U llama-cpp-python, or "
             "--model-option extra_buffers=on to try anyway")
     with _model_params_without_extra_buffers():
         return Llama(model_path=model_path, **kwargs)
