@@ -505,3 +505,21 @@ def test_an_answer_holding_a_lone_surrogate_is_served_scored_and_logged(
     rows = read_traffic(tmp_path / "traffic.sqlite")
     assert [r.answer for r in rows] == ["Paris \ufffd!", "Lyon \ufffd perhaps"]
     assert "Traceback" not in server_log.text and "could not write" not in server_log.text
+
+
+def test_a_long_answer_is_cut_in_the_log_not_in_the_response(gateway: Callable[..., Gw],
+                                                           tmp_path: Path) -> None:
+    from veracity.serve.traffic import LOGGED_CHARS
+
+    gw = gateway()
+    long = "Paris " * 20_000
+    gw.mock.script(*[Reply(text=long) for _ in range(4)])  # the answer and the 3 perturbed ones
+    reply = gw.chat()
+    assert reply.json()["choices"][0]["message"]["content"] == long
+    assert reply.json()["veracity"]["perturbed_answers"] == [long.strip()] * 3
+    gw.running.__exit__()
+    [row] = read_traffic(tmp_path / "traffic.sqlite")
+    cut = f"… [{len(long) - LOGGED_CHARS} more characters not logged]"
+    assert row.answer == long[:LOGGED_CHARS] + cut
+    assert all(len(a) < LOGGED_CHARS + 60 for a in row.score["perturbed_answers"])
+    assert (tmp_path / "traffic.sqlite").stat().st_size < 200_000

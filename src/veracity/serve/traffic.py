@@ -75,8 +75,14 @@ class Entry:
     """P(correct) from the gateway's calibration (None without one)."""
 
     def row(self) -> tuple[Any, ...]:
-        return tuple(json.dumps(bounded(self.score), ensure_ascii=False) if c == "score"
-                     else bounded(getattr(self, c)) for c in _COLUMNS)
+        return tuple(_score_text(self.score) if c == "score" else bounded(getattr(self, c))
+                     for c in _COLUMNS)
+
+
+def _score_text(score: dict[str, Any]) -> str:
+    """The score as stored: bounded (walked) only when it is long at all."""
+    text = json.dumps(score, ensure_ascii=False)
+    return text if len(text) <= LOGGED_CHARS else json.dumps(bounded(score), ensure_ascii=False)
 
 
 @dataclass(frozen=True)
