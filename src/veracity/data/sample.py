@@ -3,7 +3,8 @@
 A sample is drawn from the items that ``--limit L`` leaves (the first L), so ``--limit 200
 --sample 20`` is a random 20 of the first 200. The draw is a seeded permutation of the item
 positions, of which the first K are kept, in the dataset's order: the same seed on the same
-items gives the same sample on any machine, and a smaller K is a subset of a larger one.
+items gives the same sample (on any machine with the same numpy; run.json keeps the chosen ids
+as well), and a smaller K is a subset of a larger one.
 """
 
 from __future__ import annotations
