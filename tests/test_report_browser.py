@@ -285,3 +285,31 @@ def test_payload_corpus_executes_nothing(
     assert "\"'=HYPERLINK(" in csv and "\n=" not in csv and ",=" not in csv
     assert console_errors(browser) == []
     browser.save_screenshot(str(tmp_path / "payloads.png"))
+
+
+def test_deception_case_studies_pick_two_runs_and_filter(browser: Any, tmp_path: Path) -> None:
+    """Appendix D: any two runs on the same questions, filtered by subject, both answers side
+    by side (the three hand-made runs of tests/fixtures/deception_compare)."""
+    from selenium.webdriver.support.ui import Select
+
+    fixtures = Path(__file__).parent / "fixtures" / "deception_compare"
+    open_report(browser, [fixtures / n for n in ("alpha", "beta", "gamma")], tmp_path / "d.html")
+    root = "div.vcases"
+    note = css(browser, f"{root} > p.muted")[0]
+    assert note.text == ("10 questions answered by both; A resists where B is misled on 1, "
+                         "B resists where A is misled on 1.")
+    contrasts = [r.find_elements("css selector", "td")[5].text
+                 for r in css(browser, f"{root} tr.item")]
+    assert contrasts.count("same group") == 4 and len(contrasts) == 10
+    Select(css(browser, f"{root} > div.filters select")[1]).select_by_index(2)  # B = gamma
+    assert css(browser, f"{root} > p.muted")[0].text.endswith(
+        "A resists where B is misled on 0, B resists where A is misled on 1.")
+    Select(css(browser, f"{root} select[data-key='subject']")[0]).select_by_visible_text("biology")
+    rows = css(browser, f"{root} tr.item")
+    assert len(rows) == 5
+    rows[0].click()
+    text = text_of(browser, css(browser, f"{root} tr.detail")[0])
+    assert "A: alpha-7b (recorded)" in text and "B: gamma-13b" in text  # gamma is a live run
+    assert text.count("misleading opening") == 2
+    assert fits_1280(browser)
+    assert console_errors(browser) == []
