@@ -154,3 +154,18 @@ def test_cache_keys_differ_between_decoders_only_with_a_draft() -> None:
     assert request_key("m", {"decode": "draft"}, drafted) != request_key("m", {}, drafted)
     assert request_key("m", {"decode": "draft"}, drafted) != request_key(
         "m", {"decode": "draft"}, GenRequest.user("q", draft="another"))
+
+
+def test_stops_wait_while_the_text_ends_inside_a_multibyte_character() -> None:
+    """As create_completion: no stop or max_tokens check on a token that leaves a character
+    half written, so the answer finishes the character."""
+    e_acute = "é".encode()  # two bytes: token 5 writes the first, token 6 the second
+    pieces = {5: e_acute[:1], 6: e_acute[1:], 7: b"xyz"}
+    model = Scripted([7, 5, 6, 7])
+    stats = DraftStats()
+    done = draft_decode(model.choice([]), [7, 5, 6, 7, EOG], model.forward, model.truncate,
+                        is_eog=lambda t: t == EOG,
+                        detokenize=lambda out: b"".join(pieces[t] for t in out),
+                        stop=(), max_tokens=2, max_batch=8, stats=stats)
+    assert done.tokens == [7, 5, 6] and done.text.decode() == "xyzé"
+    assert done.finish_reason == "length"

@@ -122,6 +122,11 @@ def test_serve_refuses_an_unknown_model_option() -> None:
                            "--port", "0", "--model-option", "decode=telepathy"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "decode=telepathy: choose one of sequential, draft" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "veracity", "serve", "--no-auth", "--no-log",
+                           "--port", "0", "--upstream", "http://127.0.0.1:9/v1",
+                           "--model-option", "decode=draft"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "the upstream does not take decode=draft" in done.stderr
 
 
 @pytest.mark.real

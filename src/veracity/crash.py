@@ -67,8 +67,8 @@ def watch_native() -> None:
                 stdin=read_end, stdout=subprocess.DEVNULL, stderr=stderr,
                 start_new_session=True,  # Ctrl-C in the terminal is the CLI's, not the watcher's
             )
-        except OSError:  # no watcher: the plain faulthandler report still shows where
-            os.close(write_end)
+        except (OSError, ValueError, subprocess.SubprocessError):
+            os.close(write_end)  # no watcher: the plain faulthandler report still shows where
             return
         finally:
             os.close(read_end)

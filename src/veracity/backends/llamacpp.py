@@ -178,6 +178,10 @@ class LlamaCppBackend:
         if not extra:  # unrepacked weights run other kernels, which round differently
             self._identity["extra_buffers"] = "off"
         if decode == "draft":  # tokens verified in a batch round differently
+            if getattr(self._llm, "_is_recurrent", False) or getattr(self._llm, "_is_hybrid", False):
+                self._llm.close()
+                raise ConfigError(f"{spec}: decode=draft needs a transformer's KV cache; this "
+                                  "model is recurrent or hybrid: use decode=sequential")
             self._identity["decode"] = "draft"
         if self._template is not None:  # it shapes every prompt
             self._identity["chat_template"] = self._template.describe()
@@ -353,7 +357,8 @@ class LlamaCppBackend:
 
         def truncate(kept: int) -> None:
             llm.n_tokens = len(ids) + kept
-            llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+            if not llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1):
+                raise RuntimeError("could not drop rejected draft tokens from the KV cache")
 
         import llama_cpp
 
@@ -367,7 +372,8 @@ class LlamaCppBackend:
                 first, draft, forward, truncate,
                 is_eog=lambda t: bool(llama_cpp.llama_vocab_is_eog(vocab, t)),
                 detokenize=lambda out: bytes(llm.detokenize(out, prev_tokens=ids)),
-                stop=[t.encode("utf-8") for t in s.stop], max_tokens=min(s.max_tokens, n_ctx - len(ids)),
+                stop=[t.encode("utf-8") for t in (self._eos, *s.stop)],
+                max_tokens=min(s.max_tokens, n_ctx - len(ids)) if s.max_tokens > 0 else n_ctx - len(ids),
                 max_batch=self.n_batch, stats=self.draft_stats)
         except RuntimeError as exc:
             return BackendError(f"{self.spec}: llama.cpp failed: {exc}")

@@ -68,6 +68,24 @@ Forward = Callable[[list[int]], list[int]]
 """Evaluate tokens after what is already in the KV cache; the greedy choice after each one."""
 
 
+def multibyte_wait(text: bytes, waiting: int) -> int:
+    """Tokens still to wait before checking stops: as llama-cpp-python's ``create_completion``
+    does while the text ends inside a multi-byte UTF-8 character (its quirks included, so that
+    both decoders stop on the same token).
+
+    >>> multibyte_wait("é".encode()[:1], 0)
+    1
+    >>> multibyte_wait(b"abc", 0)
+    0
+    """
+    for index, char in enumerate(text[-3:]):
+        k = 3 - index
+        for num, pattern in ((2, 192), (3, 224), (4, 240)):
+            if num > k and pattern & char == pattern:
+                waiting = num - k
+    return waiting
+
+
 def draft_decode(
     first: int,
     draft: Sequence[int],
@@ -85,46 +103,51 @@ def draft_decode(
     ``forward(tokens)`` evaluates tokens appended to the KV cache and returns the argmax after
     each; ``truncate(k)`` drops all but the first ``k`` tokens evaluated since the prompt
     (rejected draft tokens). Stops as ``create_completion`` does: at an end-of-generation
-    token, a stop string, or ``max_tokens``.
+    token, a stop string, or ``max_tokens`` (neither checked while the text ends inside a
+    multi-byte character).
     """
     stats = stats if stats is not None else DraftStats()
     out: list[int] = []
-    nxt = first
-    while True:
-        if is_eog(nxt):
+    waiting = 0
+
+    def append(token: int) -> Decoded | None:
+        """Add a token the model chose; the finished answer when it ends here."""
+        nonlocal waiting
+        if is_eog(token):
             return Decoded(out, "stop", detokenize(out))
-        out.append(nxt)
+        out.append(token)
         text = detokenize(out)
+        waiting = multibyte_wait(text, waiting)
+        if waiting > 0:
+            waiting -= 1
+            return None
         hit = [s for s in stop if s and s in text]
         if hit:
             return Decoded(out, "stop", text[: text.index(hit[0])])
         if len(out) >= max_tokens:
             return Decoded(out, "length", text)
-        proposal = next_draft(out, draft, min(max_batch - 1, max_tokens - len(out)))
+        return None
+
+    nxt = first
+    while True:
+        finished = append(nxt)
+        if finished is not None:
+            return finished
+        room = max_tokens - len(out) if waiting == 0 else max_batch
+        proposal = next_draft(out, draft, min(max_batch - 1, max(room, 0)))
         evaluated = len(out) - 1  # tokens of the output already in the KV cache
         choices = forward([nxt, *proposal])
         stats.forward_passes += 1
         stats.proposed += len(proposal)
         accepted = 0
-        finished: Decoded | None = None
         for token, choice in zip(proposal, choices, strict=False):
             if choice != token:
                 break
             accepted += 1
-            if is_eog(token):
-                finished = Decoded(out, "stop", detokenize(out))
-                break
-            out.append(token)
-            text = detokenize(out)
-            hit = [s for s in stop if s and s in text]
-            if hit:
-                finished = Decoded(out, "stop", text[: text.index(hit[0])])
-                break
-            if len(out) >= max_tokens:
-                finished = Decoded(out, "length", text)
-                break
+            finished = append(token)
+            if finished is not None:
+                stats.accepted += accepted
+                return finished
         stats.accepted += accepted
-        if finished is not None:
-            return finished
         truncate(evaluated + 1 + accepted)
         nxt = choices[accepted]

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 EXTRA_BUFFERS = ("auto", "on", "off")
-_PATCH_LOCK = threading.Lock()
+_PATCH_LOCK = threading.RLock()
 
 
 def use_extra_buffers(setting: str, features: CpuFeatures) -> bool:
@@ -78,7 +78,8 @@ def new_llama(model_path: str, extra_buffers: bool, **kwargs: Any) -> Llama:
     from llama_cpp import Llama
 
     if extra_buffers:
-        return Llama(model_path=model_path, **kwargs)
+        with _PATCH_LOCK:  # never while another thread's load has the wrapper in place
+            return Llama(model_path=model_path, **kwargs)
     if not can_turn_off_extra_buffers():
         raise ConfigError(
             "this llama-cpp-python cannot load a model without extra buffer types (needed on "

@@ -137,7 +137,14 @@ def serve(**kw: Any) -> None:
     from veracity.registry import parse_embedder_options, parse_options, split_spec
 
     options = parse_embedder_options(kw["embedder_option"]).get(split_spec(kw["embedder"])[0], {})
-    model_options = parse_options(kw["model_option"]).get(split_spec(kw["model"])[0], {})
+    parsed = parse_options(kw["model_option"])
+    model_options = parsed.get(split_spec(kw["model"])[0], {})
+    unused = [p for p in kw["model_option"]
+              if kw["upstream"] or p.partition("=")[0].strip() not in model_options]
+    if unused:
+        served = "the upstream" if kw["upstream"] else kw["model"]
+        raise ConfigError(f"--model-option sets the in-process model's options; {served} does "
+                          f"not take {', '.join(unused)}")
     settings = GatewaySettings(
         upstream=kw["upstream"], upstream_api_key_env=kw["upstream_api_key_env"], model=kw["model"],
         model_options=model_options,

@@ -74,6 +74,12 @@ def _valid(entry: Any) -> bool:
             and isinstance(entry.get("texts_per_second"), dict))
 
 
+def remembered_choice(path: Path, key: str) -> dict[str, Any] | None:
+    """The choice measured before for ``key``, if any."""
+    entry = read_choices(path).get(key)
+    return {**entry, "measured": False} if isinstance(entry, dict) and _valid(entry) else None
+
+
 def choose_backend(
     path: Path, key: str, measure: Callable[[str], float]
 ) -> dict[str, Any]:
@@ -82,9 +88,9 @@ def choose_backend(
 
     Returns ``{"backend", "texts_per_second": {backend: figure}, "measured": bool}``.
     """
-    remembered = read_choices(path).get(key)
-    if isinstance(remembered, dict) and _valid(remembered):
-        return {**remembered, "measured": False}
+    remembered = remembered_choice(path, key)
+    if remembered is not None:
+        return remembered
     figures = {backend: round(measure(backend), 1) for backend in CANDIDATES}
     best = max(CANDIDATES, key=lambda b: (figures[b], -CANDIDATES.index(b)))
     entry = {"backend": best, "texts_per_second": figures,
@@ -102,6 +108,10 @@ def _remember(path: Path, key: str, entry: dict[str, Any]) -> None:
     choices = read_choices(path)
     choices[key] = entry
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".choice-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(choices, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(choices, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

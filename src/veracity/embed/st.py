@@ -125,16 +125,34 @@ class SentenceTransformerEmbedder:
             from veracity.embed.onnx import OnnxSession, ensure_exported, export_root
 
             root = onnx_dir or export_root()
+            if backend == "auto" and self._remembered(root) == "torch":
+                return  # measured before on this CPU: no export needed
             onnx_file = ensure_exported(self._model, path, root, int8=backend == "onnx-int8")
             self._session = OnnxSession(onnx_file, self.threads)
-            if backend == "auto":
+            if backend == "auto" and self.backend_choice is None:
                 self._choose(root)
+
+    def _choice_key(self) -> str:
+        from veracity.cpu import cpu_features
+        from veracity.embed.choice import choice_key
+        from veracity.embed.onnx import fingerprint
+
+        return choice_key(cpu_features().fingerprint(), fingerprint(self.path), self.threads)
+
+    def _remembered(self, root: Path) -> str | None:
+        """The backend ``auto`` chose before on this CPU (and set it), if it did."""
+        from veracity.embed.choice import CHOICE_FILE, remembered_choice
+
+        choice = remembered_choice(root / CHOICE_FILE, self._choice_key())
+        if choice is None:
+            return None
+        self.backend = str(choice["backend"])
+        self.backend_choice = {"setting": "auto", **choice}
+        return self.backend
 
     def _choose(self, root: Path) -> None:
         """Keep the faster float32 path on this CPU (remembered per CPU, model and threads)."""
-        from veracity.cpu import cpu_features
-        from veracity.embed.choice import CHOICE_FILE, choice_key, choose_backend, texts_per_second
-        from veracity.embed.onnx import fingerprint
+        from veracity.embed.choice import CHOICE_FILE, choose_backend, texts_per_second
 
         session = self._session
 
@@ -142,8 +160,7 @@ class SentenceTransformerEmbedder:
             self.backend, self._session = candidate, session if candidate == "onnx" else None
             return texts_per_second(self._encode_batch)
 
-        key = choice_key(cpu_features().fingerprint(), fingerprint(self.path), self.threads)
-        choice = choose_backend(root / CHOICE_FILE, key, measure)
+        choice = choose_backend(root / CHOICE_FILE, self._choice_key(), measure)
         self.backend = str(choice["backend"])
         self._session = session if self.backend == "onnx" else None
         self.backend_choice = {"setting": "auto", **choice}
