@@ -105,7 +105,8 @@ def test_options_go_to_their_provider_only_and_resolved_values_are_recorded() ->
         record = ctx.options_record()
     assert record["models"]["fake"] == {"delay": 0.0}
     # given but not used: recorded with the declared defaults it would have run with
-    assert record["models"]["llamacpp"] == {"n_ctx": 1024, "n_batch": 32, "n_gpu_layers": 0}
+    assert record["models"]["llamacpp"] == {"n_ctx": 1024, "n_batch": 32, "n_gpu_layers": 0,
+                                            "extra_buffers": "auto", "decode": "sequential"}
 
 
 def test_the_cli_flags_are_options_of_their_providers() -> None:
@@ -176,6 +177,7 @@ def test_models_lists_every_declared_option_with_its_default() -> None:
     assert result.exit_code == 0, result.output
     assert "--model-option n_ctx=INT: context length in tokens (default 4096)" in result.output
     assert "--model-option dtype=auto|float32|float16|bfloat16" in result.output
-    assert "--embedder-option backend=torch|onnx|onnx-int8" in result.output
+    assert "--embedder-option backend=auto|torch|onnx|onnx-int8" in result.output
+    assert "--model-option extra_buffers=auto|on|off" in result.output
     assert "Pair scorers (FEWL --similarity):" in result.output
     assert "cross-encoder/PATH" in result.output
