@@ -107,6 +107,8 @@ def test_preset_paper_sets_the_papers_settings_and_explicit_options_win(tmp_path
         2, "paper-code", 1024, "ascii-control")
     assert settings["threshold"] == 0.05 and info["domain"] == "Programming QA"
     assert info["selection"]["n_selected"] == 5
+    # its references are worked answers, not gold answers: no correctness is claimed
+    assert "AUROC" not in text and not (out / "validation.json").exists()
     attack = tmp_path / "atk"
     run("attack", "--prompt", "What is 2+2?", "--model", "fake/slope", "--embedder",
         "hash/default", "--preset", "paper", "-n", "2", "--steps", "1", "--out", str(attack),

@@ -24,7 +24,7 @@ from veracity.cli.options import (
     sample_options,
 )
 from veracity.cli.output import echo
-from veracity.data.qa import load_items
+from veracity.data.qa import PROGRAMMING, load_items
 from veracity.errors import ConfigError
 from veracity.methods.calibration import read_calibration
 from veracity.methods.control import CONTROLS
@@ -350,7 +350,9 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
             )
             outcome = run_gamma(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
                                 calibration, kw["force"], kw["domain"])
-            if kw["validity"] and outcome.run is not None and any(i.references for i in items):
+            # a Programming QA reference is a whole worked answer, not a gold answer to match
+            judged = [i for i in items if i.references and i.metadata.get("domain") != PROGRAMMING]
+            if kw["validity"] and outcome.run is not None and judged:
                 validity = first_screen_validity(outcome.run.path, settings, ctx)
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
