@@ -66,7 +66,7 @@ def test_embedder_options_are_validated_against_the_declared_ones() -> None:
     # a key goes to every provider declaring it
     assert parse_embedder_options(["backend=onnx", "batch_size=8"]) == {
         "st": {"backend": "onnx", "batch_size": 8}, "openai": {"batch_size": 8}}
-    with pytest.raises(ConfigError, match="choose one of torch, onnx, onnx-int8"):
+    with pytest.raises(ConfigError, match="choose one of auto, torch, onnx, onnx-int8"):
         parse_embedder_options(["backend=tensorrt"])
     with pytest.raises(ConfigError, match="unknown embedder option 'colour'"):
         parse_embedder_options(["colour=blue"])
@@ -91,7 +91,7 @@ def test_cli_rejects_an_unknown_backend_before_running() -> None:
     result = CliRunner().invoke(main, ["gamma", "What is 2+2?", "--model", "fake/echo", "--embedder",
                                        "hash/default", "--embedder-option", "backend=gpu"])
     assert result.exit_code != 0
-    assert "choose one of torch, onnx, onnx-int8" in result.output
+    assert "choose one of auto, torch, onnx, onnx-int8" in result.output
 
 
 def test_the_default_backend_is_auto_and_falls_back_to_torch_without_onnxruntime(

@@ -73,7 +73,7 @@ def multibyte_wait(text: bytes, waiting: int) -> int:
     does while the text ends inside a multi-byte UTF-8 character (its quirks included, so that
     both decoders stop on the same token).
 
-    >>> multibyte_wait("é".encode()[:1], 0)
+    >>> multibyte_wait(b"ab" + "é".encode()[:1], 0)
     1
     >>> multibyte_wait(b"abc", 0)
     0

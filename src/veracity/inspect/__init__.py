@@ -1,6 +1,8 @@
 """veracity inside inspect_ai: the gamma scorer and the DB-MMLU task (``pip install 'veracity[inspect]'``).
 
->>> from veracity.inspect import gamma_scorer, db_mmlu  # doctest: +SKIP
+>>> from veracity.inspect import gamma_scorer, db_mmlu
+>>> callable(gamma_scorer) and callable(db_mmlu)
+True
 
 ``inspect eval veracity/db_mmlu --model ...`` and ``inspect eval veracity/gamma_qa --model ...``
 find them through the ``inspect_ai`` entry point once the extra is installed.
