@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-MATCH = 2
+MATCH = 3
 """Tokens at the end of the output that must occur in the draft to draft again from there."""
+MIN_DRAFT = 4
+"""Draft tokens proposed at least, even after rejections."""
 
 
 @dataclass
@@ -44,7 +46,7 @@ def next_draft(out: Sequence[int], draft: Sequence[int], limit: int) -> list[int
 
     >>> next_draft([5, 6], [5, 6, 7, 8], 10)
     [7, 8]
-    >>> next_draft([9, 6, 7], [5, 6, 7, 8, 1], 10)
+    >>> next_draft([9, 4, 6, 7], [5, 4, 6, 7, 8, 1], 10)
     [8, 1]
     >>> next_draft([9, 4], [5, 6, 7], 10)
     []
@@ -129,12 +131,13 @@ def draft_decode(
         return None
 
     nxt = first
+    length = max_batch - 1  # draft tokens to propose: halved on a rejection, doubled on success
     while True:
         finished = append(nxt)
         if finished is not None:
             return finished
         room = max_tokens - len(out) if waiting == 0 else max_batch
-        proposal = next_draft(out, draft, min(max_batch - 1, max(room, 0)))
+        proposal = next_draft(out, draft, min(length, max_batch - 1, max(room, 0)))
         evaluated = len(out) - 1  # tokens of the output already in the KV cache
         choices = forward([nxt, *proposal])
         stats.forward_passes += 1
@@ -149,5 +152,8 @@ def draft_decode(
                 stats.accepted += accepted
                 return finished
         stats.accepted += accepted
+        if proposal:  # a rejected draft token costs a batch row: propose less after one
+            length = min(2 * length, max_batch - 1) if accepted == len(proposal) \
+                else max(MIN_DRAFT, accepted + 1)
         truncate(evaluated + 1 + accepted)
         nxt = choices[accepted]
