@@ -97,8 +97,9 @@ def system_info() -> dict[str, str]:
     info: dict[str, str] = {}
     for part in text.replace("|", "\n").splitlines():
         key, sep, value = part.partition("=")
-        if sep and key.strip():
-            info[key.strip()] = value.strip()
+        key = key.rpartition(":")[2].strip()  # "CPU : SSE3 = 1": the backend's name comes first
+        if sep and key:
+            info[key] = value.strip()
     return info
 
 
