@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from opentelemetry import context, propagate, trace
@@ -35,6 +35,8 @@ from veracity.backends.base import Outcome
 from veracity.errors import BackendError, ConfigError
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 CHAT_PATH = "/v1/chat/completions"
@@ -303,12 +305,14 @@ class TracedUpstream:
     def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
         return self.inner.scoring_key(model)
 
-    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _opened(self, body: dict[str, Any], call: Callable[[], Awaitable[T]]) -> tuple[Span, T]:
+        """A client span for the upstream call and what the call returned; a failed call ends
+        the span (marked when the upstream said why) and raises."""
         model = str(body.get("model"))
         span = self.tracing.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT,
                                               attributes=self._attributes(model))
         try:
-            data = await self.inner.chat(body)
+            return span, await call()
         except UpstreamError as exc:
             _failed(span, exc)
             span.end()
@@ -316,6 +320,9 @@ class TracedUpstream:
         except BaseException:
             span.end()
             raise
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        span, data = await self._opened(body, lambda: self.inner.chat(body))
         if span.is_recording():
             found = _response_attributes(data)
             span.set_attributes(found)
@@ -326,18 +333,7 @@ class TracedUpstream:
         return data
 
     async def stream(self, body: dict[str, Any]) -> Stream:
-        model = str(body.get("model"))
-        span = self.tracing.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT,
-                                              attributes=self._attributes(model))
-        try:
-            inner = await self.inner.stream(body)
-        except UpstreamError as exc:
-            _failed(span, exc)
-            span.end()
-            raise
-        except BaseException:
-            span.end()
-            raise
+        span, inner = await self._opened(body, lambda: self.inner.stream(body))
         return TracedStream(inner, span)
 
     async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
