@@ -27,7 +27,7 @@ from pathlib import Path
 from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
 from veracity.client import LLMClient
 from veracity.data.mc import load_db_mmlu
-from veracity.methods.deception import (
+from veracity.methods.deception.core import (
     CATEGORIES,
     DeceptionSettings,
     answer_items,

@@ -30,9 +30,9 @@ import numpy.typing as npt
 from veracity.client import CachedEmbedder
 from veracity.embed.base import Embedder, Matrix
 from veracity.embed.st import BACKENDS, DEFAULT_BACKEND
-from veracity.methods.gamma import gamma_from_embeddings, score_answers
+from veracity.methods.gamma.core import gamma_from_embeddings, score_answers
+from veracity.methods.gamma.run import read_recorded
 from veracity.registry import load_embedder
-from veracity.runs.gamma import read_recorded
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fewl_scoring import make_recorded  # noqa: E402  (the sibling bench's text generator)

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from veracity.cache import Cache
 from veracity.data.qa import load_items
-from veracity.methods.fewl_pairs import PairSettings
+from veracity.methods.fewl.modes import run_fewl
+from veracity.methods.fewl.pairs import PairSettings
+from veracity.methods.fewl.run import AnswerSource, FewlSettings
 from veracity.registry import parse_embedder_options
 from veracity.runs.common import Context
-from veracity.runs.fewl import AnswerSource, FewlSettings
-from veracity.runs.fewl_modes import run_fewl
 from veracity.store import write_jsonl
 
 TARGET_SECONDS = 35.0

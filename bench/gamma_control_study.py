@@ -25,13 +25,13 @@ from typing import Any
 
 from veracity.cache import Cache
 from veracity.data.qa import load_items
-from veracity.methods.consistency import ConsistencySettings, consistency_scores
-from veracity.methods.control import null_generations, variations
-from veracity.methods.gamma import GammaSettings, measure_gamma
-from veracity.runs.calibrate import calibrate
+from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
+from veracity.methods.gamma.control import null_generations, variations
+from veracity.methods.gamma.core import GammaSettings, measure_gamma
+from veracity.methods.gamma.run import run_gamma
+from veracity.methods.gamma.run_calibrate import calibrate
+from veracity.methods.gamma.validate import ValidateSettings, validate_gamma
 from veracity.runs.common import Context
-from veracity.runs.gamma import run_gamma
-from veracity.runs.validate import ValidateSettings, validate_gamma
 from veracity.types import Item, Sampling
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "truthfulqa" / "TruthfulQA.csv"

@@ -37,7 +37,7 @@ from veracity.backends.llamacpp_draft import DraftStats
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.qa import load_items
-from veracity.methods.gamma import GammaSettings, gamma_from_embeddings, measure_gamma
+from veracity.methods.gamma.core import GammaSettings, gamma_from_embeddings, measure_gamma
 from veracity.perturb import perturb
 from veracity.registry import load_embedder, load_model
 from veracity.types import Item, Sampling

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from veracity.data.qa import load_items
-from veracity.methods.gamma import GammaSettings
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import run_gamma
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.gamma import run_gamma
 from veracity.types import Item
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

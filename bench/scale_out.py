@@ -31,9 +31,9 @@ from veracity.backends.fake import FakeBackend
 from veracity.backends.openai import load as load_openai
 from veracity.cache import Cache
 from veracity.client import LLMClient
-from veracity.methods.gamma import GammaSettings
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
-from veracity.runs.gamma import run_gamma
 from veracity.types import GenRequest, Item, Sampling
 
 MOCK = Path(__file__).resolve().parents[1] / "tests" / "mock_openai.py"

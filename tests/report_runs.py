@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from veracity.data.qa import load_items
-from veracity.methods.attack import AttackSettings
-from veracity.methods.fewl_pairs import PairSettings
-from veracity.methods.gamma import GammaSettings
-from veracity.runs.attack import run_attack
+from veracity.methods.deception.run import run_deception
+from veracity.methods.fewl.modes import run_fewl
+from veracity.methods.fewl.pairs import PairSettings
+from veracity.methods.fewl.run import AnswerSource, FewlSettings
+from veracity.methods.gamma.attack import AttackSettings
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import run_gamma
+from veracity.methods.gamma.run_attack import run_attack
+from veracity.methods.gamma.run_isotropy import run_isotropy
 from veracity.runs.common import Context
-from veracity.runs.deception import run_deception
-from veracity.runs.fewl import AnswerSource, FewlSettings
-from veracity.runs.fewl_modes import run_fewl
-from veracity.runs.gamma import run_gamma
-from veracity.runs.isotropy import run_isotropy
 from veracity.types import Item, MCItem
 
 # Each would change document.title if any of it ran as script or markup.

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from veracity.cli import main
 from veracity.errors import DataError
-from veracity.methods.annotate import (
+from veracity.methods.gamma.annotate import (
     RUBRICS,
     analyse_ratings,
     answer_check,
@@ -22,8 +22,8 @@ from veracity.methods.annotate import (
     read_ratings,
     sheet_rows,
 )
-from veracity.methods.gamma import GammaSettings, aggregate, gamma_record
-from veracity.runs.validate import import_ratings
+from veracity.methods.gamma.core import GammaSettings, aggregate, gamma_record
+from veracity.methods.gamma.validate import import_ratings
 from veracity.stats import fleiss_kappa
 from veracity.store import RunDir
 from veracity.types import Item

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 import veracity
 from veracity.errors import DataError, ErrorKind
-from veracity.methods.deception import deception_metrics, pairs_from_records
-from veracity.methods.fewl_pairs import PairSettings
-from veracity.methods.gamma import gamma_from_embeddings
+from veracity.methods.deception.core import deception_metrics, pairs_from_records
+from veracity.methods.fewl.pairs import PairSettings
+from veracity.methods.fewl.run import FewlSettings
+from veracity.methods.gamma.core import gamma_from_embeddings
 from veracity.registry import load_embedder
-from veracity.runs.fewl import FewlSettings
 
 SMOKE = Path(__file__).parent / "fixtures" / "db-mmlu-smoke"
 FAST_FEWL = FewlSettings(reference_samples=3, pairs=PairSettings(r=4), neighbours=2)
@@ -46,8 +46,8 @@ def test_gamma_returns_typed_records_matching_the_cli_and_the_maths() -> None:
 
 
 def test_gamma_summary_of_a_run_directory(tmp_path: Path) -> None:
+    from veracity.methods.gamma.run import run_gamma
     from veracity.runs.common import Context
-    from veracity.runs.gamma import run_gamma
     from veracity.types import Item
 
     items = [Item("a", "What is 2+2?"), Item("b", "Say nothing")]
@@ -132,7 +132,7 @@ def test_fewl_of_models_and_of_given_answers_agree(tmp_path: Path) -> None:
 
 
 def veracity_settings():  # type: ignore[no-untyped-def]
-    from veracity.methods.gamma import GammaSettings
+    from veracity.methods.gamma.core import GammaSettings
 
     return GammaSettings(n=3)
 

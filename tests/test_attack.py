@@ -15,7 +15,7 @@ from veracity.cli import main
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
-from veracity.methods.attack import (
+from veracity.methods.gamma.attack import (
     AttackSettings,
     candidates,
     choose,
@@ -23,8 +23,8 @@ from veracity.methods.attack import (
     visible,
     walk_attack,
 )
+from veracity.methods.gamma.run_attack import run_attack
 from veracity.perturb import perturb
-from veracity.runs.attack import run_attack
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import GenRequest

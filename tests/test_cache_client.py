@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from veracity.backends.fake import FakeBackend
-from veracity.cache import Cache, cache_key, default_cache_path
+from veracity.cache import Cache, cache_key
 from veracity.client import CachedEmbedder, LLMClient, request_key
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import AccessError, BackendError, PermanentError
+from veracity.paths import default_cache_path
 from veracity.types import GenRequest, Message, Sampling
 
 

@@ -210,9 +210,9 @@ def test_ball_accepts_utf8_ranges_registered_balls_and_rejects_unknown(
 
 def test_run_json_records_when_the_work_began_not_when_it_was_saved(tmp_path: Path) -> None:
     from veracity.data.qa import load_items
-    from veracity.methods.gamma import GammaSettings
+    from veracity.methods.gamma.core import GammaSettings
+    from veracity.methods.gamma.run import run_gamma
     from veracity.runs.common import Context
-    from veracity.runs.gamma import run_gamma
 
     ctx = Context(started="2026-01-02T03:04:05+0000")
     outcome = run_gamma(load_items("builtin", limit=2), "fake/unstable", "hash/default",
@@ -227,9 +227,9 @@ def test_an_item_the_model_rejects_is_reported_and_the_others_are_scored(tmp_pat
     from veracity.backends.fake import FakeBackend, unstable
     from veracity.client import LLMClient
     from veracity.data.qa import load_items
-    from veracity.methods.gamma import GammaSettings
+    from veracity.methods.gamma.core import GammaSettings
+    from veracity.methods.gamma.run import run_gamma
     from veracity.runs.common import Context
-    from veracity.runs.gamma import run_gamma
 
     def responder(request: GenRequest) -> str:
         text = request.messages[-1].content

@@ -14,10 +14,10 @@ from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient
 from veracity.errors import ConfigError
-from veracity.methods.control import add_null_control, summarise, variations
-from veracity.methods.gamma import GammaSettings, measure_gamma
+from veracity.methods.gamma.control import add_null_control, summarise, variations
+from veracity.methods.gamma.core import GammaSettings, measure_gamma
+from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
-from veracity.runs.gamma import run_gamma
 from veracity.types import Generation, GenRequest, Item, Sampling
 
 SAMPLING = Sampling(max_tokens=16)
@@ -153,7 +153,7 @@ def test_cli_control_writes_run_results_report_and_json(tmp_path: Path) -> None:
 
 
 def test_validate_reports_gamma_minus_null(tmp_path: Path, ctx: Context) -> None:
-    from veracity.runs.validate import ValidateSettings, validate_gamma
+    from veracity.methods.gamma.validate import ValidateSettings, validate_gamma
 
     dataset = tmp_path / "qa.jsonl"
     rows = [{"question": f"Question {k}?", "references": [w]}

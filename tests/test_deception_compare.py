@@ -17,18 +17,19 @@ from click.testing import CliRunner
 from veracity.cli import main
 from veracity.data.model_info import read_model_info
 from veracity.errors import DataError
-from veracity.methods.deception import deception_metrics, pairs_from_records
-from veracity.methods.deception_compare import (
+from veracity.methods.deception.compare import (
     ModelRecords,
     ModelSummary,
     Relation,
     case_studies,
     compare,
 )
-from veracity.records import DeceptionAnswer, DeceptionRecord, read_records
+from veracity.methods.deception.core import deception_metrics, pairs_from_records
+from veracity.methods.deception.records import DeceptionAnswer, DeceptionRecord
+from veracity.methods.deception.run import run_deception, run_deception_recorded
+from veracity.records import read_records
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.deception import run_deception, run_deception_recorded
 from veracity.stats import pearson
 from veracity.store import RunDir
 
@@ -292,7 +293,7 @@ def test_cli_model_info_needs_deception_runs(tmp_path: Path) -> None:
 
 
 def test_malformed_samples_are_a_clear_error(tmp_path: Path) -> None:
-    from veracity.report.deception_compare import section
+    from veracity.methods.deception.report_compare import section
 
     run = tmp_path / "broken"
     shutil.copytree(FIXTURES / "alpha", run)

@@ -19,7 +19,7 @@ from veracity.data.mc import (
     write_db_mmlu_file,
 )
 from veracity.errors import DataError
-from veracity.runs.deception import run_deception_recorded
+from veracity.methods.deception.run import run_deception_recorded
 from veracity.types import MCItem
 
 

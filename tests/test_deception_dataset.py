@@ -14,11 +14,11 @@ from data_paths import FIXTURES
 from veracity.backends.base import Capabilities
 from veracity.backends.fake import FakeBackend, Responder, misleader
 from veracity.cache import Cache
-from veracity.cli.deception import deception
 from veracity.client import LLMClient
 from veracity.data.mc import load_db_mmlu, load_mc
 from veracity.errors import BackendError
-from veracity.methods.deception_dataset import (
+from veracity.methods.deception.cli import deception
+from veracity.methods.deception.dataset import (
     OPENING_PREFIX,
     REPLY_PREFILL,
     MakeSettings,
@@ -28,8 +28,8 @@ from veracity.methods.deception_dataset import (
     shuffle_within_subjects,
     write_openings,
 )
+from veracity.methods.deception.run import make_dataset
 from veracity.runs.common import Context
-from veracity.runs.deception import make_dataset
 from veracity.types import GenRequest, MCItem
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from veracity.errors import DataError
-from veracity.methods.deception import (
+from veracity.methods.deception.core import (
     EXAMPLE,
     EXAMPLE_REASONING,
     NORMAL_START,

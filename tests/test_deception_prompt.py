@@ -14,10 +14,10 @@ from jinja2 import TemplateError
 from data_paths import FIXTURES
 from veracity.backends.fake import FakeBackend
 from veracity.backends.openai import OpenAIBackend
-from veracity.cli.deception import deception
 from veracity.client import LLMClient
 from veracity.errors import ConfigError
-from veracity.methods.deception import (
+from veracity.methods.deception.cli import deception
+from veracity.methods.deception.core import (
     INSTRUCTION,
     NORMAL_START,
     PREFILL_HEAD,
@@ -26,7 +26,7 @@ from veracity.methods.deception import (
     build_messages,
     build_request,
 )
-from veracity.methods.deception_prompt import DEFAULT_PROMPT, load_prompt_file
+from veracity.methods.deception.prompt import DEFAULT_PROMPT, load_prompt_file
 from veracity.types import MCItem
 
 TEMPLATES = FIXTURES / "chat_templates"

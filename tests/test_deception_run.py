@@ -15,20 +15,20 @@ from data_paths import FIXTURES, full_or_fixture
 from local_models import has_local_models
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.fake import FakeBackend, deceive
-from veracity.cli.deception import deception
 from veracity.client import LLMClient
 from veracity.errors import CapabilityError, DataError, ErrorKind
-from veracity.methods.deception import (
+from veracity.methods.deception.cli import deception
+from veracity.methods.deception.core import (
     PREFILL_HEAD,
     DeceptionSettings,
     deception_metrics,
     json_escape,
     pairs_from_records,
 )
+from veracity.methods.deception.report import correlation, section
+from veracity.methods.deception.run import run_deception
 from veracity.report import build_report
-from veracity.report.deception import correlation, section
 from veracity.runs.common import Context
-from veracity.runs.deception import run_deception
 from veracity.stats import pearson
 from veracity.store import RunDir
 from veracity.types import Generation, GenRequest
@@ -287,8 +287,9 @@ class _CutOff(FakeBackend):
 
 def test_reasoning_cut_off_by_max_tokens_is_its_own_error_kind(db: str) -> None:
     from veracity.data.mc import load_mc
-    from veracity.methods.deception import answer_items
-    from veracity.records import DeceptionRecord, read_records
+    from veracity.methods.deception.core import answer_items
+    from veracity.methods.deception.records import DeceptionRecord
+    from veracity.records import read_records
 
     items = load_mc(db, ["anatomy"], 2)
     backend = _CutOff("deceive")

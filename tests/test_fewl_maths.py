@@ -11,7 +11,7 @@ import pytest
 
 from veracity.client import CachedEmbedder
 from veracity.errors import ConfigError
-from veracity.methods.fewl import (
+from veracity.methods.fewl.core import (
     VARIANTS,
     activation,
     conjugate,
@@ -26,7 +26,7 @@ from veracity.methods.fewl import (
     truthfulness,
     uniform_weights,
 )
-from veracity.methods.similarity import EmbeddingSimilarity
+from veracity.methods.fewl.similarity import EmbeddingSimilarity
 
 # hand values: g_tv(v) = tanh(v) / 2
 G = {0.1: 0.0498340, 0.2: 0.0986877, 0.3: 0.1456563, 0.5: 0.2310586, 0.8: 0.3320184,

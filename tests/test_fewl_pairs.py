@@ -12,7 +12,7 @@ from veracity.backends.fake import FakeBackend
 from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.errors import BackendError, ConfigError
-from veracity.methods.fewl_pairs import (
+from veracity.methods.fewl.pairs import (
     Pair,
     PairSettings,
     generate_pairs,

@@ -18,7 +18,7 @@ from veracity.backends.fake import FakeBackend
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.labelled import load_labelled
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl import (
+from veracity.methods.fewl.core import (
     VARIANTS,
     random_neighbours,
     sample_level_agreement,
@@ -27,7 +27,8 @@ from veracity.methods.fewl import (
     single_best_weights,
     tqa_metric,
 )
-from veracity.methods.fewl_pairs import (
+from veracity.methods.fewl.modes import TABLE_ROWS, combine_repeats, run_fewl_validate
+from veracity.methods.fewl.pairs import (
     PAIR_PROMPT,
     PairPrompt,
     PairSettings,
@@ -35,10 +36,9 @@ from veracity.methods.fewl_pairs import (
     pair_prompt,
     parse_pairs,
 )
-from veracity.methods.similarity import EmbeddingSimilarity
+from veracity.methods.fewl.run import FewlSettings
+from veracity.methods.fewl.similarity import EmbeddingSimilarity
 from veracity.runs.common import Context
-from veracity.runs.fewl import FewlSettings
-from veracity.runs.fewl_modes import TABLE_ROWS, combine_repeats, run_fewl_validate
 from veracity.store import RunDir
 
 FORMATS = FIXTURES / "formats"
@@ -47,7 +47,7 @@ FAST = ["--reference", "fake/pairs", "--reference-samples", "3", "--pairs", "4",
 
 
 def fewl_cli(args: list[str], cache: Path, ok: bool = True) -> Result:
-    from veracity.cli.fewl import fewl
+    from veracity.methods.fewl.cli import fewl
 
     result = CliRunner().invoke(fewl, [*args, "--cache", str(cache)], catch_exceptions=False)
     if ok:
@@ -311,8 +311,8 @@ def _judge(request: Any) -> str:
 
 def test_figures_two_and_three_from_a_judge(tmp_path: Path) -> None:
     from veracity.data.labelled import LabelledItem
+    from veracity.methods.fewl.figures import parse_rating
     from veracity.report import build_report
-    from veracity.runs.fewl_figures import parse_rating
 
     golds = ["Paris", "Paris", "Rome", "Rome"]
     questions = ["capital of france", "seat of the french government", "capital of italy",

@@ -13,12 +13,12 @@ from click.testing import CliRunner, Result
 from local_models import has_local_models
 from veracity.backends.fake import FakeBackend, stable
 from veracity.client import LLMClient
-from veracity.methods.fewl import VARIANTS
-from veracity.methods.fewl_pairs import PairSettings
+from veracity.methods.fewl.core import VARIANTS
+from veracity.methods.fewl.modes import run_fewl
+from veracity.methods.fewl.pairs import PairSettings
+from veracity.methods.fewl.run import AnswerSource, FewlSettings, answer_source
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.fewl import AnswerSource, FewlSettings, answer_source
-from veracity.runs.fewl_modes import run_fewl
 from veracity.store import RunDir
 from veracity.types import GenRequest, Item
 
@@ -27,7 +27,7 @@ FAST = ["--reference", "fake/pairs", "--reference-samples", "3", "--pairs", "4",
 
 
 def fewl_cli(args: list[str], cache: Path) -> Result:
-    from veracity.cli.fewl import fewl
+    from veracity.methods.fewl.cli import fewl
 
     result = CliRunner().invoke(fewl, [*args, "--cache", str(cache)], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from data_paths import FIXTURES
 from veracity.errors import ConfigError
-from veracity.methods.similarity import CrossEncoderSimilarity, load_similarity
+from veracity.methods.fewl.similarity import CrossEncoderSimilarity, load_similarity
 from veracity.registry import parse_options
 from veracity.runs.common import Context
 from veracity.store import RunDir
@@ -97,7 +97,7 @@ def test_bad_scorer_options_are_clear() -> None:
 
 def test_validate_with_the_scorer_option_records_it(custom_code_model: Path,
                                                     tmp_path: Path) -> None:
-    from veracity.cli.fewl import fewl
+    from veracity.methods.fewl.cli import fewl
 
     out = tmp_path / "run"
     result = CliRunner().invoke(fewl, [

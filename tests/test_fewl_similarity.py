@@ -14,7 +14,7 @@ from veracity.client import CachedEmbedder, ScorerClient
 from veracity.embed.cross import CrossEncoderScorer
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
-from veracity.methods.similarity import (
+from veracity.methods.fewl.similarity import (
     CrossEncoderSimilarity,
     EmbeddingSimilarity,
     EmbeddingTable,
@@ -22,6 +22,7 @@ from veracity.methods.similarity import (
     load_similarity,
     most_similar,
 )
+from veracity.runs.common import Context
 
 
 def test_cosine_mappings() -> None:
@@ -44,7 +45,7 @@ def test_embedding_table_is_elementwise_and_shape_preserving() -> None:
 
 def test_embedding_similarity_embeds_each_distinct_text_once(cache: Cache) -> None:
     embedder = CachedEmbedder(HashEmbedder(), cache)
-    sim = load_similarity("hash/default", lambda spec: embedder)
+    sim = load_similarity("hash/default", lambda spec: embedder, Context(cache=None).scorer)
     assert isinstance(sim, EmbeddingSimilarity)
     table = sim.table(["a cat", "a dog", "the sea"])
     values = table(np.array([0, 0, 1]), np.array([0, 1, 2]))
@@ -106,9 +107,10 @@ def test_cross_encoder_entailment_label(tmp_path: Path) -> None:
 
 
 def test_cross_encoder_spec_and_missing_directory(tmp_path: Path) -> None:
+    ctx = Context(cache=None)
     with pytest.raises(ConfigError, match="not found"):
-        load_similarity(f"cross-encoder/{tmp_path / 'nope'}", lambda s: None)  # type: ignore
-    sim = load_similarity(f"nli/{tmp_path}", lambda s: None)  # type: ignore
+        load_similarity(f"cross-encoder/{tmp_path / 'nope'}", ctx.embedder, ctx.scorer)
+    sim = load_similarity(f"nli/{tmp_path}", ctx.embedder, ctx.scorer)
     assert isinstance(sim, CrossEncoderSimilarity)
     assert sim.spec == f"cross-encoder/{tmp_path}"  # nli/ is another name of the same provider
 
@@ -139,7 +141,8 @@ def test_real_cross_encoder_directory_loads_and_scores(tmp_path: Path) -> None:
     from veracity.embed.st import bundled_minilm_path
 
     # MiniLM is not a trained cross-encoder; this checks the loading / batching path only
-    sim = load_similarity(f"cross-encoder/{bundled_minilm_path()}", lambda s: None)  # type: ignore
+    ctx = Context(cache=None)
+    sim = load_similarity(f"cross-encoder/{bundled_minilm_path()}", ctx.embedder, ctx.scorer)
     values = sim.table(["a cat sat", "a dog ran", "a cat sat"])(np.array([0, 1, 0]),
                                                                 np.array([1, 0, 2]))
     assert ((values >= 0) & (values <= 1)).all()

@@ -23,8 +23,8 @@ from veracity.data.labelled import (
 from veracity.data.mc import load_db_mmlu, load_mc, read_recorded_file
 from veracity.data.qa import load_builtin, load_items, load_truthfulqa
 from veracity.errors import DataError
-from veracity.methods.annotate import read_all, read_ratings, sheet_rows
-from veracity.runs.deception import run_deception_recorded
+from veracity.methods.deception.run import run_deception_recorded
+from veracity.methods.gamma.annotate import read_all, read_ratings, sheet_rows
 
 FORMATS = FIXTURES / "formats"
 DB_MMLU = FIXTURES / "db-mmlu-smoke"

@@ -16,7 +16,7 @@ from veracity.cli import main
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
-from veracity.methods.gamma import (
+from veracity.methods.gamma.core import (
     GammaSettings,
     Threshold,
     aggregate,
@@ -25,8 +25,8 @@ from veracity.methods.gamma import (
     gamma_from_embeddings,
     measure_gamma,
 )
+from veracity.methods.gamma.validate import import_ratings
 from veracity.runs.common import Context
-from veracity.runs.validate import import_ratings
 from veracity.store import RunDir
 from veracity.types import Generation, GenRequest, Item, Sampling
 

@@ -10,7 +10,7 @@ import pytest
 from veracity.client import CachedEmbedder
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
-from veracity.methods.gamma import aggregate, gamma_batch, gamma_from_embeddings, score_answers
+from veracity.methods.gamma.core import aggregate, gamma_batch, gamma_from_embeddings, score_answers
 
 MARY = "Mary Queen of Scots was a Roman Catholic."
 MARY_NO_A = "Mary Queen of Scots was Roman Catholic."

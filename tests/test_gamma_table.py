@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from veracity.cli import main
-from veracity.methods.gamma import Threshold, aggregate
+from veracity.methods.gamma.core import Threshold, aggregate
+from veracity.methods.gamma.report_table import ALL_MODELS, rating_bins, table8
+from veracity.methods.gamma.validate import import_ratings
 from veracity.report import build_report
-from veracity.report.gamma_table import ALL_MODELS, rating_bins, table8
-from veracity.runs.validate import import_ratings
 from veracity.store import RunDir
 
 PAPER = Threshold(0.05, "paper-code")
@@ -107,5 +107,5 @@ def test_report_shows_table8_and_json(three: list[RunDir], tmp_path: Path) -> No
         assert text in html, text
     result = CliRunner().invoke(main, ["report", *(str(r.path) for r in three), "--json"])
     assert result.exit_code == 0, result.output
-    data: dict[str, Any] = json.loads(result.output)
+    data: dict[str, Any] = json.loads(result.output)["gamma"]  # keyed by method
     assert data["cells"]["m2"]["Web QA"]["share_below"] == pytest.approx(0.75)

@@ -84,7 +84,7 @@ def test_an_encoder_decoder_model_loads_and_generates_as_in_one_call(tiny_t5: Pa
 
 
 def test_fewl_ranks_answers_of_an_encoder_decoder_model(tiny_t5: Path, tmp_path: Path) -> None:
-    from veracity.cli.fewl import fewl
+    from veracity.methods.fewl.cli import fewl
 
     out = tmp_path / "rank"
     dataset = f"haltt4llm:{FIXTURES / 'formats' / 'haltt4llm.json'}"

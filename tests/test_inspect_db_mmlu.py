@@ -27,7 +27,7 @@ from veracity.cli import main  # noqa: E402
 from veracity.errors import ConfigError, DataError  # noqa: E402
 from veracity.inspect import db_mmlu  # noqa: E402
 from veracity.inspect.db_mmlu import consistency, fixture_dir, susceptibility  # noqa: E402
-from veracity.methods.deception import PREFILL_HEAD  # noqa: E402
+from veracity.methods.deception.core import PREFILL_HEAD  # noqa: E402
 
 METRICS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency")
 

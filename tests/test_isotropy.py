@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from veracity.cli import main
-from veracity.methods.gamma import GammaSettings, gamma_from_embeddings
-from veracity.methods.isotropy import (
+from veracity.methods.gamma.core import GammaSettings, gamma_from_embeddings
+from veracity.methods.gamma.isotropy import (
     aggregate,
     angles_deg,
     centroid_angle,
@@ -20,8 +20,8 @@ from veracity.methods.isotropy import (
     share_within,
     spread,
 )
+from veracity.methods.gamma.run_isotropy import run_isotropy
 from veracity.runs.common import Context
-from veracity.runs.isotropy import run_isotropy
 from veracity.types import Item
 
 

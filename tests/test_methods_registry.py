@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from veracity.methods import base
-from veracity.methods.base import Method, get_method, method_names
-from veracity.records import DeceptionRecord, FewlRecord, GammaRecord, Row
+from veracity import method as base
+from veracity.method import Method, get_method, method_names
+from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.gamma.records import GammaRecord
+from veracity.records import Row
 from veracity.report import build_report
 from veracity.store import RunDir, check_run_target, run_files
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import click
 
-from veracity.methods.base import MethodSpec, ReportSection
+from veracity.method import Command, MethodSpec, ReportSection
 from veracity.records import Row
 from veracity.report.html import esc
 from veracity.runs.result import RunResult, save_run
@@ -50,10 +53,10 @@ def section(runs):
     return "".join(f"<p>mean length {esc(str(r.results['mean']))}</p>" for r in runs)
 
 
-METHOD = MethodSpec("length", "Answer length", "length_method:run_length",
-                    "veracity.records:Row", "length_method:command",
+METHOD = MethodSpec("length", "Answer length", "veracity.records:Row",
                     (ReportSection("length_method:section"),), higher_is_better=False,
-                    primary_metric="length", run_files=("lengths.jsonl",))
+                    primary_metric="length", commands=(Command("length_method:command"),),
+                    run_files=("lengths.jsonl",))
 '''
 
 
@@ -76,7 +79,7 @@ class Messages(logging.Handler):
 def plugin_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Messages]:
     """The registry's log, read at the logger itself: libraries configured by earlier tests
     (dictConfig, logging.disable, propagate, levels) cannot hide a message from it."""
-    logger = logging.getLogger("veracity.methods.base")
+    logger = logging.getLogger("veracity.method")
     monkeypatch.setattr(logger, "disabled", False)
     level, disabled = logger.level, logging.root.manager.disable
     logger.setLevel(logging.WARNING)
@@ -106,7 +109,7 @@ def plugin(tmp_path: Path, plugin_log: Messages) -> Iterator[None]:
         "wrong = length_method:section\n", encoding="utf-8")
     saved = dict(base._REGISTRY)
     sys.path.insert(0, str(site))
-    base._plugins_loaded = False
+    base._loaded = False
     try:
         yield
     finally:
@@ -114,17 +117,20 @@ def plugin(tmp_path: Path, plugin_log: Messages) -> Iterator[None]:
         sys.modules.pop("length_method", None)
         base._REGISTRY.clear()
         base._REGISTRY.update(saved)
-        base._plugins_loaded = False
+        base._loaded = False
 
 
 def test_builtin_methods_are_registered_with_their_parts() -> None:
-    assert method_names()[:5] == ("gamma", "deception", "fewl", "attack", "isotropy")
+    assert method_names()[:6] == ("gamma", "attack", "isotropy", "deception", "fewl",
+                                  "mitigation")  # folder by folder
     records = {name: get_method(name).record_type() for name in method_names()[:5]}
     assert records == {"gamma": GammaRecord, "deception": DeceptionRecord, "fewl": FewlRecord,
                        "attack": Row, "isotropy": Row}
     gamma = get_method("gamma")
     assert isinstance(gamma, Method) and not gamma.higher_is_better
-    assert gamma.runner().__name__ == "run_gamma" and gamma.command().name == "gamma"
+    assert [c.load().name for c in gamma.commands] == ["gamma", "calibrate", "validate", "annotate"]
+    assert [(c.load().name, c.group) for c in get_method("mitigation").commands] == [
+        ("icl", "fewl"), ("finetune", "fewl")]
     assert get_method("fewl").higher_is_better and "pairs.jsonl" in run_files()
     assert [s.title for s in get_method("deception").sections] == ["", "Comparison across models"]
 
@@ -144,7 +150,9 @@ def test_a_plugin_method_runs_reports_and_has_a_command(
     assert "method plugin broken (no_such_module:METHOD) not loaded: ModuleNotFoundError" in (
         plugin_log.text)
     assert "method plugin wrong (length_method:section) is not a veracity Method" in plugin_log.text
-    result = get_method("length").runner()(["abc", "a"], tmp_path / "run")
+    from length_method import run_length  # type: ignore[import-not-found]
+
+    result = run_length(["abc", "a"], tmp_path / "run")
     assert result.results["mean"] == 2.0 and result.records[1].to_json()["length"] == 1
     run = RunDir.open(tmp_path / "run")  # its run.json names a registered method
     assert run.method == "length" and "lengths.jsonl" in run.info["files"]
@@ -158,6 +166,7 @@ def test_a_plugin_method_runs_reports_and_has_a_command(
 
     with pytest.raises(ConfigError, match="lengths.jsonl but no run.json"):
         check_run_target(stray)
-    command = get_method("length").command()
+    (command_spec,) = get_method("length").commands
+    command = command_spec.load()
     out = CliRunner().invoke(command, ["hello", "hi"])
     assert out.exit_code == 0 and "mean length 3.5" in out.output

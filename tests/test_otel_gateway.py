@@ -28,9 +28,9 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from gateway_server import RunningApp  # noqa: E402
 from mock_upstream import STABLE, MockUpstream, Reply, only  # noqa: E402
-from veracity.cli.serve import gateway_tracing  # noqa: E402
 from veracity.errors import ConfigError  # noqa: E402
 from veracity.serve import GatewaySettings, create_app  # noqa: E402
+from veracity.serve.cli import gateway_tracing  # noqa: E402
 from veracity.serve.tracing import Tracing, configure  # noqa: E402
 
 UPSTREAM_KEY = "sk-upstream-CANARY-0tel"

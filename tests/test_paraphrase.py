@@ -13,8 +13,8 @@ from veracity.cli import main
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma import GammaSettings, measure_gamma
-from veracity.methods.paraphrase import paraphrase_ball, parse_paraphrase
+from veracity.methods.gamma.core import GammaSettings, measure_gamma
+from veracity.methods.gamma.paraphrase import paraphrase_ball, parse_paraphrase
 from veracity.perturb import perturb, resolve_ball
 from veracity.types import Item
 

@@ -18,9 +18,9 @@ import pytest
 from local_models import has_local_models
 from veracity.cache import Cache
 from veracity.executors import RaySettings, parse_executor
-from veracity.methods.gamma import GammaSettings
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
-from veracity.runs.gamma import run_gamma
 from veracity.types import GenRequest, Item, Sampling
 
 ray = pytest.importorskip("ray")

@@ -9,20 +9,17 @@ from pathlib import Path
 import pytest
 
 from veracity.errors import ErrorKind
-from veracity.methods.fewl_pairs import PairSettings
-from veracity.methods.gamma import GammaSettings
-from veracity.records import (
-    DeceptionRecord,
-    FewlRecord,
-    GammaRecord,
-    RecordError,
-    read_records,
-)
+from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.fewl.modes import run_fewl
+from veracity.methods.fewl.pairs import PairSettings
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.run import AnswerSource, FewlSettings
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.run import run_gamma
+from veracity.records import RecordError, read_records
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.fewl import AnswerSource, FewlSettings
-from veracity.runs.fewl_modes import run_fewl
-from veracity.runs.gamma import run_gamma
 from veracity.store import RunDir
 from veracity.types import Item
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from report_runs import PAYLOADS, deception_runs, fewl_runs, gamma_runs
-from veracity.methods.gamma import GammaSettings
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import run_gamma
 from veracity.report import build_report
 from veracity.report.html import json_block
 from veracity.runs.common import Context
-from veracity.runs.gamma import run_gamma
 from veracity.store import RunDir
 from veracity.types import Item
 
@@ -112,7 +112,7 @@ def test_comparison_and_per_method_tables(tmp_path: Path, ctx: Context) -> None:
 
 
 def test_labels_from_validate_fill_the_correct_column(tmp_path: Path, ctx: Context) -> None:
-    from veracity.report.gamma import item_rows
+    from veracity.methods.gamma.report import item_rows
 
     items = [Item("a", "What is 2+2?"), Item("b", "Name a river."), Item("c", "Name a sea.")]
     out = tmp_path / "v"

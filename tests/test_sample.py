@@ -122,7 +122,7 @@ def test_deception_sample(tmp_path: Path) -> None:
 
 
 def test_fewl_sample(tmp_path: Path) -> None:
-    from veracity.cli.fewl import fewl
+    from veracity.methods.fewl.cli import fewl
 
     out = tmp_path / "fewl"
     args = ["run", "--dataset", "builtin", "--limit", "12", "--sample", "5", "--answers",

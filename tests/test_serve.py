@@ -23,7 +23,7 @@ from veracity.cli import main
 from veracity.errors import ConfigError
 from veracity.serve import GatewaySettings, create_app
 from veracity.serve.scoring import apply_edit
-from veracity.serve.traffic import read_traffic
+from veracity.traffic import read_traffic
 
 UPSTREAM_KEY = "sk-upstream-CANARY-7f3a9c"
 GATEWAY_KEY = "gw-key-CANARY-51b2"

@@ -19,7 +19,7 @@ import pytest
 
 from local_models import has_local_models
 from mock_upstream import STABLE, MockUpstream, Reply, only
-from veracity.serve.traffic import read_traffic
+from veracity.traffic import read_traffic
 
 VERDICTS = {"trustworthy", "uncertain", "untrustworthy"}
 

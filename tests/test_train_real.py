@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from veracity.errors import ConfigError
+from veracity.methods.fewl.lora import LoraSettings, base_location, train_lora
 from veracity.registry import load_model
-from veracity.train.lora import LoraSettings, base_location, train_lora
 from veracity.types import Generation, GenRequest, Sampling
 
 PAIRS = [("Who wrote Hamlet?", "William Shakespeare wrote Hamlet."),

@@ -14,15 +14,7 @@ from data_paths import full_or_fixture
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient
-from veracity.data.qa import load_items
-from veracity.errors import ConfigError, DataError
-from veracity.methods.consistency import (
-    ConsistencySettings,
-    consistency_scores,
-    normalized_cosine,
-    sample_requests,
-)
-from veracity.methods.correctness import (
+from veracity.correctness import (
     Labelled,
     Verdict,
     contains_gold,
@@ -30,10 +22,18 @@ from veracity.methods.correctness import (
     label_answers,
     parse_verdict,
 )
-from veracity.methods.gamma import GammaSettings
+from veracity.data.qa import load_items
+from veracity.errors import ConfigError, DataError
+from veracity.methods.consistency.core import (
+    ConsistencySettings,
+    consistency_scores,
+    normalized_cosine,
+    sample_requests,
+)
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import run_gamma
+from veracity.methods.gamma.validate import ValidateSettings, aggregate, validate_gamma
 from veracity.runs.common import Context
-from veracity.runs.gamma import run_gamma
-from veracity.runs.validate import ValidateSettings, aggregate, validate_gamma
 from veracity.stats import auroc, binned_means, bootstrap_aurocs, percentile_ci
 from veracity.types import GenRequest, Sampling
 

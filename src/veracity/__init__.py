@@ -5,7 +5,6 @@ Importing this package loads no torch, llama_cpp or transformers; backends load 
 
 from typing import TYPE_CHECKING, Any
 
-from veracity.api import Truster, gamma, score_gamma, trust
 from veracity.errors import (
     BackendError,
     CapabilityError,
@@ -13,41 +12,51 @@ from veracity.errors import (
     DataError,
     VeracityError,
 )
-from veracity.methods.calibration import read_calibration
-from veracity.methods.gamma import gamma_from_embeddings
-from veracity.methods.trust import TrustScore
+from veracity.methods.gamma.api import Truster, gamma, score_gamma, trust
+from veracity.methods.gamma.calibration import read_calibration
+from veracity.methods.gamma.core import gamma_from_embeddings
+from veracity.methods.gamma.trust import TrustScore
 from veracity.registry import load_embedder, load_model
 from veracity.types import Generation, GenRequest, Item, MCItem, Message, Sampling
 
 if TYPE_CHECKING:
-    from veracity.api_deception import deception, score_deception
-    from veracity.api_fewl import fewl, score_fewl
-    from veracity.methods.fewl_pairs import PairSettings
-    from veracity.records import DeceptionRecord, FewlRecord, GammaRecord, RecordError
-    from veracity.runs.fewl import FewlSettings
+    from veracity.methods.deception.api import deception, score_deception
+    from veracity.methods.deception.records import DeceptionRecord, DeceptionSummary
+    from veracity.methods.fewl.api import fewl, score_fewl
+    from veracity.methods.fewl.pairs import PairSettings
+    from veracity.methods.fewl.records import FewlRecord, FewlSummary
+    from veracity.methods.fewl.run import FewlSettings
+    from veracity.methods.gamma.records import GammaRecord, GammaSummary
+    from veracity.records import RecordError
     from veracity.runs.result import RunResult
-    from veracity.summaries import DeceptionSummary, FewlSummary, GammaSummary
 
 __version__ = "0.1.0"
 
+_GAMMA, _DECEPTION, _FEWL = (f"veracity.methods.{m}" for m in ("gamma", "deception", "fewl"))
 _LAZY = {
-    "deception": "veracity.api_deception", "score_deception": "veracity.api_deception",
-    "fewl": "veracity.api_fewl", "score_fewl": "veracity.api_fewl",
-    "GammaRecord": "veracity.records", "DeceptionRecord": "veracity.records",
-    "FewlRecord": "veracity.records", "RecordError": "veracity.records",
-    "RunResult": "veracity.runs.result",
-    "FewlSettings": "veracity.runs.fewl", "PairSettings": "veracity.methods.fewl_pairs",
-    "GammaSummary": "veracity.summaries", "DeceptionSummary": "veracity.summaries",
-    "FewlSummary": "veracity.summaries",
+    "deception": f"{_DECEPTION}.api", "score_deception": f"{_DECEPTION}.api",
+    "fewl": f"{_FEWL}.api", "score_fewl": f"{_FEWL}.api",
+    "GammaRecord": f"{_GAMMA}.records", "GammaSummary": f"{_GAMMA}.records",
+    "DeceptionRecord": f"{_DECEPTION}.records", "DeceptionSummary": f"{_DECEPTION}.records",
+    "FewlRecord": f"{_FEWL}.records", "FewlSummary": f"{_FEWL}.records",
+    "FewlSettings": f"{_FEWL}.run", "PairSettings": f"{_FEWL}.pairs",
+    "RecordError": "veracity.records", "RunResult": "veracity.runs.result",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Deception, FEWL and the record types load on first use (their datasets and runs)."""
-    if name in _LAZY:
-        import importlib
+    """Deception, FEWL and the record types load on first use (their datasets and runs); a
+    method's spec may add more names (``api``), found in the method registry."""
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if not name.startswith("_"):
+        from veracity.method import load_target, public_api
+
+        target = public_api(name)
+        if target is not None:
+            return load_target(target)
     raise AttributeError(f"module 'veracity' has no attribute '{name}'")
 
 __all__ = [

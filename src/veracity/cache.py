@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -21,7 +20,7 @@ import numpy as np
 
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError
-from veracity.paths import check_output_file, user_path
+from veracity.paths import check_output_file, default_cache_path, user_path
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -34,15 +33,6 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_kind_spec ON entries (kind, spec);
 """
 _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements small
-
-
-def default_cache_path() -> Path:
-    """``$VERACITY_CACHE``, else ``$VERACITY_HOME/cache.sqlite``, else ``~/.cache/veracity``."""
-    if os.environ.get("VERACITY_CACHE"):
-        return user_path(os.environ["VERACITY_CACHE"])
-    home = os.environ.get("VERACITY_HOME")
-    base = user_path(home) if home else Path.home() / ".cache" / "veracity"
-    return base / "cache.sqlite"
 
 
 def cache_key(payload: Mapping[str, Any]) -> str:

@@ -199,7 +199,7 @@ def check_embedder(timeout: float = 300.0) -> Check:
 
 def check_home() -> Check:
     """The cache folder is writable and has room."""
-    from veracity.cache import default_cache_path
+    from veracity.paths import default_cache_path
 
     folder = default_cache_path().parent
     try:

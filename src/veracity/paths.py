@@ -16,6 +16,15 @@ def user_path(value: str | Path) -> Path:
         raise ConfigError(f"{value}: cannot expand '~' (no such user or no home directory)") from None
 
 
+def default_cache_path() -> Path:
+    """``$VERACITY_CACHE``, else ``$VERACITY_HOME/cache.sqlite``, else ``~/.cache/veracity``."""
+    if os.environ.get("VERACITY_CACHE"):
+        return user_path(os.environ["VERACITY_CACHE"])
+    home = os.environ.get("VERACITY_HOME")
+    base = user_path(home) if home else Path.home() / ".cache" / "veracity"
+    return base / "cache.sqlite"
+
+
 def _blocking_file(path: Path) -> Path | None:
     """The existing non-directory at ``path`` or above it, if any."""
     for candidate in (path, *path.parents):

@@ -19,7 +19,7 @@ from typing import Any
 
 from veracity.data.jsonl import load_json, read_objects, read_text
 from veracity.errors import ConfigError, DataError
-from veracity.methods.base import method_names, methods
+from veracity.method import get_method, method_names, methods
 from veracity.paths import check_output_dir
 from veracity.text import json_safe, redact_urls
 
@@ -172,11 +172,14 @@ class RunDir:
         check_run_target(run.path)
         run.path.mkdir(parents=True, exist_ok=True)
         run._clear_previous()
+        spec = get_method(method)
         run._write(
             "run.json",
             {
                 "schema_version": SCHEMA_VERSION,
                 "method": method,
+                "primary_metric": spec.primary_metric,
+                "higher_is_better": spec.higher_is_better,
                 "config": redact(config),
                 "versions": package_versions(),
                 "git": git_commit(),

@@ -18,18 +18,18 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from veracity.correctness import parse_verdict
 from veracity.data.labelled import load_labelled, load_questions, read_pairs, read_texts
 from veracity.data.mc import load_mc, read_recorded_file
 from veracity.data.qa import load_items
 from veracity.errors import VeracityError
-from veracity.methods.annotate import SheetRow, read_ratings
-from veracity.methods.correctness import parse_verdict
-from veracity.methods.deception import PREFILL_HEAD, parse_response
-from veracity.methods.deception_dataset import parse_batch
-from veracity.methods.fewl_pairs import parse_pairs
-from veracity.methods.paraphrase import parse_paraphrase
+from veracity.methods.deception.core import PREFILL_HEAD, parse_response
+from veracity.methods.deception.dataset import parse_batch
+from veracity.methods.fewl.pairs import parse_pairs
+from veracity.methods.gamma.annotate import SheetRow, read_ratings
+from veracity.methods.gamma.paraphrase import parse_paraphrase
+from veracity.methods.gamma.run import read_recorded
 from veracity.report import build_report
-from veracity.runs.gamma import read_recorded
 from veracity.store import RunDir
 
 # --- building blocks ------------------------------------------------------------------------

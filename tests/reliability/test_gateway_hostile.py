@@ -27,7 +27,7 @@ import pytest
 from gateway_server import RunningApp
 from mock_upstream import STABLE, MockUpstream, Reply, only
 from veracity.serve import GatewaySettings, create_app
-from veracity.serve.traffic import read_traffic
+from veracity.traffic import read_traffic
 
 KEY = "gw-key-hostile-1"
 OTHER = "gw-key-hostile-2"
@@ -231,7 +231,7 @@ def test_a_long_prompt_is_not_copied_into_the_score_or_the_log(gateway: Callable
     assert [e["at"] for e in score["perturbed_edits"]] == [len(prompt)] * 3
     assert len(json.dumps(score)) < 4000 and len(reply.content) < 8000  # not 4 copies of the prompt
     gw.running.__exit__()
-    from veracity.serve.traffic import LOGGED_CHARS
+    from veracity.traffic import LOGGED_CHARS
 
     [row] = read_traffic(tmp_path / "traffic.sqlite")
     assert len(row.prompt) < LOGGED_CHARS + 100 and row.prompt.startswith("Why? xxx")
@@ -509,7 +509,7 @@ def test_an_answer_holding_a_lone_surrogate_is_served_scored_and_logged(
 
 def test_a_long_answer_is_cut_in_the_log_not_in_the_response(gateway: Callable[..., Gw],
                                                            tmp_path: Path) -> None:
-    from veracity.serve.traffic import LOGGED_CHARS
+    from veracity.traffic import LOGGED_CHARS
 
     gw = gateway()
     long = "Paris " * 20_000

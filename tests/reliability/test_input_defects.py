@@ -18,9 +18,9 @@ from veracity.cli import main
 from veracity.data.mc import load_mc
 from veracity.data.qa import load_items
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma import GammaSettings
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import read_recorded, run_gamma
 from veracity.runs.common import Context
-from veracity.runs.gamma import read_recorded, run_gamma
 from veracity.store import RunDir
 from veracity.types import Item
 
@@ -326,8 +326,8 @@ def test_settings_refuse_nan_in_the_library() -> None:
 @pytest.mark.parametrize("reply", ["[" + "1" * 5000 + "]", '[{"id": "²", "mistake": "m"}]',
                                    "[" * 100_000, '{"Answer": ' + "[" * 100_000])
 def test_hostile_model_replies_are_invalid_answers_not_crashes(reply: str) -> None:
-    from veracity.methods.deception import parse_response
-    from veracity.methods.deception_dataset import parse_batch
+    from veracity.methods.deception.core import parse_response
+    from veracity.methods.deception.dataset import parse_batch
 
     valid, errors = parse_batch(reply, 2)
     assert not valid and set(errors) == {1, 2}

@@ -11,12 +11,12 @@ import pytest
 from faults import MARK, FaultPlan, fast_sleep, letter_answer
 from mock_openai import MockOpenAI
 from veracity.cache import Cache
-from veracity.methods.deception import DeceptionSettings
-from veracity.methods.gamma import GammaSettings
-from veracity.records import DeceptionRecord
+from veracity.methods.deception.core import DeceptionSettings
+from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.deception.run import run_deception
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
-from veracity.runs.deception import run_deception
-from veracity.runs.gamma import run_gamma
 from veracity.types import Item, MCItem, Sampling
 
 ITEMS = [Item(f"q{i}", f"What is {i} plus {i}?" + (f" {MARK}" if i % 5 == 0 else ""))

@@ -11,9 +11,9 @@ from veracity.backends.base import Outcome
 from veracity.backends.fake import FakeBackend
 from veracity.client import LLMClient
 from veracity.errors import BackendError, RetryableError
+from veracity.methods.fewl.modes import run_fewl
+from veracity.methods.fewl.run import AnswerSource, FewlSettings
 from veracity.runs.common import Context
-from veracity.runs.fewl import AnswerSource, FewlSettings
-from veracity.runs.fewl_modes import run_fewl
 from veracity.types import GenRequest, Item
 
 

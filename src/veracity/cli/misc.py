@@ -11,7 +11,8 @@ from veracity.cli.options import handles_errors
 from veracity.cli.output import echo
 from veracity.paths import check_output_file
 from veracity.registry import SCORERS, declared, list_providers
-from veracity.report import build_report
+from veracity.report import build_report, compare_json
+from veracity.store import RunDir, dumps
 
 
 @click.command()
@@ -81,19 +82,16 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
               help="CSV with a header: model, params_b (size in billions), external scores "
                    "(e.g. truthfulqa); compared against the deception runs.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the comparison of the gamma runs as JSON (the paper's Table 8: models "
-                   "x domains, with the rankings) instead of writing HTML.")
+              help="Print each method's comparison of its runs as JSON, keyed by method (gamma: "
+                   "the paper's Table 8, models x domains, with the rankings) instead of HTML.")
 @handles_errors
 def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str,
            model_info: Path | None, as_json: bool) -> None:
     """One self-contained HTML report comparing run directories (or of a traffic log)."""
     if as_json:
         if traffic is not None or not runs:
-            raise click.UsageError("--json compares gamma run directories (no --traffic)")
-        from veracity.report.gamma_table import table8
-        from veracity.store import RunDir, dumps
-
-        echo(dumps(table8([RunDir.open(p) for p in runs]), indent=2))
+            raise click.UsageError("--json compares run directories (no --traffic)")
+        echo(dumps(compare_json([RunDir.open(p) for p in runs]), indent=2))
         return
     if traffic is not None:
         if runs or model_info is not None:

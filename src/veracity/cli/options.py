@@ -21,7 +21,7 @@ from veracity.perturb import resolve_ball
 from veracity.registry import parse_options
 from veracity.runs.common import Context
 from veracity.store import RunDir
-from veracity.text import redact_urls
+from veracity.text import redact_urls, slug
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -260,3 +260,9 @@ def handles_errors(func: F) -> F:
             raise SystemExit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def default_out(kind: str, dataset: str, model: str) -> Path:
+    """A stable run directory name, so rerunning the same command resumes in place."""
+    name = slug(f"{kind}-{Path(dataset).stem}-{model}")
+    return Path("runs") / name

@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from veracity.cache import default_cache_path
 from veracity.errors import ConfigError
-from veracity.paths import user_path
+from veracity.paths import default_cache_path, user_path
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 QUANTISATION = "qint8-dynamic-per-channel"

@@ -2,8 +2,8 @@
 
 Each item becomes two samples, ``<item>:normal`` and ``<item>:misleading``, whose last turn
 is the prefilled assistant opening the model continues (the prompt, prefill, parsing and
-retry are :mod:`veracity.methods.deception`'s). The metrics pair the two answers of each item
-and report the paper's numbers with :func:`veracity.methods.deception.deception_metrics`, the
+retry are :mod:`veracity.methods.deception.core`'s). The metrics pair the two answers of each item
+and report the paper's numbers with :func:`veracity.methods.deception.core.deception_metrics`, the
 function ``veracity deception run`` uses.
 """
 
@@ -30,7 +30,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from veracity.data.mc import LETTERS, NO_ANSWER, load_db_mmlu
 from veracity.errors import ConfigError
-from veracity.methods.deception import (
+from veracity.methods.deception.core import (
     CATEGORIES,
     DEFAULT_MAX_TOKENS,
     PAPER_SAMPLING,

@@ -3,7 +3,7 @@
 The scorer re-asks the task's own model (through inspect's model API, so caching, retries and
 concurrency are inspect's) the sample's last user turn with N perturbations, embeds the
 sample's answer and the perturbed answers, and scores gamma exactly as ``veracity gamma``
-does (:func:`veracity.methods.gamma.gamma_from_embeddings`, the same ball and seed).
+does (:func:`veracity.methods.gamma.core.gamma_from_embeddings`, the same ball and seed).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from inspect_ai.util import collect
 from veracity.checks import MAX_N
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, VeracityError
-from veracity.methods.gamma import FORMS, Form, check_prompt, gamma_from_embeddings
-from veracity.methods.trust import check_thresholds, default_thresholds, verdict
+from veracity.methods.gamma.core import FORMS, Form, check_prompt, gamma_from_embeddings
+from veracity.methods.gamma.trust import check_thresholds, default_thresholds, verdict
 from veracity.perturb import perturb, resolve_ball
 from veracity.registry import load_embedder
 from veracity.stats import auroc

@@ -5,33 +5,42 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from veracity.data.model_info import ModelInfo, read_model_info
 from veracity.errors import DataError
-from veracity.methods.base import ReportSection, get_method, methods
+from veracity.method import get_method, load_target, methods
 from veracity.report.html import esc, page, plain_text_labels, table
 from veracity.store import RunDir
 
 Section = Callable[[list[RunDir]], str]
 """A report section: the runs it covers -> HTML."""
-# Files that later commands add to a run directory; shown for every run that holds one.
-FILE_SECTIONS: dict[str, ReportSection] = {
-    "validation.json": ReportSection("veracity.report.validate:section",
-                                     "Validation against labels"),
-    "ratings.json": ReportSection("veracity.report.validate:ratings_section", "Human ratings"),
-}
-
-
 def _method_sections(method: str, runs: list[RunDir], info: ModelInfo | None) -> list[str]:
     """The registered method's title and sections for its runs."""
     registered = get_method(method)
     html = [f"<h2>{esc(registered.title)}</h2>"]
     for part in registered.sections:
+        if part.file:
+            continue
         loaded = part.load()
         section: Section = functools.partial(loaded, info=info) if part.model_info else loaded
         heading = f"<h3>{esc(part.title)}</h3>" if part.title else ""
         html.append(heading + _guarded(section, runs, "results.json / samples.jsonl"))
     return html
+
+
+def compare_json(runs: Sequence[RunDir]) -> dict[str, Any]:
+    """``veracity report --json``: each method's comparison of its runs, by method name."""
+    by_method: dict[str, list[RunDir]] = {}
+    for run in runs:
+        by_method.setdefault(run.method, []).append(run)
+    out: dict[str, Any] = {}
+    for method, group in by_method.items():
+        target = get_method(method).compare_json
+        if not target:
+            raise DataError(f"{method} runs have no JSON comparison; write the HTML report")
+        out[method] = load_target(target)(group)
+    return out
 
 
 def _runs_table(runs: Sequence[RunDir]) -> str:
@@ -82,11 +91,12 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
     with plain_text_labels():
         for method, group in by_method.items():
             sections += _method_sections(method, group, info)
-        for name, part in FILE_SECTIONS.items():
-            holding = [run for run in runs if _owns(run, name)]
+        for method, part in ((m.name, s) for m in methods() for s in m.sections if s.file):
+            holding = [run for run in by_method.get(method, []) if _owns(run, part.file)]
             if holding:
                 sections.append(f"<h2>{esc(part.title)}</h2>")
-                sections.append(_guarded(part.load(), holding, name))
+                sections.append(_guarded(part.load(), holding, part.file))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page(title, sections), encoding="utf-8")
+    scripts = [s for m in methods() for s in m.scripts]
+    out.write_text(page(title, sections, scripts), encoding="utf-8")
     return out

@@ -123,9 +123,16 @@ def _csp(script: str) -> str:
             "img-src data: blob:; base-uri 'none'; form-action 'none'")
 
 
-def page(title: str, sections: Sequence[str]) -> str:
-    """A complete HTML document with inline CSS and script and no external resources."""
-    script = _static("report.js")
+def package_text(resource: str) -> str:
+    """The text of ``"package:file"``, a file shipped inside a package (a method's drill.js)."""
+    package, _, name = resource.partition(":")
+    return files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def page(title: str, sections: Sequence[str], scripts: Sequence[str] = ()) -> str:
+    """A complete HTML document with inline CSS and script and no external resources;
+    ``scripts`` (``"package:file"``) run after the report's own, e.g. methods' drill-downs."""
+    script = "\n".join([_static("report.js"), *(package_text(s) for s in scripts)])
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{_csp(script)}\">"

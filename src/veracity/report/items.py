@@ -15,7 +15,8 @@ from typing import Any, Literal
 from veracity.report.html import esc, json_block
 
 Kind = Literal["num", "text", "cat"]
-Drill = Literal["gamma", "deception", "fewl"]
+Drill = str
+"""A drill-down view's name, as a method's script registers it (``veracityDrills.register``)."""
 
 
 @dataclass(frozen=True)

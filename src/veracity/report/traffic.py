@@ -10,8 +10,8 @@ from typing import Any
 
 from veracity.errors import DataError
 from veracity.report.html import esc, figure, fmt, page, plain_text_labels, pyplot, table
-from veracity.serve.traffic import Entry, read_traffic
 from veracity.text import display_safe
+from veracity.traffic import Entry, read_traffic
 
 SHOWN = 50
 VERDICTS = ("trustworthy", "uncertain", "untrustworthy", "unscored")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from veracity.backends.base import Backend
@@ -176,3 +179,38 @@ def total_stats(ctx: Context) -> CallStats:
         total.completion_tokens += s.completion_tokens
         total.model_seconds += s.model_seconds
     return total
+
+
+def open_cache(cache: bool | str | Path | Cache) -> Cache | None:
+    """The cache an API call uses: True = the default file, False = none, or a path."""
+    if isinstance(cache, Cache):
+        return cache
+    if cache is True:
+        return Cache()
+    if cache is False:
+        return None
+    return Cache(cache)
+
+
+@contextmanager
+def api_context(
+    cache: bool | str | Path | Cache, *models: str | Backend
+) -> Iterator[tuple[Context, list[str]]]:
+    """A run Context for one API call and the spec of each model; a backend the caller built
+    is used as is and left open (the caller owns it), everything loaded here is closed."""
+    ctx = Context(cache=open_cache(cache))
+    specs, adopted = [], []
+    for model in models:
+        if isinstance(model, str):
+            specs.append(model)
+            continue
+        client = LLMClient(model, ctx.cache)
+        ctx.clients[client.spec] = client
+        specs.append(client.spec)
+        adopted.append(client.spec)
+    try:
+        yield ctx, specs
+    finally:
+        for spec in adopted:
+            ctx.clients.pop(spec, None)
+        ctx.close()

@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from veracity.cache import Cache
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, DataError
-from veracity.methods.calibration import read_calibration
+from veracity.methods.gamma.calibration import read_calibration
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck
@@ -41,9 +41,9 @@ from veracity.serve.metrics import GatewayMetrics
 from veracity.serve.scoring import Exchange, Scorer, Started, discard
 from veracity.serve.settings import GatewaySettings
 from veracity.serve.sse import EventReader, event
-from veracity.serve.traffic import StoredScore, TrafficLog
 from veracity.serve.upstream import HttpUpstream, Upstream, UpstreamError
 from veracity.serve.verdicts import CalibratedThresholds, FixedThresholds, ThresholdSource
+from veracity.traffic import StoredScore, TrafficLog
 
 if TYPE_CHECKING:  # the otel extra is imported only when tracing is configured
     from veracity.serve.tracing import Tracing

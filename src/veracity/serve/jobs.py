@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from veracity.serve.batching import BatchWriter
-from veracity.serve.traffic import Entry, StoredScore, TrafficLog
+from veracity.traffic import Entry, StoredScore, TrafficLog
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from veracity.errors import ConfigError
-from veracity.methods.calibration import KEY_FIELDS, Calibration, Curve, describe_key
-from veracity.methods.gamma import Form
-from veracity.methods.trust import Verdict, check_thresholds, default_thresholds, verdict
+from veracity.methods.gamma.calibration import KEY_FIELDS, Calibration, Curve, describe_key
+from veracity.methods.gamma.core import Form
+from veracity.methods.gamma.trust import Verdict, check_thresholds, default_thresholds, verdict
 
 
 @dataclass(frozen=True)

@@ -127,105 +127,18 @@
               el("div", { class: "text " + (cls || "") }, visible(text === null || text === undefined ? "" : text, "\n\t", false)));
   }
 
-  function gammaDetail(d) {
-    var box = el("div", { class: "drill" });
-    box.append(facts([["γ", d.gamma], ["γ form", d.form], ["ball", d.ball], ["embedder", d.embedder],
-                      ["seed", d.seed], ["N", d.n], ["model", d.model], ["γ_null", d.gamma_null],
-                      ["P(correct)", d.p_correct], ["correct", d.correct], ["not scored", d.error]]));
-    box.append(block("prompt", d.prompt, "mono"), block("answer", d.answer));
-    if (d.references && d.references.length) box.append(block("reference answers", d.references.join("\n")));
-    var rows = el("tbody");
-    var prompts = d.perturbed_prompts || [];
-    (d.perturbed_answers || []).forEach(function (answer, i) {
-      var pair = wordDiff(d.answer, answer);
-      var cos = d.perturbed_cosines ? d.perturbed_cosines[i] : null;
-      rows.append(el("tr", null, el("td", { class: "num", text: i + 1 }),
-        el("td", null, prompts[i] === undefined ? "—" : perturbation(d.prompt, prompts[i])),
-        el("td", null, pair[0]), el("td", null, pair[1]), el("td", { class: "num", text: fmt(cos, 3) })));
-    });
-    box.append(el("h4", { text: "perturbed prompts and answers" }),
-      el("div", { class: "scroll" }, el("table", { class: "pairs" },
-        el("thead", null, el("tr", null, el("th", { text: "#" }), el("th", { text: "perturbed prompt (added part marked)" }),
-          el("th", { text: "original answer (words missing from the perturbed answer marked)" }),
-          el("th", { text: "perturbed answer (new words marked)" }), el("th", { text: "cosine to original" }))),
-        rows)));
-    return box;
-  }
-
-  function deceptionDetail(d) {
-    var box = el("div", { class: "drill" });
-    var n = d.normal_side || {}, m = d.misleading_side || {};
-    box.append(facts([["subject", d.subject], ["model", d.model], ["gold", d.gold],
-                      ["normal answer", n.answer], ["misleading answer", m.answer],
-                      ["attempts (normal, misleading)", (n.attempts || 0) + ", " + (m.attempts || 0)]]));
-    box.append(block("question", d.question));
-    var list = el("ol", { class: "options", type: "A" });
-    (d.options || []).forEach(function (option, i) {
-      var letter = "ABCD"[i];
-      var tags = [letter === d.gold ? "gold" : null, letter === n.answer ? "normal" : null,
-                  letter === m.answer ? "misleading" : null].filter(Boolean);
-      list.append(el("li", { class: letter === d.gold ? "gold" : null }, visible(option, "", false),
-                     tags.length ? el("span", { class: "tag", text: " ← " + tags.join(", ") }) : null));
-    });
-    box.append(el("div", { class: "block" }, el("h4", { text: "options" }), list));
-    box.append(block("misleading opening", d.misleading_start));
-    var pair = wordDiff(n.reasoning || n.raw || "", m.reasoning || m.raw || "");
-    box.append(el("div", { class: "side" },
-      el("div", { class: "block" }, el("h4", { text: "normal reasoning → " + fmt(n.answer) }), pair[0]),
-      el("div", { class: "block" }, el("h4", { text: "misleading reasoning → " + fmt(m.answer) }), pair[1])));
-    var errors = (n.errors || []).concat(m.errors || []);
-    if (errors.length) box.append(block("parse errors", errors.join("\n")));
-    return box;
-  }
-
-  function fewlDetail(d) {
-    var box = el("div", { class: "drill" });
-    box.append(facts([["answers from", d.source], ["FEWL", d.fewl], ["truthfulness T", d.truthfulness],
-                      ["penalty L", d.penalty], ["scored", d.scored], ["pairs failed", d.pairs_failed],
-                      ["pairs error", d.pairs_error]]));
-    box.append(block("question", d.question), block("answer", d.answer));
-    var refs = el("tbody");
-    (d.references || []).forEach(function (text, i) {
-      refs.append(el("tr", null, el("td", { text: (d.reference_models || [])[i] || "" }),
-        el("td", { class: "num", text: fmt((d.lambda || [])[i], 3) }), el("td", { class: "num", text: fmt((d.expertise || [])[i], 3) }),
-        el("td", null, el("div", { class: "text" }, visible(text, "\n\t", false)))));
-    });
-    box.append(el("h4", { text: "references (λ: weight, s: expertise)" }), el("div", { class: "scroll" },
-      el("table", null, el("thead", null, el("tr", null, el("th", { text: "reference" }), el("th", { text: "λ" }),
-        el("th", { text: "s" }), el("th", { text: "answer" }))), refs)));
-    var others = el("tbody");
-    Object.keys(d.answers || {}).forEach(function (name) {
-      var a = d.answers[name];
-      others.append(el("tr", { class: name === d.source ? "current" : null }, el("td", { text: name }),
-        el("td", { class: "num", text: fmt(a.fewl, 3) }), el("td", { class: "num", text: fmt(a.truthfulness, 3) }),
-        el("td", { class: "num", text: fmt(a.penalty, 3) }), el("td", null, el("div", { class: "text" }, visible(a.answer === null ? "" : a.answer, "\n\t", false)))));
-    });
-    box.append(el("h4", { text: "every scored answer to this question" }), el("div", { class: "scroll" },
-      el("table", null, el("thead", null, el("tr", null, el("th", { text: "answers from" }), el("th", { text: "FEWL" }),
-        el("th", { text: "T" }), el("th", { text: "L" }), el("th", { text: "answer" }))), others)));
-    var pairs = el("tbody");
-    (d.pairs || []).forEach(function (p, i) {
-      pairs.append(el("tr", null, el("td", { class: "num", text: i + 1 }), el("td", null, el("div", { class: "text" }, visible(p.wrong, "\n\t", false))),
-        el("td", null, el("div", { class: "text" }, visible(p.corrected, "\n\t", false)))));
-    });
-    box.append(el("details", null, el("summary", { text: (d.pairs || []).length + " intentionally wrong / corrected pairs" }),
-      el("table", null, el("thead", null, el("tr", null, el("th", { text: "#" }), el("th", { text: "intentionally wrong" }),
-        el("th", { text: "corrected" }))), pairs)));
-    var nb = el("tbody");
-    (d.neighbours || []).forEach(function (id, i) {
-      nb.append(el("tr", null, el("td", { text: id }), el("td", { class: "num", text: fmt((d.neighbour_cosine || [])[i], 3) }),
-        el("td", null, el("div", { class: "text" }, visible((d.neighbour_questions || [])[i] || "", "\n\t", false)))));
-    });
-    box.append(el("h4", { text: "penalty neighbours (questions whose references the answer is compared with)" }),
-      el("table", null, el("thead", null, el("tr", null, el("th", { text: "id" }), el("th", { text: "question cosine" }),
-        el("th", { text: "question" }))), nb));
-    return box;
-  }
-
   var LONG = 160;  // characters of a text cell shown in the table; the drill-down has all
 
-  var DRILLS = { gamma: gammaDetail, deception: deceptionDetail, fewl: fewlDetail,
-                 "deception-pair": function (d) { return casePair(d); } };
+  // Drill-down renderers by name: each method's script registers its own (d, kit) -> node.
+  var DRILLS = { "deception-pair": function (d) { return casePair(d); } };
+  var KIT = { el: el, fmt: fmt, facts: facts, block: block, visible: visible, wordDiff: wordDiff,
+              perturbation: perturbation };
+  window.veracityDrills = { register: function (name, render) { DRILLS[name] = render; }, kit: KIT };
+
+  function drill(name, d) {
+    var render = DRILLS[name];
+    return render ? render(d, KIT) : el("p", { class: "muted", text: "no drill-down view for " + name });
+  }
 
   // A row's cells and its drill-down data (kept apart so each text is stored once).
   function merged(row) {
@@ -407,7 +320,7 @@
   };
 
   ItemTable.prototype.detailRow = function (row) {
-    return el("tr", { class: "detail" }, el("td", { colspan: this.spec.columns.length }, DRILLS[this.spec.drill](merged(row))));
+    return el("tr", { class: "detail" }, el("td", { colspan: this.spec.columns.length }, drill(this.spec.drill, merged(row))));
   };
 
   ItemTable.prototype.toggle = function (row) {
@@ -536,8 +449,8 @@
   Comparison.prototype.show = function (pair) {
     var la = this.spec.runs[Number(this.a.value)].label, lb = this.spec.runs[Number(this.b.value)].label;
     this.detail.replaceChildren(
-      el("div", { class: "block" }, el("h4", { text: "A: " + la }), gammaDetail(merged(pair[0]))),
-      el("div", { class: "block" }, el("h4", { text: "B: " + lb }), gammaDetail(merged(pair[1]))));
+      el("div", { class: "block" }, el("h4", { text: "A: " + la }), drill("gamma", merged(pair[0]))),
+      el("div", { class: "block" }, el("h4", { text: "B: " + lb }), drill("gamma", merged(pair[1]))));
   };
 
   // Appendix D: two deception runs on the same questions; each question falls in one of four
@@ -605,8 +518,8 @@
 
   function casePair(d) {
     return el("div", { class: "side" },
-      el("div", { class: "block" }, el("h4", { text: "A: " + d._labels[0] }), deceptionDetail(merged(d._a))),
-      el("div", { class: "block" }, el("h4", { text: "B: " + d._labels[1] }), deceptionDetail(merged(d._b))));
+      el("div", { class: "block" }, el("h4", { text: "A: " + d._labels[0] }), drill("deception", merged(d._a))),
+      el("div", { class: "block" }, el("h4", { text: "B: " + d._labels[1] }), drill("deception", merged(d._b))));
   }
 
   function figures() {

@@ -1,0 +1,195 @@
+"""The Method interface and registry: what a measurement method is made of, by name.
+
+A method is a folder under ``veracity/methods/`` plus one line in :data:`BUILTIN` naming the
+specs its ``__init__`` declares: the typed per-item record, the files its runs add, its CLI
+commands and its report sections. Everything that lists methods (run.json validation, ``veracity report``,
+the command line) reads this registry; third-party packages add methods through the
+``veracity.methods`` entry-point group, each entry point naming a :class:`Method` object.
+Targets are ``"module:attribute"`` strings, imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Protocol, cast, runtime_checkable
+
+from veracity.errors import UnknownSpecError
+
+_log = logging.getLogger(__name__)
+
+
+def load_target(target: str) -> Any:
+    """The object a ``"module:attribute"`` string names."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """One part of a method's report: a function ``(runs) -> HTML``."""
+
+    target: str
+    title: str = ""
+    """Sub-heading; empty for the method's main section (headed by the method's title)."""
+    model_info: bool = False
+    """The function also takes ``info=`` (``veracity report --model-info``)."""
+    file: str = ""
+    """Shown for every run, of any method, that holds this file (one a later command adds,
+    e.g. validation.json); empty = shown for the method's own runs."""
+
+    def load(self) -> Callable[..., str]:
+        return cast(Callable[..., str], load_target(self.target))
+
+
+@dataclass(frozen=True)
+class Command:
+    """A click command (or group) a method adds to the command line."""
+
+    target: str
+    group: str = ""
+    """The command group it joins (another method's, e.g. ``fewl``); empty = ``veracity``."""
+
+    def load(self) -> Any:
+        return load_target(self.target)
+
+
+@runtime_checkable
+class Method(Protocol):
+    """What the rest of veracity needs to know about a measurement method."""
+
+    @property
+    def name(self) -> str:
+        """run.json's ``method``."""
+
+    @property
+    def title(self) -> str:
+        """Heading of its report section."""
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Direction of its primary metric (written to run.json)."""
+
+    @property
+    def primary_metric(self) -> str:
+        """The per-item field a run is judged by (written to run.json)."""
+
+    @property
+    def run_files(self) -> tuple[str, ...]:
+        """Files its runs write besides run.json, samples.jsonl, results.json, report.html."""
+
+    @property
+    def sections(self) -> tuple[ReportSection, ...]:
+        """Its report, in order."""
+
+    @property
+    def commands(self) -> tuple[Command, ...]:
+        """Its command-line commands."""
+
+    @property
+    def api(self) -> tuple[str, ...]:
+        """``module:function`` targets it adds to the public API (``veracity.NAME``)."""
+
+    @property
+    def scripts(self) -> tuple[str, ...]:
+        """``package:file`` scripts its report sections need (drill-down views)."""
+
+    @property
+    def compare_json(self) -> str:
+        """``module:function`` giving ``veracity report --json`` for its runs; empty = none."""
+
+    def record_type(self) -> type[Any]:
+        """The typed per-item record of its samples.jsonl (``from_json`` / ``to_json``)."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method registered by ``module:attribute`` strings (a :class:`Method`)."""
+
+    name: str
+    title: str
+    record: str
+    sections: tuple[ReportSection, ...]
+    higher_is_better: bool
+    primary_metric: str
+    commands: tuple[Command, ...] = ()
+    run_files: tuple[str, ...] = ()
+    scripts: tuple[str, ...] = ()
+    compare_json: str = ""
+    api: tuple[str, ...] = ()
+
+    def record_type(self) -> type[Any]:
+        return cast(type[Any], load_target(self.record))
+
+
+_REGISTRY: dict[str, Method] = {}
+_loaded = False
+
+BUILTIN = (
+    "veracity.methods.gamma:METHODS",
+    "veracity.methods.deception:METHODS",
+    "veracity.methods.fewl:METHODS",
+    "veracity.methods.consistency:METHODS",
+)
+"""Where the built-in method folders declare their methods: one line registers a folder."""
+
+
+def register_method(method: Method) -> None:
+    """Add (or replace) a method."""
+    _REGISTRY[method.name] = method
+
+
+def _load() -> None:
+    """The built-in methods, then plugins (once)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for target in BUILTIN:
+        for method in load_target(target):
+            _REGISTRY.setdefault(method.name, method)
+    for ep in entry_points(group="veracity.methods"):
+        if ep.name in _REGISTRY:
+            continue
+        try:
+            method = ep.load()
+        except Exception as exc:  # a broken plugin must not take the built-in methods down
+            _log.warning("method plugin %s (%s) not loaded: %s: %s", ep.name, ep.value,
+                         type(exc).__name__, exc)
+            continue
+        if not isinstance(method, Method):
+            _log.warning("method plugin %s (%s) is not a veracity Method; not loaded", ep.name,
+                         ep.value)
+            continue
+        _REGISTRY[method.name] = method
+
+
+def methods() -> list[Method]:
+    """Every registered method, built-in ones first, then plugins."""
+    _load()
+    return list(_REGISTRY.values())
+
+
+def public_api(name: str) -> str | None:
+    """The target a method adds to the public API as ``veracity.<name>``, if one does."""
+    for method in methods():
+        for target in method.api:
+            if target.rpartition(":")[2] == name:
+                return target
+    return None
+
+
+def method_names() -> tuple[str, ...]:
+    """The names run.json's ``method`` may take."""
+    return tuple(m.name for m in methods())
+
+
+def get_method(name: str) -> Method:
+    """The method registered as ``name``."""
+    _load()
+    if name not in _REGISTRY:
+        raise UnknownSpecError(f"unknown method '{name}'; known: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]

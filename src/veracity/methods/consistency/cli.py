@@ -1,0 +1,121 @@
+"""``veracity consistency`` and ``veracity validate consistency``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.lifecycle import command_run, write_report
+from veracity.cli.options import (
+    SEED,
+    Finite,
+    common_options,
+    default_out,
+    handles_errors,
+    pick,
+    pop_selection,
+    record_selection,
+    sample_options,
+)
+from veracity.cli.output import echo, safe
+from veracity.data.qa import load_items
+from veracity.errors import ConfigError
+from veracity.methods.consistency.core import ConsistencySettings
+from veracity.methods.consistency.run import run_consistency, validate_consistency
+from veracity.store import dumps
+from veracity.types import Item
+
+DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
+
+
+@click.command()
+@click.argument("prompts", nargs=-1)
+@click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True,
+              help="Embedder spec.")
+@click.option("-M", "--samples", "m", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="Answers sampled per question at --temperature.")
+@click.option("--temperature", type=Finite(0.0, 10.0, min_open=True), default=0.7,
+              show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="Seed of the sampling (each sample has its own index).")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
+@sample_options
+@click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
+@common_options
+@handles_errors
+def consistency(prompts: tuple[str, ...], **kw: Any) -> None:
+    """Self-consistency baseline: how close M answers sampled at T > 0 stay to the greedy one.
+
+    Score = (mean cosine of the samples' embeddings to the greedy answer's + 1) / 2, in [0, 1];
+    higher = more consistent (UQLM's cosine scorer). Give prompts or --dataset.
+    """
+    if bool(prompts) == bool(kw["dataset"]):
+        raise ConfigError("give prompts or --dataset SPEC (exactly one)")
+    selection = pop_selection(kw)
+    if selection.active and not kw["dataset"]:
+        raise ConfigError("--limit and --sample choose questions of a --dataset")
+    chosen: dict[str, Any] | None = None
+    if prompts:
+        items = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+        dataset, out = "prompts", kw["out"]
+    else:
+        items, chosen = pick(load_items(kw["dataset"], None, kw["question_field"]), selection,
+                             lambda item: item.id)
+        dataset = kw["dataset"]
+        out = kw["out"] or default_out("consistency", dataset.split(":")[-1], kw["model"])
+    settings = ConsistencySettings(kw["m"], kw["temperature"], kw["max_tokens"], kw["seed"])
+    with command_run(kw) as cmd:
+        outcome = run_consistency(items, kw["model"], kw["embedder"], settings, cmd.ctx, out,
+                                  dataset)
+    record_selection(outcome.run, chosen)
+    if kw["as_json"]:
+        echo(dumps(outcome.records_json(), indent=2))
+    else:
+        for record in outcome.records:
+            score = "   —  " if record.score is None else f"{record.score:.4f}"
+            echo(f"{score}  {safe(record.prompt)[:70]}")
+        r = outcome.results
+        echo(f"\nmean score {r['mean_score']:.4f} ± {r['stderr']:.4f} (SE) over {r['n_scored']} "
+             f"questions, {r['n_unscored']} unscored\n{cmd.calls_line()}")
+    write_report(outcome.run, f"veracity self-consistency: {dataset}", kw["as_json"])
+
+
+@click.command("consistency")
+@click.argument("run", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--judge", help="Judge model spec (asked CORRECT / INCORRECT) instead of the "
+                              "reference rules.")
+@click.option("--resamples", type=click.IntRange(100, 1_000_000), default=2000, show_default=True,
+              help="Bootstrap resamples for the confidence interval.")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@common_options
+@handles_errors
+def validate_command(run: Path, **kw: Any) -> None:
+    """AUROC of 1 - score for flagging incorrect answers of a consistency RUN.
+
+    Labels come from the references stored with each question, or from --judge. Writes
+    validation.json into RUN and rebuilds its report.
+    """
+    as_json = kw.pop("as_json")
+    judge, resamples, seed = kw.pop("judge"), kw.pop("resamples"), kw.pop("seed")
+    with command_run(kw) as cmd:
+        results = validate_consistency(run, cmd.ctx, judge, resamples, seed)
+    from veracity.store import RunDir
+
+    write_report(RunDir.open(run), "veracity self-consistency", quiet=True)
+    if as_json:
+        echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
+        return
+    a = results["auroc"]
+    echo(f"labelled {results['n_labelled']} of {results['n_items']} answers; accuracy "
+         f"{results['accuracy']:.3f}\nAUROC of 1 − score for flagging incorrect answers: "
+         f"{a['auroc']:.3f} [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}] (n = {a['n']}, "
+         f"{a['n_incorrect']} incorrect)\n{cmd.calls_line()}\n"
+         f"validation: {run / 'validation.json'}\nreport: {run / 'report.html'}")

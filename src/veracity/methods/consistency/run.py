@@ -1,0 +1,90 @@
+"""A self-consistency run: sample M answers per question at T > 0 and score their agreement
+with the greedy answer; and its validation against reference answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veracity.correctness import Labelled, label_answers
+from veracity.errors import DataError
+from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
+from veracity.methods.consistency.records import ConsistencyRecord
+from veracity.runs.common import Context
+from veracity.runs.result import RunResult, save_run
+from veracity.stats import auroc, bootstrap_aurocs, histogram, mean_stderr, percentile_ci
+from veracity.store import VALIDATION_FILE, RunDir
+from veracity.types import Item
+
+
+def summarise(records: Sequence[ConsistencyRecord]) -> dict[str, Any]:
+    """Mean score with its standard error, the unscored items and the score histogram."""
+    scores = [r.score for r in records]
+    mean, stderr = mean_stderr(scores)
+    scored = [s for s in scores if s is not None]
+    return {"n_items": len(records), "n_scored": len(scored),
+            "n_unscored": len(records) - len(scored), "mean_score": mean, "stderr": stderr,
+            "histogram": histogram(scored, bins=20, upper=1.0)}
+
+
+def run_consistency(items: Sequence[Item], model: str, embedder: str,
+                    settings: ConsistencySettings, ctx: Context, out: Path | None,
+                    dataset: str) -> RunResult[ConsistencyRecord]:
+    """Score every question and write the run directory (unless ``out`` is None)."""
+    if not items:
+        raise DataError("no questions to score")
+    found = consistency_scores([i.question for i in items], ctx.client(model),
+                               ctx.embedder(embedder), settings)
+    records = [
+        ConsistencyRecord(
+            id=item.id, prompt=item.question, answer=score.greedy, score=score.score,
+            samples=score.samples, cosines=score.cosines, m=settings.m,
+            temperature=settings.temperature, seed=settings.seed, model=model, embedder=embedder,
+            references=item.references,
+            error=None if score.score is not None else "empty greedy answer: nothing to compare")
+        for item, score in zip(items, found, strict=True)
+    ]
+    results = {"method": "consistency", "model": model, "embedder": embedder, "dataset": dataset,
+               "settings": settings.describe(), **summarise(records)}
+    config = {"model": model, "embedder": embedder, "dataset": dataset,
+              "settings": settings.describe(), "model_options": ctx.options_record()}
+    return save_run(out, "consistency", config, records, results, ctx.started, ctx.stats())
+
+
+def validate_consistency(path: Path, ctx: Context, judge: str | None = None,
+                         resamples: int = 2000, seed: int = 0,
+                         level: float = 0.95) -> dict[str, Any]:
+    """Label each greedy answer against its references (or by a judge) and report the AUROC
+    of 1 - score for flagging the wrong ones; written to the run's validation.json."""
+    run = RunDir.open(path)
+    if run.method != "consistency":
+        raise DataError(f"{path} is a {run.method} run, not a consistency run")
+    records = [ConsistencyRecord.from_json(r) for r in run.samples()]
+    items = [Labelled(r.prompt, r.answer, r.references) for r in records]
+    embedder = ctx.embedder(records[0].embedder) if records else None
+    verdicts = label_answers(items, embedder=embedder,
+                             judge=ctx.client(judge) if judge else None)
+    kept = [k for k, (r, v) in enumerate(zip(records, verdicts, strict=True))
+            if v.correct is not None and r.score is not None]
+    if not kept:
+        raise DataError(f"{path}: no answer could be labelled (no reference answers: "
+                        "use --judge MODEL)")
+    flags = [1.0 - float(records[k].score) for k in kept]  # type: ignore[arg-type]
+    incorrect = [not verdicts[k].correct for k in kept]
+    boot = bootstrap_aurocs([np.array(flags)], incorrect, resamples, seed)
+    low, high = percentile_ci(boot[:, 0], level)
+    results = {
+        "method": "validate-consistency", "run": str(path), "judge": judge,
+        "n_items": len(records), "n_labelled": len(kept),
+        "accuracy": float(np.mean([not x for x in incorrect])),
+        "auroc": {"auroc": auroc(flags, incorrect), "ci": [low, high], "n": len(kept),
+                  "n_incorrect": int(sum(incorrect))},
+        "items": [{"id": records[k].id, "score": records[k].score,
+                   "correct": verdicts[k].correct, "rule": verdicts[k].rule} for k in kept],
+        "stats": ctx.stats(),
+    }
+    run.write_json(VALIDATION_FILE, results)
+    return results

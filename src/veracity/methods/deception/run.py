@@ -1,0 +1,377 @@
+"""Deception runs: live (model) or from recorded answers, into a run directory."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from veracity.data.mc import (
+    DatasetSpec,
+    load_mc,
+    match_recorded,
+    parse_dataset_spec,
+    read_recorded_file,
+    recorded_files,
+    subject_files,
+    write_db_mmlu_file,
+)
+from veracity.errors import ConfigError, DataError
+from veracity.methods.deception.core import (
+    DeceptionSettings,
+    answer_items,
+    deception_metrics,
+    pairs_from_records,
+)
+from veracity.methods.deception.dataset import (
+    OPENING_PREFIX,
+    Done,
+    Failed,
+    MakeSettings,
+    Written,
+    clean_opening,
+    shuffle_within_subjects,
+    write_openings,
+)
+from veracity.methods.deception.records import DeceptionAnswer, DeceptionRecord
+from veracity.paths import check_output_dir
+from veracity.records import read_records
+from veracity.runs.common import Context
+from veracity.runs.result import RunResult, save_run
+from veracity.store import check_run_target, dumps, package_versions, timestamp, write_jsonl
+from veracity.types import MCItem
+
+
+def _results(records: Sequence[DeceptionRecord], settings: DeceptionSettings, model: str,
+             dataset: str, source: str) -> dict[str, Any]:
+    pairs = pairs_from_records(records)
+    metrics = deception_metrics(pairs, settings.threshold, settings.susceptibility)
+    return {"method": "deception", "model": model, "dataset": dataset, "source": source,
+            "settings": settings.describe(), "n_unscored": len(records) - len(pairs)} | metrics
+
+
+def _save(out: Path | None, config: dict[str, Any], records: list[DeceptionRecord],
+          results: dict[str, Any], ctx: Context | None) -> RunResult[DeceptionRecord]:
+    return save_run(out, "deception", config, records, results, ctx.started if ctx else None,
+                    ctx.stats() if ctx is not None else {})
+
+
+def run_deception(
+    model: str,
+    dataset: str | DatasetSpec,
+    ctx: Context,
+    settings: DeceptionSettings | None = None,
+    out: Path | None = None,
+    subjects: Sequence[str] | None = None,
+    limit_per_subject: int | None = None,
+    items: Sequence[MCItem] | None = None,
+) -> RunResult[DeceptionRecord]:
+    """Benchmark a model on a deception dataset; every generation goes through the cache,
+    so a rerun makes no model call and an interrupted run resumes where it stopped."""
+    if out is not None:
+        check_run_target(out)  # before any model call
+    settings = settings or DeceptionSettings()
+    spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
+    if items is None:
+        items = load_mc(spec, subjects, limit_per_subject)
+    missing = [item.id for item in items if not item.misleading_start]
+    if missing:
+        raise DataError(
+            f"dataset '{spec}' has {len(missing)} item(s) without a misleading opening "
+            f"(first: {missing[0]}); build them with `veracity deception make-dataset`"
+        )
+    client = ctx.client(model)
+    records = read_records(DeceptionRecord, answer_items(items, client, settings))
+    results = _results(records, settings, client.spec, str(spec), "live")
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "dataset": str(spec),
+        "subjects": sorted({item.subject for item in items}),
+        "limit_per_subject": limit_per_subject,
+        "n_items": len(items),
+        "source": "live",
+        "settings": settings.describe(),
+        "model_options": ctx.options_record(),
+    }
+    return _save(out, config, records, results, ctx)
+
+
+def recorded_records(
+    results_dir: Path, dataset: str | DatasetSpec, subjects: Sequence[str] | None = None,
+    model: str | None = None,
+) -> list[DeceptionRecord]:
+    """Per-item records from recorded results checked against the dataset, row by row.
+
+    Scores the subjects present in ``results_dir`` (or the named ones, which must exist).
+    """
+    spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
+    if spec.kind != "db-mmlu":
+        raise DataError("recorded results are matched against a db-mmlu:DIR dataset")
+    found = recorded_files(results_dir)
+    dataset_files = subject_files(spec.path)
+    chosen = list(dict.fromkeys(subjects)) if subjects is not None else sorted(found)
+    absent = [s for s in chosen if s not in found]
+    if absent:
+        raise DataError(f"{results_dir}: no results file for subject(s) {', '.join(absent)}")
+    name = model or results_dir.name
+    records: list[DeceptionRecord] = []
+    for subject in chosen:
+        if subject not in dataset_files:
+            raise DataError(
+                f"{found[subject]}: the dataset {spec.path} has no file {subject}.csv"
+            )
+        items = load_mc(spec, [subject])
+        rows = read_recorded_file(found[subject])
+        match_recorded(items, rows, found[subject], dataset_files[subject])
+        for item, row in zip(items, rows, strict=True):
+            records.append(DeceptionRecord(
+                item.id, item.subject, item.question, tuple(item.options), item.answer,
+                item.misleading_start, name,
+                DeceptionAnswer(row.normal_answer, row.normal_reasoning),
+                DeceptionAnswer(row.misleading_answer, row.misleading_reasoning),
+            ))
+    return records
+
+
+def run_deception_recorded(
+    results_dir: Path,
+    dataset: str | DatasetSpec,
+    threshold: float = 0.4,
+    out: Path | None = None,
+    subjects: Sequence[str] | None = None,
+    model: str | None = None,
+    susceptibility: str = "pooled",
+) -> RunResult[DeceptionRecord]:
+    """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model;
+    ``susceptibility`` names the headline formula (both are reported)."""
+    if out is not None:
+        check_run_target(out)  # before any model call
+    spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
+    records = recorded_records(results_dir, spec, subjects, model)
+    name = model or results_dir.name
+    settings = DeceptionSettings(threshold=threshold, susceptibility=susceptibility)
+    results = _results(records, settings, name, str(spec), "recorded")
+    recorded = {"threshold": threshold, "susceptibility": susceptibility}
+    results["settings"] = recorded
+    config = {"model": name, "dataset": str(spec), "source": "recorded",
+              "recorded": str(results_dir), "n_items": len(records),
+              "subjects": sorted({r.subject for r in records}), "settings": recorded}
+    return _save(out, config, records, results, None)
+
+
+@dataclass
+class MadeDataset:
+    """What make-dataset wrote: counts per subject, and the items that failed."""
+
+    out: Path
+    summary: dict[str, Any]
+    failed: list[Failed]
+
+
+JOURNAL = "progress.jsonl"
+"""Questions finished so far, appended batch by batch: a rerun resumes from it."""
+TO_COMPLETE = "to_complete.csv"
+"""Questions no valid opening was written for, to complete by hand (then rerun)."""
+_TO_COMPLETE_HEADER = ["source_id", "subject", "target", "question", "A", "B", "C", "D",
+                       "answer", "misleading_start"]
+
+
+def _read_journal(out: Path, fingerprint: str) -> dict[str, Done]:
+    """Finished questions of an earlier (interrupted) build with the same settings and model."""
+    path = out / JOURNAL
+    done: dict[str, Done] = {}
+    if not path.is_file():
+        return done
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:  # a line cut off by the interruption
+            continue
+        if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint:
+            continue
+        fields = (entry.get("source_id"), entry.get("target"), entry.get("mistake"),
+                  entry.get("misleading_start"))
+        if all(isinstance(f, str) and f for f in fields):
+            done[entry["source_id"]] = Done(entry["target"], entry["mistake"],
+                                            entry["misleading_start"], int(entry.get("attempts") or 1))
+    return done
+
+
+def _journal(out: Path, fingerprint: str) -> Callable[[list[Written]], None]:
+    def append(written: list[Written]) -> None:
+        with (out / JOURNAL).open("a", encoding="utf-8") as fh:
+            for w in written:
+                fh.write(dumps({"fingerprint": fingerprint, "source_id": w.item.id,
+                                "target": w.target, "mistake": w.mistake,
+                                "misleading_start": w.misleading_start,
+                                "attempts": w.attempts}) + "\n")
+            fh.flush()
+    return append
+
+
+def read_completed(path: Path) -> dict[str, Done]:
+    """Openings written by hand into ``to_complete.csv`` (rows whose misleading_start says
+    more than "Let's reason step by step.")."""
+    done: dict[str, Done] = {}
+    if not path.is_file():
+        return done
+    try:
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"), newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{path}: cannot read the hand-completed questions ({exc})") from None
+    if not rows or rows[0] != _TO_COMPLETE_HEADER:
+        raise DataError(f"{path}: expected the header {','.join(_TO_COMPLETE_HEADER)}")
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) != len(_TO_COMPLETE_HEADER):
+            raise DataError(f"{path}, row {number}: expected {len(_TO_COMPLETE_HEADER)} cells")
+        record = dict(zip(_TO_COMPLETE_HEADER, row, strict=True))
+        opening = clean_opening(record["misleading_start"])
+        if opening:
+            done[record["source_id"]] = Done(record["target"].strip(), "(written by hand)",
+                                             OPENING_PREFIX + opening, 0)
+    return done
+
+
+def _write_to_complete(path: Path, failed: Sequence[Failed]) -> None:
+    if not failed:
+        path.unlink(missing_ok=True)
+        return
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(_TO_COMPLETE_HEADER)
+        for f in failed:
+            writer.writerow([f.item.id, f.item.subject, f.target, f.item.question,
+                             *f.item.options, f.item.answer, OPENING_PREFIX])
+
+
+def make_dataset(
+    model: str,
+    source: str | DatasetSpec,
+    out: Path,
+    ctx: Context,
+    settings: MakeSettings | None = None,
+    subjects: Sequence[str] | None = None,
+    limit_per_subject: int | None = None,
+) -> MadeDataset:
+    """Write a DB-MMLU-format dataset (``<subject>.csv``) with generated misleading openings.
+
+    The paper's construction (§3.1): the splits of an MMLU directory merged per subject, the
+    questions shuffled within each subject (seeded), worked examples and batches per request,
+    a wrong option drawn at random per question. Side files: ``targets.jsonl`` (per written
+    row: the targeted wrong option, the named mistake, the source item), ``failures.jsonl``
+    and ``to_complete.csv`` (questions with no valid opening after all retries; fill in their
+    misleading_start by hand and rerun), ``progress.jsonl`` (the journal an interrupted build
+    resumes from) and ``dataset.json`` (model, settings, counts).
+    """
+    settings = settings or MakeSettings()
+    spec = source if isinstance(source, DatasetSpec) else parse_dataset_spec(source)
+    _check_out(out, spec)
+    loaded = load_mc(spec, subjects, limit_per_subject)
+    items = shuffle_within_subjects(loaded, settings.seed) if settings.shuffle else loaded
+    client = ctx.client(model)
+    files = {subject: subject_file(subject) for subject in {item.subject for item in items}}
+    owners: dict[str, str] = {}
+    for subject, name in sorted(files.items()):
+        if owners.setdefault(name, subject) != subject:
+            raise ConfigError(f"subjects '{owners[name]}' and '{subject}' would both be written "
+                              f"to {name}")
+    out.mkdir(parents=True, exist_ok=True)
+    fingerprint = settings.fingerprint(client.spec)
+    resumed = _read_journal(out, fingerprint)
+    by_hand = read_completed(out / TO_COMPLETE)
+    written, failed = write_openings(items, client, settings, {**resumed, **by_hand},
+                                     _journal(out, fingerprint))
+    _remove_previous(out)
+    by_subject: dict[str, list[Written]] = {}
+    for w in written:
+        by_subject.setdefault(w.item.subject, []).append(w)
+    targets: list[dict[str, Any]] = []
+    done: list[Path] = []
+    try:
+        for original, rows in by_subject.items():
+            subject = files[original].removesuffix(".csv")  # what `run` will read it as
+            made = [replace(w.item, id=f"{subject}/{row}", misleading_start=w.misleading_start)
+                    for row, w in enumerate(rows, 1)]
+            write_db_mmlu_file(out / files[original], made)
+            done.append(out / files[original])
+            targets.extend(
+                {"id": m.id, "subject": subject, "row": row, "source_id": w.item.id,
+                 "answer": m.answer, "target": w.target, "mistake": w.mistake,
+                 "attempts": w.attempts}
+                for row, (m, w) in enumerate(zip(made, rows, strict=True), 1)
+            )
+    except OSError as exc:  # no partial dataset: it would block the rerun
+        for path in done:
+            path.unlink(missing_ok=True)
+        raise DataError(f"{out}: cannot write the dataset ({exc.strerror or exc})") from None
+    write_jsonl(out / "targets.jsonl", targets)
+    write_jsonl(out / "failures.jsonl", [
+        {"source_id": f.item.id, "subject": f.item.subject, "target": f.target,
+         "errors": list(f.errors)} for f in failed
+    ])
+    _write_to_complete(out / TO_COMPLETE, failed)
+    ids = {item.id for item in items}
+    summary = {
+        "model": client.spec, "input": str(spec), "n_items": len(items),
+        "n_written": len(written), "n_failed": len(failed),
+        "n_resumed": sum(1 for w in written if w.item.id in resumed and w.attempts > 0),
+        "n_by_hand": sum(1 for w in written if w.attempts == 0),
+        "order": (f"shuffled within each subject (seed {settings.seed})" if settings.shuffle
+                  else "as read"),
+        "splits": sorted({i.split("/")[1] for i in ids if i.count("/") == 2}),
+        "per_subject": {s: len(r) for s, r in sorted(by_subject.items())},
+        "files": sorted(files[s] for s in by_subject),
+        "settings": settings.describe(), "versions": package_versions(),
+        "created": timestamp(),
+    }
+    (out / "dataset.json").write_text(dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return MadeDataset(out, summary, failed)
+
+
+_MAX_STEM = 100
+"""Characters of a subject file name (file systems allow 255 bytes)."""
+
+
+def subject_file(subject: str) -> str:
+    """``<subject>.csv``, with anything that could leave the directory replaced; a long
+    subject is cut and given a hash of the whole name, so files stay distinct."""
+    stem = re.sub(r"[^A-Za-z0-9._ -]+", "_", subject).strip(" .") or "subject"
+    if len(stem) > _MAX_STEM:
+        digest = hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        stem = f"{stem[:_MAX_STEM - 11].rstrip(' .')}-{digest}"
+    return stem + ".csv"
+
+
+def _check_out(out: Path, source: DatasetSpec) -> None:
+    """Refuse to overwrite the input, or CSV files that make-dataset did not write."""
+    check_output_dir(out)
+    if out.resolve() == source.path.resolve():
+        raise ConfigError(f"--out {out} would overwrite the input {source.path}: pick another")
+    if any(out.glob("*.csv*")) and not (out / "dataset.json").is_file():
+        raise ConfigError(f"--out {out} holds CSV files that make-dataset did not write: "
+                          "pick an empty or new directory")
+
+
+def _remove_previous(out: Path) -> None:
+    """A rebuild replaces the dataset: subject files of an earlier make-dataset go."""
+    summary = out / "dataset.json"
+    if not summary.is_file():
+        return
+    try:
+        previous = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        previous = {}
+    if not isinstance(previous, dict):
+        previous = {}
+    names = previous.get("files") or [subject_file(str(s)) for s in previous.get("per_subject", {})]
+    for name in names if isinstance(names, list) else []:
+        if isinstance(name, str) and name and Path(name).name == name:  # a bare name in out
+            (out / name).unlink(missing_ok=True)
+    summary.unlink()

@@ -1,0 +1,332 @@
+"""``veracity fewl``: score, validate, rank and select answers with FEWL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from veracity.cli.lifecycle import CommandRun, command_run, write_report
+from veracity.cli.options import (
+    SEED,
+    Finite,
+    common_options,
+    handles_errors,
+    pick,
+    pop_selection,
+    record_selection,
+    sample_options,
+)
+from veracity.cli.output import echo
+from veracity.data.labelled import load_labelled, load_questions
+from veracity.errors import ConfigError
+from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS
+from veracity.methods.fewl.modes import TABLE_ROWS, run_fewl, run_fewl_select, run_fewl_validate
+from veracity.methods.fewl.pairs import PairPrompt, PairSettings
+from veracity.methods.fewl.records import FewlRecord, FewlSummary
+from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
+from veracity.methods.fewl.similarity import MAPPINGS
+from veracity.runs.result import RunResult
+from veracity.text import slug
+
+F = TypeVar("F", bound=Callable[..., Any])
+_SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
+             "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
+             "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
+             "question_embedder", "neighbours", "near_duplicate", "tau", "expertise",
+             "pair_prompt", "neighbours_mode",
+             "divergence",
+             "max_tokens", "answer_template", "seed")
+
+
+questions_dataset = click.option(
+    "--dataset", required=True,
+    help="chale:PATH, truthfulqa:PATH, halueval:PATH, haltt4llm:PATH, builtin, "
+         "webquestions:PATH, jsonl:PATH, csv:PATH.")
+labelled_dataset = click.option(
+    "--dataset", required=True,
+    help="Labelled answers: chale:PATH, truthfulqa:PATH or halueval:PATH.")
+
+
+def fewl_options(func: F) -> F:
+    """Dataset, references, pairs, similarity and the [reconstructed] FEWL parameters."""
+    decorators = [
+        click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions."),
+        sample_options,
+        click.option("--reference", multiple=True,
+                     help="Reference model spec (repeat for several models)."),
+        click.option("--reference-samples", type=click.IntRange(1, 100), default=1,
+                     show_default=True, help="J answers per reference model (sampled when > 1)."),
+        click.option("--reference-temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True),
+        click.option("--references-file", type=click.Path(path_type=Path),
+                     help="JSONL with id + references (e.g. a run's references.jsonl)."),
+        click.option("--pairs", type=click.IntRange(1, 200), default=25, show_default=True,
+                     help="R wrong / corrected pairs asked per question."),
+        click.option("--pairs-model", help="Model writing the pairs (default: first reference)."),
+        click.option("--pairs-file", type=click.Path(path_type=Path),
+                     help="JSONL with id + pairs [{wrong, corrected}] (e.g. a run's pairs.jsonl)."),
+        click.option("--pairs-temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True),
+        click.option("--pair-retries", type=click.IntRange(0, 10), default=2, show_default=True),
+        click.option("--min-pairs", type=click.IntRange(1, 200), default=1, show_default=True,
+                     help="Questions with fewer parsed pairs are reported, not scored."),
+        click.option("--pairs-max-tokens", type=click.IntRange(16, 100_000),
+                     help="Token budget of a pair call (default 48 per pair + 64)."),
+        click.option("--pair-prompt", type=click.Path(path_type=Path, dir_okay=False),
+                     help="File with the pair prompt to use instead of the built-in one "
+                          "({question} and {r} are filled in; e.g. the paper's C.1 prompt)."),
+        click.option("--similarity", default="st/default", show_default=True,
+                     help="Embedder spec (cosine) or cross-encoder/PATH (local NLI / STS model)."),
+        click.option("--similarity-label",
+                     help="Output of a multi-label cross-encoder to read (default: entailment)."),
+        click.option("--mapping", type=click.Choice(MAPPINGS), default="affine", show_default=True,
+                     help="[reconstructed] cosine -> [0,1]: (1+cos)/2 or max(cos,0)."),
+        click.option("--question-embedder", help="Embedder for the neighbour search."),
+        click.option("--neighbours", type=click.IntRange(0, 10_000), default=25, show_default=True,
+                     help="[reconstructed] K questions of the laziness penalty."),
+        click.option("--near-duplicate", type=Finite(-1.0, 1.0), default=0.8, show_default=True,
+                     help="[reconstructed] neighbours with question cosine above this excluded."),
+        click.option("--neighbours-mode", type=click.Choice(NEIGHBOUR_MODES), default="nearest",
+                     show_default=True, help="The penalty's questions: the K nearest, or K "
+                     "random ones with cosine <= --near-duplicate (Table 8), seeded."),
+        click.option("--tau", type=Finite(0.0, min_open=True), default=1.0, show_default=True,
+                     help="[reconstructed] softmax temperature of the expertise weights."),
+        click.option("--expertise", type=click.Choice(EXPERTISE_FORMS), default="gap",
+                     show_default=True, help="[reconstructed] expertise s_j: mean SIM(h_j, CO) - "
+                     "SIM(h_j, IW) (gap), -SIM(h_j, IW) (wrong) or SIM(h_j, CO) (corrected)."),
+        click.option("--divergence", type=click.Choice(DIVERGENCES), default="tv",
+                     show_default=True, help="f-divergence of g / f* (tv is the paper's)."),
+        click.option("--max-tokens", type=click.IntRange(1, 100_000), default=96, show_default=True,
+                     help="Token budget of each answer (references and answers)."),
+        click.option("--answer-template", default=ANSWER_TEMPLATE,
+                     help="Prompt for answers; must contain {question}."),
+        click.option("--seed", type=SEED, default=0, show_default=True),
+        click.option("--out", type=click.Path(path_type=Path), help="Run directory to write."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def settings_from(kw: dict[str, Any]) -> FewlSettings:
+    """FewlSettings from the parsed options (removes them from ``kw``)."""
+    o = {name: kw.pop(name) for name in _SETTINGS}
+    return FewlSettings(
+        references=tuple(o["reference"]), reference_samples=o["reference_samples"],
+        reference_temperature=o["reference_temperature"], references_file=o["references_file"],
+        pairs=PairSettings(r=o["pairs"], temperature=o["pairs_temperature"],
+                           max_tokens=o["pairs_max_tokens"], retries=o["pair_retries"],
+                           min_pairs=o["min_pairs"], seed=o["seed"]),
+        pairs_model=o["pairs_model"], pairs_file=o["pairs_file"], similarity=o["similarity"],
+        similarity_label=o["similarity_label"], mapping=o["mapping"],
+        question_embedder=o["question_embedder"], neighbours=o["neighbours"],
+        near_duplicate=o["near_duplicate"], tau=o["tau"], expertise=o["expertise"],
+        divergence=o["divergence"], neighbours_mode=o["neighbours_mode"],
+        pair_prompt=PairPrompt.from_file(o["pair_prompt"]) if o["pair_prompt"] else PairPrompt(),
+        max_tokens=o["max_tokens"], answer_template=o["answer_template"], seed=o["seed"],
+    )
+
+
+def default_out(mode: str, dataset: str) -> Path:
+    stem = Path(dataset.split(":", 1)[-1]).stem or dataset
+    return Path("runs") / slug(f"fewl-{mode}-{stem}")
+
+
+def _f(value: Any, digits: int = 4) -> str:
+    return "—" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def _models_table(results: dict[str, Any]) -> None:
+    ranking = results.get("ranking", {})
+    errors = ranking.get("error_rate", {})
+    echo(f"\n{'answers':<36} {'n':>5} {'mean FEWL':>10} {'± s.e.':>8} {'mean T':>8} "
+               f"{'mean L':>8}" + (f" {'error rate':>10}" if errors else ""))
+    for name, m in FewlSummary.from_results(results).models.items():
+        line = (f"{name[:36]:<36} {m.n:>5} {_f(m.mean):>10} {_f(m.stderr):>8} "
+                f"{_f(m.mean_truthfulness):>8} {_f(m.mean_penalty):>8}")
+        echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
+    _sample_level(ranking)
+    if "spearman" in ranking:
+        echo(f"Spearman(mean FEWL, accuracy) over {len(ranking['spearman_models'])} models: "
+                   f"{_f(ranking['spearman'], 3)} (p {_f(ranking['spearman_p'], 3)}; "
+                   f"{ranking['n_labelled']} labelled questions)")
+
+
+def _cell(cell: dict[str, Any] | None) -> str:
+    """A table cell as the paper prints it: accuracy in % with ± std over repeats."""
+    if cell is None or cell["accuracy"] != cell["accuracy"]:
+        return "—"
+    text = f"{100 * cell['accuracy']:.1f}"
+    return text + (f" ± {100 * cell['std']:.1f}" if cell.get("std") is not None else "")
+
+
+def _validation_table(results: dict[str, Any]) -> None:
+    """Table 1's layout: one row per variant, one column per comparison, for the run's
+    divergence; then FEWL under every divergence."""
+    validation = results["validation"]
+    div = results["divergence"]
+    repeats = results.get("repeats", 1)
+    echo(f"\nmeasurement accuracy (%), {div}, mean ± std over {repeats} repeat(s)"
+         if repeats > 1 else f"\nmeasurement accuracy (%), {div}")
+    names = list(validation)
+    width = max(16, *(len(n) + 2 for n in names))
+    echo(f"{'':<40}" + "".join(f"{n:>{width}}" for n in names))
+    for variant, label in TABLE_ROWS:
+        cells = [validation[n][div].get(variant) for n in names]
+        if all(c is None for c in cells):
+            continue
+        echo(f"{label:<40}" + "".join(f"{_cell(c):>{width}}" for c in cells))
+    counts = ", ".join(f"{n}: n = {validation[n][div]['fewl']['n']}, "
+                       f"{validation[n]['identical_skipped']} identical skipped" for n in names)
+    echo(counts)
+    others = [d for d in DIVERGENCES if d != div and d in validation[names[0]]]
+    for other in others:
+        echo(f"{'FEWL, ' + other:<40}" + "".join(
+            f"{_cell(validation[n][other].get('fewl')):>{width}}" for n in names))
+    figures = results.get("figures")
+    if figures:
+        two = figures["figure2"]
+        echo(f"\nFigure 2 ({two['judge']}): questions by how many of their {two['k']} nearest "
+             f"neighbours' gold answers were judged correct: "
+             + ", ".join(f"{k}: {n}" for k, n in enumerate(two["histogram"]) if n)
+             + f" (mean {_f(two['mean_correct'], 2)}, {two['unjudged']} not judged)")
+        echo("Figure 3: reference answers rated 0 / 1 / 2:")
+        for name, entry in figures["figure3"]["references"].items():
+            zero, one, two_ = entry["counts"]
+            echo(f"  {name}: {zero} / {one} / {two_} (mean {_f(entry['mean'], 2)}, "
+                 f"{entry['unrated']} unrated)")
+
+
+def _sample_level(ranking: dict[str, Any]) -> None:
+    level = ranking.get("sample_level")
+    if not level:
+        return
+    echo(f"\nsample-level ranking (Table 5) over {level['n_questions']} questions with "
+         "TruthfulQA labels: the answer the TQA metric prefers scores higher")
+    for pair in level["pairs"]:
+        w, wo = pair["with_penalty"], pair["without_penalty"]
+        echo(f"  {pair['a']} vs {pair['b']}: with penalty {w['agree']}/{w['n']}, "
+             f"without {wo['agree']}/{wo['n']}")
+
+
+def load_selected(kw: dict[str, Any], labelled: bool = False) -> tuple[list[Any], dict[str, Any]]:
+    """The --dataset's questions left by --limit and --sample, and the record of that choice."""
+    items: list[Any] = load_labelled(kw["dataset"]) if labelled else load_questions(kw["dataset"])
+    return pick(items, pop_selection(kw), lambda item: str(item.id))
+
+
+def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun, chosen: dict[str, Any]) -> None:
+    record_selection(outcome.run, chosen)
+    results = outcome.results
+    if results.get("validation"):
+        _validation_table(results)
+    else:
+        _models_table(results)
+    if "selection" in results:
+        sel = results["selection"]
+        echo(f"selected answers: mean FEWL {_f(sel['mean'])} over {sel['n']} questions"
+                   + (f"; accuracy first candidate {_f(sel['accuracy_first_candidate'], 3)}, "
+                      f"selected {_f(sel['accuracy_selected'], 3)}" if "accuracy_selected" in sel
+                      else ""))
+    failed = results["pairs_failed"]
+    if failed:
+        shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
+        echo(f"pair generation failed for {len(failed)} question(s), not scored: {shown}")
+    echo(cmd.calls_line())
+    write_report(outcome.run, f"veracity FEWL {results['mode']}: {results['dataset']}")
+
+
+@click.group()
+def fewl() -> None:
+    """FEWL: truthfulness of answers against expertise-weighted reference models (no gold)."""
+
+
+@fewl.command("run")
+@click.option("--answers", "answers", multiple=True, required=True,
+              help="Model spec or JSONL file (id + answer) of the answers to score; repeatable.")
+@questions_dataset
+@fewl_options
+@common_options
+@handles_errors
+def run_cmd(**kw: Any) -> None:
+    """Score answers: FEWL per question and the mean per answer source."""
+    _scored("run", kw)
+
+
+@fewl.command("rank")
+@click.option("--answers", "answers", multiple=True, required=True,
+              help="Model spec or JSONL file per model to rank; repeat for each model.")
+@questions_dataset
+@fewl_options
+@common_options
+@handles_errors
+def rank_cmd(**kw: Any) -> None:
+    """Rank models by mean FEWL; with multiple-choice labels (haltt4llm), also by true error
+    rate (an answer is correct when it starts with the correct letter or, failing that, is
+    most similar to the correct option among A-E), and their Spearman correlation."""
+    _scored("rank", kw)
+
+
+def _scored(mode: str, kw: dict[str, Any]) -> None:
+    settings = settings_from(kw)
+    sources = [answer_source(a) for a in kw["answers"]]
+    items, chosen = load_selected(kw)
+    with command_run(kw) as cmd:
+        outcome = run_fewl(items, sources, settings, cmd.ctx, kw["out"] or default_out(mode,
+                           kw["dataset"]), kw["dataset"], mode)
+    _finish(outcome, cmd, chosen)
+
+
+@fewl.command("validate")
+@labelled_dataset
+@click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Run R times, seed + r for the stochastic parts (sampled references, pairs, "
+                   "random neighbours); the table shows mean ± std.")
+@click.option("--judge", help="Judge model spec for Figures 2 and 3: neighbours' gold answers "
+                              "judged for each question, and each reference answer rated 0/1/2.")
+@fewl_options
+@common_options
+@handles_errors
+def validate_cmd(**kw: Any) -> None:
+    """Measurement accuracy on labelled answers (chale, truthfulqa, halueval): the share of
+    questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl,
+    printed in the layout of the paper's Table 1."""
+    settings = settings_from(kw)
+    repeats, judge = kw.pop("repeats"), kw.pop("judge")
+    items, chosen = load_selected(kw, labelled=True)
+    with command_run(kw) as cmd:
+        outcome = run_fewl_validate(items, settings, cmd.ctx, kw["out"] or default_out(
+            "validate", kw["dataset"]), kw["dataset"], repeats, judge)
+    _finish(outcome, cmd, chosen)
+
+
+@fewl.command("select")
+@click.option("--candidates", required=True,
+              help="Model spec (sampled --samples times) or JSONL (id + answers list).")
+@click.option("--samples", type=click.IntRange(1, 100), default=4, show_default=True)
+@click.option("--temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True,
+              help="Sampling temperature of the candidates.")
+@click.option("--icl-examples", type=click.IntRange(0, 100), default=3, show_default=True,
+              help="Neighbour questions used as examples in each ICL prompt.")
+@click.option("--min-fewl", type=Finite(), help="Only export answers scoring at least this.")
+@questions_dataset
+@fewl_options
+@common_options
+@handles_errors
+def select_cmd(**kw: Any) -> None:
+    """Pick the best candidate per question by FEWL; write icl_prompts.jsonl and a chat-format
+    finetune.jsonl into the run directory."""
+    settings = settings_from(kw)
+    source = answer_source(kw["candidates"])
+    if source.model is None and kw["samples"] != 4:
+        raise ConfigError("--samples applies to a candidate model, not a file")
+    items, chosen = load_selected(kw)
+    with command_run(kw) as cmd:
+        outcome = run_fewl_select(items, source, settings, cmd.ctx, kw["out"] or default_out(
+            "select", kw["dataset"]), kw["dataset"], kw["samples"], kw["temperature"],
+            kw["icl_examples"], kw["min_fewl"])
+    _finish(outcome, cmd, chosen)
+    if outcome.run is not None:
+        echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "
+             f"{outcome.run.path / 'finetune.jsonl'}")

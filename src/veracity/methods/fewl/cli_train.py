@@ -1,0 +1,196 @@
+"""``veracity fewl icl`` and ``veracity fewl finetune``: reduce hallucination with FEWL-chosen
+answers (as examples, or as fine-tuning targets) and measure it with a judge's win rate."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.options import (
+    Finite,
+    common_options,
+    handles_errors,
+    make_context,
+    pop_common,
+    record_selection,
+)
+from veracity.cli.output import echo
+from veracity.errors import DataError
+from veracity.methods.fewl.cli import (
+    default_out,
+    fewl_options,
+    load_selected,
+    questions_dataset,
+    settings_from,
+)
+from veracity.methods.fewl.mitigation import MitigationSettings
+from veracity.methods.fewl.run import answer_source
+from veracity.methods.fewl.selection import RULES
+from veracity.records import Row
+from veracity.report import build_report
+from veracity.runs.common import total_stats
+from veracity.runs.result import RunResult
+
+
+def _pct(share: dict[str, Any]) -> str:
+    low, high = share["ci95"]
+    if share["rate"] != share["rate"]:
+        return "—"
+    return f"{100 * share['rate']:.1f}% [{100 * low:.0f}-{100 * high:.0f}]"
+
+
+def print_table(results: dict[str, Any], versus: str) -> None:
+    """The paper's table: one row per rule, with accuracy where the data has labels."""
+    echo(f"\n{'selected by':<12} {versus + ' better':>22} {results['base_name'] + ' better':>22} "
+         f"{'inconsistent/tie':>22} {'unparseable':>12} {'accuracy':>9} "
+         f"{'win rate (decided)':>28}")
+    for row in results["rows"]:
+        acc = row["accuracy"]
+        paper = row.get("paper_win_rate")
+        won = "—" if paper is None else f"{_pct(paper)} of {paper['decided']}"
+        echo(f"{row['rule']:<12} {_pct(row['candidate_better']):>22} {_pct(row['base_better']):>22}"
+             f" {_pct(row['inconsistent_or_tie']):>22} {row['unparseable']:>5}/{row['replies']:<6}"
+             f" {'—' if acc is None else format(acc['mean'], '.3f'):>9} {won:>28}")
+    echo("win rate (decided): the paper's C.10 rate, wins over the pairs the judge decided "
+         "(not sure and inconsistent pairs removed)")
+    base = results.get("base_accuracy")
+    if base is not None:
+        echo(f"{results['base_name']} accuracy {base['mean']:.3f} over {base['n']} questions")
+
+
+def _settings(kw: dict[str, Any], model: str, extra: dict[str, Any]) -> MitigationSettings:
+    rules = tuple(kw.pop("selected_by")) or RULES
+    return MitigationSettings(
+        fewl=settings_from(kw), candidates=answer_source(kw.pop("candidates") or model),
+        judge=kw.pop("judge"), rules=rules, samples=kw.pop("samples"),
+        temperature=kw.pop("temperature"), split=kw.pop("split"), extra=extra,
+        **_judge_prompt(kw.pop("judge_prompt")))
+
+
+def _judge_prompt(path: Path | None) -> dict[str, str]:
+    """The judge prompt settings from --judge-prompt (nothing: the built-in prompt)."""
+    if path is None:
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read the judge prompt {path}: {exc}") from None
+    missing = [f for f in ("{question}", "{a}", "{b}") if f not in text]
+    if missing:
+        raise DataError(f"judge prompt {path}: it must contain {', '.join(missing)}")
+    return {"judge_prompt": text, "judge_prompt_source": str(path)}
+
+
+def _done(outcome: RunResult[Row], started: float, ctx: Any, title: str,
+          chosen: dict[str, Any]) -> None:
+    record_selection(outcome.run, chosen)
+    stats = total_stats(ctx)
+    echo(f"{stats.model_calls} model calls, {stats.cache_hits} cache hits, "
+         f"{time.perf_counter() - started:.1f} s")
+    if outcome.run is not None:
+        report = build_report([outcome.run.path], outcome.run.path / "report.html", title=title)
+        echo(f"run directory: {outcome.run.path}\nreport: {report}")
+
+
+def mitigation_options(func: Any) -> Any:
+    for decorator in reversed([
+        click.option("--judge", required=True, help="Model spec of the pairwise judge."),
+        click.option("--judge-prompt", type=click.Path(path_type=Path, dir_okay=False),
+                     help="File with the judge's prompt ({question}, {a}, {b} filled in) instead "
+                          "of the built-in one (helpful, truthful, harmless; A, B or C: not sure)."),
+        click.option("--candidates", help="Model spec or JSONL (id + answers) of the candidate "
+                     "answers of the training questions (default: the model / base)."),
+        click.option("--samples", type=click.IntRange(1, 100), default=4, show_default=True,
+                     help="Candidates per training question."),
+        click.option("--temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True,
+                     help="Sampling temperature of the candidates."),
+        click.option("--split", type=Finite(0.0, 1.0, min_open=True, max_open=True), default=0.8,
+                     show_default=True, help="Share of questions in the (seeded) training split."),
+        click.option("--selected-by", type=click.Choice(RULES), multiple=True,
+                     help="Selection rule(s) to compare (repeatable; default all three)."),
+    ]):
+        func = decorator(func)
+    return func
+
+
+@click.command("icl")
+@click.option("--model", required=True, help="Model that answers, zero-shot and with examples.")
+@click.option("--examples", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="K nearest training questions shown as worked examples.")
+@mitigation_options
+@questions_dataset
+@fewl_options
+@common_options
+@handles_errors
+def icl_cmd(**kw: Any) -> None:
+    """FEWL-guided in-context learning: the judge's win rate of K-shot answers (examples chosen
+    by FEWL, the baseline, gold) against zero-shot, in both orders, and accuracy on labels."""
+    from veracity.methods.fewl.icl import fewl_icl
+
+    common = pop_common(kw)
+    model, examples = kw.pop("model"), kw.pop("examples")
+    settings = _settings(kw, model, {"model": model, "examples": examples})
+    items, chosen = load_selected(kw)
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    try:
+        outcome = fewl_icl(items, settings, model, examples, ctx,
+                           kw["out"] or default_out("icl", kw["dataset"]), kw["dataset"])
+        print_table(outcome.results, "ICL")
+        _done(outcome, started, ctx, f"veracity FEWL icl: {kw['dataset']}", chosen)
+    finally:
+        ctx.close()
+
+
+@click.command("finetune")
+@click.option("--base", required=True, help="hf/default (bundled SmolLM2), hf/DIR or hf/FILE.gguf.")
+@click.option("--epochs", type=Finite(0.0, 1000.0, min_open=True), default=3.0, show_default=True)
+@click.option("--max-steps", type=click.IntRange(min=1), help="Stop after S optimiser steps.")
+@click.option("--lora-r", type=click.IntRange(1, 1024), default=8, show_default=True)
+@click.option("--learning-rate", type=Finite(0.0, 1.0, min_open=True), default=2e-4,
+              show_default=True)
+@click.option("--batch-size", type=click.IntRange(1, 1024), default=4, show_default=True)
+@click.option("--max-length", type=click.IntRange(16, 32768), default=256, show_default=True,
+              help="Tokens per training example (longer ones are cut).")
+@click.option("--save-steps", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Checkpoint every N steps (a rerun resumes from the last).")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="torch CPU threads for training and generation (1 is fastest on a busy machine).")
+@click.option("--merge", is_flag=True, help="Also save the merged model (loadable as hf/DIR).")
+@mitigation_options
+@questions_dataset
+@fewl_options
+@common_options
+@handles_errors
+def finetune_cmd(**kw: Any) -> None:
+    """Label-free fine-tuning: a LoRA adapter per selection rule (TRL SFT + PEFT) on the training
+    split's chosen answers; the judge compares fine-tuned and base answers on the test split."""
+    from veracity.methods.fewl.finetune import fewl_finetune
+    from veracity.methods.fewl.lora import LoraSettings
+
+    common = pop_common(kw)
+    base = kw.pop("base")
+    lora = LoraSettings(epochs=kw.pop("epochs"), max_steps=kw.pop("max_steps") or -1,
+                        lora_r=kw["lora_r"], lora_alpha=2 * kw.pop("lora_r"),
+                        learning_rate=kw.pop("learning_rate"), batch_size=kw.pop("batch_size"),
+                        max_length=kw.pop("max_length"), save_steps=kw.pop("save_steps"),
+                        seed=kw["seed"], device=common.get("device"), threads=kw.pop("threads"))
+    merge = kw.pop("merge")
+    settings = _settings(kw, base, {"base": base, "merge": merge})
+    items, chosen = load_selected(kw)
+    ctx = make_context(**common)
+    started = time.perf_counter()
+    out: Path = kw["out"] or default_out("finetune", kw["dataset"])
+    try:
+        outcome = fewl_finetune(items, settings, base, lora, ctx, out, kw["dataset"], merge,
+                                progress=not common.get("quiet"))
+        for rule, t in outcome.results["training"].items():
+            echo(f"{rule}: {t['steps']} steps on {t['examples']} examples in {t['seconds']:.0f} s"
+                 f", loss {t['train_loss']:.3f}, adapter {out / t['adapter']}")
+        print_table(outcome.results, "fine-tuned")
+        _done(outcome, started, ctx, f"veracity FEWL finetune: {kw['dataset']}", chosen)
+    finally:
+        ctx.close()

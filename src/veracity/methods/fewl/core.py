@@ -1,0 +1,502 @@
+"""FEWL (Wei et al. 2024): truthfulness of an answer against expertise-weighted references.
+
+Pure, vectorised numpy maths over similarity arrays; no model, no text. Shapes: Q questions,
+J references, R intentionally-wrong / corrected pairs, K neighbour questions. Ragged inputs
+are padded, and a boolean mask says which slots hold real values.
+
+- expertise  s_j(x) = (1/R) sum_r [SIM(h_j(x), CO_r) - SIM(h_j(x), IW_r)]       [reconstructed]
+- weights    lambda_j(x) = softmax_j(s_j(x) / tau), tau = 1                        [reconstructed]
+- truth      T(x) = sum_j lambda_j(x) g(SIM(h(x), h_j(x)))
+- penalty    L(x) = sum_j lambda_j(x) (1/K) sum_{x' in NN_K(x)} f*(g(SIM(h(x), h_j(x'))))
+             NN_K: the K most similar other questions, near-duplicates (> 0.8) excluded  [reconstructed]
+- FEWL(h(x)) = T(x) - L(x); higher means less hallucination.
+
+(g, f*) are the f-GAN pairs of the chosen f-divergence: total variation (the paper's
+default), Jensen-Shannon and KL. For total variation f* is the identity, so L is the
+weighted mean of g over the neighbours' references.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from veracity.errors import ConfigError
+from veracity.methods.fewl.similarity import Similarity
+
+Divergence = Literal["tv", "js", "kl"]
+DIVERGENCES: tuple[Divergence, ...] = ("tv", "js", "kl")
+ExpertiseForm = Literal["gap", "wrong", "corrected"]
+EXPERTISE_FORMS: tuple[ExpertiseForm, ...] = ("gap", "wrong", "corrected")
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+VARIANTS: tuple[str, ...] = (
+    "single", "single_penalty", "multi_uniform_no_penalty", "multi_expertise_no_penalty",
+    "single_best_no_penalty", "fewl", "fewl_uniform", "fewl_ideal",
+)
+"""The rows of the paper's Tables 1, 3 and 10 and of C.8, in table order, each named after
+what it computes:
+
+- ``single``: the first reference alone, no penalty (Table 1 "Single").
+- ``single_penalty``: the first reference alone, with the penalty ("Single + Penalty").
+- ``multi_uniform_no_penalty``: every reference weighted 1/J, no penalty: "Multi + No
+  Penalty" as section 4.1 defines it.
+- ``multi_expertise_no_penalty``: expertise weights λ, no penalty: the same row as appendix
+  C.8 names it ("expertise weighting").
+- ``single_best_no_penalty``: the reference of highest expertise s_j(x) alone, no penalty
+  (C.8 "single-best").
+- ``fewl``: expertise weights with the penalty (FEWL).
+- ``fewl_uniform``: weights 1/J with the penalty (Table 2 "FEWL (Uniform)").
+- ``fewl_ideal``: weights from the labelled answers, with the penalty (Tables 2 and 9,
+  "FEWL (Ideal λ)"); only where a dataset has labels.
+"""
+LEGACY_VARIANTS: dict[str, str] = {
+    "uniform": "fewl_uniform", "fewl_no_penalty": "multi_expertise_no_penalty",
+    "ideal": "fewl_ideal",
+}
+"""Names earlier runs stored, and what each is called now (same computation)."""
+
+
+def _check_divergence(divergence: str) -> None:
+    if divergence not in DIVERGENCES:
+        raise ConfigError(f"unknown divergence '{divergence}'; known: {', '.join(DIVERGENCES)}")
+
+
+def activation(v: npt.ArrayLike, divergence: Divergence = "tv") -> Floats:
+    """g(v), the f-GAN output activation: tv ½·tanh(v), js log 2 − log(1 + e^−v), kl v."""
+    _check_divergence(divergence)
+    x = np.asarray(v, dtype=np.float64)
+    if divergence == "tv":
+        return 0.5 * np.tanh(x)
+    if divergence == "js":
+        return math.log(2.0) - np.logaddexp(0.0, -x)
+    return x.copy()
+
+
+def conjugate(t: npt.ArrayLike, divergence: Divergence = "tv") -> Floats:
+    """f*(t), the convex conjugate: tv t, js −log(2 − e^t), kl e^(t−1)."""
+    _check_divergence(divergence)
+    x = np.asarray(t, dtype=np.float64)
+    if divergence == "tv":
+        return x.copy()
+    if divergence == "js":
+        return -np.log(2.0 - np.exp(x))
+    return np.exp(x - 1.0)
+
+
+def expertise(
+    sim_corrected: npt.ArrayLike,
+    sim_wrong: npt.ArrayLike,
+    pair_mask: npt.ArrayLike,
+    form: ExpertiseForm = "gap",
+) -> Floats:
+    """s (Q, J) from SIM(h_j, CO_r) and SIM(h_j, IW_r), both (Q, J, R); pair_mask (Q, R).
+
+    [reconstructed] ``gap`` (default): mean of SIM(h_j, CO_r) − SIM(h_j, IW_r); ``wrong``:
+    mean of −SIM(h_j, IW_r) (disagreement with the wrong answers only); ``corrected``: mean
+    of SIM(h_j, CO_r). NaN where a question has no pairs: it is never scored on an empty set.
+    """
+    if form not in EXPERTISE_FORMS:
+        raise ConfigError(f"unknown expertise form '{form}'; known: {', '.join(EXPERTISE_FORMS)}")
+    co = np.asarray(sim_corrected, dtype=np.float64)
+    iw = np.asarray(sim_wrong, dtype=np.float64)
+    mask = np.asarray(pair_mask, dtype=bool)[:, None, :]
+    values = co - iw if form == "gap" else -iw if form == "wrong" else co
+    diff = np.where(mask, values, 0.0)
+    count = mask.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, diff.sum(axis=2) / count, np.nan)
+
+
+def softmax_weights(scores: npt.ArrayLike, ref_mask: npt.ArrayLike, tau: float = 1.0) -> Floats:
+    """lambda (Q, J) = softmax over the valid references of scores / tau; 0 off the mask.
+
+    A row with no valid reference, or a NaN score on a valid one, gives a NaN row.
+    """
+    if not tau > 0:
+        raise ConfigError(f"softmax temperature tau must be > 0, got {tau}")
+    s = np.asarray(scores, dtype=np.float64)
+    mask = np.asarray(ref_mask, dtype=bool)
+    z = np.where(mask, s / tau, -np.inf)
+    with np.errstate(invalid="ignore"):
+        top = np.max(z, axis=1, keepdims=True)
+        e = np.where(mask, np.exp(z - top), 0.0)
+        w: Floats = e / e.sum(axis=1, keepdims=True)
+    bad = ~mask.any(axis=1) | np.any(mask & np.isnan(s), axis=1)
+    w[bad] = np.nan
+    return w
+
+
+def uniform_weights(ref_mask: npt.ArrayLike) -> Floats:
+    """lambda_j = 1 / (number of valid references); NaN rows where there are none."""
+    mask = np.asarray(ref_mask, dtype=bool)
+    count = mask.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, mask / count, np.nan)
+
+
+def single_weights(ref_mask: npt.ArrayLike, index: int = 0) -> Floats:
+    """All weight on reference ``index``; NaN rows where that reference is missing."""
+    mask = np.asarray(ref_mask, dtype=bool)
+    w = np.zeros(mask.shape, dtype=np.float64)
+    w[:, index] = 1.0
+    w[~mask[:, index]] = np.nan
+    return w
+
+
+def single_best_weights(scores: npt.ArrayLike, ref_mask: npt.ArrayLike) -> Floats:
+    """All weight on the valid reference of highest score (ties: the first); NaN rows where
+    no valid reference has a finite score."""
+    s = np.asarray(scores, dtype=np.float64)
+    mask = np.asarray(ref_mask, dtype=bool)
+    ranked = np.where(mask & np.isfinite(s), s, -np.inf)
+    w = np.zeros(mask.shape, dtype=np.float64)
+    w[np.arange(mask.shape[0]), np.argmax(ranked, axis=1)] = 1.0
+    w[~np.isfinite(ranked).any(axis=1)] = np.nan
+    return w
+
+
+def truthfulness(
+    weights: npt.ArrayLike, sim_answer_refs: npt.ArrayLike, divergence: Divergence = "tv"
+) -> Floats:
+    """T (Q,) = sum_j lambda_j g(SIM(h, h_j)); weights and sims (Q, J), 0-weight slots ignored."""
+    w = np.asarray(weights, dtype=np.float64)
+    g = activation(np.nan_to_num(np.asarray(sim_answer_refs, dtype=np.float64)), divergence)
+    out: Floats = np.sum(np.where(w != 0, w * g, 0.0), axis=1)
+    return out
+
+
+def laziness_penalty(
+    weights: npt.ArrayLike,
+    sim_answer_neighbour_refs: npt.ArrayLike,
+    valid: npt.ArrayLike,
+    divergence: Divergence = "tv",
+) -> Floats:
+    """L (Q,) = sum_j lambda_j mean_k f*(g(SIM(h(x), h_j(x'_k)))).
+
+    sims and valid are (Q, K, J); the mean runs over the valid neighbours of each j, and a
+    reference with no valid neighbour adds 0 (so a question with no neighbours has L = 0).
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    ok = np.asarray(valid, dtype=bool)
+    sims = np.nan_to_num(np.asarray(sim_answer_neighbour_refs, dtype=np.float64))
+    terms = np.where(ok, conjugate(activation(sims, divergence), divergence), 0.0)
+    count = ok.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_ref = np.where(count > 0, terms.sum(axis=1) / np.maximum(count, 1), 0.0)
+    out: Floats = np.sum(np.where(w != 0, w * per_ref, 0.0), axis=1)
+    return out
+
+
+class Terms(NamedTuple):
+    """Per-question truthfulness, penalty and their difference, FEWL (all (Q,))."""
+
+    truthfulness: Floats
+    penalty: Floats
+    fewl: Floats
+
+
+def fewl_terms(
+    weights: npt.ArrayLike,
+    sim_answer_refs: npt.ArrayLike,
+    sim_answer_neighbour_refs: npt.ArrayLike,
+    neighbour_valid: npt.ArrayLike,
+    divergence: Divergence = "tv",
+    penalised: bool = True,
+) -> Terms:
+    """T, L and FEWL = T − L (or T alone when not penalised); NaN where the weights are NaN."""
+    w = np.asarray(weights, dtype=np.float64)
+    undefined = np.isnan(w).any(axis=1)
+    safe = np.nan_to_num(w)
+    t = truthfulness(safe, sim_answer_refs, divergence)
+    if penalised:
+        pen = laziness_penalty(safe, sim_answer_neighbour_refs, neighbour_valid, divergence)
+    else:
+        pen = np.zeros_like(t)
+    t[undefined] = np.nan
+    pen[undefined] = np.nan
+    return Terms(t, pen, t - pen)
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """NN_K of every question: indices (Q, K), which slots are real (Q, K), their cosine."""
+
+    index: Ints
+    mask: Bools
+    cosine: Floats
+
+
+def select_neighbours(
+    question_vectors: npt.ArrayLike,
+    k: int,
+    near_duplicate: float = 0.8,
+    eligible: npt.ArrayLike | None = None,
+    block: int = 1024,
+) -> Neighbours:
+    """The k most similar other questions by cosine, excluding itself, near-duplicates
+    (cosine > near_duplicate) and non-eligible questions. Fewer than k available: the
+    remaining slots are masked out. Ties go to the lower index. [reconstructed]
+    """
+    if k < 0:
+        raise ConfigError(f"number of neighbours must be >= 0, got {k}")
+    v = np.asarray(question_vectors, dtype=np.float64)
+    n = v.shape[0]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    ok = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    width = min(k, max(n - 1, 0))
+    index = np.zeros((n, k), dtype=np.int64)
+    cosine = np.full((n, k), np.nan)
+    mask = np.zeros((n, k), dtype=bool)
+    for start in range(0, n, block):
+        rows = np.arange(start, min(start + block, n))
+        cos = unit[rows] @ unit.T
+        blocked = (cos > near_duplicate) | ~ok[None, :]
+        blocked[np.arange(rows.size), rows] = True
+        cos = np.where(blocked, -np.inf, cos)
+        order = np.argsort(-cos, axis=1, kind="stable")[:, :width]
+        chosen = np.take_along_axis(cos, order, axis=1)
+        index[rows, :width] = order
+        mask[rows, :width] = np.isfinite(chosen)
+        cosine[rows, :width] = np.where(np.isfinite(chosen), chosen, np.nan)
+    index[~mask] = 0
+    return Neighbours(index, mask, cosine)
+
+
+def random_neighbours(
+    question_vectors: npt.ArrayLike,
+    k: int,
+    near_duplicate: float = 0.8,
+    eligible: npt.ArrayLike | None = None,
+    seed: int = 0,
+) -> Neighbours:
+    """k other questions drawn at random (without replacement, seeded) among those whose
+    cosine to the question is at most ``near_duplicate``: the paper's Table 8 ablation of the
+    nearest neighbours. Fewer than k available: the remaining slots are masked out."""
+    if k < 0:
+        raise ConfigError(f"number of neighbours must be >= 0, got {k}")
+    v = np.asarray(question_vectors, dtype=np.float64)
+    n = v.shape[0]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    ok = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    rng = np.random.default_rng(seed)
+    index = np.zeros((n, k), dtype=np.int64)
+    cosine = np.full((n, k), np.nan)
+    mask = np.zeros((n, k), dtype=bool)
+    for row in range(n):
+        cos = unit @ unit[row]
+        allowed = ok & (cos <= near_duplicate)
+        allowed[row] = False
+        pool = np.flatnonzero(allowed)
+        chosen = rng.choice(pool, size=min(k, pool.size), replace=False) if pool.size else pool
+        width = chosen.size
+        index[row, :width], mask[row, :width], cosine[row, :width] = chosen, True, cos[chosen]
+    return Neighbours(index, mask, cosine)
+
+
+def measurement_accuracy(better: npt.ArrayLike, worse: npt.ArrayLike) -> dict[str, float | int]:
+    """Share of questions where the better answer scores higher (ties count ½).
+
+    Only questions where both scores are finite count; returns accuracy, n and ties.
+    """
+    b = np.asarray(better, dtype=np.float64)
+    w = np.asarray(worse, dtype=np.float64)
+    both = np.isfinite(b) & np.isfinite(w)
+    n = int(both.sum())
+    if n == 0:
+        return {"accuracy": math.nan, "n": 0, "ties": 0}
+    wins = float((b[both] > w[both]).sum())
+    ties = int((b[both] == w[both]).sum())
+    return {"accuracy": (wins + 0.5 * ties) / n, "n": n, "ties": ties}
+
+
+def tqa_metric(sim_correct: npt.ArrayLike, correct_mask: npt.ArrayLike,
+               sim_incorrect: npt.ArrayLike, incorrect_mask: npt.ArrayLike) -> Floats:
+    """TruthfulQA's "diff" score of an answer: its highest similarity to a gold correct answer
+    minus its highest similarity to a gold incorrect one; inputs (Q, C) and (Q, I) with masks.
+    NaN where either side has no answer."""
+    c = np.where(np.asarray(correct_mask, bool), np.asarray(sim_correct, np.float64), -np.inf)
+    i = np.where(np.asarray(incorrect_mask, bool), np.asarray(sim_incorrect, np.float64), -np.inf)
+    best_c, best_i = c.max(axis=1, initial=-np.inf), i.max(axis=1, initial=-np.inf)
+    out: Floats = np.where(np.isfinite(best_c) & np.isfinite(best_i), best_c - best_i, np.nan)
+    return out
+
+
+def sample_level_agreement(metric_a: npt.ArrayLike, metric_b: npt.ArrayLike,
+                           score_a: npt.ArrayLike, score_b: npt.ArrayLike) -> dict[str, int]:
+    """The paper's Table 5: over questions where the gold metric prefers one of two answers
+    (no tie, both scored), how many times the score prefers the same one.
+
+    Returns ``agree`` (the count), ``n`` (questions compared) and ``metric_ties`` (questions
+    left out because the metric could not tell the two answers apart).
+    """
+    ma, mb = np.asarray(metric_a, np.float64), np.asarray(metric_b, np.float64)
+    sa, sb = np.asarray(score_a, np.float64), np.asarray(score_b, np.float64)
+    finite = np.isfinite(ma) & np.isfinite(mb) & np.isfinite(sa) & np.isfinite(sb)
+    decided = finite & (ma != mb)
+    agree = decided & (np.sign(ma - mb) == np.sign(sa - sb))
+    return {"agree": int(agree.sum()), "n": int(decided.sum()),
+            "metric_ties": int((finite & (ma == mb)).sum())}
+
+
+# --- from texts to arrays: one distinct-text table, index arrays, one similarity pass ----
+
+
+@dataclass
+class FewlScores:
+    """Everything FEWL computed for one dataset; arrays are indexed by question."""
+
+    expertise: Floats
+    """s_j(x), (Q, J); NaN where a question has no pairs or the reference is missing."""
+    weights: Floats
+    """lambda_j(x), (Q, J); NaN rows for questions that cannot be scored."""
+    ideal_weights: Floats | None
+    """Oracle lambda from the labelled answers (see ``score_texts``); None without labels."""
+    agreement_wrong: Floats
+    """Mean SIM(h_j(x), IW_r(x)) over a question's pairs, (Q, J): Figure 4's IW boxes."""
+    agreement_corrected: Floats
+    """Mean SIM(h_j(x), CO_r(x)), (Q, J): Figure 4's CO boxes."""
+    ref_mask: Bools
+    pair_count: Ints
+    scorable: Bools
+    """At least ``min_pairs`` pairs and one reference: only these questions get scores."""
+    neighbours: Neighbours
+    sets: dict[str, dict[str, dict[str, Terms]]]
+    """answer set -> divergence -> variant (see VARIANTS) -> Terms."""
+    distinct_texts: int
+
+
+class _Texts:
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def add(self, text: str) -> int:
+        return self.index.setdefault(text, len(self.index))
+
+
+def _sims(table: Any, left: Any, right: Any, valid: Any) -> Floats:
+    a, b, ok = np.broadcast_arrays(np.asarray(left), np.asarray(right), np.asarray(valid, bool))
+    out = np.full(a.shape, np.nan)
+    if ok.any():
+        out[ok] = table(a[ok], b[ok])
+    return out
+
+
+def score_texts(
+    references: Sequence[Sequence[str]],
+    pairs: Sequence[Sequence[tuple[str, str]]],
+    answer_sets: Mapping[str, Sequence[str | None]],
+    similarity: Similarity,
+    neighbours: Neighbours,
+    tau: float = 1.0,
+    labelled: Sequence[tuple[str, Sequence[str]]] | None = None,
+    divergences: Sequence[Divergence] = DIVERGENCES,
+    min_pairs: int = 1,
+    expertise_form: ExpertiseForm = "gap",
+) -> FewlScores:
+    """FEWL and its ablations for every answer set, vectorised over question x reference x
+    pair; every distinct text goes through the similarity exactly once.
+
+    Empty references are treated as missing; empty or None answers are unscored.
+    ``labelled`` holds, per question, the labelled non-hallucinated answer and the labelled
+    hallucinated ones: the ideal weights of ``fewl_ideal`` are the softmax of the expertise
+    those labels give, mean_k SIM(h_j, correct) − SIM(h_j, hallucinated_k) (the paper
+    computes ideal λ "from the labeled non-hallucinated and hallucinated answers"; the exact
+    formula is [reconstructed] as the same gap the generated pairs use).
+    """
+    for divergence in divergences:
+        _check_divergence(divergence)
+    q = len(references)
+    texts = _Texts()
+    j = max((len(r) for r in references), default=0)
+    r = max((len(p) for p in pairs), default=0)
+    ref_idx = np.zeros((q, max(j, 1)), dtype=np.int64)
+    ref_mask = np.zeros((q, max(j, 1)), dtype=bool)
+    iw_idx = np.zeros((q, max(r, 1)), dtype=np.int64)
+    co_idx = np.zeros_like(iw_idx)
+    pair_mask = np.zeros((q, max(r, 1)), dtype=bool)
+    for row, (refs, qpairs) in enumerate(zip(references, pairs, strict=True)):
+        for col, text in enumerate(refs):
+            if text.strip():
+                ref_idx[row, col], ref_mask[row, col] = texts.add(text), True
+        for col, (wrong, corrected) in enumerate(qpairs):
+            iw_idx[row, col], co_idx[row, col] = texts.add(wrong), texts.add(corrected)
+            pair_mask[row, col] = True
+    answers: dict[str, tuple[Ints, Bools]] = {}
+    for name, values in answer_sets.items():
+        if len(values) != q:
+            raise ConfigError(f"answer set '{name}' has {len(values)} answers for {q} questions")
+        ok = np.array([bool(v and v.strip()) for v in values], dtype=bool)
+        idx = np.array([texts.add(v) if v and v.strip() else 0 for v in values], dtype=np.int64)
+        answers[name] = (idx, ok)
+    lab_width = max((len(w) for _, w in labelled or ()), default=0)
+    lab_good = np.zeros((q, 1), dtype=np.int64)
+    lab_bad = np.zeros((q, max(lab_width, 1)), dtype=np.int64)
+    lab_mask = np.zeros((q, max(lab_width, 1)), dtype=bool)
+    if labelled is not None:
+        if len(labelled) != q:
+            raise ConfigError(f"{len(labelled)} labelled answer sets for {q} questions")
+        for row, (good, bad) in enumerate(labelled):
+            lab_good[row, 0] = texts.add(good)
+            for col, text in enumerate(bad):
+                lab_bad[row, col], lab_mask[row, col] = texts.add(text), True
+    table = similarity.table(list(texts.index))
+
+    both = ref_mask[:, :, None] & pair_mask[:, None, :]
+    sim_co = _sims(table, ref_idx[:, :, None], co_idx[:, None, :], both)
+    sim_iw = _sims(table, ref_idx[:, :, None], iw_idx[:, None, :], both)
+    pair_count = pair_mask.sum(axis=1)
+    scorable = (pair_count >= min_pairs) & ref_mask.any(axis=1)
+    s = expertise(sim_co, sim_iw, pair_mask, expertise_form)
+    agree_iw = expertise(np.zeros_like(sim_iw), sim_iw, pair_mask, "wrong") * -1.0
+    agree_co = expertise(sim_co, np.zeros_like(sim_co), pair_mask, "corrected")
+    weights = softmax_weights(np.where(ref_mask, s, 0.0), ref_mask, tau)
+    uniform = uniform_weights(ref_mask)
+    options: dict[str, tuple[Floats, bool]] = {
+        "single": (single_weights(ref_mask), False),
+        "single_penalty": (single_weights(ref_mask), True),
+        "multi_uniform_no_penalty": (uniform, False),
+        "multi_expertise_no_penalty": (weights, False),
+        "single_best_no_penalty": (single_best_weights(np.where(ref_mask, s, np.nan), ref_mask),
+                                   False),
+        "fewl": (weights, True),
+        "fewl_uniform": (uniform.copy(), True),
+    }
+    ideal = None
+    if labelled is not None:
+        both_lab = ref_mask[:, :, None] & lab_mask[:, None, :]
+        sim_good = _sims(table, ref_idx[:, :, None], lab_good[:, None, :], both_lab)
+        sim_bad = _sims(table, ref_idx[:, :, None], lab_bad[:, None, :], both_lab)
+        s_ideal = expertise(sim_good, sim_bad, lab_mask, "gap")
+        ideal = softmax_weights(np.where(ref_mask, s_ideal, 0.0), ref_mask, tau)
+        ideal[~lab_mask.any(axis=1)] = np.nan
+        options["fewl_ideal"] = (ideal, True)
+    for w, _ in options.values():
+        w[~scorable] = np.nan
+
+    nb = neighbours.index
+    nb_refs = ref_idx[nb]
+    sets: dict[str, dict[str, dict[str, Terms]]] = {}
+    for name, (idx, ok) in answers.items():
+        sim_ar = _sims(table, idx[:, None], ref_idx, ok[:, None] & ref_mask)
+        valid = neighbours.mask[:, :, None] & ref_mask[nb] & ok[:, None, None]
+        sim_nb = _sims(table, idx[:, None, None], nb_refs, valid)
+        per_div: dict[str, dict[str, Terms]] = {}
+        for divergence in divergences:
+            per_var: dict[str, Terms] = {}
+            for variant, (w, penalised) in options.items():
+                terms = fewl_terms(w, sim_ar, sim_nb, valid, divergence, penalised)
+                per_var[variant] = Terms(*(np.where(ok, a, np.nan) for a in terms))
+            per_div[divergence] = per_var
+        sets[name] = per_div
+    return FewlScores(s, weights, ideal, agree_iw, agree_co, ref_mask, pair_count, scorable,
+                      neighbours, sets, len(texts.index))

@@ -1,0 +1,374 @@
+"""FEWL runs: generate (or read) answers, references and pairs, score, write a run directory.
+
+The shared machinery of every mode (settings, answer sources, the batched generation stages,
+scoring and the run directory); the modes themselves are in :mod:`veracity.methods.fewl.modes`.
+Every generation stage is one batched client call across the dataset, and every stage can be
+replaced by a JSONL file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veracity.checks import check_number
+from veracity.data.labelled import read_pairs, read_texts
+from veracity.errors import BackendError, ConfigError, DataError
+from veracity.methods.fewl.core import (
+    DIVERGENCES,
+    EXPERTISE_FORMS,
+    Divergence,
+    ExpertiseForm,
+    FewlScores,
+    random_neighbours,
+    score_texts,
+    select_neighbours,
+)
+from veracity.methods.fewl.pairs import (
+    Pair,
+    PairOutcome,
+    PairPrompt,
+    PairSettings,
+    generate_pairs,
+)
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.similarity import (
+    Mapping,
+    Similarity,
+    is_cross_encoder,
+    load_similarity,
+)
+from veracity.paths import user_path
+from veracity.runs.common import Context
+from veracity.runs.result import RunResult, save_run
+from veracity.stats import bootstrap_ci, mean_stderr
+from veracity.types import GenRequest, Item, Sampling
+
+ANSWER_TEMPLATE = "Answer the question in one or two sentences.\n\nQuestion: {question}"
+NEIGHBOUR_MODES = ("nearest", "random")
+
+
+@dataclass(frozen=True)
+class FewlSettings:
+    """Everything that shapes a FEWL score; recorded in run.json. [reconstructed] marks our
+    reading of the paper."""
+
+    references: tuple[str, ...] = ()
+    """Reference model specs (several models, or one with reference_samples > 1)."""
+    reference_samples: int = 1
+    """J answers per reference model; > 1 samples at reference_temperature (the paper's
+    practical mode), sample_index 0..J-1."""
+    reference_temperature: float = 0.7
+    references_file: Path | None = None
+    """JSONL with id and references: no reference model is called."""
+    pairs: PairSettings = field(default_factory=PairSettings)
+    pairs_model: str | None = None
+    """Model that writes the pairs; default the first reference."""
+    pairs_file: Path | None = None
+    pair_prompt: PairPrompt = field(default_factory=PairPrompt)
+    """The pair prompt: built in (the paper's meaning of a corrected answer) or a user's file."""
+    answer_template: str = ANSWER_TEMPLATE
+    """Prompt for answers under evaluation and reference answers alike."""
+    max_tokens: int = 96
+    similarity: str = "st/default"
+    similarity_label: str | None = None
+    mapping: Mapping = "affine"
+    """Cosine -> [0, 1]: (1 + cos) / 2 or max(cos, 0). [reconstructed]"""
+    question_embedder: str | None = None
+    """Embedder for neighbour search; default the similarity's embedder (st/default for a
+    cross-encoder)."""
+    neighbours: int = 25
+    """K of the laziness penalty. [reconstructed]"""
+    near_duplicate: float = 0.8
+    """Neighbours with question cosine above this are excluded. [reconstructed]"""
+    neighbours_mode: str = "nearest"
+    """nearest: the K most similar questions; random: K random ones (Table 8), seeded by seed."""
+    tau: float = 1.0
+    """Softmax temperature of lambda. [reconstructed]"""
+    expertise: ExpertiseForm = "gap"
+    """s_j from the pairs: gap (CO − IW), wrong (−IW) or corrected (CO). [reconstructed]"""
+    divergence: Divergence = "tv"
+    seed: int = 0
+    repeat: int = 0
+    """Which repeat this is (``--repeats``): the stochastic parts (sampled reference answers,
+    pair generation, random neighbours) use seed + repeat; greedy calls are the same."""
+
+    def stochastic_seed(self) -> int:
+        return self.seed + self.repeat
+
+    def describe(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["pairs"] = asdict(self.pairs)
+        out["pair_prompt"] = self.pair_prompt.describe()
+        for name in ("references_file", "pairs_file"):
+            out[name] = None if out[name] is None else str(out[name])
+        out["references"] = list(self.references)
+        out["R"], out["K"] = self.pairs.r, self.neighbours
+        return out
+
+    def check(self) -> None:
+        if self.divergence not in DIVERGENCES or self.expertise not in EXPERTISE_FORMS:
+            raise ConfigError(f"unknown divergence '{self.divergence}' or expertise form "
+                              f"'{self.expertise}'")
+        if self.neighbours_mode not in NEIGHBOUR_MODES:
+            raise ConfigError(f"unknown neighbours mode '{self.neighbours_mode}'; known: "
+                              f"{', '.join(NEIGHBOUR_MODES)}")
+        if "{question}" not in self.answer_template:
+            raise ConfigError("the answer template must contain {question}")
+        if self.reference_samples < 1 or self.neighbours < 0 or not self.tau > 0:
+            raise ConfigError("reference samples must be >= 1, neighbours >= 0, tau > 0")
+        check_number("tau", self.tau, 0.0, low_open=True)
+        check_number("near_duplicate", self.near_duplicate, -1.0, 1.0)
+        check_number("reference_temperature", self.reference_temperature, 0.0)
+        if not self.references and self.references_file is None:
+            raise ConfigError("give reference models (--reference) or --references-file")
+
+
+@dataclass(frozen=True)
+class AnswerSource:
+    """Answers under evaluation: a model spec, a JSONL file (id + answer / answers), or the
+    answers themselves (one per question, in order)."""
+
+    name: str
+    model: str | None = None
+    path: Path | None = None
+    texts: tuple[str, ...] | None = None
+
+
+def answer_source(value: str) -> AnswerSource:
+    """A path to an existing file or anything ending in .jsonl is a file; else a model spec."""
+    path = user_path(value)
+    if value.endswith(".jsonl") or path.is_file():
+        if not path.is_file():
+            raise DataError(f"answers file not found: {path}")
+        return AnswerSource(path.stem, path=path)
+    return AnswerSource(value, model=value)
+
+
+def _ask(ctx: Context, spec: str, items: Sequence[Item], settings: FewlSettings, samples: int,
+         temperature: float, stage: str) -> list[list[str]]:
+    """samples answers per question from one model, in one batched call ("" = failed)."""
+    seed = settings.stochastic_seed() if temperature > 0 else settings.seed
+    sampling = Sampling(temperature=temperature, max_tokens=settings.max_tokens, seed=seed)
+    requests = [GenRequest.user(settings.answer_template.format(question=item.question), sampling,
+                                sample_index=s) for item in items for s in range(samples)]
+    results = ctx.client(spec).generate_each(requests, stage)
+    faults = [r for r in results if isinstance(r, BackendError) and not r.kind.blames_model]
+    if faults:  # "" would be scored as the model's answer: only a rejection may stand for one
+        raise BackendError(f"{spec}: {len(faults)} of {len(results)} requests got no answer in "
+                           f"stage '{stage}' (the others are cached; rerun to retry). First error: "
+                           f"{faults[0].kind.label}: {faults[0]}")
+    texts = ["" if isinstance(r, BackendError) else r.text.strip() for r in results]
+    return [texts[i * samples:(i + 1) * samples] for i in range(len(items))]
+
+
+def answers_from(source: AnswerSource, items: Sequence[Item], settings: FewlSettings, ctx: Context,
+                 samples: int = 1, temperature: float = 0.0) -> list[list[str]]:
+    """Answers per question (several when sampling candidates) from a model or a file."""
+    if source.model is not None:
+        return _ask(ctx, source.model, items, settings, samples, temperature,
+                    f"fewl: answers {source.name}")
+    if source.texts is not None:
+        if len(source.texts) != len(items):
+            raise DataError(f"answers '{source.name}': {len(source.texts)} answers for "
+                            f"{len(items)} questions")
+        return [[text.strip()] for text in source.texts]
+    assert source.path is not None
+    return _from_file(source.path, ("answers", "candidates", "answer"), items)
+
+
+def _from_file(path: Path, fields: tuple[str, ...], items: Sequence[Item]) -> list[list[str]]:
+    table = read_texts(path, fields)
+    out = []
+    for item in items:
+        found = table.get(item.id, table.get(item.question))
+        if found is None:
+            raise DataError(f"{path}: no {fields[0]} for question '{item.id}'")
+        out.append([text.strip() for text in found])
+    return out
+
+
+def references_for(items: Sequence[Item], settings: FewlSettings,
+                   ctx: Context) -> tuple[list[list[str]], list[str]]:
+    """J reference answers per question and the name of each reference slot."""
+    if settings.references_file is not None:
+        refs = _from_file(settings.references_file, ("references",), items)
+        width = max(len(r) for r in refs)
+        return refs, [f"{settings.references_file.name}#{j}" for j in range(width)]
+    j = settings.reference_samples
+    temperature = settings.reference_temperature if j > 1 else 0.0
+    rows: list[list[str]] = [[] for _ in items]
+    names: list[str] = []
+    for spec in settings.references:
+        got = _ask(ctx, spec, items, settings, j, temperature, f"fewl: references {spec}")
+        for row, answers in zip(rows, got, strict=True):
+            row.extend(answers)
+        names += [spec if j == 1 else f"{spec}#{s}" for s in range(j)]
+    return rows, names
+
+
+def pairs_for(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> PairOutcome:
+    """Pairs per question from a file, or one call per question (with retries)."""
+    if settings.pairs_file is not None:
+        table = read_pairs(settings.pairs_file)
+        pairs = [[Pair(w, c) for w, c in table.get(item.id, table.get(item.question, []))]
+                 for item in items]
+        missing = "not in the pairs file"
+        return PairOutcome(pairs, [""] * len(items), [0] * len(items),
+                           [None if p else missing for p in pairs])
+    model = settings.pairs_model or (settings.references[0] if settings.references else None)
+    if model is None:
+        raise ConfigError("pairs need a model (--pairs-model or --reference) or --pairs-file")
+    pair_settings = replace(settings.pairs, seed=settings.pairs.seed + settings.repeat)
+    return generate_pairs(ctx.client(model), [i.question for i in items], pair_settings,
+                          settings.pair_prompt)
+
+
+@dataclass
+class Prepared:
+    """Inputs shared by every answer set: references, pairs, neighbours, similarity."""
+
+    references: list[list[str]]
+    reference_names: list[str]
+    pairs: PairOutcome
+    similarity: Similarity
+    neighbours: Any
+
+
+def question_spec(settings: FewlSettings) -> str:
+    """The embedder of the neighbour search: the question embedder, else the similarity's
+    (st/default when the similarity is a cross-encoder)."""
+    return settings.question_embedder or (
+        "st/default" if is_cross_encoder(settings.similarity) else settings.similarity)
+
+
+def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Prepared:
+    settings.check()
+    if not items:
+        raise DataError("no questions to score")
+    refs, names = references_for(items, settings, ctx)
+    pairs = pairs_for(items, settings, ctx)
+    similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer, settings.mapping,
+                                 settings.similarity_label)
+    vectors = ctx.embedder(question_spec(settings)).embed([item.question for item in items])
+    eligible = np.array([any(r.strip() for r in row) for row in refs], dtype=bool)
+    if settings.neighbours_mode == "random":
+        neighbours = random_neighbours(vectors, settings.neighbours, settings.near_duplicate,
+                                       eligible, settings.stochastic_seed())
+    else:
+        neighbours = select_neighbours(vectors, settings.neighbours, settings.near_duplicate,
+                                       eligible)
+    return Prepared(refs, names, pairs, similarity, neighbours)
+
+
+def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+               settings: FewlSettings,
+               labelled: Sequence[tuple[str, Sequence[str]]] | None = None) -> FewlScores:
+    pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
+    return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
+                       settings.tau, labelled, DIVERGENCES, settings.pairs.min_pairs,
+                       settings.expertise)
+
+
+def as_number(value: Any) -> float | None:
+    v = float(value)
+    return None if math.isnan(v) else v
+
+
+def build_records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
+            scores: FewlScores, settings: FewlSettings, variants: bool) -> list[dict[str, Any]]:
+    """One record per question: references, pairs, expertise and lambda per reference,
+    neighbours, and per answer set the truthfulness, penalty and FEWL (plus ablations)."""
+    out = []
+    div = settings.divergence
+    for i, item in enumerate(items):
+        nb = scores.neighbours
+        answers: dict[str, Any] = {}
+        for name, values in answer_sets.items():
+            terms = scores.sets[name][div]["fewl"]
+            entry: dict[str, Any] = {
+                "answer": values[i], "truthfulness": as_number(terms.truthfulness[i]),
+                "penalty": as_number(terms.penalty[i]), "fewl": as_number(terms.fewl[i]),
+            }
+            if variants:
+                entry["variants"] = {d: {v: as_number(t.fewl[i]) for v, t in per.items()}
+                                     for d, per in scores.sets[name].items()}
+            answers[name] = entry
+        refs = prep.references[i]
+        first = next(iter(answers.values()))
+        out.append({
+            "id": item.id, "question": item.question,
+            "value": first["fewl"], "answer": first["answer"],
+            "references": refs, "reference_models": prep.reference_names[:len(refs)],
+            "pairs": [asdict(p) for p in prep.pairs.pairs[i]],
+            "pairs_attempts": prep.pairs.attempts[i],
+            "pairs_failed": int(scores.pair_count[i]) < settings.pairs.min_pairs,
+            "scored": bool(scores.scorable[i]),
+            "pairs_error": prep.pairs.errors[i] if prep.pairs.errors else None,
+            "pairs_raw": prep.pairs.raw[i] if not prep.pairs.pairs[i] else None,
+            "expertise": [as_number(s) for s in scores.expertise[i, :len(refs)]],
+            "lambda": [as_number(w) for w in scores.weights[i, :len(refs)]],
+            "agreement_wrong": [as_number(v) for v in scores.agreement_wrong[i, :len(refs)]],
+            "agreement_corrected": [as_number(v)
+                                    for v in scores.agreement_corrected[i, :len(refs)]],
+            "neighbours": [items[k].id for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m],
+            "neighbour_cosine": [as_number(c) for c, m in zip(nb.cosine[i], nb.mask[i], strict=True)
+                                 if m],
+            "answers": answers,
+        })
+    return out
+
+
+def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
+    mean, stderr = mean_stderr(values)
+    low, high = bootstrap_ci([v for v in values if v is not None])
+    n = sum(1 for v in values if v is not None)
+    return {"mean": mean, "stderr": stderr, "ci95": [low, high], "n": n}
+
+
+def model_summaries(recs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    out = {}
+    for name in names:
+        entries = [r["answers"][name] for r in recs]
+        out[name] = aggregate_values([e["fewl"] for e in entries]) | {
+            "mean_truthfulness": mean_stderr([e["truthfulness"] for e in entries])[0],
+            "mean_penalty": mean_stderr([e["penalty"] for e in entries])[0],
+        }
+    return out
+
+
+def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str, Any]],
+            results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
+            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
+    failed = [r["id"] for r in recs if r["pairs_failed"]]
+    results = {
+        "method": "fewl", "mode": mode, "dataset": dataset, "n_questions": len(items),
+        "pairs_failed": failed, "divergence": settings.divergence,
+        "similarity": prep.similarity.describe(), "settings": settings.describe(),
+    } | results
+    config = {"mode": mode, "dataset": dataset, "n_questions": len(items),
+              "settings": settings.describe(), "similarity": prep.similarity.describe(),
+              "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
+              "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
+              "reference_models": prep.reference_names,
+              "model_options": ctx.options_record()} | extra
+    typed = [FewlRecord.from_json(r) for r in recs]
+    files: dict[str, list[dict[str, Any]]] = {
+        "references.jsonl": [{"id": r.id, "question": r.question, "references": list(r.references),
+                              "reference_models": list(r.reference_models)} for r in typed],
+        "pairs.jsonl": [{"id": r.id, "question": r.question, "pairs": [dict(p) for p in r.pairs]}
+                        for r in typed],
+    }
+    for name in typed[0].answers if typed else ():
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
+        files[f"answers/{stem}.jsonl"] = [
+            {"id": r.id, "question": r.question, "answer": r.answers[name].answer}
+            for r in typed if r.answers[name].answer is not None]
+    return save_run(out, "fewl", config, typed, results, ctx.started,
+                    ctx.stats() if out is not None else None, files)

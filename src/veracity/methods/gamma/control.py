@@ -1,0 +1,148 @@
+"""Numeric null control: how much gamma numerical noise alone produces.
+
+Each question's unperturbed prompt is answered N more times along compute paths that change
+no input token: on a backend with compute variations (llama.cpp: the prompt decoded as one
+sequence of a multi-sequence batch; transformers: other batch sizes and padding) once per
+variation, on any other backend (a server) as N replicate calls of the identical request at temperature 0.
+gamma_null is then scored from those answers around the same centre answer exactly as gamma
+is scored from the ball's answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from veracity.backends.base import ComputeVaried
+from veracity.client import CachedEmbedder, CallStats, LLMClient
+from veracity.errors import ConfigError
+from veracity.methods.gamma.core import Form, score_answers
+from veracity.records import RecordError
+from veracity.stats import mean_stderr
+from veracity.types import Generation, GenRequest, Sampling
+
+CONTROLS = ("numeric",)
+STAGE = "control: numeric"
+
+
+def variations(client: LLMClient, n: int) -> list[dict[str, Any]]:
+    """The N compute paths of the control, as recorded in the run."""
+    if n < 1:
+        raise ConfigError(f"the numeric control needs at least one variation, got n={n}")
+    backend = client.backend
+    if isinstance(backend, ComputeVaried):
+        return [{"kind": "compute", **v} for v in backend.compute_variations(n)]
+    return [{"kind": "replicate", "replicate": k} for k in range(1, n + 1)]
+
+
+def replicate_request(request: GenRequest, k: int) -> GenRequest:
+    """The identical request as replicate k: a cache key of its own, the same payload.
+
+    ``sample_index`` separates replicates in the cache; a backend adds it to the seed, so the
+    seed is moved back by k and the server receives byte-for-byte the same request.
+    """
+    return replace(request, sampling=replace(request.sampling, seed=request.sampling.seed - k),
+                   sample_index=request.sample_index + k)
+
+
+def _merge(into: CallStats, other: CallStats) -> None:
+    for name in ("requests", "cache_hits", "model_calls", "failed", "completion_tokens",
+                 "model_seconds"):
+        setattr(into, name, getattr(into, name) + getattr(other, name))
+    for stage, count in other.by_stage.items():
+        into.by_stage[stage] = into.by_stage.get(stage, 0) + count
+
+
+def null_generations(
+    prompts: Sequence[str], client: LLMClient, sampling: Sampling, paths: Sequence[dict[str, Any]]
+) -> list[list[Generation | Exception]]:
+    """For each prompt, one outcome per compute path (outer list: prompts)."""
+    requests = [GenRequest.user(p, sampling) for p in prompts]
+    per_path: list[list[Generation | Exception]] = []
+    for path in paths:
+        if path["kind"] == "replicate":
+            asked = [replicate_request(r, int(path["replicate"])) for r in requests]
+            per_path.append(list(client.generate_each(asked, stage=STAGE)))
+            continue
+        backend = client.backend
+        assert isinstance(backend, ComputeVaried)
+        setting = {k: v for k, v in path.items() if k != "kind"}
+        varied = LLMClient(backend.varied(setting), client.cache, client.progress)
+        try:
+            per_path.append(list(varied.generate_each(requests, stage=STAGE)))
+        finally:
+            varied.close()
+            _merge(client.stats, varied.stats)
+    return [[outcomes[i] for outcomes in per_path] for i in range(len(prompts))]
+
+
+def add_null_control(
+    records: list[dict[str, Any]],
+    client: LLMClient,
+    embedder: CachedEmbedder,
+    sampling: Sampling,
+    n: int,
+    form: Form,
+) -> dict[str, Any]:
+    """Answer each record's prompt along N compute paths, score gamma_null around the record's
+    answer, and set ``gamma_null``, ``gamma_above_null`` and ``null_answers`` on it.
+
+    Items the model rejected are skipped. Returns the run's ``control`` section.
+    """
+    paths = variations(client, n)
+    todo = [k for k, r in enumerate(records) if not _model_failed(r)]
+    for record in records:
+        record.update(gamma_null=None, gamma_above_null=None, null_answers=[])
+    if not todo:
+        return summarise(records, paths)
+    outcomes = null_generations([str(records[k]["prompt"]) for k in todo], client, sampling, paths)
+    texts = [[o.text.strip() if isinstance(o, Generation) else "" for o in row] for row in outcomes]
+    values = score_answers([str(records[k]["answer"]) for k in todo], texts, embedder, form)
+    for k, row, answers, value in zip(todo, outcomes, texts, values, strict=True):
+        failed = next((str(o) for o in row if not isinstance(o, Generation)), None)
+        record = records[k]
+        record["null_answers"] = answers
+        if failed:
+            record["control_error"] = f"model error: {failed}"
+            continue
+        record["gamma_null"] = value
+        if value is not None and record.get("gamma") is not None:
+            record["gamma_above_null"] = bool(record["gamma"] > value)
+    return summarise(records, paths)
+
+
+def summarise(records: Sequence[dict[str, Any]], paths: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Means of gamma and gamma_null over items that have both, and the share of items whose
+    gamma exceeds the 95th percentile of the run's gamma_null."""
+    both = [r for r in records if r.get("gamma") is not None and r.get("gamma_null") is not None]
+    g = np.array([r["gamma"] for r in both], dtype=np.float64)
+    null = np.array([r["gamma_null"] for r in both], dtype=np.float64)
+    mean_g, se_g = mean_stderr(list(g))
+    mean_null, se_null = mean_stderr(list(null))
+    p95 = float(np.quantile(null, 0.95)) if null.size else math.nan
+    identical = [all(a == r["answer"] for a in r["null_answers"]) for r in both]
+    return {
+        "kind": "numeric",
+        "n": len(paths),
+        "variations": [dict(p) for p in paths],
+        "n_scored": len(both),
+        "mean_gamma": mean_g,
+        "stderr_gamma": se_g,
+        "mean_gamma_null": mean_null,
+        "stderr_gamma_null": se_null,
+        "mean_gamma_minus_null": float((g - null).mean()) if both else math.nan,
+        "gamma_null_p95": p95,
+        "share_above_null_p95": float((g > p95).mean()) if both else math.nan,
+        "share_above_own_null": float((g > null).mean()) if both else math.nan,
+        "share_null_identical": float(np.mean(identical)) if both else math.nan,
+    }
+
+
+def _model_failed(record: dict[str, Any]) -> bool:
+    """The model gave this item no answer (older runs say so by a message prefix)."""
+    error = RecordError.from_json(record.get("error"), record.get("error_kind"))
+    return error is not None and error.no_answer

@@ -1,0 +1,104 @@
+"""γ's typed per-item record and run summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from veracity.records import Record, RecordError, json_object, number
+
+
+@dataclass(frozen=True)
+class GammaRecord(Record):
+    """One prompt's harmonic γ: its answer, the ball and the answers along it."""
+
+    id: str
+    prompt: str
+    answer: str
+    gamma: float | None
+    """None = unscored (see ``error``)."""
+    form: str = "sin"
+    n: int = 0
+    ball: str = ""
+    seed: int = 0
+    model: str = ""
+    embedder: str = ""
+    perturbed_prompts: tuple[str, ...] = ()
+    perturbed_answers: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    error: RecordError | None = None
+    replaced_chars: int | None = None
+    """Characters of the answers that were not valid text (None: recorded answers)."""
+    perturbed_cosines: tuple[float | None, ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def p_correct(self) -> float | None:
+        """P(correct) from a calibration, when the run had one."""
+        value = self.extra.get("p_correct")
+        return None if value is None else float(value)
+
+    @property
+    def verdict(self) -> str | None:
+        """trustworthy / uncertain / untrustworthy / unscored, when the run was calibrated."""
+        value = self.extra.get("verdict")
+        return None if value is None else str(value)
+
+    @property
+    def gamma_null(self) -> float | None:
+        """γ of numerical noise alone, when the numeric control ran."""
+        value = self.extra.get("gamma_null")
+        return None if value is None else float(value)
+
+    @classmethod
+    def from_json(cls, data: Any) -> GammaRecord:
+        """A record as samples.jsonl holds it."""
+        typed, rest = cls._split(json_object(data, "gamma record"))
+        error = RecordError.from_json(typed.pop("error", None), rest.pop("error_kind", None))
+        for name in ("perturbed_prompts", "perturbed_answers", "references"):
+            typed[name] = tuple(typed.get(name) or ())
+        if typed.get("perturbed_cosines") is not None:
+            typed["perturbed_cosines"] = tuple(typed["perturbed_cosines"])
+        typed["metadata"] = dict(typed.get("metadata") or {})
+        typed["id"] = str(typed.get("id", ""))
+        return cls(**typed, error=error, extra=rest)
+
+    def to_json(self) -> dict[str, Any]:
+        """The samples.jsonl shape (the one ``--json`` prints)."""
+        out = self._typed_json()
+        error = out.pop("error")
+        cosines = out.pop("perturbed_cosines")
+        replaced = out.pop("replaced_chars")
+        out |= {"perturbed_prompts": list(self.perturbed_prompts),
+                "perturbed_answers": list(self.perturbed_answers),
+                "references": list(self.references), "metadata": dict(self.metadata),
+                "error": None if error is None else error.message,
+                "error_kind": None if error is None else error.kind.value}
+        if replaced is not None:
+            out["replaced_chars"] = replaced
+        if cosines is not None:
+            out["perturbed_cosines"] = list(cosines)
+        return out | dict(self.extra)
+
+
+@dataclass(frozen=True)
+class GammaSummary:
+    """γ over a run's items: how many were scored, mean ± standard error, median, and the
+    share below the trust threshold."""
+
+    n_items: int
+    n_scored: int
+    mean: float | None
+    stderr: float | None
+    median: float | None
+    threshold: float
+    share_below_threshold: float | None
+
+    @classmethod
+    def from_results(cls, results: Mapping[str, Any]) -> GammaSummary:
+        agg = results["aggregate"]
+        return cls(int(agg["n_items"]), int(agg["n_scored"]), number(agg["mean"]),
+                   number(agg["stderr"]), number(agg["median"]), float(agg["threshold"]),
+                   number(agg["share_below_threshold"]))

@@ -1,0 +1,223 @@
+"""Gamma runs: live (model + embedder) or from recorded generations, into a run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, cast
+
+from veracity.data.jsonl import read_objects
+from veracity.data.qa import domain_of
+from veracity.errors import ConfigError, DataError
+from veracity.methods.gamma.calibration import Calibration
+from veracity.methods.gamma.control import CONTROLS, add_null_control
+from veracity.methods.gamma.core import (
+    EMBEDDING,
+    Form,
+    GammaSettings,
+    aggregate,
+    gamma_record,
+    measure_gamma,
+    perturbed_cosines,
+    score_answers,
+)
+from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
+from veracity.methods.gamma.whitebox import Scope, Shape, whitebox_gamma
+from veracity.runs.common import Context
+from veracity.runs.result import RunResult, save_run
+from veracity.store import check_run_target
+from veracity.text import short
+from veracity.types import Item
+
+
+def _results(
+    records: Sequence[dict[str, Any]], settings: GammaSettings, model: str, embedder: str,
+    dataset: str, domain: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "method": "gamma",
+        "model": model,
+        "embedder": embedder,
+        "dataset": dataset,
+        "domain": domain or domain_of(dataset),
+        "settings": settings.describe(),
+        "aggregate": aggregate(records, settings.cut, settings.form),
+    }
+
+
+def _calibrate(records: list[dict[str, Any]], results: dict[str, Any],
+               calibration: Calibration | None, force: bool) -> None:
+    """P(correct) and calibrated verdicts on the records; what was used into the results."""
+    if calibration is None:
+        return
+    curve, choice = calibration.select(run_key(results), force)
+    apply_calibration(records, curve)
+    results["calibration"] = choice | {"thresholds": curve.thresholds, "curve": curve.to_dict()}
+
+
+def _save(
+    out: Path | None, config: dict[str, Any], records: list[dict[str, Any]],
+    results: dict[str, Any], ctx: Context,
+) -> RunResult[GammaRecord]:
+    typed = [GammaRecord.from_json(r) for r in records]
+    return save_run(out, "gamma", config, typed, results, ctx.started, ctx.stats())
+
+
+def run_gamma(
+    items: Sequence[Item],
+    model: str,
+    embedder: str,
+    settings: GammaSettings,
+    ctx: Context,
+    out: Path | None = None,
+    dataset: str = "prompts",
+    calibration: Calibration | None = None,
+    force: bool = False,
+    domain: str | None = None,
+) -> RunResult[GammaRecord]:
+    """Score items with gamma on a model; all generations go through the cache.
+
+    ``domain`` names the corpus in comparisons across runs (Table 8's columns; default: the
+    dataset's kind, e.g. Web QA, or its file name).
+
+    With ``settings.control`` the numeric null control runs after gamma, on the same answers.
+    With ``calibration`` every record gets P(correct) and a calibrated verdict; a calibration
+    made for another setup is refused before any model call unless ``force``.
+    """
+    if settings.control is not None and settings.control not in CONTROLS:
+        raise ConfigError(f"unknown control '{settings.control}'; known: {', '.join(CONTROLS)}")
+    if out is not None:
+        check_run_target(out)  # before any model call
+    client = ctx.client(model)
+    cached_embedder = ctx.embedder(embedder)
+    if calibration is not None:  # refuse a mismatch before any model call
+        calibration.select({"model": client.spec, "embedder": cached_embedder.spec,
+                            "form": settings.form, "ball": settings.ball, "n": settings.n}, force)
+    if settings.ball == EMBEDDING:
+        records = whitebox_gamma(
+            items, client, cached_embedder, n=settings.n, radius=settings.radius,
+            seed=settings.seed, form=settings.form, shape=cast(Shape, settings.shape),
+            scope=cast(Scope, settings.scope), sampling=settings.sampling,
+        )
+    else:
+        paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
+        records = measure_gamma(items, client, cached_embedder, settings, paraphraser)
+    control = None
+    if settings.control is not None:
+        control = add_null_control(records, client, cached_embedder, settings.sampling,
+                                   settings.n, settings.form)
+    results = _results(records, settings, client.spec, cached_embedder.spec, dataset, domain)
+    if control is not None:
+        results["control"] = control
+    _calibrate(records, results, calibration, force)
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "embedder": cached_embedder.spec,
+        "dataset": dataset,
+        "domain": results["domain"],
+        "n_items": len(items),
+        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
+        "model_options": ctx.options_record(),
+    }
+    if control is not None:
+        config["control"] = {"kind": control["kind"], "n": control["n"],
+                             "variations": control["variations"]}
+    if calibration is not None:
+        config["calibration"] = {k: v for k, v in results["calibration"].items() if k != "curve"}
+    return _save(out, config, records, results, ctx)
+
+
+def read_recorded(path: Path) -> list[dict[str, Any]]:
+    """Recorded generations: JSONL with prompt, answer, perturbed_answers per line."""
+    rows = []
+    for number, row in read_objects(path, "recorded file"):
+        where = f"{path}, line {number}"
+        for name in ("prompt", "answer", "perturbed_answers"):
+            if name not in row:
+                raise DataError(f"{where}: missing field '{name}'")
+        if not isinstance(row["prompt"], str) or not row["prompt"].strip():
+            raise DataError(f"{where}, field 'prompt': expected a non-empty string, got "
+                            f"{short(row['prompt'])}")
+        if not isinstance(row["answer"], str):
+            raise DataError(f"{where}, field 'answer': expected a string, got "
+                            f"{type(row['answer']).__name__}")
+        perturbed = _strings(row, "perturbed_answers", where)
+        if not perturbed:
+            raise DataError(f"{where}, field 'perturbed_answers': expected a non-empty list")
+        if "perturbed_prompts" in row and len(_strings(row, "perturbed_prompts", where)) != len(
+                perturbed):
+            raise DataError(f"{where}, field 'perturbed_prompts': {len(row['perturbed_prompts'])} "
+                            f"prompts for {len(perturbed)} perturbed answers")
+        for name in ("model", "ball"):
+            if name in row and (not isinstance(row[name], str) or not row[name].strip()):
+                raise DataError(f"{where}, field '{name}': expected a non-empty string")
+        identifier = row.get("id", f"line-{number}")
+        if isinstance(identifier, bool) or not isinstance(identifier, str | int):
+            raise DataError(f"{where}, field 'id': expected a string or an integer")
+        row["id"] = str(identifier)
+        rows.append(row)
+    if not rows:
+        raise DataError(f"{path}: no records")
+    return rows
+
+
+def _strings(row: dict[str, Any], name: str, where: str) -> list[str]:
+    value = row[name]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DataError(f"{where}, field '{name}': expected a list of strings, got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def run_gamma_recorded(
+    path: Path,
+    embedder: str,
+    ctx: Context,
+    form: Form = "sin",
+    threshold: float = 0.05,
+    out: Path | None = None,
+    calibration: Calibration | None = None,
+    force: bool = False,
+    threshold_form: Form | None = None,
+) -> RunResult[GammaRecord]:
+    """Score recorded generations with no model at all; ``threshold`` is in ``threshold_form``
+    (default: the paper's paper-code for the angle forms)."""
+    if out is not None:
+        check_run_target(out)  # before any model call
+    rows = read_recorded(path)
+    cached_embedder = ctx.embedder(embedder)
+    values = score_answers(
+        [r["answer"] for r in rows], [r["perturbed_answers"] for r in rows], cached_embedder, form
+    )
+    settings = GammaSettings(form=form, threshold=threshold, threshold_form=threshold_form,
+                             ball=str(rows[0].get("ball", "recorded")))
+    model = str(rows[0].get("model", "recorded"))
+    records = []
+    for row, value in zip(rows, values, strict=True):
+        item = Item(str(row["id"]), str(row["prompt"]))
+        record = gamma_record(
+            item, row["answer"], row.get("perturbed_prompts", []), row["perturbed_answers"],
+            value, settings, str(row.get("model", model)), cached_embedder.spec,
+        )
+        record["ball"] = row.get("ball", "recorded")
+        records.append(record)
+    cosines = perturbed_cosines([r["answer"] for r in rows], [r["perturbed_answers"] for r in rows],
+                                cached_embedder)
+    for record, values in zip(records, cosines, strict=True):
+        record["perturbed_cosines"] = values
+    results = _results(records, settings, model, cached_embedder.spec, f"recorded:{path.name}")
+    sizes = sorted({len(r["perturbed_answers"]) for r in rows})
+    described = {  # what the file says, not generation settings it never used
+        "n": sizes[0] if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}",
+        "ball": settings.ball, "form": form, "threshold": settings.applied_threshold,
+        "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
+    }
+    results["settings"] = described
+    _calibrate(records, results, calibration, force)
+    config = {"recorded": str(path), "embedder": cached_embedder.spec, "model": model,
+              "dataset": f"recorded:{path.name}", "settings": described,
+              "model_options": ctx.options_record()}
+    return _save(out, config, records, results, ctx)

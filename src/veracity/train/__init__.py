@@ -1,1 +1,0 @@
-"""LoRA fine-tuning (``veracity[train]``): TRL's SFT trainer with PEFT adapters."""
