@@ -248,7 +248,7 @@ class FakeBackend:
         if name is not None and (not name or "/" in name):
             raise ConfigError(f"a responder's name must be non-empty and without '/', got {name!r}")
         self._responder = responder
-        self.spec = f"fake/{name or getattr(responder, '__name__', type(responder).__name__)}"
+        self.spec = f"fake/{name or label(responder).rsplit('.', 1)[-1].rsplit(':', 1)[-1]}"
         self._identity = {"mode": self.spec, "responder": label(responder),
                           "fingerprint": _responder_fingerprint(responder, name)}
 
