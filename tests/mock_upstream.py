@@ -47,6 +47,8 @@ class Reply:
     match: Callable[[str], bool] | None = None
     """Only for a request whose last user message this accepts (None: any request). The
     gateway sends the answer's request and the perturbed ones at once, in no set order."""
+    until: Callable[[MockUpstream], bool] | None = None
+    """Answer only once this holds (polled for up to 10 s), e.g. once other requests arrived."""
 
 
 def only(prompt: str) -> Callable[[str], bool]:
@@ -93,6 +95,8 @@ class MockUpstream:
     in_flight: int = 0
     max_in_flight: int = 0
     """Most chat requests waiting for their answer at once."""
+    abandoned: list[str] = field(default_factory=list)
+    """The prompts of held answers (``hang``) whose client closed the connection first."""
     _queue: list[Reply] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -150,7 +154,7 @@ class MockUpstream:
                            (line.partition(":") for line in lines[1:] if line)}
                 raw = await reader.readexactly(int(headers.get("content-length", 0)))
                 body = json.loads(raw) if raw else None
-                if not await self._answer(method, path, headers, body, writer):
+                if not await self._answer(method, path, headers, body, reader, writer):
                     return
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -158,20 +162,33 @@ class MockUpstream:
             writer.close()
 
     async def _answer(self, method: str, path: str, headers: dict[str, str], body: Any,
-                      writer: asyncio.StreamWriter) -> bool:
+                      reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; False when the connection is to be dropped."""
         if method == "GET" and path.endswith("/models"):
             self._send(writer, 200, {"object": "list", "data": [
                 {"id": self.model, "object": "model", "created": 0, "owned_by": "mock"}]})
             return True
         reply = self._next(Received(path, headers, body))
+        if reply.until is not None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while not reply.until(self) and loop.time() < deadline:
+                await asyncio.sleep(0.01)
         async with self._slots:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
-                await asyncio.sleep(self.delay + reply.hang)
+                if reply.hang:
+                    held = await self._hold(self.delay + reply.hang, reader)
+                else:
+                    await asyncio.sleep(self.delay)
+                    held = True
             finally:
                 self.in_flight -= 1
+        if not held:
+            with self._lock:
+                self.abandoned.append(_last_user(body) if isinstance(body, dict) else "")
+            return False
         if reply.drop:
             return False
         if reply.status != 200 or reply.body is not None:
@@ -186,6 +203,18 @@ class MockUpstream:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 7, "completion_tokens": 7, "total_tokens": 14}})
+        return True
+
+    @staticmethod
+    async def _hold(seconds: float, reader: asyncio.StreamReader) -> bool:
+        """Wait ``seconds``; False as soon as the client closes the connection (clients here
+        send nothing while they wait for an answer, so the only thing to arrive is the end)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while (left := deadline - loop.time()) > 0:
+            if reader.at_eof():
+                return False
+            await asyncio.sleep(min(left, 0.01))
         return True
 
     def _send(self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any],

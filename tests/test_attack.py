@@ -155,7 +155,7 @@ def test_report_escapes_answers_and_suffixes(tmp_path: Path, ctx: Context) -> No
     def nasty(request: GenRequest) -> str:
         return f"<script>alert(1)</script>\x01{len(request.messages[0].content)}"
 
-    ctx.clients["fake/nasty"] = LLMClient(FakeBackend("nasty-mode", responder=nasty), ctx.cache)
+    ctx.clients["fake/nasty"] = LLMClient(FakeBackend(responder=nasty, name="nasty"), ctx.cache)
     run_attack("Q?", "fake/nasty", "hash/default", AttackSettings(steps=2, n=3), ctx, tmp_path / "r")
     from veracity.report import build_report
 

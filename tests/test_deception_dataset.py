@@ -269,7 +269,7 @@ class _OneAtATime(FakeBackend):
 
     capabilities = Capabilities(prefill=True, seed=True, max_concurrency=1)
 
-    def __init__(self, mode: str = "echo", responder: Responder | None = None) -> None:
+    def __init__(self, mode: str | None = None, responder: Responder | None = None) -> None:
         super().__init__(mode, responder)
         self.spec = "fake/x"  # the journal is kept per model
 

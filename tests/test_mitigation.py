@@ -90,7 +90,7 @@ def _longer(request: GenRequest) -> str:
 
 def test_judge_pairs_asks_both_orders_and_caches(tmp_path: Path) -> None:
     cache = Cache(tmp_path / "c.sqlite")
-    client = LLMClient(FakeBackend("longer", responder=_longer), cache)
+    client = LLMClient(FakeBackend(responder=_longer, name="longer"), cache)
     questions = ["q1", "q2", "q3", "q4", "q5"]
     candidate = ["a much longer answer", "short", "", "only mine", "same text"]
     base = ["short", "a much longer answer", "base only", "", " same text"]
@@ -99,7 +99,7 @@ def test_judge_pairs_asks_both_orders_and_caches(tmp_path: Path) -> None:
     assert (judged[0].first, judged[0].second) == ("A", "B")
     assert [j.asked for j in judged] == [True, True, False, False, False]
     assert client.stats.model_calls == 4  # two pairs x two orders; empty answers not asked
-    again = LLMClient(FakeBackend("longer", responder=_longer), cache)
+    again = LLMClient(FakeBackend(responder=_longer, name="longer"), cache)
     assert [j.outcome for j in judge_pairs(again, questions, candidate, base)] == \
         [j.outcome for j in judged]
     assert again.stats.model_calls == 0 and again.stats.cache_hits == 4

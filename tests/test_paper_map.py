@@ -51,3 +51,22 @@ def test_every_command_and_option_exists(item: str, argv: list[str]) -> None:
     for flag, value in zip(words, words[1:], strict=False):
         if flag in choices:
             assert value in choices[flag], f"{item}: {flag} {value}"
+
+
+def _numbers(text: str, word: str) -> set[int]:
+    """Every number the text gives to ``word`` (Table / Figure), ranges like 3–4 included."""
+    found: set[int] = set()
+    for match in re.finditer(rf"{word}s? (\d+)(?:[–-](\d+))?", text):
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        found.update(range(first, last + 1))
+    return found
+
+
+def test_every_table_and_figure_is_mapped_or_named_as_not_mapped() -> None:
+    text = MAP.read_text(encoding="utf-8")
+    mapped = " ".join(item for item, _ in commands())
+    rest = text[text.index("Not mapped here"):]
+    tables, figures = _numbers(mapped + rest, "Table"), _numbers(mapped + rest, "Figure")
+    assert set(range(1, 11)) <= tables, sorted(set(range(1, 11)) - tables)
+    assert set(range(1, 5)) <= figures, sorted(set(range(1, 5)) - figures)
+    assert not _numbers(mapped, "Table") & _numbers(rest, "Table")  # mapped or not, never both

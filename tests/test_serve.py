@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,16 @@ from veracity.traffic import read_traffic
 UPSTREAM_KEY = "sk-upstream-CANARY-7f3a9c"
 GATEWAY_KEY = "gw-key-CANARY-51b2"
 PROMPT = "What is the capital of France?"
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Poll ``condition`` until it holds or ``seconds`` pass; its last value."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
 
 
 class Gateway:
@@ -126,13 +137,22 @@ def test_perturbed_calls_of_an_answer_never_scored_are_cancelled(
         gateway: Callable[..., Gateway], answer: Reply) -> None:
     gw = gateway()
     messages: Any = [{"role": "user", "content": "Another question?"}]
-    slow = Reply(hang=1.5, match=perturbed_from("Another question?"))
-    gw.mock.script(answer, slow, slow, slow)  # the perturbed calls would answer after 1.5 s
+    asked = perturbed_from("Another question?")
+    slow = Reply(hang=30.0, match=asked)
+
+    def all_perturbed_arrived(mock: MockUpstream) -> bool:
+        return sum(asked(b["messages"][-1]["content"]) for b in mock.chat_bodies()) == 3
+
+    # the answer fails only once the three perturbed calls are in flight, held 30 s
+    gw.mock.script(replace(answer, until=all_perturbed_arrived), slow, slow, slow)
     try:
         gw.client().chat.completions.create(model="mock-model", messages=messages)
     except openai.InternalServerError:
         pass
-    time.sleep(2.0)  # past when they would have been answered (and cached), had they gone on
+    # the gateway hung up on all three: a gateway that let them run on would have them
+    # answered and cached instead
+    assert wait_until(lambda: len(gw.mock.abandoned) == 3, seconds=10), gw.mock.abandoned
+    assert all(asked(prompt) for prompt in gw.mock.abandoned)
     # cancelled, not answered: nothing of them was cached, so asking again sends all three
     again = gw.client().chat.completions.create(model="mock-model", messages=messages)
     assert (again.model_extra or {})["veracity"]["model_calls"] == 3

@@ -57,6 +57,21 @@ class Gw:
         return httpx.get(self.url + "/metrics", timeout=20).text
 
 
+def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Poll ``condition`` until it holds or ``seconds`` pass; its last value."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def open_connections(gw: Gw) -> int:
+    """Client connections the gateway's server holds open right now."""
+    return len(gw.running.server.server_state.connections)
+
+
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Callable[..., Gw]]:
     with ExitStack() as stack:
@@ -343,13 +358,13 @@ def test_slow_headers_and_slow_bodies_are_closed_at_the_client_timeout(gateway: 
 def test_connections_beyond_the_cap_are_refused(gateway: Callable[..., Gw]) -> None:
     gw = gateway(max_connections=3, client_timeout=10)
     held = [connect(gw) for _ in range(3)]
-    time.sleep(0.2)
+    assert wait_until(lambda: open_connections(gw) == 3)
     extra = connect(gw)
     status, data, _ = closed_within(extra, 3)
     assert status == 503 and b"too_many_connections" in data
     for sock in held:
         sock.close()
-    time.sleep(0.2)
+    assert wait_until(lambda: open_connections(gw) == 0)
     assert gw.chat().status_code == 200  # freed: served again
     assert 'veracity_gateway_client_errors_total{kind="connection_cap"} 1.0' in gw.metrics()
 
@@ -473,7 +488,9 @@ def test_sigterm_drains_and_exits_0_and_the_url_is_redacted(tmp_path: Path) -> N
             got: list[httpx.Response] = []
             worker = threading.Thread(target=lambda: got.append(client.send(pending)))
             worker.start()
-            time.sleep(0.5)  # the request is in flight, its answer held 1.5 s upstream
+            # the request is in flight, its answer held 1.5 s upstream
+            assert wait_until(lambda: any(only(PROMPT)(b["messages"][-1]["content"])
+                                          for b in mock.chat_bodies()))
             server.send_signal(signal.SIGTERM)
             worker.join(20)
         rest = server.stderr.read()

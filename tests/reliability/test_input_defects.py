@@ -78,7 +78,8 @@ def test_a_run_whose_model_answers_hold_lone_surrogates_finishes(tmp_path: Path)
     from veracity.report import build_report
 
     ctx = Context(cache=None)  # --no-cache: the run files are the first writers
-    ctx.clients["fake/odd"] = LLMClient(FakeBackend("odd", lambda r: "half \ud83d and \x9b"), None)
+    ctx.clients["fake/odd"] = LLMClient(
+        FakeBackend(responder=lambda r: "half \ud83d and \x9b", name="odd"), None)
     outcome = run_gamma([Item("a", "What?")], "fake/odd", "hash/default", GammaSettings(n=2), ctx,
                         tmp_path / "run")
     assert outcome.run is not None

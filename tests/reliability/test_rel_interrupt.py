@@ -39,6 +39,24 @@ def _cached(folder: Path) -> int:
         return int(conn.execute("SELECT COUNT(*) FROM entries WHERE kind = 'generation'").fetchone()[0])
 
 
+def _cached_now(folder: Path) -> int:
+    """``_cached`` while a run may still be creating the file (0 until its table exists)."""
+    if not (folder / "cache.sqlite").exists():
+        return 0
+    try:
+        return _cached(folder)
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _wait_cached(folder: Path, count: int, proc: subprocess.Popen[bytes]) -> int:
+    """Poll until the run has cached ``count`` answers (or died, or 60 s passed)."""
+    deadline = time.monotonic() + 60
+    while _cached_now(folder) < count and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return _cached_now(folder)
+
+
 def _wait_for(mock: MockOpenAI, answered: int, proc: subprocess.Popen[bytes]) -> int:
     deadline = time.monotonic() + 60
     while mock.answered < answered and proc.poll() is None and time.monotonic() < deadline:
@@ -68,7 +86,8 @@ def test_kill_9_then_rerun_loses_nothing_and_resends_only_what_is_missing(tmp_pa
             cached_before = _cached(tmp_path) if (tmp_path / "cache.sqlite").exists() else 0
             proc = subprocess.Popen(_command(mock.url, tmp_path, "run"), stderr=subprocess.PIPE)
             _wait_for(mock, target, proc)
-            time.sleep(0.5)
+            # every answer sent arrives and is cached while the rest hang: kill -9 only then
+            assert _wait_cached(tmp_path, given[0], proc) == given[0]
             proc.kill()
             proc.wait()
             assert _cached(tmp_path) == given[0] > cached_before  # no answered call lost
@@ -99,8 +118,10 @@ def test_ctrl_c_exits_at_once_keeping_every_answer(tmp_path: Path) -> None:
     with MockOpenAI(chooser=stall_after_first) as mock:
         proc = subprocess.Popen(_command(mock.url, tmp_path, "run"), stderr=subprocess.PIPE)
         _wait_for(mock, first, proc)
-        while mock.in_flight < 4 and proc.poll() is None:  # stalled requests in flight
-            time.sleep(0.005)
+        deadline = time.monotonic() + 60
+        while mock.in_flight < 4 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)  # until the stalled requests are in flight
+        assert mock.in_flight == 4, mock.in_flight
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=15)  # not 30 s: in-flight requests are not awaited
         assert mock.answered == first

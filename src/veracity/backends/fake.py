@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
+from veracity.backends.fingerprint import Unstable, fingerprint, label
 from veracity.errors import ConfigError, PermanentError
 from veracity.types import Generation, GenRequest
 
 Responder = Callable[[GenRequest], str]
+logger = logging.getLogger(__name__)
 
 _WORDS = (
     "the answer is paris london four blue river mountain seven history science "
@@ -210,28 +214,50 @@ class FakeBackend:
     """Scripted outputs: a named mode, a responder callable, or an ``enqueue``d list.
 
     ``history`` records every request it received, so tests can assert on calls.
+
+    A responder is cached under its own identity: its ``module:qualname`` and a fingerprint of
+    its code and captured values (closure cells, ``functools.partial`` arguments, a bound
+    method's ``self``), so two responders never share cache entries and the same responder finds
+    its answers again in a later run. ``name=`` labels it (``fake/<name>``); when a captured
+    value has no stable description (a lock, an open file), the name stands in for it, and
+    without a name the answers are cached for this backend object only.
     """
 
     capabilities = Capabilities(prefill=True, seed=True, max_concurrency=8)
 
-    def __init__(self, mode: str = "echo", responder: Responder | None = None, delay: float = 0.0) -> None:
+    def __init__(self, mode: str | None = None, responder: Responder | None = None,
+                 delay: float = 0.0, name: str | None = None) -> None:
         """``delay``: seconds each request takes, like a slow model (scheduling tests, benches)."""
-        if responder is None and mode not in MODES:
-            raise ConfigError(f"unknown fake mode '{mode}'; known: {', '.join(sorted(MODES))}")
         if delay < 0:
             raise ConfigError(f"delay must not be negative, got {delay}")
         self.delay = delay
-        self.spec = f"fake/{mode}"
-        self._responder = responder or MODES[mode]
         self._queue: list[str] = []
         self.history: list[GenRequest] = []
+        if responder is None:
+            if name is not None:
+                raise ConfigError("name= labels a responder; a fake mode is named by mode=")
+            mode = mode or "echo"
+            if mode not in MODES:
+                raise ConfigError(f"unknown fake mode '{mode}'; known: {', '.join(sorted(MODES))}")
+            self.spec = f"fake/{mode}"
+            self._responder = MODES[mode]
+            self._identity: dict[str, Any] = {"mode": self.spec}
+            return
+        if mode is not None:
+            raise ConfigError(f"a responder is labelled with name=, not mode= (got mode={mode!r})")
+        if name is not None and (not name or "/" in name):
+            raise ConfigError(f"a responder's name must be non-empty and without '/', got {name!r}")
+        self._responder = responder
+        self.spec = f"fake/{name or label(responder).rsplit('.', 1)[-1].rsplit(':', 1)[-1]}"
+        self._identity = {"mode": self.spec, "responder": label(responder),
+                          "fingerprint": _responder_fingerprint(responder, name)}
 
     def enqueue(self, texts: Sequence[str]) -> None:
         """Answer the next requests with these texts, in order, before the responder."""
         self._queue.extend(texts)
 
     def identity(self) -> dict[str, Any]:
-        return {"mode": self.spec}
+        return dict(self._identity)
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
         out: list[Outcome] = []
@@ -249,6 +275,17 @@ class FakeBackend:
 
     def close(self) -> None:
         pass
+
+
+def _responder_fingerprint(responder: Responder, name: str | None) -> str:
+    try:
+        return fingerprint(responder)
+    except Unstable as why:
+        if name is not None:
+            return f"named:{name}"
+        logger.info("fake responder %s: %s, so its answers are cached for this backend only "
+                    "(pass name= to keep them across runs)", label(responder), why)
+        return f"unshared:{uuid.uuid4().hex}"
 
 
 def load(name: str, **options: Any) -> FakeBackend:

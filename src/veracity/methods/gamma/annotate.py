@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,27 +33,6 @@ from veracity.text import csv_cell, csv_uncell, html_text
 Kind = Literal["qa", "code"]
 RUBRIC_CHOICES = ("auto", "qa", "code")
 SCALE = range(0, 6)
-
-# [reconstructed] the paper rates on 0-5 with one scale for QA and one for programming
-# answers; it does not print the wording, so this is ours.
-RUBRICS: dict[Kind, tuple[str, ...]] = {
-    "qa": (
-        "0: no usable answer (empty, nonsense, off-topic, or only repeats the question)",
-        "1: wrong: a false or misleading answer",
-        "2: mostly wrong, but with something relevant and true",
-        "3: partly right: the right idea with an error or a real gap",
-        "4: right in substance, with a minor omission or imprecision",
-        "5: right and complete, nothing false",
-    ),
-    "code": (
-        "0: no usable answer (empty, nonsense, or off-topic)",
-        "1: wrong: does not do the task, would not run, or uses made-up APIs",
-        "2: mostly wrong, but with some relevant, usable parts",
-        "3: right approach, but a bug that needs a real fix",
-        "4: works, with a minor flaw (an edge case, style, or inefficiency)",
-        "5: correct, working and clear",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -83,6 +63,11 @@ def read_rubric(path: Path) -> Rubric:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read rubric file {path}: {exc}") from None
+    return Rubric(f"file:{path.name}", parse_rubric(text, str(path)))
+
+
+def parse_rubric(text: str, where: str) -> dict[Kind, tuple[str, ...]]:
+    """The scales of a rubric text (the format of ``read_rubric``)."""
     sections: dict[str, list[str]] = {}
     current = ""
     for number, raw in enumerate(text.splitlines(), 1):
@@ -93,26 +78,30 @@ def read_rubric(path: Path) -> Rubric:
         if header:
             current = header.group(1)
             if current in sections:
-                raise ConfigError(f"{path}, line {number}: a second [{current}] section")
+                raise ConfigError(f"{where}, line {number}: a second [{current}] section")
             sections[current] = []
             continue
         point = sections.setdefault(current, [])
         if not re.match(rf"{len(point)}\s*:", line):
-            raise ConfigError(f"{path}, line {number}: expected '{len(point)}: ...' (each scale "
+            raise ConfigError(f"{where}, line {number}: expected '{len(point)}: ...' (each scale "
                               "lists 0 to 5 in order)")
         point.append(line)
     if "" in sections and len(sections) > 1:
-        raise ConfigError(f"{path}: lines outside a section beside [qa] / [code] sections")
+        raise ConfigError(f"{where}: lines outside a section beside [qa] / [code] sections")
     if "" not in sections and set(sections) != {"qa", "code"}:
-        raise ConfigError(f"{path}: give six lines 0-5, or both a [qa] and a [code] section")
+        raise ConfigError(f"{where}: give six lines 0-5, or both a [qa] and a [code] section")
     for name, lines in sections.items():
         if len(lines) != len(SCALE):
-            raise ConfigError(f"{path}: {f'[{name}] ' if name else ''}has {len(lines)} scale "
+            raise ConfigError(f"{where}: {f'[{name}] ' if name else ''}has {len(lines)} scale "
                               f"lines; the scale is 0 to 5 (six lines)")
-    scales: dict[Kind, tuple[str, ...]] = (
-        {"qa": tuple(sections[""]), "code": tuple(sections[""])} if "" in sections
-        else {"qa": tuple(sections["qa"]), "code": tuple(sections["code"])})
-    return Rubric(f"file:{path.name}", scales)
+    if "" in sections:
+        return {"qa": tuple(sections[""]), "code": tuple(sections[""])}
+    return {"qa": tuple(sections["qa"]), "code": tuple(sections["code"])}
+
+
+# the built-in scales (after the paper's Tables 5 and 6, in our words), from the package data
+RUBRICS: dict[Kind, tuple[str, ...]] = parse_rubric(
+    (files("veracity.data") / "rubrics.txt").read_text(encoding="utf-8"), "veracity/data/rubrics.txt")
 
 
 def resolve_rubric(spec: str | Rubric) -> Rubric:
