@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+import veracity.cli.fewl_annotate  # noqa: F401  (adds fewl annotate export / import)
 import veracity.cli.fewl_train  # noqa: F401  (adds fewl icl and fewl finetune)
 from veracity import crash
 from veracity.cli.calibrate import calibrate_command

@@ -17,6 +17,7 @@ from veracity.cli.fewl import (
     questions_dataset,
     settings_from,
 )
+from veracity.cli.fewl_tables import print_table6
 from veracity.cli.options import (
     Finite,
     common_options,
@@ -27,12 +28,14 @@ from veracity.cli.options import (
 )
 from veracity.cli.output import echo
 from veracity.errors import DataError
+from veracity.methods.icl_examples import FORMATS, POOLS
 from veracity.methods.selection import RULES
 from veracity.records import Row
 from veracity.report import build_report
 from veracity.runs.common import total_stats
-from veracity.runs.fewl import answer_source
+from veracity.runs.fewl import AnswerSource, answer_source
 from veracity.runs.mitigation import MitigationSettings
+from veracity.runs.mitigation_paper import labelled_candidates
 from veracity.runs.result import RunResult
 
 
@@ -62,12 +65,17 @@ def print_table(results: dict[str, Any], versus: str) -> None:
         echo(f"{results['base_name']} accuracy {base['mean']:.3f} over {base['n']} questions")
 
 
-def _settings(kw: dict[str, Any], model: str, extra: dict[str, Any]) -> MitigationSettings:
-    rules = tuple(kw.pop("selected_by")) or RULES
+def _settings(kw: dict[str, Any], model: str, extra: dict[str, Any],
+              default_rules: tuple[str, ...] = RULES) -> MitigationSettings:
+    rules = tuple(kw.pop("selected_by")) or default_rules
+    candidates = kw.pop("candidates") or model
+    from_dataset = candidates == "dataset"
     return MitigationSettings(
-        fewl=settings_from(kw), candidates=answer_source(kw.pop("candidates") or model),
+        fewl=settings_from(kw), candidates=AnswerSource("dataset") if from_dataset
+        else answer_source(candidates),
         judge=kw.pop("judge"), rules=rules, samples=kw.pop("samples"),
         temperature=kw.pop("temperature"), split=kw.pop("split"), extra=extra,
+        candidate_lists=labelled_candidates(kw["dataset"], kw["seed"]) if from_dataset else None,
         **_judge_prompt(kw.pop("judge_prompt")))
 
 
@@ -103,7 +111,8 @@ def mitigation_options(func: Any) -> Any:
                      help="File with the judge's prompt ({question}, {a}, {b} filled in) instead "
                           "of the built-in one (helpful, truthful, harmless; A, B or C: not sure)."),
         click.option("--candidates", help="Model spec or JSONL (id + answers) of the candidate "
-                     "answers of the training questions (default: the model / base)."),
+                     "answers of the training questions (default: the model / base), or "
+                     "'dataset': a labelled dataset's own answers (CHALE: good, mid, hallucinated)."),
         click.option("--samples", type=click.IntRange(1, 100), default=4, show_default=True,
                      help="Candidates per training question."),
         click.option("--temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True,
@@ -111,39 +120,64 @@ def mitigation_options(func: Any) -> Any:
         click.option("--split", type=Finite(0.0, 1.0, min_open=True, max_open=True), default=0.8,
                      show_default=True, help="Share of questions in the (seeded) training split."),
         click.option("--selected-by", type=click.Choice(RULES), multiple=True,
-                     help="Selection rule(s) to compare (repeatable; default all three)."),
+                     help="Selection rule(s) to compare (repeatable; default: icl fewl and "
+                          "baseline, finetune all three)."),
     ]):
         func = decorator(func)
     return func
 
 
 @fewl.command("icl")
-@click.option("--model", required=True, help="Model that answers, zero-shot and with examples.")
-@click.option("--examples", type=click.IntRange(1, 50), default=3, show_default=True,
-              help="K nearest training questions shown as worked examples.")
+@click.option("--model", required=True, help="Model that answers, with examples (and zero-shot).")
+@click.option("--examples", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="K nearest pool questions shown as worked examples (the paper: 5).")
+@click.option("--pool", type=click.Choice(POOLS), default="differs", show_default=True,
+              help="Example pool: training questions where FEWL and the baseline chose different "
+                   "answers (the paper's), or all training questions.")
+@click.option("--example-format", type=click.Choice(FORMATS), default="message",
+              show_default=True, help="Examples in one user message (C.11) or as chat turns.")
+@click.option("--icl-template", type=click.Path(path_type=Path, dir_okay=False),
+              help="File with the one-message prompt ({examples}, {question} filled in).")
+@click.option("--zero-shot", is_flag=True,
+              help="Also answer zero-shot and judge every rule against it (a third arm).")
 @mitigation_options
 @questions_dataset
 @fewl_options
 @common_options
 @handles_errors
 def icl_cmd(**kw: Any) -> None:
-    """FEWL-guided in-context learning: the judge's win rate of K-shot answers (examples chosen
-    by FEWL, the baseline, gold) against zero-shot, in both orders, and accuracy on labels."""
-    from veracity.runs.fewl_icl import fewl_icl
+    """FEWL-guided in-context learning (Table 6): K nearest pool questions as examples with the
+    answer each rule picks; the judge compares FEWL-guided and baseline-guided answers head to
+    head in both orders; accuracy on labels."""
+    from veracity.runs.fewl_icl import IclSettings, fewl_icl
 
     common = pop_common(kw)
-    model, examples = kw.pop("model"), kw.pop("examples")
-    settings = _settings(kw, model, {"model": model, "examples": examples})
+    model = kw.pop("model")
+    icl = IclSettings(examples=kw.pop("examples"), pool=kw.pop("pool"),
+                      format=kw.pop("example_format"), zero_shot=kw.pop("zero_shot"),
+                      **_icl_template(kw.pop("icl_template")))
+    settings = _settings(kw, model, {"model": model}, ("fewl", "baseline"))
     items, chosen = load_selected(kw)
     ctx = make_context(**common)
     started = time.perf_counter()
     try:
-        outcome = fewl_icl(items, settings, model, examples, ctx,
+        outcome = fewl_icl(items, settings, model, icl, ctx,
                            kw["out"] or default_out("icl", kw["dataset"]), kw["dataset"])
-        print_table(outcome.results, "ICL")
+        print_table6(outcome.results)
+        if outcome.results["rows"]:
+            print_table(outcome.results, "ICL")
         _done(outcome, started, ctx, f"veracity FEWL icl: {kw['dataset']}", chosen)
     finally:
         ctx.close()
+
+
+def _icl_template(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        return {"template": path.read_text(encoding="utf-8"), "template_source": str(path)}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read the ICL template {path}: {exc}") from None
 
 
 @fewl.command("finetune")
