@@ -90,9 +90,10 @@ def import_cmd(run: Path, ratings: tuple[Path, ...], seed: int) -> None:
     echo(f"human verdicts: {run / HUMAN_FILE}\nreport: {report}")
 
 
-def _num(value: float) -> str:
-    return "—" if value != value else f"{value:.3f}"
+def _num(value: float | None) -> str:
+    return "—" if value is None or value != value else f"{value:.3f}"
 
 
 def _pct(share: dict[str, Any]) -> str:
-    return "—" if share["rate"] != share["rate"] else f"{100 * share['rate']:.1f}%"
+    rate = share["rate"]
+    return "—" if rate is None or rate != rate else f"{100 * rate:.1f}%"

@@ -12,7 +12,7 @@ NAMES = {"fewl": "FEWL", "baseline": "baseline", "gold": "ground truth", "zero-s
 
 
 def _pct(share: dict[str, Any]) -> str:
-    if share["rate"] != share["rate"]:
+    if share["rate"] is None or share["rate"] != share["rate"]:
         return "—"
     low, high = share["ci95"]
     return f"{100 * share['rate']:.1f}% [{100 * low:.0f}-{100 * high:.0f}]"

@@ -17,7 +17,7 @@ from veracity.cli.fewl import (
     questions_dataset,
     settings_from,
 )
-from veracity.cli.fewl_tables import print_table6
+from veracity.cli.fewl_tables import print_table6, print_table7
 from veracity.cli.options import (
     Finite,
     common_options,
@@ -37,6 +37,7 @@ from veracity.runs.fewl import AnswerSource, answer_source
 from veracity.runs.mitigation import MitigationSettings
 from veracity.runs.mitigation_paper import labelled_candidates
 from veracity.runs.result import RunResult
+from veracity.train.lora import METHODS
 
 
 def _pct(share: dict[str, Any]) -> str:
@@ -180,13 +181,44 @@ def _icl_template(path: Path | None) -> dict[str, str]:
         raise DataError(f"cannot read the ICL template {path}: {exc}") from None
 
 
+PAPER = {"method": "full", "epochs": 10.0, "split": 0.8,
+         "selected_by": ("gold", "baseline", "fewl"), "chat_template": "raw"}
+"""§5.2: a base model (OPT-1.3B) fine-tuned fully for 10 epochs on the answers each rule picks
+(ground truth, baseline, FEWL), TruthfulQA split 80 / 20; prompts as raw text."""
+
+
+def _preset(kw: dict[str, Any]) -> dict[str, Any] | None:
+    """--preset paper: its settings where no option was given on the command line."""
+    name = kw.pop("preset", None)
+    if name is None:
+        return None
+    context = click.get_current_context()
+    applied: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
+    for key, value in PAPER.items():
+        if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
+            kept[key] = kw[key]
+        else:
+            kw[key] = applied[key] = value
+    echo(f"preset {name}: " + ", ".join(f"{k.replace('_', '-')}={v}" for k, v in applied.items())
+         + (f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})"
+            if kept else ""), err=True)
+    return {"name": name, "applied": applied, "overridden": kept}
+
+
 @fewl.command("finetune")
-@click.option("--base", required=True, help="hf/default (bundled SmolLM2), hf/DIR or hf/FILE.gguf.")
+@click.option("--base", required=True, help="hf/default (bundled SmolLM2), hf/DIR or hf/FILE.gguf; "
+              "a base model without a chat template needs --chat-template (raw: plain text).")
+@click.option("--method", type=click.Choice(METHODS), default="lora", show_default=True,
+              help="lora: an adapter per rule; full: every weight (the paper's SFT).")
+@click.option("--preset", type=click.Choice(["paper"]), default=None,
+              help="The paper's settings (method=full, epochs=10, split=0.8, all three rules, "
+                   "chat-template=raw); options given explicitly still win. Recorded in run.json.")
 @click.option("--epochs", type=Finite(0.0, 1000.0, min_open=True), default=3.0, show_default=True)
 @click.option("--max-steps", type=click.IntRange(min=1), help="Stop after S optimiser steps.")
 @click.option("--lora-r", type=click.IntRange(1, 1024), default=8, show_default=True)
-@click.option("--learning-rate", type=Finite(0.0, 1.0, min_open=True), default=2e-4,
-              show_default=True)
+@click.option("--learning-rate", type=Finite(0.0, 1.0, min_open=True), default=None,
+              help="Default 2e-4 for lora, 2e-5 for full fine-tuning.")
 @click.option("--batch-size", type=click.IntRange(1, 1024), default=4, show_default=True)
 @click.option("--max-length", type=click.IntRange(16, 32768), default=256, show_default=True,
               help="Tokens per training example (longer ones are cut).")
@@ -194,27 +226,32 @@ def _icl_template(path: Path | None) -> dict[str, str]:
               help="Checkpoint every N steps (a rerun resumes from the last).")
 @click.option("--threads", type=click.IntRange(min=1),
               help="torch CPU threads for training and generation (1 is fastest on a busy machine).")
-@click.option("--merge", is_flag=True, help="Also save the merged model (loadable as hf/DIR).")
+@click.option("--merge", is_flag=True, help="Also save the LoRA-merged model (loadable as hf/DIR); "
+              "full fine-tuning always saves the whole model there.")
 @mitigation_options
 @questions_dataset
 @fewl_options
 @common_options
 @handles_errors
 def finetune_cmd(**kw: Any) -> None:
-    """Label-free fine-tuning: a LoRA adapter per selection rule (TRL SFT + PEFT) on the training
-    split's chosen answers; the judge compares fine-tuned and base answers on the test split."""
+    """Label-free fine-tuning (Table 7): a LoRA adapter or a fully fine-tuned model per selection
+    rule (TRL SFT) on the training split's chosen answers; the judge compares fine-tuned and base
+    answers on the test split in both orders."""
     from veracity.runs.finetune import fewl_finetune
     from veracity.train.lora import LoraSettings
 
+    preset = _preset(kw)
     common = pop_common(kw)
-    base = kw.pop("base")
+    base, method = kw.pop("base"), kw.pop("method")
+    rate = kw.pop("learning_rate") or (2e-5 if method == "full" else 2e-4)
     lora = LoraSettings(epochs=kw.pop("epochs"), max_steps=kw.pop("max_steps") or -1,
                         lora_r=kw["lora_r"], lora_alpha=2 * kw.pop("lora_r"),
-                        learning_rate=kw.pop("learning_rate"), batch_size=kw.pop("batch_size"),
+                        learning_rate=rate, batch_size=kw.pop("batch_size"),
                         max_length=kw.pop("max_length"), save_steps=kw.pop("save_steps"),
-                        seed=kw["seed"], device=common.get("device"), threads=kw.pop("threads"))
+                        seed=kw["seed"], device=common.get("device"), threads=kw.pop("threads"),
+                        method=method)
     merge = kw.pop("merge")
-    settings = _settings(kw, base, {"base": base, "merge": merge})
+    settings = _settings(kw, base, {"base": base, "merge": merge, "method": method})
     items, chosen = load_selected(kw)
     ctx = make_context(**common)
     started = time.perf_counter()
@@ -223,9 +260,13 @@ def finetune_cmd(**kw: Any) -> None:
         outcome = fewl_finetune(items, settings, base, lora, ctx, out, kw["dataset"], merge,
                                 progress=not common.get("quiet"))
         for rule, t in outcome.results["training"].items():
+            saved = t["adapter"] or t["merged"]
             echo(f"{rule}: {t['steps']} steps on {t['examples']} examples in {t['seconds']:.0f} s"
-                 f", loss {t['train_loss']:.3f}, adapter {out / t['adapter']}")
+                 f", loss {t['train_loss']:.3f}, {method} -> {out / saved}")
+        print_table7(outcome.results)
         print_table(outcome.results, "fine-tuned")
+        if preset is not None and outcome.run is not None:
+            outcome.run.update_config({"preset": preset})
         _done(outcome, started, ctx, f"veracity FEWL finetune: {kw['dataset']}", chosen)
     finally:
         ctx.close()

@@ -11,6 +11,8 @@ from veracity.store import RunDir
 
 
 def _pct(share: dict[str, Any]) -> str:
+    if share["rate"] is None or share["rate"] != share["rate"]:  # no pair (NaN, null in JSON)
+        return "—"
     low, high = share["ci95"]
     return f"{fmt(100 * share['rate'], 1)}% [{fmt(100 * low, 0)}–{fmt(100 * high, 0)}]"
 

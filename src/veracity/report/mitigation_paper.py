@@ -16,6 +16,8 @@ NAMES = {"fewl": "FEWL", "baseline": "baseline", "gold": "ground truth"}
 
 
 def _pct(share: dict[str, Any]) -> str:
+    if share["rate"] is None or share["rate"] != share["rate"]:  # no pair (NaN, null in JSON)
+        return "—"
     low, high = share["ci95"]
     return f"{fmt(100 * share['rate'], 1)}% [{fmt(100 * low, 0)}–{fmt(100 * high, 0)}]"
 
