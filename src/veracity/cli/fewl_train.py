@@ -71,12 +71,13 @@ def _settings(kw: dict[str, Any], model: str, extra: dict[str, Any],
     rules = tuple(kw.pop("selected_by")) or default_rules
     candidates = kw.pop("candidates") or model
     from_dataset = candidates == "dataset"
+    lists = labelled_candidates(kw["dataset"], kw["seed"]) if from_dataset else None
     return MitigationSettings(
         fewl=settings_from(kw), candidates=AnswerSource("dataset") if from_dataset
         else answer_source(candidates),
         judge=kw.pop("judge"), rules=rules, samples=kw.pop("samples"),
         temperature=kw.pop("temperature"), split=kw.pop("split"), extra=extra,
-        candidate_lists=labelled_candidates(kw["dataset"], kw["seed"]) if from_dataset else None,
+        candidate_lists=lists,
         **_judge_prompt(kw.pop("judge_prompt")))
 
 
