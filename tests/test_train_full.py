@@ -151,8 +151,9 @@ def test_finetune_full_prints_table_7(tiny: Path, tmp_path: Path) -> None:
         assert t["method"] == "full" and t["adapter"] is None and t["steps"] == 1, rule
         assert (out / t["merged"] / "config.json").is_file()
     info = json.loads((out / "run.json").read_text())
-    assert info["config"]["preset"]["applied"]["chat_template"] == "raw"
-    assert info["config"]["model_options"]["models"]["hf"]["chat_template"] == "raw"
+    assert info["config"]["preset"]["applied"]["base_chat_template"] == "raw"
+    assert results["lora"]["chat_template"] == "raw"  # the base's prompts only
+    assert "chat_template" not in info["config"]["model_options"]["models"]["hf"]
     rerun = CliRunner().invoke(finetune_cmd, args, catch_exceptions=False)
     assert rerun.exit_code == 0, rerun.output  # resumes: every rule already at its last step
     again = json.loads((out / "results.json").read_text())

@@ -183,7 +183,7 @@ def _icl_template(path: Path | None) -> dict[str, str]:
 
 
 PAPER = {"method": "full", "epochs": 10.0, "split": 0.8,
-         "selected_by": ("gold", "baseline", "fewl"), "chat_template": "raw"}
+         "selected_by": ("gold", "baseline", "fewl"), "base_chat_template": "raw"}
 """§5.2: a base model (OPT-1.3B) fine-tuned fully for 10 epochs on the answers each rule picks
 (ground truth, baseline, FEWL), TruthfulQA split 80 / 20; prompts as raw text."""
 
@@ -212,9 +212,14 @@ def _preset(kw: dict[str, Any]) -> dict[str, Any] | None:
               "a base model without a chat template needs --chat-template (raw: plain text).")
 @click.option("--method", type=click.Choice(METHODS), default="lora", show_default=True,
               help="lora: an adapter per rule; full: every weight (the paper's SFT).")
+@click.option("--base-chat-template", metavar="FILE|NAME",
+              help="Prompt format of the base and fine-tuned models only (raw: plain text, for a "
+                   "base model without a chat template); default --chat-template, else the "
+                   "model's own. The judge and reference models keep theirs.")
 @click.option("--preset", type=click.Choice(["paper"]), default=None,
               help="The paper's settings (method=full, epochs=10, split=0.8, all three rules, "
-                   "chat-template=raw); options given explicitly still win. Recorded in run.json.")
+                   "base-chat-template=raw); options given explicitly still win. Recorded in "
+                   "run.json.")
 @click.option("--epochs", type=Finite(0.0, 1000.0, min_open=True), default=3.0, show_default=True)
 @click.option("--max-steps", type=click.IntRange(min=1), help="Stop after S optimiser steps.")
 @click.option("--lora-r", type=click.IntRange(1, 1024), default=8, show_default=True)
@@ -250,7 +255,7 @@ def finetune_cmd(**kw: Any) -> None:
                         learning_rate=rate, batch_size=kw.pop("batch_size"),
                         max_length=kw.pop("max_length"), save_steps=kw.pop("save_steps"),
                         seed=kw["seed"], device=common.get("device"), threads=kw.pop("threads"),
-                        method=method)
+                        method=method, chat_template=kw.pop("base_chat_template"))
     merge = kw.pop("merge")
     settings = _settings(kw, base, {"base": base, "merge": merge, "method": method})
     items, chosen = load_selected(kw)

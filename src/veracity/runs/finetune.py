@@ -39,10 +39,13 @@ def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str
     the test split with base and fine-tuned models, judge each pair in both orders."""
     check_run_target(out)  # before any model call
     base_location(base)
-    if lora.chat_template is None:  # train on the prompts the hf backend will answer
+    own_template = lora.chat_template is not None
+    if not own_template:  # train on the prompts the hf backend will answer
         lora = replace(lora, chat_template=ctx.model_options.get("hf", {}).get("chat_template"))
     lora.check()
     settings.check(items)
+    if own_template:  # the base's own prompt format, for its candidates and answers alike
+        ctx.client(base, chat_template=lora.chat_template)
     train, test = split_items(items, settings)
     chosen, selection = select(train, settings, ctx)
     f = settings.fewl
@@ -66,6 +69,8 @@ def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str
     answers: dict[str, list[str]] = {}
     for rule, result in tuned_models.items():
         options = dict(ctx.model_options.get("hf", {}))
+        if lora.chat_template is not None:
+            options["chat_template"] = lora.chat_template
         if result.adapter is not None:
             tuned = LLMClient(load_model(base, **options, adapter=str(result.adapter)), ctx.cache,
                               ctx.progress)
