@@ -130,7 +130,7 @@ def test_builtin_methods_are_registered_with_their_parts() -> None:
     assert isinstance(gamma, Method) and not gamma.higher_is_better
     assert [c.load().name for c in gamma.commands] == ["gamma", "calibrate", "validate", "annotate"]
     assert [(c.load().name, c.group) for c in get_method("mitigation").commands] == [
-        ("icl", "fewl"), ("finetune", "fewl")]
+        ("icl", "fewl"), ("finetune", "fewl"), ("annotate", "fewl")]
     assert get_method("fewl").higher_is_better and "pairs.jsonl" in run_files()
     assert [s.title for s in get_method("deception").sections] == ["", "Comparison across models"]
 

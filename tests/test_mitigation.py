@@ -142,24 +142,30 @@ def test_icl_end_to_end_on_fake(tmp_path: Path) -> None:
     args = ["--dataset", f"jsonl:{FIXTURE}", "--model", "fake/context", "--reference",
             "fake/pairs", "--reference-samples", "2", "--pairs", "4", "--neighbours", "3",
             "--similarity", "hash/default", "--examples", "2", "--judge", "fake/judge",
-            "--split", "0.7", "--out", str(out), "--cache", str(tmp_path / "c.sqlite")]
+            "--split", "0.7", "--pool", "all", "--zero-shot", "--selected-by", "fewl",
+            "--selected-by", "baseline", "--selected-by", "gold",
+            "--out", str(out), "--cache", str(tmp_path / "c.sqlite")]
     result = CliRunner().invoke(icl_cmd, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "inconsistent/tie" in result.output
+    assert "inconsistent/tie" in result.output and "Table 6 layout" in result.output
     results = json.loads((out / "results.json").read_text())
-    assert results["n_train"] == 7 and results["n_test"] == 3
+    assert results["n_train"] == 7 and results["n_test"] == 3 and results["pool_size"] == 7
     assert [row["rule"] for row in results["rows"]] == ["fewl", "baseline", "gold"]
-    for row in results["rows"]:
+    assert [(h["candidate"], h["base"]) for h in results["head_to_head"]] == [
+        ("fewl", "baseline"), ("gold", "baseline")]
+    for row in [*results["rows"], *results["head_to_head"]]:
         shares = [row[k]["rate"] for k in ("candidate_better", "base_better",
                                            "inconsistent_or_tie")]
         assert math.isclose(sum(shares), 1.0) and row["n"] == 3
         assert row["accuracy"]["n"] == 3 and row["unparseable"] == 0
     samples = list(RunDir.open(out).samples())
     for sample in samples:
-        for entry in sample["rules"].values():
-            assert len(entry["examples"]) == 2
+        assert all(len(ids) == 2 for ids in sample["examples"].values())
+        assert len(sample["judged"]) == 5  # two head to head, three against zero-shot
+        for entry in sample["judged"]:
             if entry["asked"]:  # the outcome follows from the fake judge's two replies
-                a, b = len(entry["answer"].split()), len(sample["base_answer"].split())
+                a = len(sample["answers"][entry["candidate"]].split())
+                b = len(sample["answers"][entry["base"]].split())
                 expected = "candidate" if a > b else "base" if b > a else "inconsistent"
                 assert entry["outcome"] == expected
     selection = [json.loads(line) for line in (out / "selection.jsonl").read_text().splitlines()]
@@ -171,7 +177,8 @@ def test_icl_end_to_end_on_fake(tmp_path: Path) -> None:
     rerun = CliRunner().invoke(icl_cmd, args, catch_exceptions=False)
     assert "0 model calls" in rerun.output  # every generation and judgement is cached
     html = build_report([out], tmp_path / "r.html").read_text()
-    assert "Example answer pairs" in html and "ICL better" in html
+    assert "Example answers and verdicts" in html and "ICL better" in html
+    assert "Table 6 layout" in html and "judge, second order" in html
     assert "<b>bold</b>" not in html
     assert "win rate (decided)" in result.output and "win rate over decided pairs" in html
     for row in results["rows"]:  # the fake judge never says "not sure": inconsistent pairs only
@@ -205,7 +212,7 @@ def test_icl_refuses_gold_without_references(tmp_path: Path) -> None:
     result = CliRunner().invoke(icl_cmd, [
         "--dataset", f"jsonl:{data}", "--model", "fake/context", "--reference", "fake/pairs",
         "--similarity", "hash/default", "--judge", "fake/judge", "--selected-by", "gold",
-        "--out", str(tmp_path / "o"), "--no-cache"])
+        "--zero-shot", "--pool", "all", "--out", str(tmp_path / "o"), "--no-cache"])
     assert result.exit_code != 0 and "gold rule needs" in result.output
     assert not (tmp_path / "o").exists()
 

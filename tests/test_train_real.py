@@ -45,6 +45,7 @@ def test_lora_trains_resumes_and_generates(tmp_path: Path) -> None:
                         progress=False)
     assert second.resumed_from is not None and second.resumed_from.endswith("checkpoint-1")
     assert second.steps == 2
+    assert second.adapter is not None
     weights = load_file(str(second.adapter / "adapter_model.safetensors"))
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
     assert lora_b and any(abs(v).max() > 0 for v in lora_b)  # B starts at zero: it trained

@@ -15,6 +15,7 @@ METHODS = (
                (ReportSection("veracity.methods.fewl.report_mitigation:section"),),
                higher_is_better=True, primary_metric="candidate_better",
                commands=(Command("veracity.methods.fewl.cli_train:icl_cmd", group="fewl"),
-                         Command("veracity.methods.fewl.cli_train:finetune_cmd", group="fewl")),
+                         Command("veracity.methods.fewl.cli_train:finetune_cmd", group="fewl"),
+                         Command("veracity.methods.fewl.cli_annotate:annotate", group="fewl")),
                run_files=("selection.jsonl",)),
 )

@@ -1,10 +1,14 @@
-"""Label-free supervised fine-tuning: LoRA adapters trained by TRL's ``SFTTrainer``.
+"""Label-free supervised fine-tuning by TRL's ``SFTTrainer``: a LoRA adapter, or every weight
+(``method="full"``, the paper's §5.2).
 
 The base is what the ``hf`` backend loads (``hf/default`` = the bundled SmolLM2 GGUF,
 dequantised by transformers; ``hf/DIR``; ``hf/FILE.gguf``). Examples are prompt / completion
-chat turns, rendered by the base model's chat template, with the loss on the completion only.
-Checkpoints go to ``<out>/checkpoints``: a rerun with the same output resumes from the last one.
-Heavy libraries are imported inside the functions so ``import veracity`` stays light.
+chat turns, rendered by the base model's chat template, with the loss on the completion only; a
+base model without one (OPT, Llama-2 base) is trained on the prompts a chosen template writes
+(``chat_template``: chatml, llama-2, plain, raw, a file), exactly as the hf backend renders them
+when it answers. Checkpoints go to ``<out>/checkpoints``: a rerun with the same output resumes
+from the last one. Heavy libraries are imported inside the functions so ``import veracity``
+stays light.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from typing import Any
 
 from veracity.backends.llamacpp import bundled_gguf_path
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.prompts import templated_examples
 from veracity.paths import user_path
+
+METHODS = ("lora", "full")
 
 
 @dataclass(frozen=True)
@@ -42,8 +49,15 @@ class LoraSettings:
     """cpu, cuda, cuda:N; default cuda when available."""
     threads: int | None = None
     """torch's CPU threads (process-wide); 1 is much faster on an oversubscribed machine."""
+    method: str = "lora"
+    """lora: an adapter on the frozen base; full: every weight trained (the paper's SFT)."""
+    chat_template: str | None = None
+    """The prompt format (a name or file, as ``--chat-template``); None: the tokenizer's own."""
 
     def check(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown fine-tuning method '{self.method}'; known: "
+                              f"{', '.join(METHODS)}")
         if self.lora_r < 1 or self.batch_size < 1 or self.max_length < 16 or self.save_steps < 1:
             raise ConfigError("lora r, batch size and save steps must be >= 1, max length >= 16")
         if self.max_steps == 0 or self.max_steps < -1 or not self.epochs > 0:
@@ -56,8 +70,11 @@ class LoraSettings:
 
 @dataclass(frozen=True)
 class TrainResult:
-    adapter: Path
+    adapter: Path | None
+    """The LoRA adapter (None after full fine-tuning)."""
     merged: Path | None
+    """A whole model loadable as ``hf/DIR``: LoRA merged into the base (``merge``), or the
+    fully fine-tuned model."""
     steps: int
     seconds: float
     resumed_from: str | None
@@ -94,8 +111,10 @@ def base_location(spec: str) -> tuple[str, dict[str, Any]]:
     return str(path), {"local_files_only": True}
 
 
-def load_base(spec: str, device: str | None = None) -> tuple[Any, Any, str]:
-    """Tokenizer, float32 model and device of a base spec."""
+def load_base(spec: str, device: str | None = None,
+              chat_template: str | None = None) -> tuple[Any, Any, str]:
+    """Tokenizer, float32 model and device of a base spec; a tokenizer without a chat template
+    needs ``chat_template``."""
     torch, transformers, _, _ = _libraries()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is fetched, not even metadata
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -109,8 +128,10 @@ def load_base(spec: str, device: str | None = None) -> tuple[Any, Any, str]:
                                                                   **kwargs)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{spec}: transformers could not load the model: {exc}") from exc
-    if not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(f"{spec}: the tokenizer has no chat template")
+    if chat_template is None and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"{spec}: the tokenizer has no chat template: give one with "
+                          "--chat-template FILE|chatml|llama-2|plain, or --chat-template raw for "
+                          "raw completion (a base model)")
     if "gguf_file" in kwargs:
         # GGUF weights are dequantised to float32 on load; only the marker says "quantised",
         # and it would make the trainer refuse and merged models unloadable
@@ -142,16 +163,18 @@ def last_checkpoint(folder: Path) -> str | None:
 
 def train_lora(base: str, pairs: Sequence[tuple[str, str]], out: Path, settings: LoraSettings,
                merge: bool = False, progress: bool = True) -> TrainResult:
-    """Fine-tune a LoRA adapter on (prompt, answer) pairs; save it to ``out/adapter`` (and the
-    merged model to ``out/merged`` with ``merge``). Resumes from ``out/checkpoints``."""
+    """Fine-tune on (prompt, answer) pairs: a LoRA adapter saved to ``out/adapter`` (and the
+    merged model to ``out/merged`` with ``merge``), or with ``method="full"`` every weight, the
+    model saved to ``out/merged``. Resumes from ``out/checkpoints``."""
     settings.check()
     torch, transformers, peft, trl = _libraries()
     datasets = importlib.import_module("datasets")
-    records = examples(pairs)
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
     transformers.set_seed(settings.seed)
-    tokenizer, model, device = load_base(base, settings.device)
+    tokenizer, model, device = load_base(base, settings.device, settings.chat_template)
+    records = (examples(pairs) if settings.chat_template is None
+               else templated_examples(tokenizer, pairs, settings.chat_template))
     checkpoints = out / "checkpoints"
     config = trl.SFTConfig(
         output_dir=str(checkpoints), num_train_epochs=settings.epochs, max_steps=settings.max_steps,
@@ -167,25 +190,32 @@ def train_lora(base: str, pairs: Sequence[tuple[str, str]], out: Path, settings:
                            task_type="CAUSAL_LM")
     trainer = trl.SFTTrainer(model=model, args=config,
                              train_dataset=datasets.Dataset.from_list(records),
-                             processing_class=tokenizer, peft_config=lora)
+                             processing_class=tokenizer,
+                             peft_config=lora if settings.method == "lora" else None)
     resume = last_checkpoint(checkpoints)
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - started
-    adapter = out / "adapter"
-    trainer.model.save_pretrained(str(adapter))
-    tokenizer.save_pretrained(str(adapter))
-    merged = None
-    if merge:
+    adapter: Path | None = None
+    merged: Path | None = None
+    if settings.method == "full":  # the trained model is already whole
         merged = out / "merged"
-        trainer.model.merge_and_unload().save_pretrained(str(merged))
+        trainer.model.save_pretrained(str(merged))
         tokenizer.save_pretrained(str(merged))
+    else:
+        adapter = out / "adapter"
+        trainer.model.save_pretrained(str(adapter))
+        tokenizer.save_pretrained(str(adapter))
+        if merge:
+            merged = out / "merged"
+            trainer.model.merge_and_unload().save_pretrained(str(merged))
+            tokenizer.save_pretrained(str(merged))
     loss = output.metrics.get("train_loss") if output is not None else None
     result = TrainResult(adapter, merged, int(trainer.state.global_step), seconds, resume,
                          None if loss is None else float(loss), len(records))
     (out / "training.json").write_text(json.dumps(
         {"base": base, "settings": asdict(settings), "steps": result.steps,
          "seconds": round(seconds, 2), "resumed_from": resume, "train_loss": result.train_loss,
-         "examples": result.examples, "merged": merge, "torch": torch.__version__,
+         "examples": result.examples, "merged": merged is not None, "torch": torch.__version__,
          "log": trainer.state.log_history}, indent=2), encoding="utf-8")
     return result

@@ -15,6 +15,7 @@ from veracity.client import LLMClient
 from veracity.correctness import Labelled, label_answers
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.fewl.judge import JUDGE_PROMPT, Judged, judge_pairs, win_rates
+from veracity.methods.fewl.mitigation_paper import dataset_candidates
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
@@ -47,6 +48,9 @@ class MitigationSettings:
     judge_prompt: str = JUDGE_PROMPT
     """The judge's prompt ({question}, {a}, {b}): the paper's question in our words, or a file's."""
     judge_prompt_source: str = "builtin"
+    candidate_lists: dict[str, tuple[str, ...]] | None = None
+    """Candidates per question id taken from the dataset itself (CHALE's three answers)
+    instead of ``candidates``."""
 
     def check(self, items: Sequence[Item]) -> None:
         unknown = [r for r in self.rules if r not in RULES]
@@ -58,8 +62,10 @@ class MitigationSettings:
             raise ConfigError("several candidates from one model need --temperature > 0")
 
     def describe(self) -> dict[str, Any]:
-        return {"fewl": self.fewl.describe(), "candidates": self.candidates.model
-                or str(self.candidates.path), "judge": self.judge, "rules": list(self.rules),
+        source = ("dataset" if self.candidate_lists is not None
+                  else self.candidates.model or str(self.candidates.path))
+        return {"fewl": self.fewl.describe(), "candidates": source, "judge": self.judge,
+                "rules": list(self.rules),
                 "samples": self.samples, "temperature": self.temperature, "split": self.split,
                 "judge_prompt": {"source": self.judge_prompt_source, "sha256": hashlib.sha256(
                     self.judge_prompt.encode("utf-8")).hexdigest(), "template": self.judge_prompt},
@@ -78,8 +84,10 @@ def select(train: Sequence[Item], settings: MitigationSettings,
     chosen: dict[str, list[str | None]] = {}
     recs: list[dict[str, Any]] = [{"id": i.id, "question": i.question} for i in train]
     if {"fewl", "baseline"} & set(settings.rules):
-        candidates = answers_from(settings.candidates, train, settings.fewl, ctx,
-                                  settings.samples, settings.temperature)
+        candidates = (dataset_candidates(settings.candidate_lists, train)
+                      if settings.candidate_lists is not None else
+                      answers_from(settings.candidates, train, settings.fewl, ctx,
+                                   settings.samples, settings.temperature))
         width = max(len(c) for c in candidates)
         sets: dict[str, list[str | None]] = {
             f"candidate-{k}": [c[k] if k < len(c) and c[k].strip() else None for c in candidates]

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from veracity.methods.fewl import report_mitigation_paper as paper
 from veracity.report.html import esc, fmt, table
 from veracity.store import RunDir
 
-EXAMPLES = 4
-"""Answer pairs shown per run."""
-
 
 def _pct(share: dict[str, Any]) -> str:
+    if share["rate"] is None or share["rate"] != share["rate"]:  # no pair (NaN, null in JSON)
+        return "—"
     low, high = share["ci95"]
     return f"{fmt(100 * share['rate'], 1)}% [{fmt(100 * low, 0)}–{fmt(100 * high, 0)}]"
 
 
 def _rows(run: RunDir) -> str:
     r = run.results
+    if not r["rows"]:  # icl without a zero-shot arm: Table 6's head-to-head rows only
+        return ""
     versus = "ICL" if r["mode"] == "icl" else "fine-tuned"
     rows = [[row["rule"], row["n"], _pct(row["candidate_better"]), _pct(row["base_better"]),
              _pct(row["inconsistent_or_tie"]), f"{row['unparseable']} / {row['replies']}",
@@ -46,27 +48,11 @@ def _training(run: RunDir) -> str:
     return table(["selected by", "examples", "steps", "seconds", "final loss", "adapter"], rows)
 
 
-def _examples(run: RunDir) -> str:
-    base_label = run.results["base_name"]
-    blocks = []
-    for k, sample in enumerate(run.samples()):
-        if k >= EXAMPLES:
-            break
-        rows = [[base_label, sample["base_answer"], "", ""]]
-        for rule, entry in sample["rules"].items():
-            replies = " | ".join(str(x) for x in (entry["first_reply"], entry["second_reply"])
-                                 if x is not None)
-            rows.append([rule, entry["answer"], entry["outcome"], replies])
-        blocks.append(f"<p><b>{esc(sample['question'])}</b></p>"
-                      + table(["answer by", "answer", "outcome", "judge replies (both orders)"],
-                              rows))
-    return "<h4>Example answer pairs</h4>" + "".join(blocks) if blocks else ""
-
-
 def section(runs: list[RunDir]) -> str:
     parts = ["<p class='muted'>A rule wins a pair only when the judge prefers its answer in both "
              "presentation orders; a tie, a change of mind or an unparseable reply counts as "
              "inconsistent / tie.</p>"]
     for run in runs:
-        parts += [_rows(run), _training(run), _examples(run)]
+        parts += [paper.head_to_head(run), _rows(run), _training(run), paper.human(run),
+                  paper.examples(run)]
     return "".join(parts)

@@ -27,6 +27,7 @@ from veracity.data.jsonl import csv_reader
 from veracity.data.sample import Selection
 from veracity.errors import ConfigError, DataError
 from veracity.paths import check_output_file, user_path
+from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check
 from veracity.stats import binned_means, fleiss_kappa, linear_fit, mean_stderr, pearson
 from veracity.text import csv_cell, csv_uncell, html_text
 
@@ -136,11 +137,6 @@ def is_programming(question: str, metadata: dict[str, Any] | None = None) -> boo
     return bool(_CODE_WORDS.search(question))
 
 
-def answer_check(prompt: str, answer: str) -> str:
-    """8 hex digits identifying the exact prompt and answer that were rated."""
-    return hashlib.sha256(f"{prompt}\x00{answer}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
-
-
 @dataclass(frozen=True)
 class SheetRow:
     """One answer to rate."""
@@ -182,29 +178,6 @@ def write_csv(rows: Sequence[SheetRow], path: Path, rubric: Rubric | None = None
                 " | ".join(scales[r.kind]))])
 
 
-_SHEET_JS = """
-function csvCell(v){v=String(v);if(/^'*[=+\\-@\\t\\r]/.test(v)){v="'"+v;}
-  return '"'+v.replace(/"/g,'""')+'"';}
-function download(){
-  var rater=document.getElementById('rater').value.trim()||'rater';
-  var lines=['item_id,answer_check,rating,comment'];var missing=0;
-  document.querySelectorAll('.item').forEach(function(el){
-    var picked=el.querySelector('input[type=radio]:checked');if(!picked){missing++;}
-    lines.push([el.dataset.id,el.dataset.check,picked?picked.value:'',
-                el.querySelector('textarea').value].map(csvCell).join(','));});
-  if(missing&&!confirm(missing+' answers have no rating yet. Download anyway?')){return;}
-  var blob=new Blob([lines.join('\\n')+'\\n'],{type:'text/csv'});
-  var a=document.createElement('a');a.href=URL.createObjectURL(blob);
-  a.download='ratings-'+rater.replace(/[^A-Za-z0-9_-]+/g,'-')+'.csv';a.click();}
-"""
-_SHEET_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222;padding:0 1em}
-.item{border:1px solid #ccc;border-radius:6px;padding:0.8em;margin:1em 0}
-.answer{white-space:pre-wrap;background:#f7f7f7;padding:0.5em;font-family:ui-monospace,monospace}
-label{margin-right:1em} textarea{width:100%;height:2.5em} .muted{color:#777}
-"""
-
-
 def render_html(rows: Sequence[SheetRow], title: str, rubric: Rubric | None = None) -> str:
     """A self-contained page: rubrics, one card per answer, and a button that saves a CSV."""
     scales = (rubric or resolve_rubric("auto")).scales
@@ -228,7 +201,7 @@ def render_html(rows: Sequence[SheetRow], title: str, rubric: Rubric | None = No
         )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html_text(title)}</title><style>{_SHEET_CSS}</style><script>{_SHEET_JS}</script>"
+        f"<title>{html_text(title)}</title><style>{SHEET_CSS}</style><script>{SHEET_JS}</script>"
         f"</head><body><h1>{html_text(title)}</h1><p>Rate each answer from 0 to 5 with the rubric "
         "below. Judge the answer only; it is fine to look facts up.</p>"
         f"{rubrics}<p>Your name: <input id='rater'> <button onclick='download()'>Save ratings "

@@ -1,0 +1,242 @@
+"""Human judges for FEWL's mitigation runs (Table 6 has a human column): the judged answer
+pairs as a rating sheet, and raters' choices back in.
+
+The sheet shows each question with two answers, "Answer 1" and "Answer 2", in a seeded random
+order of rows and sides, and never says which rule wrote which answer: raters choose 1, 2 or
+tie (not sure / equally good). The key that maps sides back to rules stays in the run directory
+(``pair_sheet.json``). Imported ratings give, per comparison, the share of pairs the raters'
+majority gives to each side, the paper's win rate over decided pairs, Fleiss' kappa and the
+raw agreement between raters, and how often the raters' majority agrees with the model judge.
+The page, its CSV download and the cell escaping are the γ rating sheet's.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veracity.data.jsonl import csv_reader
+from veracity.errors import ConfigError, DataError
+from veracity.paths import check_output_file
+from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check
+from veracity.stats import bootstrap_ci, fleiss_kappa
+from veracity.text import csv_cell, csv_uncell, html_text
+
+SHEET_FILE = "pair_sheet.json"
+HUMAN_FILE = "human.json"
+CHOICES = ("1", "2", "tie")
+OUTCOMES = ("candidate", "base", "tie")
+COLUMNS = ("item_id", "answer_check", "question", "answer_1", "answer_2", "rating", "comment")
+
+
+def pair_view(sample: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The answers by arm and the judged comparisons of one mitigation record, whichever
+    layout wrote it (``answers`` + ``judged``; or ``base_answer`` + ``rules``)."""
+    if "answers" in sample:
+        return dict(sample["answers"]), list(sample["judged"])
+    base = str(sample["base_name"])
+    answers = {base: sample["base_answer"], **{r: e["answer"] for r, e in sample["rules"].items()}}
+    judged = [{"candidate": rule, "base": base, **entry} for rule, entry in sample["rules"].items()]
+    return answers, judged
+
+
+@dataclass(frozen=True)
+class PairRow:
+    """One pair to rate, and (kept out of the sheet) which rule wrote which side."""
+
+    item_id: str
+    answer_check: str
+    question: str
+    answer_1: str
+    answer_2: str
+    id: str
+    candidate: str
+    base: str
+    candidate_first: bool
+    judge: str | None
+    """The model judge's outcome for the pair (candidate, base or inconsistent)."""
+
+
+def pair_rows(samples: Sequence[dict[str, Any]], seed: int = 0) -> list[PairRow]:
+    """Every judged pair with two different non-empty answers, rows and sides shuffled."""
+    found = []
+    for sample in samples:
+        answers, judged = pair_view(sample)
+        for j in judged:
+            c, b = answers[j["candidate"]], answers[j["base"]]
+            if c.strip() and b.strip() and c.strip() != b.strip():
+                found.append((sample, j, c, b))
+    if not found:
+        raise DataError("the run has no answer pairs to rate (every pair was identical or empty)")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(found))
+    flips = rng.integers(0, 2, len(found))
+    rows = []
+    for n, k in enumerate(order, 1):
+        sample, j, c, b = found[int(k)]
+        first = bool(flips[n - 1])
+        one, two = (c, b) if first else (b, c)
+        question = str(sample["question"])
+        rows.append(PairRow(f"pair-{n:03d}", answer_check(question, f"{one}\x00{two}"), question,
+                            one, two, str(sample["id"]), j["candidate"], j["base"], first,
+                            j.get("outcome")))
+    return rows
+
+
+def write_csv(rows: Sequence[PairRow], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(COLUMNS)
+        for r in rows:
+            writer.writerow([csv_cell(v) for v in (r.item_id, r.answer_check, r.question,
+                                                   r.answer_1, r.answer_2, "", "")])
+
+
+def render_html(rows: Sequence[PairRow], title: str) -> str:
+    """A self-contained page: one card per pair, and a button that saves the choices as CSV."""
+    cards = []
+    for number, r in enumerate(rows, 1):
+        radios = "".join(f"<label><input type='radio' name='r{number}' value='{v}'> {label}</label>"
+                         for v, label in (("1", "Answer 1"), ("2", "Answer 2"),
+                                          ("tie", "not sure / equally good")))
+        cards.append(
+            f"<div class='item' data-id='{html_text(r.item_id)}' data-check='{r.answer_check}'>"
+            f"<p class='muted'>{number} / {len(rows)} · {html_text(r.item_id)}</p>"
+            f"<p><b>{html_text(r.question)}</b></p>"
+            f"<p class='muted'>Answer 1</p><div class='answer'>{html_text(r.answer_1)}</div>"
+            f"<p class='muted'>Answer 2</p><div class='answer'>{html_text(r.answer_2)}</div>"
+            f"<p>{radios}</p><textarea placeholder='comment (optional)'></textarea></div>")
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html_text(title)}</title><style>{SHEET_CSS}</style><script>{SHEET_JS}</script>"
+        f"</head><body><h1>{html_text(title)}</h1><p>Each question has two answers. Choose the "
+        "one that is more helpful, more truthful and less harmful; ignore style and length. "
+        "Choose 'not sure' when you cannot tell or they are equally good. It is fine to look "
+        "facts up.</p><p>Your name: <input id='rater'> <button onclick='download()'>Save ratings "
+        f"as CSV</button></p>{''.join(cards)}<p><button onclick='download()'>Save ratings as CSV"
+        "</button></p></body></html>\n")
+
+
+def export_pairs(samples: Sequence[dict[str, Any]], out: Path, seed: int = 0,
+                 title: str = "Which answer is better?") -> tuple[list[PairRow], dict[str, Any]]:
+    """Write the sheet (.csv or .html, by extension); the rows and the key to keep."""
+    check_output_file(out)
+    rows = pair_rows(samples, seed)
+    suffix = out.suffix.lower()
+    if suffix == ".csv":
+        write_csv(rows, out)
+    elif suffix in (".html", ".htm"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_html(rows, title), encoding="utf-8")
+    else:
+        raise ConfigError(f"{out}: the sheet must end in .csv or .html")
+    key = {"seed": seed, "n_rows": len(rows), "rows": [
+        {k: v for k, v in asdict(r).items() if k not in ("question", "answer_1", "answer_2")}
+        for r in rows]}
+    return rows, key
+
+
+def read_choices(path: Path, key: dict[str, Any]) -> dict[str, str]:
+    """One rater's choices (item id -> 1, 2 or tie); blank means not rated."""
+    rows = {r["item_id"]: r for r in key["rows"]}
+    out: dict[str, str] = {}
+    reader = csv_reader(path, "ratings file")
+    try:
+        missing = [c for c in ("item_id", "rating") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"{path}: no {' / '.join(missing)} column (export a sheet first)")
+        for row in reader:
+            where = f"{path}, row {reader.line_num}"
+            item_id = csv_uncell((row.get("item_id") or "").strip())
+            if item_id not in rows:
+                raise DataError(f"{where}: item_id '{item_id}' is not a pair of this sheet")
+            check = (row.get("answer_check") or "").strip()
+            if check and check != rows[item_id]["answer_check"]:
+                raise DataError(f"{where}: answer_check {check} does not match '{item_id}' (the "
+                                "ratings belong to another export)")
+            value = csv_uncell((row.get("rating") or "").strip()).lower()
+            if not value:
+                continue
+            if value not in CHOICES:
+                raise DataError(f"{where}: rating '{value}' is not 1, 2 or tie")
+            if item_id in out:
+                raise DataError(f"{where}: '{item_id}' is rated twice")
+            out[item_id] = value
+    except csv.Error as exc:
+        raise DataError(f"{path}, row {reader.line_num}: malformed CSV ({exc})") from None
+    return out
+
+
+def outcome_of(choice: str, candidate_first: bool) -> str:
+    """A rater's choice in the rule's terms: candidate, base or tie."""
+    if choice == "tie":
+        return "tie"
+    return "candidate" if (choice == "1") == candidate_first else "base"
+
+
+def _share(flags: Sequence[bool], seed: int) -> dict[str, Any]:
+    values = [float(f) for f in flags]
+    low, high = bootstrap_ci(values, seed=seed)
+    return {"rate": sum(values) / len(values) if values else math.nan, "ci95": [low, high]}
+
+
+def majority(outcomes: Sequence[str]) -> str:
+    """The outcome most raters chose; tie when the top is shared."""
+    counts = Counter(outcomes).most_common()
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return "tie"
+    return counts[0][0]
+
+
+def analyse_pairs(key: dict[str, Any], raters: dict[str, dict[str, str]],
+                  seed: int = 0) -> dict[str, Any]:
+    """Per comparison the raters' majority shares and win rate, and agreement between raters
+    (Fleiss' kappa on pairs everyone rated, mean pairwise raw agreement) and with the judge."""
+    if not raters:
+        raise ConfigError("give at least one ratings CSV")
+    rows = key["rows"]
+    votes = {r["item_id"]: [outcome_of(c[r["item_id"]], r["candidate_first"])
+                            for c in raters.values() if r["item_id"] in c] for r in rows}
+    rated = [r for r in rows if votes[r["item_id"]]]
+    if not rated:
+        raise DataError("no pair has a rating yet")
+    table = []
+    for (candidate, base), group in itertools.groupby(
+            sorted(rated, key=lambda r: (r["candidate"], r["base"])),
+            key=lambda r: (r["candidate"], r["base"])):
+        members = list(group)
+        outcome = [majority(votes[r["item_id"]]) for r in members]
+        decided = [o == "candidate" for o in outcome if o != "tie"]
+        judge = [(o, r["judge"]) for o, r in zip(outcome, members, strict=True)
+                 if r["judge"] in ("candidate", "base") and o != "tie"]
+        table.append({
+            "candidate": candidate, "base": base, "n": len(members),
+            "candidate_better": _share([o == "candidate" for o in outcome], seed),
+            "base_better": _share([o == "base" for o in outcome], seed),
+            "tie": _share([o == "tie" for o in outcome], seed),
+            "paper_win_rate": _share(decided, seed) | {"decided": len(decided)},
+            "judge_agreement": {"n": len(judge), "rate": sum(h == m for h, m in judge) / len(judge)
+                                if judge else math.nan}})
+    complete = [r for r in rated if len(votes[r["item_id"]]) == len(raters)]
+    kappa = math.nan
+    if len(raters) >= 2 and complete:
+        kappa = fleiss_kappa([[votes[r["item_id"]].count(o) for o in OUTCOMES] for r in complete])
+    agree = [float(a == b) for r in rated for a, b in itertools.combinations(votes[r["item_id"]], 2)]
+    return {
+        "raters": [{"rater": name, "n_rated": len(c)} for name, c in raters.items()],
+        "n_pairs": len(rows), "n_rated": len(rated), "rows": table,
+        "fleiss_kappa": kappa, "kappa_pairs": len(complete) if len(raters) >= 2 else 0,
+        "raw_agreement": sum(agree) / len(agree) if agree else math.nan,
+        "items": [{"item_id": r["item_id"], "id": r["id"], "candidate": r["candidate"],
+                   "base": r["base"], "votes": votes[r["item_id"]], "judge": r["judge"]}
+                  for r in rated],
+    }
