@@ -143,6 +143,7 @@ def test_finetune_full_prints_table_7(tiny: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(finetune_cmd, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "Table 7 layout" in result.output and "win rate (decided, C.10)" in result.output
+    assert "not asked (empty/same)" in result.output
     assert "preset paper: method=full, epochs=10.0, split=0.8" in result.output
     results = json.loads((out / "results.json").read_text())
     assert results["method"] == "full" and [r["rule"] for r in results["rows"]] == [

@@ -60,6 +60,8 @@ def print_table7(results: dict[str, Any]) -> None:
         f"{_pct(r['paper_win_rate']):>22}" for r in rows))
     echo(f"{'decided pairs':<26} " + " ".join(
         f"{r['paper_win_rate']['decided']:>22}" for r in rows))
+    # an empty answer loses and identical answers tie without the judge being asked
+    echo(f"{'not asked (empty/same)':<26} " + " ".join(f"{r['not_asked']:>22}" for r in rows))
     for label, key in (("% fine-tuned better", "candidate_better"), ("% base better",
                        "base_better"), ("% tie / inconsistent", "inconsistent_or_tie")):
         echo(f"{label:<26} " + " ".join(f"{_pct(r[key]):>22}" for r in rows))
