@@ -10,6 +10,7 @@ from veracity.data.model_info import ModelInfo, read_model_info
 from veracity.errors import DataError
 from veracity.methods.base import ReportSection, get_method, methods
 from veracity.report.html import esc, page, plain_text_labels, table
+from veracity.report.sidecar import beside
 from veracity.store import RunDir
 
 Section = Callable[[list[RunDir]], str]
@@ -79,7 +80,8 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
                             "is given")
         info = read_model_info(model_info)
     sections = [_guarded(_runs_table, runs, "run.json")]
-    with plain_text_labels():
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with plain_text_labels(), beside(out) as sidecar:  # large item tables: rows beside out
         for method, group in by_method.items():
             sections += _method_sections(method, group, info)
         for name, part in FILE_SECTIONS.items():
@@ -87,6 +89,5 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
             if holding:
                 sections.append(f"<h2>{esc(part.title)}</h2>")
                 sections.append(_guarded(part.load(), holding, name))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page(title, sections), encoding="utf-8")
+    out.write_text(page(title, sections, scripts_beside=sidecar.used), encoding="utf-8")
     return out
