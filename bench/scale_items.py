@@ -76,7 +76,8 @@ def browser(profile: Path) -> Any:
 
 FIRST_ROWS = """
 var paged = document.querySelector("div.vpaged");
-if (paged) return paged.getAttribute("data-renders") ? window.veracityReport.paged["gamma-all"].firstPaint : null;
+if (paged) return paged.getAttribute("data-renders")
+  ? window.veracityReport.paged["gamma-all"].firstPaint : null;
 var rows = document.querySelectorAll("div.vtable[data-src='gamma-items'] tbody tr.item");
 return rows.length && document.querySelector("table") ? performance.now() : null;
 """

@@ -98,8 +98,8 @@ class ExactSum:
 
 
 class MomentSums:
-    """Count, exact sum and exact sum of squares of finite values: mean and standard error
-    of the mean that do not depend on how the values arrive."""
+    """Count, exact sum and exact sum of squares of finite values (up to 1e150): mean and
+    standard error of the mean, correctly rounded, whatever order and chunks they come in."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -111,7 +111,14 @@ class MomentSums:
         arr = arr[np.isfinite(arr)]
         self.n += int(arr.size)
         self.total.add(arr)
-        self.squares.add(arr * arr)  # each square rounded once, the same in any chunking
+        # x^2 exactly, as three floats (Dekker): x = hi + lo with 26-bit halves, each product
+        # exact, so a constant column has a variance of exactly 0
+        split = 134217729.0 * arr  # 2^27 + 1
+        hi = split - (split - arr)
+        lo = arr - hi
+        self.squares.add(hi * hi)
+        self.squares.add(2.0 * hi * lo)
+        self.squares.add(lo * lo)
 
     def mean_stderr(self) -> tuple[float, float]:
         """Mean and the sample standard deviation / sqrt(n); NaN when undefined (as

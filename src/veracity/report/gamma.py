@@ -108,7 +108,7 @@ def _verdict(gamma: float | None, threshold: float) -> str:
 
 def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
     """One row per item of every run: the table's cells and the drill-down's data."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for index, (run, name) in enumerate(zip(runs, names, strict=True)):
         threshold = float(run.results["aggregate"]["threshold"])
         correct = _correctness(run)

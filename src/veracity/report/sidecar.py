@@ -203,13 +203,13 @@ def paged_items(
             part = order[start : start + CHUNK_ROWS]
             rows = []
             for position in part.tolist():
-                run_index, line = int(owners[position]), int(lines[position])
+                run_index, at = int(owners[position]), int(lines[position])
                 fh = handles[run_index]
-                fh.seek(int(offsets[run_index][line]))
+                fh.seek(int(offsets[run_index][at]))
                 row = row_of(run_index, json.loads(fh.readline()))
                 seen.update(k for k, v in row.items() if v is not None)
                 rows.append(row)
-                why = picked.why.get((run_index, line))
+                why = picked.why.get((run_index, at))
                 if why is not None:
                     shown.append(row | {"shown": why})
             chunk_values = flat_values[part]
