@@ -236,3 +236,40 @@ def test_large_run_report_pages_from_a_sidecar(tmp_path: Path,
     monkeypatch.setattr(sidecar, "SIDECAR_THRESHOLD", 1000)
     build_report([tmp_path / "run"], tmp_path / "run" / "report.html")
     assert not (tmp_path / "run" / "report.items").exists()
+
+
+def test_traffic_report_in_one_pass_matches_the_whole_log(tmp_path: Path) -> None:
+    import statistics
+
+    from veracity.report.traffic import build_traffic_report
+    from veracity.report.traffic_stream import TrafficSummary, median
+    from veracity.serve.traffic import Entry, TrafficLog, iter_traffic, read_traffic
+
+    rng = random.Random(2)
+    log = TrafficLog(tmp_path / "traffic.sqlite")
+    entries = []
+    for i in range(300):
+        gamma = None if i % 11 == 0 else round(rng.random(), 2)  # ties among the worst
+        entries.append(Entry(f"x{i}", 1_700_000_000.0 + i, f"m{i % 3}", f"prompt {i}",
+                             f"answer {i}", gamma, "unscored" if gamma is None else "uncertain",
+                             1.0, 2.0, float(i), "empty answer" if gamma is None else None,
+                             {"embedder": "hash/256", "form": "sin"},
+                             None if i % 2 else gamma))
+    log.append_many(entries)
+    log.close()
+    summary = TrafficSummary(shown=20)
+    for entry in iter_traffic(tmp_path / "traffic.sqlite"):
+        summary.add(entry)
+    everything = read_traffic(tmp_path / "traffic.sqlite")
+    expected = sorted((e for e in everything if e.gamma is not None), key=lambda e: -(e.gamma or 0))
+    assert [e.id for e in summary.worst()] == [e.id for e in expected[:20]]
+    for model, m in summary.models.items():
+        mine = [e for e in everything if e.model == model]
+        gammas = [e.gamma for e in mine if e.gamma is not None]
+        assert m.exchanges == len(mine) and list(m.gammas) == gammas
+        assert math.fsum(m.gammas) / len(m.gammas) == statistics.fmean(gammas)
+        assert median(m.gammas) == statistics.median(gammas)
+        assert median(m.latency) == statistics.median(e.total_ms for e in mine)
+    assert summary.errors == {"empty answer": 28} and summary.count == 300
+    html = build_traffic_report(tmp_path / "traffic.sqlite", tmp_path / "t.html").read_text()
+    assert "300 exchanges" in html and html.count("<details>") == 50
