@@ -273,3 +273,25 @@ def test_traffic_report_in_one_pass_matches_the_whole_log(tmp_path: Path) -> Non
     assert summary.errors == {"empty answer": 28} and summary.count == 300
     html = build_traffic_report(tmp_path / "traffic.sqlite", tmp_path / "t.html").read_text()
     assert "300 exchanges" in html and html.count("<details>") == 50
+
+
+def test_deception_score_recorded_streamed_equals_whole(tmp_path: Path) -> None:
+    import shutil
+
+    from test_deception_data import RECORDED, _csv, _tiny_dataset
+    from veracity.runs.deception import run_deception_recorded
+
+    data = _tiny_dataset(tmp_path)
+    (data / "second.csv").write_text((data / "tiny.csv").read_text())
+    results = tmp_path / "MyModel"
+    results.mkdir()
+    (results / "tiny.csv").write_text(_csv(RECORDED), encoding="utf-8")
+    flipped = [RECORDED[0], [RECORDED[1][0]] * 5]  # row 2 all the gold letter
+    (results / "second.csv").write_text(_csv(flipped), encoding="utf-8")
+    whole = run_deception_recorded(results, f"db-mmlu:{data}")  # in memory
+    streamed = run_deception_recorded(results, f"db-mmlu:{data}", out=tmp_path / "run")
+    assert streamed.results == whole.results and streamed.results["n_subjects"] == 2
+    assert [r.to_json() for r in streamed.records] == whole.records_json()
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["config"]["n_items"] == 4 and info["config"]["subjects"] == ["second", "tiny"]
+    shutil.rmtree(tmp_path / "run")

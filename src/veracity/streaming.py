@@ -9,6 +9,7 @@ the whole run in one chunk gives the same digits as a thousand chunks.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
@@ -21,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.errors import ConfigError
+from veracity.store import dumps
+from veracity.text import json_safe
 
 T = TypeVar("T")
 _HALF = 26  # a 53-bit mantissa split in two halves whose sums cannot overflow or round
@@ -158,11 +161,21 @@ class FloatColumn:
         return self._data[: self._size]
 
 
+def record_dumps(record: dict[str, Any]) -> str:
+    """:func:`veracity.store.dumps` of a record read from or made for JSON (string keys): the
+    same text, without walking every value first unless a NaN or infinity needs replacing."""
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # NaN / infinity: store.dumps writes them as null
+        return dumps(record)
+    return json_safe(text)
+
+
 class SampleWriter:
     """Appends JSON lines to a file as records complete, flushed after every chunk so an
     interrupted run leaves every finished chunk on disk."""
 
-    def __init__(self, path: Path, dumps: Any) -> None:
+    def __init__(self, path: Path, dumps: Any = record_dumps) -> None:
         self.path = path
         self._dumps = dumps
         self._fh: IO[str] | None = None

@@ -32,7 +32,7 @@ from veracity.records import GammaRecord
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
-from veracity.store import RunDir, check_run_target, dumps
+from veracity.store import RunDir, check_run_target
 from veracity.streaming import SampleWriter, chunks
 from veracity.types import Item
 
@@ -52,7 +52,7 @@ def _named(settings: GammaSettings) -> dict[str, Any]:
 def _write(run: RunDir, batches: Iterable[list[dict[str, Any]]],
            running: RunningGamma) -> int:
     """Append each batch of records to samples.jsonl as it comes; how many were written."""
-    with SampleWriter(run.path / "samples.jsonl", dumps) as writer:
+    with SampleWriter(run.path / "samples.jsonl") as writer:
         for records in batches:
             running.add(records)
             writer.write(GammaRecord.from_json(r).to_json() for r in records)
