@@ -625,7 +625,7 @@
 
 
   // A table whose rows live in chunk scripts beside the page, sorted by spec.range
-  // (ascending, unscored last); a chunk is loaded by a <script> tag the first time a page,
+  // (ascending, unscored last); a chunk is loaded by a script element the first time a page,
   // a bound of the range filter or a search needs it.
   var arrived = {};
   window.veracityItems = function (table, index, rows) { arrived[table + "/" + index] = rows; };
