@@ -179,6 +179,7 @@ def main() -> None:
             driver.quit()
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
+    rows.sort(key=lambda r: int(r["items"]))
     if driver is None:
         print("browser figures skipped: needs selenium, chromium and chromium-driver")
     print("\n| items | wall s | items/s | peak RSS MB | report.html MB | sidecar MB | cache MB | "
@@ -190,7 +191,6 @@ def main() -> None:
               f"{r.get('rerun_model_calls', '—')} | {r.get('rerun_embedded', '—')} | "
               f"{r.get('open_wall', float('nan')):.2f} | {r.get('first_paint_ms', float('nan')):.0f} | "
               f"{r.get('filter_ms', float('nan')):.0f} |")
-    rows.sort(key=lambda r: int(r["items"]))
     xs = [float(r["items"]) for r in rows]
     if len(rows) > 1:
         print(f"slope_wall: {slope(xs, [r['wall'] for r in rows]) * 1e6:.1f} s per 1M items")
