@@ -313,3 +313,88 @@ def test_deception_case_studies_pick_two_runs_and_filter(browser: Any, tmp_path:
     assert text.count("misleading opening") == 2
     assert fits_1280(browser)
     assert console_errors(browser) == []
+
+
+def test_sidecar_report_pages_filters_sorts_and_searches(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    import random
+
+    from veracity.methods.gamma.run_stream import stream_gamma_recorded
+    from veracity.report import sidecar
+
+    rng = random.Random(5)
+    words = ("the", "answer", "is", "paris", "blue", "seven", "river", "not", "known")
+    recorded = tmp_path / "rec.jsonl"
+    with recorded.open("w", encoding="utf-8") as fh:
+        for i in range(130):
+            answer = "" if i % 29 == 3 else " ".join(rng.choice(words) for _ in range(5))
+            others = [answer if rng.random() < 0.4 else " ".join(rng.choice(words) for _ in range(4))
+                      for _ in range(3)]
+            fh.write(json.dumps({"id": f"r{i}", "prompt": f"question {i} (case {i})",
+                                 "answer": answer, "perturbed_answers": others}) + "\n")
+    with Context(cache=None) as ctx:
+        stream_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run")
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").open()]
+    scored = sorted((s["gamma"] for s in samples if s["gamma"] is not None), reverse=True)
+    monkeypatch.setattr(sidecar, "SIDECAR_THRESHOLD", 50)
+    monkeypatch.setattr(sidecar, "CHUNK_ROWS", 20)
+    open_report(browser, [tmp_path / "run"], tmp_path / "run" / "report.html")
+    root = "div.vpaged[data-src='gamma-all']"
+
+    def renders() -> int:
+        return int(css(browser, root)[0].get_attribute("data-renders") or 0)
+
+    def settle(before: int) -> None:
+        assert wait_for(lambda: renders() > before)
+        time.sleep(0.2)  # a later render (the second bound of a range) may follow
+
+    assert wait_for(lambda: renders() >= 1)
+    keys = [th.get_attribute("data-key") for th in css(browser, f"{root} th")]
+    g = keys.index("gamma")
+
+    def shown() -> list[Any]:
+        return [r.find_elements("css selector", "td") for r in css(browser, f"{root} tr.item")]
+
+    first = numbers([cells[g].text for cells in shown()])
+    assert first == [round(v, 3) for v in scored[:50]]  # worst γ first, one page
+    loaded = browser.execute_script(
+        "return Object.keys(window.veracityReport.paged['gamma-all'].loaded).length")
+    assert loaded < 7  # 130 rows in 7 files: only those of the first page were loaded
+    assert css(browser, f"{root} span.count")[0].text == "130 of 130 rows"
+    before = renders()
+    [b for b in css(browser, f"{root} div.pager button") if "next" in b.text][0].click()
+    settle(before)
+    assert numbers([cells[g].text for cells in shown()]) == [round(v, 3) for v in scored[50:100]]
+
+    low, high = css(browser, f"{root} input.range")
+    before = renders()
+    low.send_keys("0.2")
+    high.send_keys("0.6")
+    settle(before)
+    inside = [v for v in scored if 0.2 <= v <= 0.6]
+    assert css(browser, f"{root} span.count")[0].text == f"{len(inside)} of 130 rows"
+    values = numbers([cells[g].text for cells in shown()])
+    assert values == [round(v, 3) for v in inside[:50]] and 0 < len(values)
+    before = renders()
+    css(browser, f"{root} th[data-key='gamma']")[0].click()
+    settle(before)
+    assert numbers([cells[g].text for cells in shown()]) == [round(v, 3) for v in sorted(inside)[:50]]
+
+    low.clear()
+    high.clear()
+    low.send_keys("\b")
+    before = renders()
+    search = css(browser, f"{root} input[type=search]")[0]
+    search.send_keys("case 7\n")
+    settle(before)
+    prompts = [cells[keys.index("prompt")].text for cells in shown()]
+    assert sorted(prompts) == sorted(f"question {i} (case {i})" for i in range(130)
+                                     if "case 7" in f"question {i} (case {i})")
+    css(browser, f"{root} tr.item")[0].click()
+    assert wait_for(lambda: bool(css(browser, f"{root} tr.detail")))
+    assert "cosine to original" in text_of(browser, css(browser, f"{root} tr.detail")[0])
+    why = css(browser, "div.vtable[data-src='gamma-items'] th[data-key='shown']")
+    assert why and "worst" in css(browser, "div.vtable[data-src='gamma-items'] tbody")[0].text
+    assert console_errors(browser) == []

@@ -212,8 +212,12 @@ class CachedEmbedder:
         cache: Cache | None = None,
         batch_size: int = 256,
         stats: CallStats | None = None,
+        memo_limit: int = 65_536,
     ) -> None:
         self.embedder = embedder
+        self.memo_limit = memo_limit
+        """Vectors kept in memory between calls; past it the memory starts over (the cache
+        still holds them), so a long run does not grow with every text it embeds."""
         self.cache = cache
         self.batch_size = batch_size
         self.stats = stats or CallStats()
@@ -227,6 +231,8 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         """(n, d) float32 matrix, one row per text."""
         self.stats.requests += len(texts)
+        if len(self._memo) > self.memo_limit:
+            self._memo.clear()
         distinct = [t for t in dict.fromkeys(texts) if t not in self._memo]
         if distinct and self.cache is not None:
             keys = {t: embedding_key(self.spec, self._identity, t) for t in distinct}

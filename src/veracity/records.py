@@ -79,18 +79,26 @@ class Record:
     @classmethod
     def _split(cls, data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(typed values by field name, the remaining keys)."""
-        names = [f.name for f in fields(cls) if f.name != "extra"]  # type: ignore[arg-type]
-        keys = {cls._renamed.get(n, n): n for n in names}
+        keys = _json_keys(cls)
         typed = {keys[k]: v for k, v in data.items() if k in keys}
         rest = {k: v for k, v in data.items() if k not in keys}
         return typed, rest
 
     def _typed_json(self) -> dict[str, Any]:
-        out = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            if f.name != "extra":
-                out[self._renamed.get(f.name, f.name)] = getattr(self, f.name)
-        return out
+        return {key: getattr(self, name) for key, name in _json_keys(type(self)).items()}
+
+
+_KEYS: dict[type[Record], dict[str, str]] = {}
+
+
+def _json_keys(cls: type[Record]) -> dict[str, str]:
+    """JSON key -> field name of a record class's typed fields, in order (read once: a
+    million records would otherwise walk the dataclass fields two million times)."""
+    found = _KEYS.get(cls)
+    if found is None:
+        names = [f.name for f in fields(cls) if f.name != "extra"]  # type: ignore[arg-type]
+        found = _KEYS[cls] = {cls._renamed.get(n, n): n for n in names}
+    return found
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,23 @@ def _exchange(row: tuple[Any, ...], columns: tuple[str, ...] = _COLUMNS) -> Entr
     values = dict(zip(columns, row, strict=True))
     values["score"] = json.loads(values["score"])
     return Entry(**values)
+
+
+def iter_traffic(path: Path) -> Iterator[Entry]:
+    """Every exchange of a traffic log, oldest first, one row at a time (a SQLite cursor)."""
+    if not path.is_file():
+        raise DataError(f"traffic log not found: {path}")
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            columns = _selected(conn)
+            cursor = conn.execute(f"SELECT {', '.join(columns)} FROM exchanges ORDER BY time")
+            for row in cursor:
+                yield _exchange(row, columns)
+        finally:
+            conn.close()
+    except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
+        raise DataError(f"{path} is not a veracity traffic log: {exc}") from None
 
 
 def read_traffic(path: Path) -> list[Entry]:

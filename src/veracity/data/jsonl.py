@@ -96,6 +96,27 @@ def read_objects(path: Path, what: str = "dataset file", surrogates: bool = Fals
         yield number, record
 
 
+def stream_objects(path: Path, what: str = "dataset file", surrogates: bool = False,
+                   ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Like :func:`read_objects`, reading one line at a time: memory does not grow with the
+    file."""
+    if not path.is_file():
+        raise DataError(f"{what} not found: {path}")
+    try:
+        with path.open(encoding="utf-8-sig", newline=None) as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                record = load_json(line, f"{path}, line {number}", surrogates)
+                if not isinstance(record, dict):
+                    raise DataError(f"{path}, line {number}: expected a JSON object")
+                yield number, record
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
 def load_json_file(path: Path, what: str = "dataset file") -> Any:
     """A whole JSON file (a list or an object), strictly parsed."""
     return load_json(read_text(path, what), str(path))

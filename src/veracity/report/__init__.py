@@ -11,6 +11,7 @@ from veracity.data.model_info import ModelInfo, read_model_info
 from veracity.errors import DataError
 from veracity.method import get_method, load_target, methods
 from veracity.report.html import esc, page, plain_text_labels, table
+from veracity.report.sidecar import beside
 from veracity.store import RunDir
 
 Section = Callable[[list[RunDir]], str]
@@ -88,7 +89,8 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
                             "is given")
         info = read_model_info(model_info)
     sections = [_guarded(_runs_table, runs, "run.json")]
-    with plain_text_labels():
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with plain_text_labels(), beside(out) as sidecar:  # large item tables: rows beside out
         for method, group in by_method.items():
             sections += _method_sections(method, group, info)
         for method, part in ((m.name, s) for m in methods() for s in m.sections if s.file):
@@ -96,7 +98,6 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
             if holding:
                 sections.append(f"<h2>{esc(part.title)}</h2>")
                 sections.append(_guarded(part.load(), holding, part.file))
-    out.parent.mkdir(parents=True, exist_ok=True)
     scripts = [s for m in methods() for s in m.scripts]
-    out.write_text(page(title, sections, scripts), encoding="utf-8")
+    out.write_text(page(title, sections, scripts, scripts_beside=sidecar.used), encoding="utf-8")
     return out

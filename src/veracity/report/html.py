@@ -116,10 +116,12 @@ def json_block(element_id: str, value: Any) -> str:
     return f"<script type='application/json' id=\"{esc(element_id)}\">{text}</script>"
 
 
-def _csp(script: str) -> str:
-    """Only the report's own script may run (by its hash) and nothing is fetched."""
+def _csp(script: str, scripts_beside: bool = False) -> str:
+    """Only the report's own script may run (by its hash) and nothing is fetched; with
+    ``scripts_beside``, also the item chunks beside the page (a sidecar), as scripts."""
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    return (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
+    beside = " 'self'" if scripts_beside else ""
+    return (f"default-src 'none'; script-src 'sha256-{digest}'{beside}; style-src 'unsafe-inline'; "
             "img-src data: blob:; base-uri 'none'; form-action 'none'")
 
 
@@ -129,13 +131,15 @@ def package_text(resource: str) -> str:
     return files(package).joinpath(name).read_text(encoding="utf-8")
 
 
-def page(title: str, sections: Sequence[str], scripts: Sequence[str] = ()) -> str:
-    """A complete HTML document with inline CSS and script and no external resources;
-    ``scripts`` (``"package:file"``) run after the report's own, e.g. methods' drill-downs."""
+def page(title: str, sections: Sequence[str], scripts: Sequence[str] = (),
+         scripts_beside: bool = False) -> str:
+    """A complete HTML document with inline CSS and script and no external resources (but
+    for the chunk scripts of a sidecar, with ``scripts_beside``); ``scripts``
+    (``"package:file"``) run after the report's own, e.g. methods' drill-downs."""
     script = "\n".join([_static("report.js"), *(package_text(s) for s in scripts)])
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<meta http-equiv='Content-Security-Policy' content=\"{_csp(script)}\">"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{_csp(script, scripts_beside)}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{esc(title)}</title><style>{_static('report.css')}</style></head><body>"
         f"<h1>{esc(title)}</h1>{''.join(sections)}<script>{script}</script></body></html>\n"

@@ -46,9 +46,11 @@ def item_table(
     drill: Drill | None = None,
     range_key: str | None = None,
     page_size: int = 50,
+    caption: str | None = None,
 ) -> str:
     """A sortable, filterable table of every row; ``name`` is unique in the page and names
-    the CSV export. Text columns are the search box's fields."""
+    the CSV export. Text columns are the search box's fields; ``caption`` replaces the line
+    above the table."""
     search = [c.key for c in columns if c.kind != "num"]
     spec = {
         "name": name,
@@ -61,7 +63,8 @@ def item_table(
         "page_size": page_size,
     }
     hint = " Click a row to open it." if drill else ""
-    return (f"<p class='muted'>All {len(rows)} rows; click a column to sort.{hint}</p>"
+    said = esc(caption) if caption else f"All {len(rows)} rows"
+    return (f"<p class='muted'>{said}; click a column to sort.{hint}</p>"
             f"<div class='vtable' data-src=\"{esc(name)}\"></div>{json_block(name, spec)}")
 
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from veracity.errors import DataError
 from veracity.report.html import esc, figure, fmt, page, plain_text_labels, pyplot, table
+from veracity.report.traffic_stream import TrafficSummary, fmean, median
 from veracity.text import display_safe
-from veracity.traffic import Entry, read_traffic
+from veracity.traffic import iter_traffic
 
 SHOWN = 50
 VERDICTS = ("trustworthy", "uncertain", "untrustworthy", "unscored")
@@ -21,65 +22,49 @@ def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _by_model(entries: list[Entry]) -> dict[str, list[Entry]]:
-    groups: dict[str, list[Entry]] = {}
-    for e in entries:
-        groups.setdefault(e.model, []).append(e)
-    return groups
-
-
-def _summary(groups: dict[str, list[Entry]]) -> str:
+def _summary(summary: TrafficSummary) -> str:
     rows = []
-    for model, group in groups.items():
-        gammas = [e.gamma for e in group if e.gamma is not None]
-        verdicts = Counter(e.verdict for e in group)
-        latency = [e.total_ms for e in group if e.total_ms is not None]
-        embedders = sorted({str(e.score.get("embedder")) for e in group})
-        chances = [e.p_correct for e in group if e.p_correct is not None]
-        rows.append([model, len(group), len(gammas),
-                     statistics.fmean(gammas) if gammas else None,
-                     statistics.median(gammas) if gammas else None,
-                     statistics.fmean(chances) if chances else None,
-                     *(verdicts.get(v, 0) for v in VERDICTS),
-                     statistics.median(latency) if latency else None, ", ".join(embedders)])
+    for model, m in summary.models.items():
+        rows.append([model, m.exchanges, len(m.gammas), fmean(m.gammas), median(m.gammas),
+                     fmean(m.chances), *(m.verdicts.get(v, 0) for v in VERDICTS),
+                     median(m.latency), ", ".join(sorted(m.embedders))])
     return table(["model", "exchanges", "scored", "mean γ", "median γ", "mean P(correct)", *VERDICTS,
                   "median total ms", "embedder"], rows)
 
 
-def _over_time(groups: dict[str, list[Entry]]) -> str:
+def _over_time(summary: TrafficSummary) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    for model, group in groups.items():
-        points = [(datetime.fromtimestamp(e.time, tz=timezone.utc), e.gamma)
-                  for e in group if e.gamma is not None]
-        if points:
-            ax.plot(*zip(*points, strict=True), marker=".", linestyle="none", label=model)
+    for model, m in summary.models.items():
+        if m.gammas:
+            when = (np.frombuffer(m.times, dtype=np.float64) * 1e6).astype("datetime64[us]")
+            ax.plot(when, np.frombuffer(m.gammas, dtype=np.float64), marker=".",
+                    linestyle="none", label=model)
     ax.set_ylabel("γ")
     ax.set_xlabel("time (UTC)")
-    if any(e.gamma is not None for g in groups.values() for e in g):
+    if any(m.gammas for m in summary.models.values()):
         ax.legend(fontsize=8)
     fig.autofmt_xdate()
     return figure(fig, "gamma over time")
 
 
-def _distribution(groups: dict[str, list[Entry]]) -> str:
+def _distribution(summary: TrafficSummary) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    for model, group in groups.items():
-        values = [e.gamma for e in group if e.gamma is not None]
-        if values:
-            ax.hist(values, bins=20, range=(0, 1.0), alpha=0.6, label=model)
+    for model, m in summary.models.items():
+        if m.gammas:
+            ax.hist(np.frombuffer(m.gammas, dtype=np.float64), bins=20, range=(0, 1.0), alpha=0.6,
+                    label=model)
     ax.set_xlabel("γ")
     ax.set_ylabel("answers")
-    if any(e.gamma is not None for g in groups.values() for e in g):
+    if any(m.gammas for m in summary.models.values()):
         ax.legend(fontsize=8)
     return figure(fig, "gamma distribution per model")
 
 
-def _worst(entries: list[Entry]) -> str:
-    scored = sorted((e for e in entries if e.gamma is not None), key=lambda e: -(e.gamma or 0.0))
+def _worst(summary: TrafficSummary) -> str:
     rows = []
-    for e in scored[:SHOWN]:
+    for e in summary.worst():
         pairs = zip(_perturbations(e.score), e.score.get("perturbed_answers") or [], strict=False)
         perturbed = "".join(f"<li><code>{esc(p)}</code> → {esc(a)}</li>" for p, a in pairs)
         rows.append(
@@ -108,13 +93,9 @@ def _perturbations(score: dict[str, Any]) -> list[str]:
     return shown
 
 
-def _calibration(entries: list[Entry]) -> str:
+def _calibration(summary: TrafficSummary) -> str:
     """Which calibrations gave P(correct), and a warning for forced ones."""
-    used = {}
-    for e in entries:
-        info = e.score.get("calibration")
-        if isinstance(info, dict):
-            used[(str(info.get("source")), bool(info.get("forced")))] = info
+    used = summary.calibrations
     if not used:
         return "<p class='muted'>No calibration: P(correct) is not estimated.</p>"
     items = "".join(
@@ -124,32 +105,34 @@ def _calibration(entries: list[Entry]) -> str:
     return f"<p>P(correct) and the verdict thresholds come from:</p><ul>{items}</ul>"
 
 
-def _errors(entries: list[Entry]) -> str:
-    counts = Counter(e.error for e in entries if e.error)
+def _errors(summary: TrafficSummary) -> str:
+    counts = summary.errors
     if not counts:
         return "<p class='muted'>none</p>"
     return table(["reason", "exchanges"], [[reason, n] for reason, n in counts.most_common(20)])
 
 
 def build_traffic_report(path: Path, out: Path, title: str = "veracity traffic") -> Path:
-    """Write one HTML file from a gateway traffic log."""
-    entries = read_traffic(path)
-    if not entries:
+    """Write one HTML file from a gateway traffic log, read as a stream."""
+    summary = TrafficSummary(shown=SHOWN)
+    for entry in iter_traffic(path):
+        summary.add(entry)
+    if not summary.count or summary.first is None or summary.last is None:
         raise DataError(f"{path} holds no exchanges yet")
-    groups = _by_model(entries)
-    first, last = entries[0].time, entries[-1].time
-    settings = entries[-1].score
+    settings = summary.latest
     thresholds = settings.get("thresholds") or {}
-    intro = (f"<p>{len(entries)} exchanges from {esc(_when(first))} to {esc(_when(last))}. Latest "
+    intro = (f"<p>{summary.count} exchanges from {esc(_when(summary.first))} to "
+             f"{esc(_when(summary.last))}. Latest "
              f"settings: form {esc(settings.get('form'))}, ball {esc(settings.get('ball'))}, "
              f"n {esc(settings.get('n'))}, thresholds {fmt(thresholds.get('low'))} / "
              f"{fmt(thresholds.get('high'))} ({esc(thresholds.get('source'))}). γ depends on the "
-             "embedder: compare models scored with the same one.</p>" + _calibration(entries))
+             "embedder: compare models scored with the same one.</p>" + _calibration(summary))
     with plain_text_labels():
-        sections = [intro, "<h2>Per model</h2>", _summary(groups), "<h2>γ over time</h2>",
-                    _over_time(groups), "<h2>γ distribution per model</h2>", _distribution(groups),
-                    f"<h2>Least trustworthy answers (highest γ, at most {SHOWN})</h2>", _worst(entries),
-                    "<h2>Not scored</h2>", _errors(entries)]
+        sections = [intro, "<h2>Per model</h2>", _summary(summary), "<h2>γ over time</h2>",
+                    _over_time(summary), "<h2>γ distribution per model</h2>",
+                    _distribution(summary),
+                    f"<h2>Least trustworthy answers (highest γ, at most {SHOWN})</h2>",
+                    _worst(summary), "<h2>Not scored</h2>", _errors(summary)]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(title, sections), encoding="utf-8")
     return out

@@ -18,7 +18,8 @@ class RunResult(Generic[R]):
     """A run's typed per-item records, its aggregates (results.json), and the run directory
     if one was written."""
 
-    records: tuple[R, ...]
+    records: Sequence[R]
+    """A tuple, or for a streamed run its samples.jsonl read back on demand."""
     results: dict[str, Any]
     run: RunDir | None
 

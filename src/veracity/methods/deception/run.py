@@ -112,6 +112,18 @@ def recorded_records(
     Scores the subjects present in ``results_dir`` (or the named ones, which must exist).
     """
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
+    chosen, found, dataset_files = recorded_subjects(results_dir, spec, subjects)
+    name = model or results_dir.name
+    records: list[DeceptionRecord] = []
+    for subject in chosen:
+        records.extend(subject_records(spec, subject, found, dataset_files, name))
+    return records
+
+
+def recorded_subjects(
+    results_dir: Path, spec: DatasetSpec, subjects: Sequence[str] | None
+) -> tuple[list[str], dict[str, Path], dict[str, Path]]:
+    """(subjects to score, results file per subject, dataset file per subject), checked."""
     if spec.kind != "db-mmlu":
         raise DataError("recorded results are matched against a db-mmlu:DIR dataset")
     found = recorded_files(results_dir)
@@ -120,24 +132,23 @@ def recorded_records(
     absent = [s for s in chosen if s not in found]
     if absent:
         raise DataError(f"{results_dir}: no results file for subject(s) {', '.join(absent)}")
-    name = model or results_dir.name
-    records: list[DeceptionRecord] = []
-    for subject in chosen:
-        if subject not in dataset_files:
-            raise DataError(
-                f"{found[subject]}: the dataset {spec.path} has no file {subject}.csv"
-            )
-        items = load_mc(spec, [subject])
-        rows = read_recorded_file(found[subject])
-        match_recorded(items, rows, found[subject], dataset_files[subject])
-        for item, row in zip(items, rows, strict=True):
-            records.append(DeceptionRecord(
-                item.id, item.subject, item.question, tuple(item.options), item.answer,
-                item.misleading_start, name,
-                DeceptionAnswer(row.normal_answer, row.normal_reasoning),
-                DeceptionAnswer(row.misleading_answer, row.misleading_reasoning),
-            ))
-    return records
+    return chosen, found, dataset_files
+
+
+def subject_records(spec: DatasetSpec, subject: str, found: dict[str, Path],
+                    dataset_files: dict[str, Path], name: str) -> list[DeceptionRecord]:
+    """One subject's recorded results matched against its dataset file, row by row."""
+    if subject not in dataset_files:
+        raise DataError(f"{found[subject]}: the dataset {spec.path} has no file {subject}.csv")
+    items = load_mc(spec, [subject])
+    rows = read_recorded_file(found[subject])
+    match_recorded(items, rows, found[subject], dataset_files[subject])
+    return [DeceptionRecord(
+        item.id, item.subject, item.question, tuple(item.options), item.answer,
+        item.misleading_start, name,
+        DeceptionAnswer(row.normal_answer, row.normal_reasoning),
+        DeceptionAnswer(row.misleading_answer, row.misleading_reasoning),
+    ) for item, row in zip(items, rows, strict=True)]
 
 
 def run_deception_recorded(
@@ -151,8 +162,11 @@ def run_deception_recorded(
 ) -> RunResult[DeceptionRecord]:
     """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model;
     ``susceptibility`` names the headline formula (both are reported)."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    if out is not None:  # subject by subject, records written as they are matched
+        from veracity.methods.deception.run_stream import stream_deception_recorded
+
+        return stream_deception_recorded(results_dir, dataset, threshold, out, subjects, model,
+                                         susceptibility)
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
     records = recorded_records(results_dir, spec, subjects, model)
     name = model or results_dir.name

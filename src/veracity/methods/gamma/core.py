@@ -24,8 +24,8 @@ from veracity.checks import MAX_N, check_count, check_number
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import BackendError, ConfigError, ErrorKind
 from veracity.methods.gamma.paraphrase import PARAPHRASE, paraphrase_ball
+from veracity.methods.gamma.running import RunningGamma
 from veracity.perturb import perturb
-from veracity.stats import histogram, mean_stderr
 from veracity.text import lone_surrogate
 from veracity.types import Generation, GenRequest, Item, Sampling
 
@@ -408,22 +408,9 @@ def aggregate(records: Sequence[dict[str, Any]], threshold: float | Threshold = 
         threshold = threshold.to(form)
     elif form is not None:
         named = {"threshold_form": form}
-    values = [r["gamma"] for r in records if r.get("gamma") is not None]
-    mean, se = mean_stderr(values)
-    arr = np.asarray(values, dtype=np.float64)
-    return {
-        "n_items": len(records),
-        "n_scored": len(values),
-        "n_unscored": len(records) - len(values),
-        "mean": mean,
-        "stderr": se,
-        "median": float(np.median(arr)) if arr.size else math.nan,
-        "threshold": threshold,
-        "share_below_threshold": float((arr < threshold).mean()) if arr.size else math.nan,
-        "histogram": histogram(values, bins=20, upper=max(1.0, float(arr.max()) if arr.size else 1.0)),
-        "n_truncated": sum(r.get("finish_reason") == LENGTH for r in records),
-        "n_perturbed_truncated": sum(int(r.get("perturbed_truncated") or 0) for r in records),
-    } | named
+    running = RunningGamma(float(threshold))
+    running.add(records)  # the streamed runs add chunk by chunk: the same digits
+    return running.result() | named
 
 
 def _records_form(records: Sequence[dict[str, Any]]) -> Form:

@@ -14,6 +14,7 @@ from veracity.methods.gamma.report_calibration import calibration_section, contr
 from veracity.records import read_records
 from veracity.report.html import esc, figure, pyplot, table
 from veracity.report.items import Column, gamma_comparison, item_table, present
+from veracity.report.sidecar import column_values, paged_items, too_large
 from veracity.store import VALIDATION_FILE, RunDir
 
 
@@ -60,7 +61,8 @@ def _histograms(runs: list[RunDir]) -> str:
         ax.set_visible(False)
     for ax, run in zip(axes.flat, runs, strict=False):
         r = run.results
-        values = [s.gamma for s in read_records(GammaRecord, run.samples()) if s.gamma is not None]
+        every = column_values(run, "gamma")
+        values = every[~np.isnan(every)].tolist()
         upper = _upper(r["settings"]["form"], values)
         ax.hist(values, bins=20, range=(0, upper), color="#4c72b0", edgecolor="white")
         ax.axvline(r["aggregate"]["threshold"], color="#c44e52", linestyle="--", linewidth=1)
@@ -107,25 +109,32 @@ def _verdict(gamma: float | None, threshold: float) -> str:
 
 def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
     """One row per item of every run: the table's cells and the drill-down's data."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for index, (run, name) in enumerate(zip(runs, names, strict=True)):
         threshold = float(run.results["aggregate"]["threshold"])
         correct = _correctness(run)
-        for s in read_records(GammaRecord, run.samples()):
-            stored = s.to_json()
-            rows.append({
-                "_run": index, "run": name, "id": s.id,
-                "subject": s.metadata.get("subject") or s.metadata.get("category"),
-                "prompt": s.prompt, "answer": s.answer, "gamma": s.gamma,
-                "gamma_null": s.gamma_null, "p_correct": s.p_correct,
-                "correct": correct.get(s.id), "verdict": _verdict(s.gamma, threshold),
-                "length": len(s.answer),
-                "truncated": "cut at max tokens" if s.extra.get("finish_reason") == "length"
-                else None,
-                "error": s.error.message if s.gamma is None and s.error else None,
-                "_d": {k: stored.get(k) for k in _DETAIL},
-            })
+        rows.extend(item_row(index, name, threshold, correct, s)
+                    for s in read_records(GammaRecord, run.samples()))
     return rows
+
+
+def item_row(index: int, name: str, threshold: float, correct: dict[str, bool | None],
+             s: GammaRecord, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The table row of one record of run ``index`` (``stored``: its samples.jsonl shape,
+    when at hand)."""
+    stored = s.to_json() if stored is None else stored
+    return {
+        "_run": index, "run": name, "id": s.id,
+        "subject": s.metadata.get("subject") or s.metadata.get("category"),
+        "prompt": s.prompt, "answer": s.answer, "gamma": s.gamma,
+        "gamma_null": s.gamma_null, "p_correct": s.p_correct,
+        "correct": correct.get(s.id), "verdict": _verdict(s.gamma, threshold),
+        "length": len(s.answer),
+        "truncated": "cut at max tokens" if s.extra.get("finish_reason") == "length"
+        else None,
+        "error": s.error.message if s.gamma is None and s.error else None,
+        "_d": {k: stored.get(k) for k in _DETAIL},
+    }
 
 
 _DETAIL = ("form", "ball", "embedder", "seed", "n", "model", "perturbed_prompts",
@@ -133,7 +142,6 @@ _DETAIL = ("form", "ball", "embedder", "seed", "n", "model", "perturbed_prompts"
 
 
 def _items(runs: list[RunDir], names: list[str]) -> str:
-    rows = item_rows(runs, names)
     columns = [Column("run", "run", "cat"), Column("id", "id"), Column("subject", "subject", "cat"),
                Column("prompt", "prompt"), Column("answer", "answer"),
                Column("gamma", "γ", "num", help="0 = the same answer under every perturbation"),
@@ -146,10 +154,30 @@ def _items(runs: list[RunDir], names: list[str]) -> str:
                       help="finish_reason length: γ was measured on a prefix of the answer"),
                Column("error", "not scored because")]
     optional = {"subject", "gamma_null", "p_correct", "correct", "error", "truncated"}
-    shown = [c for c in columns if c.key not in optional or present(rows, c.key)]
     if len(runs) == 1:
-        shown = [c for c in shown if c.key != "run"]
+        columns = [c for c in columns if c.key != "run"]
+    if too_large(sum(int(run.results["aggregate"]["n_items"]) for run in runs)):
+        return _paged(runs, names, columns, optional)
+    rows = item_rows(runs, names)
+    shown = [c for c in columns if c.key not in optional or present(rows, c.key)]
     return item_table("gamma-items", shown, rows, drill="gamma", range_key="gamma")
+
+
+def _paged(runs: list[RunDir], names: list[str], columns: list[Column],
+           optional: set[str]) -> str:
+    """Too many items for one file: the worst, a sample and the errors here, all beside."""
+    thresholds = [float(run.results["aggregate"]["threshold"]) for run in runs]
+    correct = [_correctness(run) for run in runs]
+    paged, bounded, shown = paged_items(
+        "gamma-all", columns, optional, runs,
+        lambda i, raw: item_row(i, names[i], thresholds[i], correct[i],
+                                GammaRecord.from_json(raw), raw),
+        key="gamma", drill="gamma", is_error=lambda raw: raw.get("gamma") is None)
+    why = Column("shown", "shown as", "cat", help="worst γ, a random sample, or an error")
+    return (item_table("gamma-items", [why, *shown], bounded, drill="gamma", range_key="gamma",
+                       caption=f"{len(bounded)} items: the worst γ, a random sample and every "
+                               "item with an error.")
+            + "<h4>All items</h4>" + paged)
 
 
 def _comparison(runs: list[RunDir], names: list[str]) -> str:

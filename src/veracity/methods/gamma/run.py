@@ -88,6 +88,11 @@ def run_gamma(
     """
     if settings.control is not None and settings.control not in CONTROLS:
         raise ConfigError(f"unknown control '{settings.control}'; known: {', '.join(CONTROLS)}")
+    if out is not None and calibration is None and settings.control is None \
+            and settings.ball != EMBEDDING:  # chunk by chunk, in bounded memory
+        from veracity.methods.gamma.run_stream import stream_gamma
+
+        return stream_gamma(items, model, embedder, settings, ctx, out, dataset, domain)
     if out is not None:
         check_run_target(out)  # before any model call
     client = ctx.client(model)
@@ -132,36 +137,39 @@ def run_gamma(
 
 def read_recorded(path: Path) -> list[dict[str, Any]]:
     """Recorded generations: JSONL with prompt, answer, perturbed_answers per line."""
-    rows = []
-    for number, row in read_objects(path, "recorded file"):
-        where = f"{path}, line {number}"
-        for name in ("prompt", "answer", "perturbed_answers"):
-            if name not in row:
-                raise DataError(f"{where}: missing field '{name}'")
-        if not isinstance(row["prompt"], str) or not row["prompt"].strip():
-            raise DataError(f"{where}, field 'prompt': expected a non-empty string, got "
-                            f"{short(row['prompt'])}")
-        if not isinstance(row["answer"], str):
-            raise DataError(f"{where}, field 'answer': expected a string, got "
-                            f"{type(row['answer']).__name__}")
-        perturbed = _strings(row, "perturbed_answers", where)
-        if not perturbed:
-            raise DataError(f"{where}, field 'perturbed_answers': expected a non-empty list")
-        if "perturbed_prompts" in row and len(_strings(row, "perturbed_prompts", where)) != len(
-                perturbed):
-            raise DataError(f"{where}, field 'perturbed_prompts': {len(row['perturbed_prompts'])} "
-                            f"prompts for {len(perturbed)} perturbed answers")
-        for name in ("model", "ball"):
-            if name in row and (not isinstance(row[name], str) or not row[name].strip()):
-                raise DataError(f"{where}, field '{name}': expected a non-empty string")
-        identifier = row.get("id", f"line-{number}")
-        if isinstance(identifier, bool) or not isinstance(identifier, str | int):
-            raise DataError(f"{where}, field 'id': expected a string or an integer")
-        row["id"] = str(identifier)
-        rows.append(row)
+    rows = [recorded_row(path, number, row) for number, row in read_objects(path, "recorded file")]
     if not rows:
         raise DataError(f"{path}: no records")
     return rows
+
+
+def recorded_row(path: Path, number: int, row: dict[str, Any]) -> dict[str, Any]:
+    """One line of a recorded file, checked (a DataError naming the line and field)."""
+    where = f"{path}, line {number}"
+    for name in ("prompt", "answer", "perturbed_answers"):
+        if name not in row:
+            raise DataError(f"{where}: missing field '{name}'")
+    if not isinstance(row["prompt"], str) or not row["prompt"].strip():
+        raise DataError(f"{where}, field 'prompt': expected a non-empty string, got "
+                        f"{short(row['prompt'])}")
+    if not isinstance(row["answer"], str):
+        raise DataError(f"{where}, field 'answer': expected a string, got "
+                        f"{type(row['answer']).__name__}")
+    perturbed = _strings(row, "perturbed_answers", where)
+    if not perturbed:
+        raise DataError(f"{where}, field 'perturbed_answers': expected a non-empty list")
+    if "perturbed_prompts" in row and len(_strings(row, "perturbed_prompts", where)) != len(
+            perturbed):
+        raise DataError(f"{where}, field 'perturbed_prompts': {len(row['perturbed_prompts'])} "
+                        f"prompts for {len(perturbed)} perturbed answers")
+    for name in ("model", "ball"):
+        if name in row and (not isinstance(row[name], str) or not row[name].strip()):
+            raise DataError(f"{where}, field '{name}': expected a non-empty string")
+    identifier = row.get("id", f"line-{number}")
+    if isinstance(identifier, bool) or not isinstance(identifier, str | int):
+        raise DataError(f"{where}, field 'id': expected a string or an integer")
+    row["id"] = str(identifier)
+    return row
 
 
 def _strings(row: dict[str, Any], name: str, where: str) -> list[str]:
@@ -185,6 +193,10 @@ def run_gamma_recorded(
 ) -> RunResult[GammaRecord]:
     """Score recorded generations with no model at all; ``threshold`` is in ``threshold_form``
     (default: the paper's paper-code for the angle forms)."""
+    if out is not None and calibration is None:  # read as a stream, in bounded memory
+        from veracity.methods.gamma.run_stream import stream_gamma_recorded
+
+        return stream_gamma_recorded(path, embedder, ctx, form, threshold, out, threshold_form)
     if out is not None:
         check_run_target(out)  # before any model call
     rows = read_recorded(path)

@@ -536,6 +536,190 @@
     });
   }
 
+
+  // A table whose rows live in chunk scripts beside the page, sorted by spec.range
+  // (ascending, unscored last); a chunk is loaded by a script element the first time a page,
+  // a bound of the range filter or a search needs it.
+  var arrived = {};
+  window.veracityItems = function (table, index, rows) { arrived[table + "/" + index] = rows; };
+
+  function PagedTable(root, spec) {
+    this.root = root;
+    this.spec = spec;
+    this.loaded = {};
+    this.waiting = {};
+    this.starts = [];
+    var at = 0;
+    spec.chunks.forEach(function (c) { this.starts.push(at); at += c.n; }, this);
+    this.desc = true;
+    this.page = 0;
+    this.pageSize = spec.page_size || 50;
+    this.open = null;
+    this.renders = 0;
+    this.build();
+    this.apply();
+  }
+
+  PagedTable.prototype.build = function () {
+    var self = this, spec = this.spec;
+    var label = spec.columns.filter(function (c) { return c.key === spec.range; })[0].label;
+    var bar = el("div", { class: "filters" });
+    this.search = el("input", { type: "search", placeholder: "search " + spec.search_label + " (loads every file)", "aria-label": "search", onchange: function () { self.apply(); } });
+    this.low = el("input", { type: "number", step: "any", placeholder: label + " ≥", class: "range", "aria-label": label + " at least", oninput: function () { self.apply(); } });
+    this.high = el("input", { type: "number", step: "any", placeholder: label + " ≤", class: "range", "aria-label": label + " at most", oninput: function () { self.apply(); } });
+    this.count = el("span", { class: "count" });
+    bar.append(this.search, this.low, this.high, this.count);
+    this.head = el("tr");
+    spec.columns.forEach(function (c) {
+      var sortable = c.key === spec.range;
+      var th = el("th", { "data-key": c.key, title: sortable ? "sort by " + c.label : (c.help || null), class: (c.kind === "num" ? "num" : "") + (sortable ? " sortable" : ""), tabindex: sortable ? "0" : null }, c.label);
+      if (sortable) {
+        var flip = function () { self.desc = !self.desc; self.page = 0; self.apply(); };
+        th.addEventListener("click", flip);
+        th.addEventListener("keydown", function (e) { if (e.key === "Enter") flip(); });
+      }
+      self.head.append(th);
+    });
+    this.body = el("tbody");
+    this.pager = el("div", { class: "pager" });
+    this.root.append(bar, el("div", { class: "scroll" }, el("table", { class: "items" }, el("thead", null, this.head), this.body)), this.pager);
+  };
+
+  PagedTable.prototype.load = function (i) {
+    var self = this, spec = this.spec;
+    if (this.loaded[i]) return Promise.resolve(this.loaded[i]);
+    if (this.waiting[i]) return this.waiting[i];
+    this.waiting[i] = new Promise(function (resolve, reject) {
+      var script = document.createElement("script");
+      script.src = spec.directory + "/" + spec.chunks[i].file;
+      script.onload = function () {
+        var rows = arrived[spec.name + "/" + i];
+        delete arrived[spec.name + "/" + i];
+        script.remove();
+        if (!rows) { reject(new Error(spec.chunks[i].file + " holds no rows")); return; }
+        self.loaded[i] = rows;
+        resolve(rows);
+      };
+      script.onerror = function () { reject(new Error("cannot load " + script.src + ": keep the folder " + spec.directory + " beside this page")); };
+      document.head.append(script);
+    });
+    return this.waiting[i];
+  };
+
+  // The chunk holding sorted position p.
+  PagedTable.prototype.chunkOf = function (p) {
+    var lo = 0, hi = this.starts.length - 1;
+    while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (this.starts[mid] <= p) lo = mid; else hi = mid - 1; }
+    return lo;
+  };
+
+  PagedTable.prototype.rowAt = function (p) {
+    var i = this.chunkOf(p), start = this.starts[i];
+    return this.load(i).then(function (rows) { return rows[p - start]; });
+  };
+
+  // First sorted position whose value is >= x (strict: > x), among the scored rows.
+  PagedTable.prototype.bound = function (x, strict) {
+    var spec = this.spec, self = this;
+    var i = spec.chunks.findIndex(function (c) { return c.hi !== null && (strict ? c.hi > x : c.hi >= x); });
+    if (i < 0) return Promise.resolve(spec.scored);
+    return this.load(i).then(function (rows) {
+      var lo = 0, hi = spec.chunks[i].scored;
+      while (lo < hi) {
+        var mid = (lo + hi) >> 1, v = rows[mid][spec.range];
+        if (strict ? v > x : v >= x) hi = mid; else lo = mid + 1;
+      }
+      return self.starts[i] + lo;
+    });
+  };
+
+  PagedTable.prototype.apply = function () {
+    var self = this, spec = this.spec, began = performance.now();
+    var low = this.low.value !== "" ? Number(this.low.value) : null;
+    var high = this.high.value !== "" ? Number(this.high.value) : null;
+    var needle = this.search.value.trim().toLowerCase();
+    var ticket = this.ticket = (this.ticket || 0) + 1;
+    var ranged = low !== null || high !== null;
+    Promise.all([low === null ? 0 : this.bound(low, false), high === null ? spec.scored : this.bound(high, true)]).then(function (ends) {
+      var a = ends[0], b = Math.max(ends[0], ends[1]);
+      // positions in view order: worst first (desc) or best first; unscored rows only unfiltered
+      var n = b - a, extra = ranged ? 0 : spec.total - spec.scored;
+      self.at = function (k) { return k < n ? (self.desc ? b - 1 - k : a + k) : spec.scored + (k - n); };
+      self.size = n + extra;
+      if (!needle) { self.matches = null; return null; }
+      return self.scan(needle, ticket);
+    }).then(function () {
+      if (ticket !== self.ticket) return;
+      self.page = Math.min(self.page, Math.max(0, Math.ceil(self.shownCount() / self.pageSize) - 1));
+      return self.render(ticket, began);
+    }).catch(function (e) { self.count.textContent = String(e.message || e); });
+  };
+
+  PagedTable.prototype.shownCount = function () { return this.matches ? this.matches.length : this.size; };
+
+  PagedTable.prototype.scan = function (needle, ticket) {
+    var self = this, spec = this.spec, found = [], k = 0;
+    var text = function (row) { return spec.search.map(function (key) { return row[key] === null || row[key] === undefined ? "" : String(row[key]); }).join("\n").toLowerCase(); };
+    function step() {
+      if (ticket !== self.ticket) return null;
+      if (k >= self.size) { self.matches = found; return null; }
+      var p = self.at(k);
+      return self.rowAt(p).then(function () {
+        var i = self.chunkOf(p), rows = self.loaded[i], start = self.starts[i];
+        // the rest of this chunk in view order, without a promise per row
+        while (k < self.size && self.chunkOf(self.at(k)) === i) {
+          var row = rows[self.at(k) - start];
+          if (text(row).indexOf(needle) >= 0) found.push(row);
+          k++;
+        }
+        self.count.textContent = found.length + " found so far (searching)";
+        return step();
+      });
+    }
+    return step();
+  };
+
+  PagedTable.prototype.render = function (ticket, began) {
+    var self = this, spec = this.spec;
+    var start = this.page * this.pageSize, count = this.shownCount();
+    var wanted = [];
+    for (var k = start; k < Math.min(count, start + this.pageSize); k++) wanted.push(k);
+    var rows = this.matches ? Promise.resolve(wanted.map(function (k) { return self.matches[k]; }))
+      : Promise.all(wanted.map(function (k) { return self.rowAt(self.at(k)); }));
+    return rows.then(function (rows) {
+      if (ticket !== self.ticket) return;
+      var frag = document.createDocumentFragment();
+      rows.forEach(function (row) {
+        var tr = el("tr", { class: spec.drill ? "item drill" : "item", tabindex: spec.drill ? "0" : null });
+        spec.columns.forEach(function (c) {
+          var td = el("td", { class: c.kind === "num" ? "num" : c.kind === "text" ? "clip" : null });
+          var shown = fmt(row[c.key], c.digits);
+          if (c.kind === "text" && shown.length > LONG) shown = shown.slice(0, LONG - 1) + "…";
+          td.append(c.kind === "text" ? visible(shown, "", false) : shown);
+          tr.append(td);
+        });
+        if (spec.drill) {
+          var toggle = function () { self.open = self.open === row ? null : row; self.render(self.ticket, performance.now()); };
+          tr.addEventListener("click", toggle);
+          tr.addEventListener("keydown", function (e) { if (e.key === "Enter") toggle(); });
+        }
+        frag.append(tr);
+        if (self.open === row) frag.append(el("tr", { class: "detail" }, el("td", { colspan: spec.columns.length }, drill(spec.drill, merged(row)))));
+      });
+      self.body.replaceChildren(frag);
+      self.count.textContent = count + " of " + spec.total + " rows";
+      var pages = Math.max(1, Math.ceil(count / self.pageSize));
+      self.pager.replaceChildren(
+        el("button", { type: "button", text: "◀ previous", disabled: self.page === 0 ? "" : null, onclick: function () { self.page--; self.render(self.ticket, performance.now()); } }),
+        el("span", { text: " page " + (self.page + 1) + " of " + pages + " " }),
+        el("button", { type: "button", text: "next ▶", disabled: self.page >= pages - 1 ? "" : null, onclick: function () { self.page++; self.render(self.ticket, performance.now()); } }));
+      self.renders++;
+      self.lastMs = performance.now() - began;
+      if (!self.firstPaint) self.firstPaint = performance.now();
+      self.root.setAttribute("data-renders", String(self.renders));
+    });
+  };
+
   function start() {
     var tables = {};
     document.querySelectorAll("div.vtable").forEach(function (root) {
@@ -552,8 +736,13 @@
       var spec = readJson(root.getAttribute("data-src"));
       if (tables[spec.items]) cases.push(new Cases(root, spec, tables[spec.items]));
     });
+    var paged = {};
+    document.querySelectorAll("div.vpaged").forEach(function (root) {
+      var id = root.getAttribute("data-src");
+      paged[id] = new PagedTable(root, readJson(id));
+    });
     figures();
-    window.veracityReport = { tables: tables, compare: comparisons, cases: cases, toCsv: toCsv };
+    window.veracityReport = { tables: tables, compare: comparisons, cases: cases, paged: paged, toCsv: toCsv };
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,166 @@
+"""γ runs in bounded memory: chunks of items through generate, embed, score and write.
+
+Each chunk's records are appended to samples.jsonl as soon as they are scored; the
+aggregates are running sums (:class:`~veracity.methods.gamma.running.RunningGamma`), equal
+to the last digit to the whole run's. Every answer is cached as it arrives, so a run cut
+short in the middle of a chunk resumes with no repeated model call. The embedder's memory of
+vectors is bounded (:class:`~veracity.client.CachedEmbedder`), so it does not grow either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from veracity.data.jsonl import stream_objects
+from veracity.data.qa import domain_of
+from veracity.errors import DataError
+from veracity.methods.gamma.core import (
+    Form,
+    GammaSettings,
+    check_prompt,
+    gamma_record,
+    measure_gamma,
+    perturbed_cosines,
+    score_answers,
+)
+from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.running import RunningGamma
+from veracity.runs.common import Context
+from veracity.runs.result import RunResult
+from veracity.runs.streamed import StoredRecords
+from veracity.store import RunDir, check_run_target
+from veracity.streaming import SampleWriter, chunks
+from veracity.types import Item
+
+RECORDED_CHUNK = 2048
+"""Recorded items per chunk: (N+1) texts each to embed."""
+LIVE_CHUNK = 256
+"""Questions per chunk of a live run: (N+1) generations each, sent to the backend at once."""
+
+
+def _named(settings: GammaSettings) -> dict[str, Any]:
+    """What :func:`veracity.methods.gamma.aggregate` adds for a threshold with its form."""
+    cut = settings.cut
+    return {"threshold_form": settings.form,
+            "threshold_given": {"value": cut.value, "form": cut.form}}
+
+
+def _write(run: RunDir, batches: Iterable[list[dict[str, Any]]],
+           running: RunningGamma) -> int:
+    """Append each batch of records to samples.jsonl as it comes; how many were written."""
+    with SampleWriter(run.path / "samples.jsonl") as writer:
+        for records in batches:
+            running.add(records)
+            writer.write(GammaRecord.from_json(r).to_json() for r in records)
+        return writer.count
+
+
+def _finish(run: RunDir, results: dict[str, Any], count: int,
+            ctx: Context) -> RunResult[GammaRecord]:
+    run.write_results(results)
+    run.finish(ctx.stats())
+    return RunResult(StoredRecords(run.path / "samples.jsonl", GammaRecord, count), results, run)
+
+
+def stream_gamma(
+    items: Sequence[Item], model: str, embedder: str, settings: GammaSettings, ctx: Context,
+    out: Path, dataset: str, domain: str | None = None, chunk_size: int = LIVE_CHUNK,
+) -> RunResult[GammaRecord]:
+    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (no control, no calibration,
+    not the white-box ball): the same records and aggregates."""
+    check_run_target(out)  # before any model call
+    for item in items:
+        check_prompt(item.question, f"item {item.id}")
+    client = ctx.client(model)
+    cached = ctx.embedder(embedder)
+    paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
+    domain = domain or domain_of(dataset)
+    config = {
+        "model": client.spec, "model_identity": client.backend.identity(),
+        "embedder": cached.spec, "dataset": dataset, "domain": domain, "n_items": len(items),
+        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
+        "model_options": ctx.options_record(),
+    }
+    run = RunDir.create(out, "gamma", config, ctx.started)
+    running = RunningGamma(settings.applied_threshold)
+    batches = (measure_gamma(chunk, client, cached, settings, paraphraser)
+               for chunk in chunks(items, chunk_size))
+    count = _write(run, batches, running)
+    results = {"method": "gamma", "model": client.spec, "embedder": cached.spec,
+               "dataset": dataset, "domain": domain, "settings": settings.describe(),
+               "aggregate": running.result() | _named(settings)}
+    run.update_config({"model_options": ctx.options_record()})
+    return _finish(run, results, count, ctx)
+
+
+def recorded_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The checked lines of a recorded file, one at a time."""
+    from veracity.methods.gamma.run import recorded_row
+
+    for number, row in stream_objects(path, "recorded file"):
+        yield recorded_row(path, number, row)
+
+
+def _score_recorded(rows: list[dict[str, Any]], settings: GammaSettings, model: str,
+                    cached: Any, form: Form, sizes: set[int]) -> list[dict[str, Any]]:
+    answers = [r["answer"] for r in rows]
+    perturbed = [r["perturbed_answers"] for r in rows]
+    values = score_answers(answers, perturbed, cached, form)
+    cosines = perturbed_cosines(answers, perturbed, cached)
+    records = []
+    for row, value, cos in zip(rows, values, cosines, strict=True):
+        record = gamma_record(
+            Item(str(row["id"]), str(row["prompt"])), row["answer"],
+            row.get("perturbed_prompts", []), row["perturbed_answers"], value, settings,
+            str(row.get("model", model)), cached.spec,
+        )
+        record["ball"] = row.get("ball", "recorded")
+        record["perturbed_cosines"] = cos
+        sizes.add(len(row["perturbed_answers"]))
+        records.append(record)
+    return records
+
+
+def stream_gamma_recorded(
+    path: Path, embedder: str, ctx: Context, form: Form = "sin", threshold: float = 0.05,
+    out: Path | None = None, threshold_form: Form | None = None,
+    chunk_size: int = RECORDED_CHUNK,
+) -> RunResult[GammaRecord]:
+    """:func:`veracity.methods.gamma.run.run_gamma_recorded` reading the file as a stream (no
+    calibration): the same run directory, in memory that does not grow with the file."""
+    if out is None:
+        raise DataError("a streamed run needs a run directory to write its records into")
+    check_run_target(out)
+    rows = recorded_rows(path)
+    first = next(rows, None)
+    if first is None:
+        raise DataError(f"{path}: no records")
+    cached = ctx.embedder(embedder)
+    ball = str(first.get("ball", "recorded"))
+    model = str(first.get("model", "recorded"))
+    settings = GammaSettings(form=form, threshold=threshold, threshold_form=threshold_form,
+                             ball=ball)
+    dataset = f"recorded:{path.name}"
+    described: dict[str, Any] = {
+        "n": None, "ball": ball, "form": form, "threshold": settings.applied_threshold,
+        "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
+    }
+    config = {"recorded": str(path), "embedder": cached.spec, "model": model,
+              "dataset": dataset, "settings": described, "model_options": ctx.options_record()}
+    run = RunDir.create(out, "gamma", config, ctx.started)
+    running = RunningGamma(settings.applied_threshold)
+    sizes: set[int] = set()
+    batches = (_score_recorded(chunk, settings, model, cached, form, sizes)
+               for chunk in chunks(chain([first], rows), chunk_size))
+    count = _write(run, batches, running)
+    low, high = min(sizes), max(sizes)
+    described["n"] = low if low == high else f"{low}-{high}"
+    results = {"method": "gamma", "model": model, "embedder": cached.spec, "dataset": dataset,
+               "domain": domain_of(dataset), "settings": described,
+               "aggregate": running.result() | _named(settings)}
+    run.update_config({"settings": described, "model_options": ctx.options_record()})
+    return _finish(run, results, count, ctx)
