@@ -31,7 +31,7 @@ from veracity.client import CachedEmbedder
 from veracity.embed.base import Embedder, Matrix
 from veracity.embed.st import BACKENDS, DEFAULT_BACKEND
 from veracity.methods.gamma.core import gamma_from_embeddings, score_answers
-from veracity.methods.gamma.run import read_recorded
+from veracity.methods.gamma.recorded import read_recorded
 from veracity.registry import load_embedder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -192,7 +192,7 @@ def test_cli_records_the_embedder_options_in_run_json(tmp_path: Path) -> None:
 @needs_onnx
 def test_onnx_gives_torch_gamma_on_recorded_builtin_answers(onnx_exports: Path) -> None:
     from veracity.methods.gamma.core import score_answers
-    from veracity.methods.gamma.run import read_recorded
+    from veracity.methods.gamma.recorded import read_recorded
     from veracity.registry import load_embedder
 
     rows = read_recorded(Path(__file__).parent / "fixtures" / "gamma_builtin_smollm2.jsonl")[:4]

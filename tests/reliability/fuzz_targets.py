@@ -28,7 +28,7 @@ from veracity.methods.deception.dataset import parse_batch
 from veracity.methods.fewl.pairs import parse_pairs
 from veracity.methods.gamma.annotate import SheetRow, read_ratings
 from veracity.methods.gamma.paraphrase import parse_paraphrase
-from veracity.methods.gamma.run import read_recorded
+from veracity.methods.gamma.recorded import read_recorded
 from veracity.report import build_report
 from veracity.store import RunDir
 

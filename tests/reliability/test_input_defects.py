@@ -19,7 +19,8 @@ from veracity.data.mc import load_mc
 from veracity.data.qa import load_items
 from veracity.errors import ConfigError, DataError
 from veracity.methods.gamma.core import GammaSettings
-from veracity.methods.gamma.run import read_recorded, run_gamma
+from veracity.methods.gamma.recorded import read_recorded
+from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import Item

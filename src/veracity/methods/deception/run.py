@@ -15,11 +15,7 @@ from typing import Any
 from veracity.data.mc import (
     DatasetSpec,
     load_mc,
-    match_recorded,
     parse_dataset_spec,
-    read_recorded_file,
-    recorded_files,
-    subject_files,
     write_db_mmlu_file,
 )
 from veracity.errors import ConfigError, DataError
@@ -39,7 +35,8 @@ from veracity.methods.deception.dataset import (
     shuffle_within_subjects,
     write_openings,
 )
-from veracity.methods.deception.records import DeceptionAnswer, DeceptionRecord
+from veracity.methods.deception.recorded import recorded_subjects, subject_records
+from veracity.methods.deception.records import DeceptionRecord
 from veracity.paths import check_output_dir
 from veracity.records import read_records
 from veracity.runs.common import Context
@@ -118,37 +115,6 @@ def recorded_records(
     for subject in chosen:
         records.extend(subject_records(spec, subject, found, dataset_files, name))
     return records
-
-
-def recorded_subjects(
-    results_dir: Path, spec: DatasetSpec, subjects: Sequence[str] | None
-) -> tuple[list[str], dict[str, Path], dict[str, Path]]:
-    """(subjects to score, results file per subject, dataset file per subject), checked."""
-    if spec.kind != "db-mmlu":
-        raise DataError("recorded results are matched against a db-mmlu:DIR dataset")
-    found = recorded_files(results_dir)
-    dataset_files = subject_files(spec.path)
-    chosen = list(dict.fromkeys(subjects)) if subjects is not None else sorted(found)
-    absent = [s for s in chosen if s not in found]
-    if absent:
-        raise DataError(f"{results_dir}: no results file for subject(s) {', '.join(absent)}")
-    return chosen, found, dataset_files
-
-
-def subject_records(spec: DatasetSpec, subject: str, found: dict[str, Path],
-                    dataset_files: dict[str, Path], name: str) -> list[DeceptionRecord]:
-    """One subject's recorded results matched against its dataset file, row by row."""
-    if subject not in dataset_files:
-        raise DataError(f"{found[subject]}: the dataset {spec.path} has no file {subject}.csv")
-    items = load_mc(spec, [subject])
-    rows = read_recorded_file(found[subject])
-    match_recorded(items, rows, found[subject], dataset_files[subject])
-    return [DeceptionRecord(
-        item.id, item.subject, item.question, tuple(item.options), item.answer,
-        item.misleading_start, name,
-        DeceptionAnswer(row.normal_answer, row.normal_reasoning),
-        DeceptionAnswer(row.misleading_answer, row.misleading_reasoning),
-    ) for item, row in zip(items, rows, strict=True)]
 
 
 def run_deception_recorded(

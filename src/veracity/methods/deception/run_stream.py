@@ -14,8 +14,8 @@ from veracity.methods.deception.core import (
     metrics_from_counts,
     pairs_from_records,
 )
+from veracity.methods.deception.recorded import recorded_subjects, subject_records
 from veracity.methods.deception.records import DeceptionRecord
-from veracity.methods.deception.run import recorded_subjects, subject_records
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target

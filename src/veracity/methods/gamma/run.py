@@ -7,9 +7,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
-from veracity.data.jsonl import read_objects
 from veracity.data.qa import domain_of
-from veracity.errors import ConfigError, DataError
+from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration import Calibration
 from veracity.methods.gamma.control import CONTROLS, add_null_control
 from veracity.methods.gamma.core import (
@@ -22,13 +21,13 @@ from veracity.methods.gamma.core import (
     perturbed_cosines,
     score_answers,
 )
+from veracity.methods.gamma.recorded import read_recorded
 from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
 from veracity.methods.gamma.whitebox import Scope, Shape, whitebox_gamma
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult, save_run
 from veracity.store import check_run_target
-from veracity.text import short
 from veracity.types import Item
 
 
@@ -133,51 +132,6 @@ def run_gamma(
     if calibration is not None:
         config["calibration"] = {k: v for k, v in results["calibration"].items() if k != "curve"}
     return _save(out, config, records, results, ctx)
-
-
-def read_recorded(path: Path) -> list[dict[str, Any]]:
-    """Recorded generations: JSONL with prompt, answer, perturbed_answers per line."""
-    rows = [recorded_row(path, number, row) for number, row in read_objects(path, "recorded file")]
-    if not rows:
-        raise DataError(f"{path}: no records")
-    return rows
-
-
-def recorded_row(path: Path, number: int, row: dict[str, Any]) -> dict[str, Any]:
-    """One line of a recorded file, checked (a DataError naming the line and field)."""
-    where = f"{path}, line {number}"
-    for name in ("prompt", "answer", "perturbed_answers"):
-        if name not in row:
-            raise DataError(f"{where}: missing field '{name}'")
-    if not isinstance(row["prompt"], str) or not row["prompt"].strip():
-        raise DataError(f"{where}, field 'prompt': expected a non-empty string, got "
-                        f"{short(row['prompt'])}")
-    if not isinstance(row["answer"], str):
-        raise DataError(f"{where}, field 'answer': expected a string, got "
-                        f"{type(row['answer']).__name__}")
-    perturbed = _strings(row, "perturbed_answers", where)
-    if not perturbed:
-        raise DataError(f"{where}, field 'perturbed_answers': expected a non-empty list")
-    if "perturbed_prompts" in row and len(_strings(row, "perturbed_prompts", where)) != len(
-            perturbed):
-        raise DataError(f"{where}, field 'perturbed_prompts': {len(row['perturbed_prompts'])} "
-                        f"prompts for {len(perturbed)} perturbed answers")
-    for name in ("model", "ball"):
-        if name in row and (not isinstance(row[name], str) or not row[name].strip()):
-            raise DataError(f"{where}, field '{name}': expected a non-empty string")
-    identifier = row.get("id", f"line-{number}")
-    if isinstance(identifier, bool) or not isinstance(identifier, str | int):
-        raise DataError(f"{where}, field 'id': expected a string or an integer")
-    row["id"] = str(identifier)
-    return row
-
-
-def _strings(row: dict[str, Any], name: str, where: str) -> list[str]:
-    value = row[name]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise DataError(f"{where}, field '{name}': expected a list of strings, got "
-                        f"{type(value).__name__}")
-    return value
 
 
 def run_gamma_recorded(

@@ -99,7 +99,7 @@ def stream_gamma(
 
 def recorded_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The checked lines of a recorded file, one at a time."""
-    from veracity.methods.gamma.run import recorded_row
+    from veracity.methods.gamma.recorded import recorded_row
 
     for number, row in stream_objects(path, "recorded file"):
         yield recorded_row(path, number, row)
