@@ -27,7 +27,7 @@ _FIXED64 = struct.Struct("<Q")
 _FIXED32 = struct.Struct("<I")
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags in trace.proto
 _PAIRS_KEPT = 8192
-_pairs: dict[tuple[bytes, str, type, Any], bytes] = {}
+_pairs: dict[bytes, dict[tuple[str, str], bytes]] = {}
 _keys: dict[str, bytes] = {}
 
 
@@ -89,26 +89,33 @@ def _key(key: str) -> bytes:
 
 
 def attributes(tag: bytes, values: Mapping[str, Any] | None) -> bytes:
-    """Repeated ``KeyValue`` fields under ``tag``; those of a string, bool or int value are
-    remembered whole, those of a float written without the general path."""
+    """Repeated ``KeyValue`` fields under ``tag``; those of a string value are remembered
+    whole, those of a number written without the general path."""
     if not values:
         return b""
+    known = _pairs.get(tag)
+    if known is None:
+        known = _pairs[tag] = {}
     out = []
-    for key, value in values.items():
+    for pair in values.items():
+        key, value = pair
         kind = type(value)
-        if kind is float:
-            pair = _key(key) + b"\x12\x09\x21" + _DOUBLE.pack(value)
-            out.append(tag + varint(len(pair)) + pair)
-        elif kind is str or kind is bool or kind is int:
-            known = (tag, key, kind, value)
-            found = _pairs.get(known)
+        if kind is str:
+            found = known.get(pair)
             if found is None:
-                if len(_pairs) >= _PAIRS_KEPT:
-                    _pairs.clear()
-                found = _pairs[known] = _field(tag, key_value(key, value))
+                if len(known) >= _PAIRS_KEPT:
+                    known.clear()
+                found = known[pair] = _field(tag, key_value(key, value))
             out.append(found)
+            continue
+        if kind is float:
+            field = _key(key) + b"\x12\x09\x21" + _DOUBLE.pack(value)
+        elif kind is int:
+            number = varint(value)
+            field = _key(key) + b"\x12" + bytes((len(number) + 1,)) + b"\x18" + number
         else:
-            out.append(_field(tag, key_value(key, value)))
+            field = key_value(key, value)
+        out.append(tag + varint(len(field)) + field)
     return b"".join(out)
 
 

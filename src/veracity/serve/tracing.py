@@ -200,7 +200,7 @@ class TraceChat:
             return
         carrier = {k.decode("latin-1"): v.decode("latin-1")
                    for k, v in scope["headers"] if k in TRACE_HEADERS}
-        parent = propagate.extract(carrier)
+        parent = propagate.extract(carrier) if carrier else context.get_current()
         span = self.tracing.tracer.start_span(
             "chat", context=parent, kind=SpanKind.SERVER,
             attributes={"gen_ai.operation.name": "chat", "http.request.method": "POST",
