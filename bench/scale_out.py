@@ -27,8 +27,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from veracity.backends.endpoints import load as load_openai
 from veracity.backends.fake import FakeBackend
-from veracity.backends.openai import load as load_openai
 from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.methods.gamma.core import GammaSettings

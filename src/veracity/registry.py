@@ -146,7 +146,7 @@ for _p in (
               Option("decode", "greedy decoding token by token (sequential) or verifying a draft "
                      "answer in batches (draft; γ's centre answer; part of the cache identity)",
                      ("sequential", "draft"), default="sequential"))),
-    Provider("openai", "veracity.backends.openai:load", "openai/MODEL [--base-url URL]",
+    Provider("openai", "veracity.backends.endpoints:load", "openai/MODEL [--base-url URL]",
              "any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama); "
              "key from $OPENAI_API_KEY or --api-key-env", ("httpx",), "",
              _http("model", True) + (

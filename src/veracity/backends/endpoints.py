@@ -1,4 +1,5 @@
-"""Several OpenAI-compatible servers behind one ``openai/MODEL`` spec.
+"""Several OpenAI-compatible servers behind one ``openai/MODEL`` spec, and the registry's
+factory of that spec (one server or several).
 
 Each request goes to the endpoint with the fewest requests in flight, never past that
 endpoint's own concurrency limit. A request that fails on one endpoint (server error, rate
@@ -23,7 +24,8 @@ from typing import Any
 import httpx
 
 from veracity.backends.base import Capabilities, Outcome
-from veracity.backends.openai import OpenAIBackend, resolve_base_url
+from veracity.backends.openai import OpenAIBackend
+from veracity.backends.openai_wire import resolve_base_url
 from veracity.errors import AccessError, BackendError, ConfigError, RetryableError
 from veracity.paths import user_path
 from veracity.retry import backoff_delay
@@ -267,6 +269,14 @@ class PooledOpenAIBackend:
             endpoint.backend.close()
 
 
-def load(name: str, base_url: Sequence[str], **options: Any) -> PooledOpenAIBackend:
-    """Factory used by ``openai/MODEL`` when several base URLs are given."""
-    return PooledOpenAIBackend(name, base_url, **options)
+def load(name: str, base_url: str | Sequence[str] | None = None,
+         **options: Any) -> OpenAIBackend | PooledOpenAIBackend:
+    """Registry factory for ``openai/MODEL``; ``options`` are OpenAIBackend's (api_key_env,
+    max_concurrency, timeout, max_retries, prefill_mode, chat_template, extra_body, ...).
+    Several base URLs make an endpoint pool."""
+    if not isinstance(base_url, str | None):
+        urls = list(base_url)
+        if len(urls) > 1:
+            return PooledOpenAIBackend(name, urls, **options)
+        base_url = urls[0] if urls else None
+    return OpenAIBackend(name, base_url=base_url, **options)

@@ -17,11 +17,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
 from veracity.backends.base import Capabilities, Finished, Outcome
+from veracity.backends.openai_wire import (  # noqa: F401  (also imported from here)
+    DEFAULT_BASE_URL,
+    PREFILL_MODES,
+    RETRY_STATUSES,
+    RequestShape,
+    backend_identity,
+    render_prompt,
+    request_body,
+    resolve_base_url,
+)
 from veracity.backends.pool import DaemonPool
 from veracity.backends.reply import read_reply
 from veracity.backends.templates import (  # noqa: F401  (the helpers' old home)
@@ -41,12 +51,6 @@ from veracity.errors import (
 from veracity.retry import call_with_retry, parse_retry_after
 from veracity.types import GenRequest, Message
 
-if TYPE_CHECKING:
-    from veracity.backends.endpoints import PooledOpenAIBackend
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-PREFILL_MODES = ("none", "continue", "completions")
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _LIMIT = 300  # characters of a server message kept in an error
 T = TypeVar("T")
 
@@ -54,14 +58,6 @@ T = TypeVar("T")
 def _truncate(text: str, limit: int = _LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def resolve_base_url(base_url: str | None) -> str:
-    """The explicit URL, else ``$OPENAI_BASE_URL``, else the public OpenAI API."""
-    url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"base URL must start with http:// or https://, got '{url}'")
-    return url
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -230,17 +226,15 @@ class OpenAIBackend:
         self.capabilities = Capabilities(
             prefill=prefill_mode != "none", seed=True, max_concurrency=max_concurrency
         )
-        self._template: ChatTemplate | None = None
-        self._template_sha = ""
+        template: ChatTemplate | None = None
         if prefill_mode == "completions":
             if not chat_template:
                 raise ConfigError(
                     "prefill_mode='completions' needs chat_template= (a template file, a "
                     "tokenizer_config.json, or the template text) matching the served model"
                 )
-            self._template = resolve_template(chat_template)
-            self._template_sha = self._template.sha
-        self._specials = {"bos_token": bos_token, "eos_token": eos_token}
+            template = resolve_template(chat_template)
+        self.shape = RequestShape(model, prefill_mode, self.extra_body, template, bos_token, eos_token)
         self._http = HttpEndpoint(
             base_url, api_key_env, timeout, max_retries, max_concurrency, transport, sleep
         )
@@ -254,50 +248,15 @@ class OpenAIBackend:
         )
 
     def identity(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"base_url": self.base_url, "prefill_mode": self.prefill_mode}
-        if self._template_sha:  # the template shapes every prompt in this mode
-            out["chat_template"] = self._template_sha
-        if self.extra_body:
-            out["extra_body"] = self.extra_body
-        return out
+        return backend_identity(self.base_url, self.shape)
 
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:
         """The completions-mode prompt: chat template with the generation prompt, then the prefill."""
-        if self._template is None:
-            raise ConfigError("render() needs prefill_mode='completions' and a chat_template")
-        return str(self._template.render(messages, **self._specials)) + prefill
+        return render_prompt(self.shape, messages, prefill)
 
     def payload(self, request: GenRequest) -> tuple[str, dict[str, Any]]:
         """The endpoint path and JSON body sent for one request."""
-        s = request.sampling
-        body: dict[str, Any] = {
-            "model": self.model,
-            "temperature": max(s.temperature, 0.0),
-            "top_p": s.top_p,
-            "max_tokens": s.max_tokens,
-            "seed": s.seed + request.sample_index,
-        }
-        if s.stop:
-            body["stop"] = list(s.stop)
-        if s.top_k:
-            body["top_k"] = s.top_k
-        if s.repeat_penalty != 1.0:
-            # llama.cpp's server reads repeat_penalty, vLLM repetition_penalty; each ignores the other
-            body["repeat_penalty"] = s.repeat_penalty
-            body["repetition_penalty"] = s.repeat_penalty
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        path = "/chat/completions"
-        if self.prefill_mode == "completions":
-            path = "/completions"
-            body["prompt"] = self.render(request.messages, request.prefill)
-        elif request.prefill:
-            messages.append({"role": "assistant", "content": request.prefill})
-            body["continue_final_message"] = True
-            body["add_generation_prompt"] = False
-        if path == "/chat/completions":
-            body["messages"] = messages
-        body.update(self.extra_body)
-        return path, body
+        return request_body(self.shape, request)
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(requests)
@@ -363,20 +322,3 @@ class OpenAIBackend:
     def close(self) -> None:
         self._pool.shutdown()
         self._http.close()
-
-
-def load(
-    name: str, base_url: str | Sequence[str] | None = None, **options: Any
-) -> OpenAIBackend | PooledOpenAIBackend:
-    """Registry factory for ``openai/MODEL``; ``options`` are OpenAIBackend's (api_key_env,
-    max_concurrency, timeout, max_retries, prefill_mode, chat_template, extra_body, ...).
-
-    Several base URLs make an endpoint pool (``veracity.backends.endpoints``)."""
-    if not isinstance(base_url, str | None):
-        urls = list(base_url)
-        if len(urls) > 1:
-            from veracity.backends.endpoints import PooledOpenAIBackend
-
-            return PooledOpenAIBackend(name, urls, **options)
-        base_url = urls[0] if urls else None
-    return OpenAIBackend(name, base_url=base_url, **options)

@@ -87,8 +87,7 @@ class Gateway:
         self.keys = KeyCheck(s.api_keys, open_access=s.no_auth)
         self.upstream: Upstream = upstream or (
             HttpUpstream(s.upstream, s.upstream_api_key_env, s.timeout,
-                         max_connections=s.max_concurrency * (s.n + 1) + 8,
-                         scoring_concurrency=s.max_concurrency * s.n)
+                         max_connections=s.max_concurrency * (s.n + 1) + 8)
             if s.upstream else LocalUpstream(s.model, s.max_tokens, s.model_options))
         self._embedder = embedder
         self.tracing = tracing

@@ -26,13 +26,14 @@ from urllib.parse import urlsplit
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.backends.base import Outcome
 from veracity.errors import BackendError, ConfigError
+from veracity.serve.spans import GatewayTracer
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest
 
@@ -105,16 +106,13 @@ def _response_attributes(data: dict[str, Any]) -> dict[str, Any]:
 class Tracing:
     """The gateway's tracer and what it records; ``content``: also prompt and answer text."""
 
-    def __init__(self, provider: trace.TracerProvider, content: bool = False) -> None:
-        self.provider = provider
+    def __init__(self, tracer: GatewayTracer, content: bool = False) -> None:
+        self.tracer = tracer
         self.content = content
-        self.tracer = provider.get_tracer("veracity.serve")
 
     def shutdown(self) -> None:
         """Export what is still buffered and stop the exporters (blocks: call off the loop)."""
-        shutdown = getattr(self.provider, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+        self.tracer.shutdown()
 
     def wrap(self, upstream: Upstream) -> TracedUpstream:
         return TracedUpstream(upstream, self)
@@ -202,7 +200,7 @@ class TraceChat:
             return
         carrier = {k.decode("latin-1"): v.decode("latin-1")
                    for k, v in scope["headers"] if k in TRACE_HEADERS}
-        parent = propagate.extract(carrier)
+        parent = propagate.extract(carrier) if carrier else context.get_current()
         span = self.tracing.tracer.start_span(
             "chat", context=parent, kind=SpanKind.SERVER,
             attributes={"gen_ai.operation.name": "chat", "http.request.method": "POST",
@@ -379,9 +377,9 @@ def _exporters() -> list[SpanExporter]:
             if protocol != "http/protobuf":
                 raise ConfigError(f"OTLP protocol '{protocol}' is not supported by veracity serve: "
                                   "use http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL)")
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from veracity.serve.otlp import OTLPExporter
 
-            out.append(OTLPSpanExporter())  # endpoint, headers, timeout: from the environment
+            out.append(OTLPExporter())  # endpoint, headers, timeout: from the environment
         else:
             raise ConfigError(f"OTEL_TRACES_EXPORTER: unknown exporter '{name}' (otlp, console, none)")
     return out
@@ -397,10 +395,15 @@ def configure(content: bool = False, processor: SpanProcessor | None = None) -> 
     resource = os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
     if os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in resource:  # the user's name wins
         named = {}
-    provider = TracerProvider(resource=Resource.create(named))
-    processors = [processor] if processor is not None else [BatchSpanProcessor(e) for e in _exporters()]
+    processors: list[SpanProcessor] = ([processor] if processor is not None
+                                       else [BatchSpanProcessor(e) for e in _exporters()])
     if not processors:
         return None
-    for p in processors:
-        provider.add_span_processor(p)
-    return Tracing(provider, content)
+    if len(processors) > 1:
+        multiple = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
+        for p in processors:
+            multiple.add_span_processor(p)
+        processors = [multiple]
+    # the SDK's provider reads the sampler, id generator and resource from the environment
+    provider = TracerProvider(resource=Resource.create(named), shutdown_on_exit=False)
+    return Tracing(GatewayTracer(provider, processors[0]), content)

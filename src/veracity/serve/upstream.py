@@ -1,4 +1,4 @@
-"""Where answers come from: an OpenAI-compatible server over async httpx.
+"""Where answers come from: an OpenAI-compatible server, over one pooled aiohttp session.
 
 The upstream's key lives only in this object: it is sent in the ``Authorization`` header
 and masked in any message the server echoes back. A user name and password in the URL are
@@ -19,21 +19,23 @@ from typing import Any, Protocol
 
 import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from veracity.backends.base import Outcome
-from veracity.backends.openai import RETRY_STATUSES, OpenAIBackend
+from veracity.backends.openai_wire import (
+    RETRY_STATUSES,
+    RequestShape,
+    backend_identity,
+    request_body,
+    resolve_base_url,
+)
 from veracity.backends.reply import read_reply
 from veracity.errors import BackendError, ConfigError, PermanentError, RetryableError
 from veracity.text import redact_url, replace_surrogates
 from veracity.types import GenRequest
 
 _LIMIT = 300  # characters of an upstream message kept in an error
-TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, asyncio.TimeoutError)
-"""What a call can raise when the upstream is unreachable, slow or hangs up (the aiohttp
-transport maps most of its errors to httpx's, not all)."""
-MODELS_KEPT = 256
-"""Per-model request builders kept (the oldest is dropped beyond)."""
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError)
+"""What a call can raise when the upstream is unreachable, slow or hangs up."""
 RETRY_PAUSE = 0.2
 """Seconds before a perturbed call that hit a server fault is tried again (once)."""
 
@@ -58,11 +60,11 @@ class Stream:
     """An upstream response whose status is known and whose body is still arriving."""
 
     chunks: AsyncIterator[bytes]
-    response: httpx.Response | None = None
+    response: aiohttp.ClientResponse | None = None
 
     async def aclose(self) -> None:
         if self.response is not None:
-            await self.response.aclose()
+            self.response.release()  # back to the pool when read to its end, else closed
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,7 @@ class HttpUpstream:
 
     overlaps_answer = True
 
-    def __init__(self, base_url: str, api_key_env: str, timeout: float, max_connections: int,
-                 scoring_concurrency: int) -> None:
+    def __init__(self, base_url: str, api_key_env: str, timeout: float, max_connections: int) -> None:
         plain, basic = split_credentials(base_url)
         self.base_url = plain.rstrip("/")
         self.name = self.base_url
@@ -173,25 +174,16 @@ class HttpUpstream:
         parsed = httpx.URL(self.base_url)
         self._netloc, self._host = parsed.netloc.decode("ascii"), parsed.host or self.base_url
         self._max_connections = max_connections
-        self._scoring_concurrency = scoring_concurrency
-        self._client: httpx.AsyncClient | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._backends: dict[str, OpenAIBackend] = {}
 
     def __repr__(self) -> str:
         return f"HttpUpstream(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
 
     async def start(self) -> None:
-        # httpx's own pool walks every connection on each request: at hundreds of concurrent
-        # calls it costs several times the CPU of aiohttp's, which serves as its transport
-        limits = httpx.Limits(max_connections=self._max_connections,
-                              max_keepalive_connections=self._max_connections)
+        # aiohttp alone, for every call: httpx's own pool walks every connection on each
+        # request, and its request and response objects, URL parsing, auth and redirect
+        # handling cost over a third of the gateway's CPU under load (an API call needs none)
         headers = {"Authorization": self._auth} if self._auth else {}
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
-                                         transport=AiohttpTransport(limits=limits))
-        # the answers' and perturbed calls' POSTs: aiohttp itself, without httpx's request and
-        # response objects, URL parsing, cookie jar, auth and redirect handling (under load
-        # they cost over a third of the gateway's CPU, and an API call needs none of them)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=5,
                                            ssl=httpx.create_ssl_context()),  # httpx's trust store
@@ -205,19 +197,16 @@ class HttpUpstream:
         return text
 
     @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
             raise RuntimeError("upstream not started")
-        return self._client
+        return self._session
 
     async def _post(self, url: str, body: dict[str, Any]) -> Answered:
         """POST a JSON body and read the whole reply."""
-        if self._session is None:
-            raise RuntimeError("upstream not started")
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        async with self._session.post(url, data=content.encode(), allow_redirects=False) as response:
-            return Answered(response.status, await response.read(), response.reason or "",
-                            response.headers.get("Retry-After"))
+        async with self.session.post(url, data=content.encode(), allow_redirects=False) as response:
+            return await _answered(response)
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}/chat/completions"
@@ -242,66 +231,59 @@ class HttpUpstream:
 
     async def stream(self, body: dict[str, Any]) -> Stream:
         url = f"{self.base_url}/chat/completions"
-        client = self.client
-        request = client.build_request("POST", url, json=body)
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
-            response = await client.send(request, stream=True)
+            response = await self.session.post(url, data=content.encode(), allow_redirects=False)
         except TRANSPORT_ERRORS as exc:
             raise self._transport_error(url, exc) from None
-        if response.status_code >= 400:
-            await response.aread()
-            await response.aclose()
-            raise self._status_error(url, response)
+        if response.status >= 400:
+            try:
+                answered = await _answered(response)
+            except TRANSPORT_ERRORS as exc:
+                raise self._transport_error(url, exc) from None
+            finally:
+                response.release()
+            raise self._status_error(url, answered)
         return Stream(self._chunks(url, response), response)
 
-    async def _chunks(self, url: str, response: httpx.Response) -> AsyncIterator[bytes]:
+    async def _chunks(self, url: str, response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in response.content.iter_any():
                 yield chunk
         except TRANSPORT_ERRORS as exc:
             raise self._transport_error(url, exc) from None
         finally:
-            await response.aclose()
+            response.release()
 
     async def models(self) -> dict[str, Any]:
         url = f"{self.base_url}/models"
         try:
-            response = await self.client.get(url)
+            async with self.session.get(url, allow_redirects=False) as got:
+                response = await _answered(got)
         except TRANSPORT_ERRORS as exc:
             raise self._transport_error(url, exc) from None
         if response.status_code >= 400:
             raise self._status_error(url, response)
         try:
-            data = parsed(response.content)
+            data = response.json()
         except ValueError:
             data = None
         if not isinstance(data, dict):
             raise UpstreamError(502, "the upstream did not answer with a JSON object", "bad_reply")
         return data
 
-    def _backend(self, model: str) -> OpenAIBackend:
-        """The project's backend for ``model``: its request bodies and cache identity (the
-        gateway sends the requests itself, on its own async client)."""
-        if model not in self._backends:
-            if len(self._backends) >= MODELS_KEPT:  # model names come from clients
-                self._backends.pop(next(iter(self._backends))).close()
-            self._backends[model] = OpenAIBackend(
-                model, base_url=self.base_url, api_key_env=self.api_key_env,
-                max_concurrency=self._scoring_concurrency, timeout=self.timeout, max_retries=1,
-            )
-        return self._backends[model]
-
     def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
-        backend = self._backend(model)
-        return backend.spec, backend.identity()
+        """The project's ``openai/{model}`` at this base URL: the same identity, so the same
+        cache entries, as ``veracity gamma --model openai/{model} --base-url ...``."""
+        return f"openai/{model}", backend_identity(resolve_base_url(self.base_url), RequestShape(model))
 
     async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
-        backend = self._backend(model)
-        return list(await asyncio.gather(*(self._generate(backend, r) for r in requests)))
+        shape = RequestShape(model)
+        return list(await asyncio.gather(*(self._generate(shape, r) for r in requests)))
 
-    async def _generate(self, backend: OpenAIBackend, request: GenRequest) -> Outcome:
+    async def _generate(self, shape: RequestShape, request: GenRequest) -> Outcome:
         """One perturbed answer; a server fault or timeout is tried once more."""
-        path, body = backend.payload(request)
+        path, body = request_body(shape, request)
         url = self.base_url + path
         for attempt in range(2):
             try:
@@ -336,9 +318,8 @@ class HttpUpstream:
         except BackendError as exc:
             return exc
 
-    def _transport_error(self, url: str, exc: Exception) -> UpstreamError:
-        cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ else exc
-        if isinstance(cause, asyncio.TimeoutError | httpx.TimeoutException):
+    def _transport_error(self, url: str, cause: Exception) -> UpstreamError:
+        if isinstance(cause, asyncio.TimeoutError):
             return UpstreamError(504, f"the upstream gave no answer within {self.timeout:g} s",
                                  "timeout", "timeout", "upstream_timeout")
         detail = self.redact(str(cause)) or "connection closed without an answer"
@@ -347,7 +328,7 @@ class HttpUpstream:
         return UpstreamError(502, f"the upstream failed: {type(cause).__name__}: {_short(detail)}",
                              "connection", code="upstream_unreachable")
 
-    def _status_error(self, url: str, response: httpx.Response | Answered) -> UpstreamError:
+    def _status_error(self, url: str, response: Answered) -> UpstreamError:
         error_type, code, message = "upstream_error", None, response.text
         try:
             data = json.loads(response.content)
@@ -363,14 +344,15 @@ class HttpUpstream:
         status = response.status_code
         shown = _short(self.redact(message)) or response.reason_phrase
         text = f"the upstream answered HTTP {status}: {shown}"
-        wait = (response.retry_after if isinstance(response, Answered)
-                else response.headers.get("Retry-After")) if status in (429, 503) else None
+        wait = response.retry_after if status in (429, 503) else None
         return UpstreamError(status, text, f"http_{status}", error_type, code, retry_after(wait))
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
         if self._session is not None:
             await self._session.close()
-        for backend in self._backends.values():
-            backend.close()
+
+
+async def _answered(response: aiohttp.ClientResponse) -> Answered:
+    """A reply read to its end."""
+    return Answered(response.status, await response.read(), response.reason or "",
+                    response.headers.get("Retry-After"))

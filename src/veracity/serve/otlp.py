@@ -1,0 +1,241 @@
+"""Spans to OTLP/HTTP protobuf bytes, written directly in the wire format.
+
+The SDK's encoder builds one protobuf object per span, attribute and value before it
+serialises them: at the gateway's rate that was a quarter of what tracing cost (about
+0.3 ms a span, on the same thread as the requests, as Python holds one lock). This one
+writes the bytes of ``ExportTraceServiceRequest`` (opentelemetry-proto's
+``collector/trace/v1``) straight from the spans, the ``key = value`` pairs that repeat
+(model names, verdicts, span kinds) remembered once encoded. Decoded, its output equals the
+SDK's (``encode_spans``) field for field; the tests check both on the same spans.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
+
+_DOUBLE = struct.Struct("<d")
+_FIXED64 = struct.Struct("<Q")
+_FIXED32 = struct.Struct("<I")
+_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags in trace.proto
+_PAIRS_KEPT = 8192
+_pairs: dict[bytes, dict[tuple[str, str], bytes]] = {}
+_keys: dict[str, bytes] = {}
+
+
+def varint(value: int) -> bytes:
+    """An unsigned varint (an int64 below zero as its 64-bit two's complement)."""
+    value &= 0xFFFFFFFFFFFFFFFF
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: its tag byte(s), the length, the payload."""
+    return tag + varint(len(payload)) + payload
+
+
+def _text(tag: bytes, text: str) -> bytes:
+    return _field(tag, text.encode("utf-8", "surrogatepass"))
+
+
+def any_value(value: Any) -> bytes:
+    """An ``AnyValue`` message, as the SDK maps Python values (bool before int)."""
+    if value is None:
+        return b""
+    if isinstance(value, bool):
+        return b"\x10\x01" if value else b"\x10\x00"
+    if isinstance(value, str):
+        return _text(b"\x0a", value)
+    if isinstance(value, int):
+        return b"\x18" + varint(value)
+    if isinstance(value, float):
+        return b"\x21" + _DOUBLE.pack(value)
+    if isinstance(value, bytes):
+        return _field(b"\x3a", value)
+    if isinstance(value, Sequence):
+        return _field(b"\x2a", b"".join(_field(b"\x0a", any_value(v)) for v in value))
+    if isinstance(value, Mapping):
+        return _field(b"\x32", b"".join(_field(b"\x0a", key_value(str(k), v)) for k, v in value.items()))
+    raise TypeError(f"an attribute value of type {type(value).__name__} cannot be exported")
+
+
+def key_value(key: str, value: Any) -> bytes:
+    """A ``KeyValue`` message."""
+    return _key(key) + _field(b"\x12", any_value(value))
+
+
+def _key(key: str) -> bytes:
+    found = _keys.get(key)
+    if found is None:
+        if len(_keys) >= _PAIRS_KEPT:
+            _keys.clear()
+        found = _keys[key] = _text(b"\x0a", key)
+    return found
+
+
+def attributes(tag: bytes, values: Mapping[str, Any] | None) -> bytes:
+    """Repeated ``KeyValue`` fields under ``tag``; those of a string value are remembered
+    whole, those of a number written without the general path."""
+    if not values:
+        return b""
+    known = _pairs.get(tag)
+    if known is None:
+        known = _pairs[tag] = {}
+    out = []
+    for pair in values.items():
+        key, value = pair
+        kind = type(value)
+        if kind is str:
+            found = known.get(pair)
+            if found is None:
+                if len(known) >= _PAIRS_KEPT:
+                    known.clear()
+                found = known[pair] = _field(tag, key_value(key, value))
+            out.append(found)
+            continue
+        if kind is float:
+            field = _key(key) + b"\x12\x09\x21" + _DOUBLE.pack(value)
+        elif kind is int:
+            number = varint(value)
+            field = _key(key) + b"\x12" + bytes((len(number) + 1,)) + b"\x18" + number
+        else:
+            field = key_value(key, value)
+        out.append(tag + varint(len(field)) + field)
+    return b"".join(out)
+
+
+_LOCAL, _REMOTE = _FIXED32.pack(_HAS_IS_REMOTE), _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
+_KINDS = {kind: b"\x30" + varint(kind.value + 1) for kind in SpanKind}  # the API's start at 0, OTLP's at 1
+
+
+def _flags(parent: SpanContext | None) -> bytes:
+    return _REMOTE if parent is not None and parent.is_remote else _LOCAL
+
+
+def _status(status: Status | None) -> bytes:
+    if status is None:
+        return b""
+    if status.status_code is StatusCode.UNSET and not status.description:
+        return b"\x7a\x00"
+    body = b""
+    if status.description:
+        body += _text(b"\x12", status.description)
+    if status.status_code.value:
+        body += b"\x18" + varint(status.status_code.value)
+    return _field(b"\x7a", body)
+
+
+def _count(tag: bytes, count: int) -> bytes:
+    return tag + varint(count) if count else b""
+
+
+def span_message(span: ReadableSpan) -> bytes:
+    """One ``Span`` message."""
+    context = span.get_span_context()
+    if context is None:
+        raise ValueError(f"span {span.name!r} has no context")
+    parts = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"),
+             b"\x12\x08", context.span_id.to_bytes(8, "big")]
+    if context.trace_state:
+        parts.append(_text(b"\x1a", ",".join(f"{k}={v}" for k, v in context.trace_state.items())))
+    parent = span.parent
+    if parent is not None:
+        parts += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
+    if span.name:
+        parts.append(_text(b"\x2a", span.name))
+    parts.append(_KINDS[span.kind])
+    if span.start_time:
+        parts += (b"\x39", _FIXED64.pack(span.start_time))
+    if span.end_time:
+        parts += (b"\x41", _FIXED64.pack(span.end_time))
+    parts.append(attributes(b"\x4a", span.attributes))
+    parts.append(_count(b"\x50", span.dropped_attributes))
+    for event in span.events:
+        body = b"\x09" + _FIXED64.pack(event.timestamp) if event.timestamp else b""
+        if event.name:
+            body += _text(b"\x12", event.name)
+        body += attributes(b"\x1a", event.attributes) + _count(b"\x20", event.dropped_attributes)
+        parts.append(_field(b"\x5a", body))
+    parts.append(_count(b"\x60", span.dropped_events))
+    for link in span.links:
+        body = b"\x0a\x10" + link.context.trace_id.to_bytes(16, "big")
+        body += b"\x12\x08" + link.context.span_id.to_bytes(8, "big")
+        body += attributes(b"\x22", link.attributes) + _count(b"\x28", link.dropped_attributes)
+        parts.append(_field(b"\x6a", body + b"\x35" + _flags(link.context)))
+    parts.append(_count(b"\x70", span.dropped_links))
+    parts.append(_status(span.status))
+    parts += (b"\x85\x01", _flags(parent))
+    return b"".join(parts)
+
+
+def _resource(resource: Resource) -> tuple[bytes, bytes]:
+    """(the ``Resource`` field, the ``schema_url`` field) of a ``ResourceSpans``."""
+    schema = _text(b"\x1a", resource.schema_url) if resource.schema_url else b""
+    return _field(b"\x0a", attributes(b"\x0a", resource.attributes)), schema
+
+
+def _scope(scope: InstrumentationScope | None) -> tuple[bytes, bytes]:
+    """(the ``InstrumentationScope`` field, the ``schema_url`` field) of a ``ScopeSpans``."""
+    if scope is None:
+        return _field(b"\x0a", b""), b""
+    body = _text(b"\x0a", scope.name) if scope.name else b""
+    if scope.version:
+        body += _text(b"\x12", scope.version)
+    body += attributes(b"\x1a", scope.attributes)
+    return _field(b"\x0a", body), _text(b"\x1a", scope.schema_url) if scope.schema_url else b""
+
+
+def encode(spans: Iterable[ReadableSpan]) -> bytes:
+    """An ``ExportTraceServiceRequest``: the spans grouped by resource, then by scope.
+
+    Grouped by identity (a tracer's spans share its objects): hashing a Resource serialises
+    all its attributes each time."""
+    groups: dict[int, tuple[Resource, dict[int, tuple[InstrumentationScope | None, list[bytes]]]]] = {}
+    for span in spans:
+        resource, scope = span.resource, span.instrumentation_scope
+        scopes = groups.setdefault(id(resource), (resource, {}))[1]
+        scopes.setdefault(id(scope), (scope, []))[1].append(span_message(span))
+    out = []
+    for resource, scopes in groups.values():
+        field, schema = _resource(resource)
+        body = [field]
+        for scope, messages in scopes.values():
+            named, scope_schema = _scope(scope)
+            spans_of = b"".join(_field(b"\x12", m) for m in messages)
+            body.append(_field(b"\x12", named + spans_of + scope_schema))
+        out.append(_field(b"\x0a", b"".join(body) + schema))
+    return b"".join(out)
+
+
+class OTLPExporter(OTLPSpanExporter):
+    """The SDK's OTLP/HTTP exporter (endpoint, headers, compression, TLS and retries from
+    the ``OTEL_EXPORTER_OTLP_*`` environment) with the payload written by :func:`encode`.
+
+    Where the SDK's sending client is not the one this was written against, the SDK's own
+    ``export`` runs instead: slower, never wrong."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        client = getattr(self, "_client", None)
+        limit = getattr(self, "_max_request_size", 0)
+        if getattr(self, "_shutdown", True) or not callable(getattr(client, "export", None)):
+            return super().export(spans)
+        data = encode(spans)
+        if isinstance(limit, int) and 0 < limit < len(data):
+            return super().export(spans)  # it logs and counts the dropped batch
+        result = client.export(data)  # type: ignore[union-attr]
+        return SpanExportResult.SUCCESS if getattr(result, "success", False) else SpanExportResult.FAILURE
