@@ -90,6 +90,14 @@ def _mac_flags() -> tuple[set[str], str]:
     return flags, sysctl("machdep.cpu.brand_string") or platform.processor()
 
 
+def available_cpus() -> int:
+    """Cores this process may run on (its affinity), not the machine's total."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 @lru_cache(maxsize=1)
 def cpu_features() -> CpuFeatures:
     """This machine's CPU features (read once per process).
@@ -97,8 +105,6 @@ def cpu_features() -> CpuFeatures:
     ``VERACITY_CPU_FLAGS`` (space-separated flag names) replaces what the CPU reports: it lets a
     test or a user see what veracity would do on another CPU.
     """
-    from veracity.embed.onnx import available_cpus
-
     cores = available_cpus()
     forced = os.environ.get("VERACITY_CPU_FLAGS")
     if forced is not None:

@@ -31,14 +31,6 @@ QUANTISATION = "qint8-dynamic-per-channel"
 """How ``onnx-int8`` quantises: dynamic int8 weights, one scale per output channel."""
 
 
-def available_cpus() -> int:
-    """Cores this process may run on (its affinity), not the machine's total."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def missing_packages() -> list[str]:
     """The packages the ONNX path needs (runtime, exporter) that are not installed."""
     import importlib.util

@@ -103,7 +103,7 @@ class SentenceTransformerEmbedder:
         import torch
 
         from veracity import crash
-        from veracity.embed.onnx import available_cpus
+        from veracity.cpu import available_cpus
 
         crash.watch_native()
 
