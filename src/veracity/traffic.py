@@ -217,17 +217,4 @@ def iter_traffic(path: Path) -> Iterator[Entry]:
 
 def read_traffic(path: Path) -> list[Entry]:
     """Every exchange of a traffic log, oldest first."""
-    if not path.is_file():
-        raise DataError(f"traffic log not found: {path}")
-    try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            columns = _selected(conn)
-            rows = conn.execute(
-                f"SELECT {', '.join(columns)} FROM exchanges ORDER BY time"
-            ).fetchall()
-        finally:
-            conn.close()
-        return [_exchange(row, columns) for row in rows]
-    except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
-        raise DataError(f"{path} is not a veracity traffic log: {exc}") from None
+    return list(iter_traffic(path))

@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,16 +84,21 @@ def load_json(text: str, where: str, surrogates: bool = False) -> Any:
     return value
 
 
-def read_objects(path: Path, what: str = "dataset file", surrogates: bool = False,
-                 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) per non-blank line; a clear DataError on anything else."""
-    for number, line in enumerate(io.StringIO(read_text(path, what)), 1):
+def _objects(lines: Iterable[str], path: Path, surrogates: bool,
+             ) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         record = load_json(line, f"{path}, line {number}", surrogates)
         if not isinstance(record, dict):
             raise DataError(f"{path}, line {number}: expected a JSON object")
         yield number, record
+
+
+def read_objects(path: Path, what: str = "dataset file", surrogates: bool = False,
+                 ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) per non-blank line; a clear DataError on anything else."""
+    yield from _objects(io.StringIO(read_text(path, what)), path, surrogates)
 
 
 def stream_objects(path: Path, what: str = "dataset file", surrogates: bool = False,
@@ -104,13 +109,7 @@ def stream_objects(path: Path, what: str = "dataset file", surrogates: bool = Fa
         raise DataError(f"{what} not found: {path}")
     try:
         with path.open(encoding="utf-8-sig", newline=None) as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                record = load_json(line, f"{path}, line {number}", surrogates)
-                if not isinstance(record, dict):
-                    raise DataError(f"{path}, line {number}: expected a JSON object")
-                yield number, record
+            yield from _objects(fh, path, surrogates)
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
