@@ -2,9 +2,10 @@
 
 A method is a folder under ``veracity/methods/`` plus one line in :data:`BUILTIN` naming the
 specs its ``__init__`` declares: the typed per-item record, the files its runs add, its CLI
-commands and its report sections. Everything that lists methods (run.json validation, ``veracity report``,
-the command line) reads this registry; third-party packages add methods through the
-``veracity.methods`` entry-point group, each entry point naming a :class:`Method` object.
+commands, report sections, scripts and public names. Everything that lists methods (run.json
+validation, ``veracity report``, the command line) reads this registry; third-party packages
+add methods through the ``veracity.methods`` entry-point group, each entry point naming a
+:class:`Method` object.
 Targets are ``"module:attribute"`` strings, imported only when used.
 """
 
@@ -38,8 +39,8 @@ class ReportSection:
     model_info: bool = False
     """The function also takes ``info=`` (``veracity report --model-info``)."""
     file: str = ""
-    """Shown for every run, of any method, that holds this file (one a later command adds,
-    e.g. validation.json); empty = shown for the method's own runs."""
+    """Shown only for the method's runs that hold this file (one a later command adds, e.g.
+    validation.json), under its own heading; empty = part of the method's section."""
 
     def load(self) -> Callable[..., str]:
         return cast(Callable[..., str], load_target(self.target))
