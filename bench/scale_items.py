@@ -1,6 +1,6 @@
 """γ of 10k / 100k / 1M recorded items on one machine: time, memory, report size and speed.
 
-For each size: a generated recorded file (bench/gamma_fixtures.py: distinct items, N = 3,
+For each size: a generated recorded file (bench/fixtures/gamma_fixtures.py: distinct items, N = 3,
 about six words an answer, one empty answer in 997), scored by ``veracity gamma --recorded
 FILE -e hash/default --out RUN`` in a child process (with its report; a fresh cache), then
 the same command again (the rerun: every embedding from the cache). Printed per size: wall
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 from gamma_fixtures import write_recorded  # noqa: E402
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
