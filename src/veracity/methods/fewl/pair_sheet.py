@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from veracity.data.jsonl import csv_reader
 from veracity.errors import ConfigError, DataError
 from veracity.paths import check_output_file
-from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check
+from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check, filled_rows
 from veracity.stats import bootstrap_ci, fleiss_kappa
-from veracity.text import csv_cell, csv_uncell, html_text
+from veracity.text import csv_cell, html_text
 
 SHEET_FILE = "pair_sheet.json"
 HUMAN_FILE = "human.json"
@@ -147,32 +146,19 @@ def export_pairs(samples: Sequence[dict[str, Any]], out: Path, seed: int = 0,
 
 def read_choices(path: Path, key: dict[str, Any]) -> dict[str, str]:
     """One rater's choices (item id -> 1, 2 or tie); blank means not rated."""
-    rows = {r["item_id"]: r for r in key["rows"]}
+    checks = {r["item_id"]: r["answer_check"] for r in key["rows"]}
     out: dict[str, str] = {}
-    reader = csv_reader(path, "ratings file")
-    try:
-        missing = [c for c in ("item_id", "rating") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DataError(f"{path}: no {' / '.join(missing)} column (export a sheet first)")
-        for row in reader:
-            where = f"{path}, row {reader.line_num}"
-            item_id = csv_uncell((row.get("item_id") or "").strip())
-            if item_id not in rows:
-                raise DataError(f"{where}: item_id '{item_id}' is not a pair of this sheet")
-            check = (row.get("answer_check") or "").strip()
-            if check and check != rows[item_id]["answer_check"]:
-                raise DataError(f"{where}: answer_check {check} does not match '{item_id}' (the "
-                                "ratings belong to another export)")
-            value = csv_uncell((row.get("rating") or "").strip()).lower()
-            if not value:
-                continue
-            if value not in CHOICES:
-                raise DataError(f"{where}: rating '{value}' is not 1, 2 or tie")
-            if item_id in out:
-                raise DataError(f"{where}: '{item_id}' is rated twice")
-            out[item_id] = value
-    except csv.Error as exc:
-        raise DataError(f"{path}, row {reader.line_num}: malformed CSV ({exc})") from None
+    for where, item_id, text in filled_rows(path, checks, "a pair of this sheet",
+                                            "'{item_id}' (the ratings belong to another "
+                                            "export)"):
+        value = text.lower()
+        if not value:
+            continue
+        if value not in CHOICES:
+            raise DataError(f"{where}: rating '{value}' is not 1, 2 or tie")
+        if item_id in out:
+            raise DataError(f"{where}: '{item_id}' is rated twice")
+        out[item_id] = value
     return out
 
 

@@ -23,13 +23,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from veracity.data.jsonl import csv_reader
 from veracity.data.sample import Selection
 from veracity.errors import ConfigError, DataError
 from veracity.paths import check_output_file, user_path
-from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check
+from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check, filled_rows
 from veracity.stats import binned_means, fleiss_kappa, linear_fit, mean_stderr, pearson
-from veracity.text import csv_cell, csv_uncell, html_text
+from veracity.text import csv_cell, html_text
 
 Kind = Literal["qa", "code"]
 RUBRIC_CHOICES = ("auto", "qa", "code")
@@ -242,32 +241,18 @@ class RaterSheet:
 
 def read_ratings(path: Path, rows: Sequence[SheetRow], rater: str | None = None) -> RaterSheet:
     """Read a filled-in sheet; blank ratings mean "not rated", anything else must be 0-5."""
-    by_id = {r.item_id: r for r in rows}
     ratings: dict[str, int] = {}
-    reader = csv_reader(path, "ratings file")
-    try:
-        missing = [c for c in ("item_id", "rating") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DataError(f"{path}: no {' / '.join(missing)} column (export a sheet first)")
-        for row in reader:
-            where = f"{path}, row {reader.line_num}"
-            item_id = csv_uncell((row.get("item_id") or "").strip())
-            if item_id not in by_id:
-                raise DataError(f"{where}: item_id '{item_id}' is not an answer of this run")
-            check = (row.get("answer_check") or "").strip()
-            if check and check != by_id[item_id].answer_check:
-                raise DataError(f"{where}: answer_check {check} does not match item "
-                                f"'{item_id}' (the sheet was made from a different run)")
-            value = csv_uncell((row.get("rating") or "").strip())
-            if not value:
-                continue
-            if not re.fullmatch(r"[0-5]", value):
-                raise DataError(f"{where}: rating '{value}' is not an integer from 0 to 5")
-            if item_id in ratings:
-                raise DataError(f"{where}: item '{item_id}' is rated twice")
-            ratings[item_id] = int(value)
-    except csv.Error as exc:
-        raise DataError(f"{path}, row {reader.line_num}: malformed CSV ({exc})") from None
+    checks = {r.item_id: r.answer_check for r in rows}
+    for where, item_id, value in filled_rows(path, checks, "an answer of this run",
+                                             "item '{item_id}' (the sheet was made from a "
+                                             "different run)"):
+        if not value:
+            continue
+        if not re.fullmatch(r"[0-5]", value):
+            raise DataError(f"{where}: rating '{value}' is not an integer from 0 to 5")
+        if item_id in ratings:
+            raise DataError(f"{where}: item '{item_id}' is rated twice")
+        ratings[item_id] = int(value)
     return RaterSheet(rater or path.stem, str(path), ratings)
 
 
