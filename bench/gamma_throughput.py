@@ -77,12 +77,12 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
     return gammas, every_answer, seconds, tokens
 
 
-def draft_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbedder
-              ) -> tuple[list[dict[str, Any]], float, int, DraftStats]:
-    """γ with decode=draft: centre answers first, then the perturbed ones verified against them."""
+def veracity_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbedder,
+                 **options: str) -> tuple[list[dict[str, Any]], float, int, DraftStats]:
+    """γ through veracity on the bundled model with these model options, on a fresh cache."""
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "cache.sqlite")
-        client = LLMClient(load_model("llamacpp/default", n_threads=2, decode="draft"), cache)
+        client = LLMClient(load_model("llamacpp/default", n_threads=2, **options), cache)
         began = time.perf_counter()
         records = measure_gamma(items, client, embedder, settings)
         seconds = time.perf_counter() - began
@@ -91,6 +91,20 @@ def draft_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbedd
         client.close()
         cache.close()
     return records, seconds, tokens, stats
+
+
+def perturbed(records: list[dict[str, Any]]) -> list[str]:
+    return [a for r in records for a in r["perturbed_answers"]]
+
+
+def print_moves(name: str, versus: str, items: list[Item], before: np.ndarray, after: np.ndarray
+                ) -> None:
+    """Mean and max |Δγ| between two runs, and every γ that moved by more than 0.01."""
+    moved = np.abs(after - before)
+    print(f"{name}_{versus}_mean_abs_gamma_change: {float(np.nanmean(moved)):.2e} gamma")
+    print(f"{name}_{versus}_max_abs_gamma_change: {float(np.nanmax(moved)):.2e} gamma")
+    for k in np.flatnonzero(moved > 0.01):
+        print(f"  gamma moved by {moved[k]:.4f} on {items[k].id}: {before[k]:.4f} -> {after[k]:.4f}")
 
 
 def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder) -> tuple[bool, float]:
@@ -121,7 +135,10 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
         rerun_calls = rerun_client.stats.model_calls
         rerun_client.close()
         cache.close()
-    drafted, draft_seconds, draft_tokens, stats = draft_run(items, settings, embedder)
+    flashed, flash_seconds, flash_tokens, _ = veracity_run(items, settings, embedder,
+                                                           attention="flash")
+    drafted, draft_seconds, draft_tokens, stats = veracity_run(items, settings, embedder,
+                                                               decode="draft")
 
     our_gammas = np.array([r["gamma"] for r in records], dtype=float)
     agree = np.allclose(our_gammas, np.array(naive_gammas), atol=1e-6)
@@ -130,12 +147,12 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     same = sum(a == b for a, b in zip(our_answers, naive_answers, strict=True))
     distinct = len({p for r in records for p in [r["prompt"], *r["perturbed_prompts"]]})
     same_rerun = [r["gamma"] for r in rerun] == [r["gamma"] for r in records]
-    sequential_perturbed = [a for r in records for a in r["perturbed_answers"]]
-    draft_perturbed = [a for r in drafted for a in r["perturbed_answers"]]
-    draft_same = sum(a == b for a, b in zip(sequential_perturbed, draft_perturbed, strict=True))
+    draft_perturbed = perturbed(drafted)
+    draft_same = sum(a == b for a, b in zip(perturbed(flashed), draft_perturbed, strict=True))
+    standard_same = sum(a == b for a, b in zip(perturbed(records), draft_perturbed, strict=True))
+    flash_gammas = np.array([r["gamma"] for r in flashed], dtype=float)
     draft_gammas = np.array([r["gamma"] for r in drafted], dtype=float)
-    moved = np.abs(draft_gammas - our_gammas)
-    stable = [k for k, r in enumerate(records) if all(a == r["answer"] for a in r["perturbed_answers"])]
+    stable = [k for k, r in enumerate(drafted) if all(a == r["answer"] for a in r["perturbed_answers"])]
     print(f"dataset {name}, questions {len(items)}, N {args.n}, "
           f"prompts {prompts}, max tokens {args.max_tokens}")
     print(f"gamma values agree: {agree}; rerun gives the same gammas: {same_rerun}; "
@@ -153,20 +170,25 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     print(f"{name}_rerun_model_calls: {rerun_calls} calls")
     print(f"{name}_rerun_seconds: {rerun_seconds:.2f} s")
     print(f"{name}_ratio_veracity_over_naive_prompts_per_s: {naive_seconds / ours:.2f} x")
+    print(f"{name}_flash_sequential_seconds: {flash_seconds:.2f} s")
+    print(f"{name}_flash_sequential_tokens_per_s: {flash_tokens / flash_seconds:.1f} tokens/s")
+    print(f"{name}_ratio_flash_sequential_over_naive_prompts_per_s: "
+          f"{naive_seconds / flash_seconds:.2f} x")
     print(f"{name}_draft_seconds: {draft_seconds:.2f} s")
     print(f"{name}_draft_tokens_per_s: {draft_tokens / draft_seconds:.1f} tokens/s")
     print(f"{name}_draft_perturbed_identical_to_sequential: "
-          f"{draft_same / max(len(draft_perturbed), 1):.4f} share ({draft_same}/{len(draft_perturbed)})")
-    print(f"{name}_draft_mean_abs_gamma_change: {float(np.nanmean(moved)):.2e} gamma")
-    print(f"{name}_draft_max_abs_gamma_change: {float(np.nanmax(moved)):.2e} gamma")
-    for k in np.flatnonzero(moved > 0.01):
-        print(f"  gamma moved by {moved[k]:.4f} on {items[k].id}: {our_gammas[k]:.4f} -> "
-              f"{draft_gammas[k]:.4f}")
+          f"{draft_same / max(len(draft_perturbed), 1):.4f} share ({draft_same}/"
+          f"{len(draft_perturbed)}, both with flash attention)")
+    print_moves(name, "draft_vs_flash_sequential", items, flash_gammas, draft_gammas)
+    print(f"{name}_draft_perturbed_identical_to_standard_attention: "
+          f"{standard_same / max(len(draft_perturbed), 1):.4f} share ({standard_same}/"
+          f"{len(draft_perturbed)}, against today's standard-attention sequential answers)")
+    print_moves(name, "draft_vs_standard_sequential", items, our_gammas, draft_gammas)
     print(f"{name}_draft_tokens_accepted: {stats.accepted / max(stats.proposed, 1):.3f} share "
           f"({stats.accepted}/{stats.proposed}, {stats.forward_passes} verification passes)")
     if stable:
         subset = [items[k] for k in stable]
-        _, stable_draft_seconds, _, _ = draft_run(subset, settings, embedder)
+        _, stable_draft_seconds, _, _ = veracity_run(subset, settings, embedder, decode="draft")
         _, _, stable_naive_seconds, _ = naive_loop([i.question for i in subset], args.n,
                                                    args.max_tokens, embedder)
         print(f"{name}_stable_items: {len(subset)} items (every perturbed answer equals y0)")

@@ -119,29 +119,60 @@ pytestmark_real = pytest.mark.skipif(not has_local_models(), reason="needs pip i
 @pytest.mark.real
 @pytestmark_real
 def test_draft_and_sequential_decoding_agree_on_the_bundled_model() -> None:
+    """With flash attention (what decode=draft uses) both decoders compute every token by the
+    same kernels: where the load-time check finds batching exact, the answers are identical,
+    and reusing any shared prompt prefix changes nothing either."""
     from veracity.registry import load_model
     from veracity.types import GenRequest, Sampling
 
     sampling = Sampling(max_tokens=48)
     prompts = ["What is the capital of France?", "What is the capital of France? \x01\x02",
                "Who wrote Hamlet?", "Who wrote Hamlet? ~~", "Name a prime number."]
-    sequential_backend = load_model("llamacpp/default")
+    sequential_backend = load_model("llamacpp/default", attention="flash")
+    fresh_backend = load_model("llamacpp/default", attention="flash", reuse_prefix=False)
     try:
+        assert sequential_backend.identity()["attention"] == "flash"
         centre = sequential_backend.generate([GenRequest.user(prompts[0], sampling)])[0]
         expected = sequential_backend.generate([GenRequest.user(p, sampling) for p in prompts])
+        fresh = fresh_backend.generate([GenRequest.user(p, sampling) for p in prompts])
+        exact = sequential_backend.batch_invariant  # type: ignore[attr-defined]
     finally:
         sequential_backend.close()
+        fresh_backend.close()
     draft_backend = load_model("llamacpp/default", decode="draft")
     try:
         assert draft_backend.identity()["decode"] == "draft"
+        assert draft_backend.identity()["attention"] == "flash"
         got = draft_backend.generate([GenRequest.user(p, sampling, draft=centre.text)  # type: ignore[union-attr]
                                       for p in prompts])
         stats = draft_backend.draft_stats  # type: ignore[attr-defined]
     finally:
         draft_backend.close()
-    same = sum(a.text == b.text for a, b in zip(expected, got, strict=True))  # type: ignore[union-attr]
-    assert same >= 4, [(a.text, b.text) for a, b in zip(expected, got, strict=True)]  # type: ignore[union-attr]
+    texts = [[o.text for o in outs] for outs in (expected, fresh, got)]  # type: ignore[union-attr]
+    if exact:
+        assert texts[0] == texts[1] == texts[2]
+    else:  # a CPU or build where batches round differently: near-ties may flip
+        assert sum(a == b for a, b in zip(texts[0], texts[2], strict=True)) >= 4, texts
     assert stats.accepted > 0
+
+
+@pytest.mark.real
+@pytestmark_real
+def test_flash_attention_is_part_of_the_identity_and_checked_at_load() -> None:
+    from veracity.registry import load_model
+
+    standard = load_model("llamacpp/default")
+    try:
+        assert "attention" not in standard.identity()  # today's answers keep today's cache
+        assert "batch_invariant" not in standard.compute_path()
+    finally:
+        standard.close()
+    flash = load_model("llamacpp/default", attention="flash")
+    try:
+        assert flash.identity()["attention"] == "flash"
+        assert flash.compute_path()["batch_invariant"] in (True, False)
+    finally:
+        flash.close()
 
 
 def test_cache_keys_differ_between_decoders_only_with_a_draft() -> None:

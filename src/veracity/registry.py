@@ -145,7 +145,10 @@ for _p in (
                      default="auto"),
               Option("decode", "greedy decoding token by token (sequential) or verifying a draft "
                      "answer in batches (draft; γ's centre answer; part of the cache identity)",
-                     ("sequential", "draft"), default="sequential"))),
+                     ("sequential", "draft"), default="sequential"),
+              Option("attention", "llama.cpp's attention kernel (part of the cache identity); "
+                     "auto: flash for decode=draft, where it makes a verified draft exact",
+                     ("auto", "standard", "flash"), default="auto"))),
     Provider("openai", "veracity.backends.endpoints:load", "openai/MODEL [--base-url URL]",
              "any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama); "
              "key from $OPENAI_API_KEY or --api-key-env", ("httpx",), "",

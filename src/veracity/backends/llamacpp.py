@@ -21,6 +21,7 @@ from veracity import crash
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
 from veracity.backends.llamacpp_draft import DraftStats, draft_decode
+from veracity.backends.llamacpp_exact import batch_invariant
 from veracity.backends.llamacpp_load import compute_path, new_llama, use_extra_buffers
 from veracity.backends.templates import resolve_template
 from veracity.cpu import cpu_features
@@ -30,6 +31,7 @@ from veracity.types import Generation, GenRequest, Message
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODERS = ("sequential", "draft")
+ATTENTION = ("auto", "standard", "flash")
 SPLITS = ((512, 512), (16, 16), (8, 8), (24, 24), (48, 48), (40, 16), (12, 12), (64, 24),
           (20, 20), (56, 56), (4, 4), (28, 28), (36, 12), (10, 10), (44, 44), (6, 6))
 """(n_batch, n_ubatch) of the older split variations: each splits a prompt into a different
@@ -100,6 +102,7 @@ class LlamaCppBackend:
         chat_template: str | None = None,
         extra_buffers: str = "auto",
         decode: str = "sequential",
+        attention: str = "auto",
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
         (recorded in the identity, so its outputs are cached apart); ``n_gpu_layers`` layers
@@ -107,9 +110,13 @@ class LlamaCppBackend:
         weights into extra buffer types, off by default where the CPU has AMX (see
         :mod:`veracity.backends.llamacpp_load`); ``decode=draft`` verifies a request's draft
         answer in batches instead of decoding greedily token by token (see
-        :mod:`veracity.backends.llamacpp_draft`)."""
+        :mod:`veracity.backends.llamacpp_draft`); ``attention`` (auto, standard, flash) picks
+        llama.cpp's attention kernel, flash for ``decode=draft`` unless told otherwise."""
         if decode not in DECODERS:
             raise ConfigError(f"decode={decode}: choose one of {', '.join(DECODERS)}")
+        if attention not in ATTENTION:
+            raise ConfigError(f"attention={attention}: choose one of {', '.join(ATTENTION)}")
+        flash = attention == "flash" or (attention == "auto" and decode == "draft")
         if not path.is_file():
             raise ConfigError(f"GGUF model file not found: {path}")
         try:
@@ -128,7 +135,8 @@ class LlamaCppBackend:
         self._options: dict[str, Any] = {"n_ctx": n_ctx, "reuse_prefix": reuse_prefix,
                                          "chat_template": chat_template,
                                          "n_gpu_layers": n_gpu_layers,
-                                         "extra_buffers": extra_buffers, "decode": decode}
+                                         "extra_buffers": extra_buffers, "decode": decode,
+                                         "attention": attention}
         self._decode = decode
         self.draft_stats = DraftStats()
         """Draft tokens proposed and accepted, forward passes (decode=draft)."""
@@ -150,6 +158,7 @@ class LlamaCppBackend:
                 n_batch=n_batch,
                 n_ubatch=n_ubatch or n_batch,
                 n_gpu_layers=n_gpu_layers,
+                flash_attn=flash,
                 verbose=False,
             )
         except ValueError as exc:  # llama.cpp could not read the file
@@ -177,7 +186,14 @@ class LlamaCppBackend:
             self._identity["n_gpu_layers"] = n_gpu_layers
         if not extra:  # unrepacked weights run other kernels, which round differently
             self._identity["extra_buffers"] = "off"
-        if decode == "draft":  # tokens verified in a batch round differently
+        self.batch_invariant = flash and batch_invariant(self._llm)
+        """Whether a token's logits here do not depend on how tokens are grouped into batches
+        (measured at load, flash attention only): then any shared prompt prefix can be reused
+        and a verified draft gives exactly the sequential answer."""
+        if flash:  # another attention kernel rounds differently
+            self._identity["attention"] = "flash"
+            self._compute_path["batch_invariant"] = self.batch_invariant
+        if decode == "draft":  # tokens verified in a batch may round differently
             if getattr(self._llm, "_is_recurrent", False) or getattr(self._llm, "_is_hybrid", False):
                 self._llm.close()
                 raise ConfigError(f"{spec}: decode=draft needs a transformer's KV cache; this "
@@ -234,6 +250,7 @@ class LlamaCppBackend:
             compute=variation, n_gpu_layers=self._options["n_gpu_layers"],
             chat_template=self._options["chat_template"],
             extra_buffers=self._options["extra_buffers"], decode=self._options["decode"],
+            attention=self._options["attention"],
         )
 
     def context_settings(self) -> dict[str, int]:
@@ -382,15 +399,16 @@ class LlamaCppBackend:
                           prompt_tokens=len(ids), completion_tokens=len(done.tokens))
 
     def _keep_aligned_prefix(self, prompt: str) -> list[int]:
-        """Keep only the whole n_batch chunks this prompt shares with the previous prompt;
-        returns the prompt's tokens."""
+        """Keep the prefix this prompt shares with the previous prompt: all of it where batching
+        does not change rounding, else only its whole n_batch chunks (so the prompt is split
+        exactly as from an empty context); returns the prompt's tokens."""
         ids = self._llm.tokenize(prompt.encode("utf-8"), special=True)
         shared = 0
         if self.reuse_prefix:
             limit = min(len(ids) - 1, len(self._prompt_ids))  # at least one token to evaluate
             while shared < limit and ids[shared] == self._prompt_ids[shared]:
                 shared += 1
-        self._llm.n_tokens = shared // self.n_batch * self.n_batch
+        self._llm.n_tokens = shared if self.batch_invariant else shared // self.n_batch * self.n_batch
         return list(ids)
 
     def close(self) -> None:
