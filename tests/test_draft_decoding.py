@@ -41,12 +41,14 @@ class Scripted:
         self.kv = self.kv[:kept]
 
     def decode(self, draft: Sequence[int], max_tokens: int = 64, stop: Sequence[bytes] = (),
-               max_batch: int = 32) -> tuple[Decoded, DraftStats]:
+               max_batch: int = 32, more: Sequence[Sequence[int]] = ()
+               ) -> tuple[Decoded, DraftStats]:
         stats = DraftStats()
         done = draft_decode(self.choice([]), draft, self.forward, self.truncate,
                             is_eog=lambda t: t == EOG,
                             detokenize=lambda out: b" ".join(str(t).encode() for t in out),
-                            stop=stop, max_tokens=max_tokens, max_batch=max_batch, stats=stats)
+                            stop=stop, max_tokens=max_tokens, max_batch=max_batch, stats=stats,
+                            more=more)
         return done, stats
 
 
@@ -88,6 +90,15 @@ def test_an_empty_draft_is_plain_greedy_decoding() -> None:
     assert done.tokens == [5, 6, 7] and stats.proposed == 0 and stats.forward_passes == 3
 
 
+def test_other_answers_are_drafted_from_where_the_draft_has_nothing() -> None:
+    truth = [5, 9, 7, 8, 10, 11, 12]
+    model = Scripted(truth)
+    done, stats = model.decode([], more=[[3, 3, 3], [1, 9, 7, 8, 10, 11, 12, EOG]])
+    assert done.tokens == truth
+    # one token at a time until "9 7 8" occurs in the second answer, then the rest in one pass
+    assert (stats.forward_passes, stats.proposed, stats.accepted) == (4, 4, 4)
+
+
 def test_next_draft_follows_the_draft_or_its_last_match() -> None:
     assert next_draft([1, 2], [1, 2, 3, 4], 1) == [3]
     assert next_draft([7, 2, 3, 4], [1, 2, 3, 4, 5, 2, 3, 4, 6], 5) == [6]  # the latest match
@@ -99,12 +110,14 @@ tokens = st.lists(st.integers(min_value=1, max_value=6), max_size=12)
 
 @settings(max_examples=300, deadline=None)
 @given(truth=tokens, draft=tokens, max_tokens=st.integers(1, 16), max_batch=st.integers(1, 8),
-       eog_in_draft=st.booleans())
+       eog_in_draft=st.booleans(), more=st.lists(tokens, max_size=3))
 def test_whatever_the_draft_the_answer_is_the_greedy_one(
     truth: list[int], draft: list[int], max_tokens: int, max_batch: int, eog_in_draft: bool,
+    more: list[list[int]],
 ) -> None:
     model = Scripted(truth)
-    done, stats = model.decode(draft + ([EOG] if eog_in_draft else []), max_tokens, (), max_batch)
+    done, stats = model.decode(draft + ([EOG] if eog_in_draft else []), max_tokens, (), max_batch,
+                               more)
     expected = truth[:max_tokens]
     reason = "length" if len(truth) >= max_tokens else "stop"
     assert (done.tokens, done.finish_reason) == (expected, reason)

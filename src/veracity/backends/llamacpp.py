@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,8 @@ from veracity.types import Generation, GenRequest, Message
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODERS = ("sequential", "draft")
 ATTENTION = ("auto", "standard", "flash")
+RECENT = 16
+"""Recent answers a batch-invariant draft decoder also drafts from (the N answers of a ball)."""
 SPLITS = ((512, 512), (16, 16), (8, 8), (24, 24), (48, 48), (40, 16), (12, 12), (64, 24),
           (20, 20), (56, 56), (4, 4), (28, 28), (36, 12), (10, 10), (44, 44), (6, 6))
 """(n_batch, n_ubatch) of the older split variations: each splits a prompt into a different
@@ -138,6 +142,7 @@ class LlamaCppBackend:
                                          "extra_buffers": extra_buffers, "decode": decode,
                                          "attention": attention}
         self._decode = decode
+        self._recent: deque[list[int]] = deque(maxlen=RECENT)
         self.draft_stats = DraftStats()
         """Draft tokens proposed and accepted, forward passes (decode=draft)."""
         self._compute_path = compute_path(extra_buffers, extra)
@@ -260,8 +265,12 @@ class LlamaCppBackend:
                 "n_threads": int(params.n_threads), "n_threads_batch": int(params.n_threads_batch)}
 
     def compute_path(self) -> dict[str, Any]:
-        """CPU features and buffer types this model runs with (recorded in run.json)."""
-        return dict(self._compute_path)
+        """CPU features and buffer types this model runs with, and what the draft decoder did
+        (recorded in run.json)."""
+        path = dict(self._compute_path)
+        if self._decode == "draft":
+            path["draft"] = asdict(self.draft_stats)
+        return path
 
     def tokenize(self, prompt: str) -> list[int]:
         """The tokens llama.cpp evaluates for a rendered prompt."""
@@ -318,7 +327,7 @@ class LlamaCppBackend:
             return self._in_batch(request)
         s = request.sampling
         prompt = self.render(request.messages, request.prefill)
-        if (self._decode == "draft" and request.draft and s.greedy
+        if (self._decode == "draft" and (request.draft or self.batch_invariant) and s.greedy
                 and s.repeat_penalty == 1.0):
             return self._verify_draft(request, prompt)
         ids = self._keep_aligned_prefix(prompt)
@@ -384,17 +393,21 @@ class LlamaCppBackend:
             llm.eval(ids[llm.n_tokens :])
             first = argmax(int(llm._batch.batch.n_tokens) - 1)
             draft = [*llm.tokenize(request.draft.encode("utf-8"), add_bos=False, special=False),
-                     llm.token_eos()]
+                     llm.token_eos()] if request.draft else []
+            # where batching is exact the answer cannot depend on what is drafted, so recent
+            # answers and the prompt are drafted from too (prompt lookup)
+            more = [*reversed(self._recent), ids] if self.batch_invariant else []
             done = draft_decode(
                 first, draft, forward, truncate,
                 is_eog=lambda t: bool(llama_cpp.llama_vocab_is_eog(vocab, t)),
                 detokenize=lambda out: bytes(llm.detokenize(out, prev_tokens=ids)),
                 stop=[t.encode("utf-8") for t in (self._eos, *s.stop)],
                 max_tokens=min(s.max_tokens, n_ctx - len(ids)) if s.max_tokens > 0 else n_ctx - len(ids),
-                max_batch=self.n_batch, stats=self.draft_stats)
+                max_batch=self.n_batch, stats=self.draft_stats, more=more)
         except RuntimeError as exc:
             return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
         self._prompt_ids = ids
+        self._recent.append(done.tokens)
         return Generation(text=done.text.decode("utf-8", "ignore"), finish_reason=done.finish_reason,
                           prompt_tokens=len(ids), completion_tokens=len(done.tokens))
 

@@ -40,9 +40,11 @@ class Decoded:
     text: bytes
 
 
-def next_draft(out: Sequence[int], draft: Sequence[int], limit: int) -> list[int]:
+def next_draft(out: Sequence[int], draft: Sequence[int], limit: int,
+               more: Sequence[Sequence[int]] = ()) -> list[int]:
     """The draft's tokens expected after ``out``: the rest of the draft while ``out`` is its
-    prefix, else what follows the latest place where ``out``'s last MATCH tokens occur.
+    prefix, else what follows the latest place where ``out``'s last MATCH tokens occur in the
+    draft, else in each of ``more`` in turn (other answers, the prompt).
 
     >>> next_draft([5, 6], [5, 6, 7, 8], 10)
     [7, 8]
@@ -52,17 +54,20 @@ def next_draft(out: Sequence[int], draft: Sequence[int], limit: int) -> list[int
     []
     >>> next_draft([], [5, 6, 7], 2)
     [5, 6]
+    >>> next_draft([1, 4, 6, 7], [5, 6, 7], 10, more=[[3, 3], [4, 6, 7, 2]])
+    [2]
     """
-    if limit <= 0 or not draft:
+    if limit <= 0:
         return []
     if len(out) <= len(draft) and list(draft[: len(out)]) == list(out):
         return list(draft[len(out) : len(out) + limit])
     if len(out) < MATCH:
         return []
     tail = list(out[-MATCH:])
-    for start in range(len(draft) - MATCH, -1, -1):
-        if list(draft[start : start + MATCH]) == tail:
-            return list(draft[start + MATCH : start + MATCH + limit])
+    for source in (draft, *more):
+        for start in range(len(source) - MATCH - 1, -1, -1):
+            if list(source[start : start + MATCH]) == tail:
+                return list(source[start + MATCH : start + MATCH + limit])
     return []
 
 
@@ -99,12 +104,14 @@ def draft_decode(
     max_tokens: int,
     max_batch: int,
     stats: DraftStats | None = None,
+    more: Sequence[Sequence[int]] = (),
 ) -> Decoded:
     """Greedy decoding from ``first`` (the model's choice after the prompt), verifying drafts.
 
     ``forward(tokens)`` evaluates tokens appended to the KV cache and returns the argmax after
     each; ``truncate(k)`` drops all but the first ``k`` tokens evaluated since the prompt
-    (rejected draft tokens). Stops as ``create_completion`` does: at an end-of-generation
+    (rejected draft tokens). ``more`` are further token sequences to draft from where the
+    draft has nothing to propose. Stops as ``create_completion`` does: at an end-of-generation
     token, a stop string, or ``max_tokens`` (neither checked while the text ends inside a
     multi-byte character).
     """
@@ -137,7 +144,7 @@ def draft_decode(
         if finished is not None:
             return finished
         room = max_tokens - len(out) if waiting == 0 else max_batch
-        proposal = next_draft(out, draft, min(length, max_batch - 1, max(room, 0)))
+        proposal = next_draft(out, draft, min(length, max_batch - 1, max(room, 0)), more)
         evaluated = len(out) - 1  # tokens of the output already in the KV cache
         choices = forward([nxt, *proposal])
         stats.forward_passes += 1
