@@ -108,6 +108,22 @@ class TestBundledModel:
         assert all(isinstance(g, Generation) and g.text for g in batched)
         assert batched == alone
 
+    def test_draft_verified_decoding_gives_the_greedy_answers(self, hf: Any) -> None:
+        prompts = ["What is the capital of France?", "What is the capital of France? ~~ %%",
+                   "Who wrote Hamlet? #"]
+        expected = [hf.generate([GenRequest.user(p, GREEDY)])[0] for p in prompts]
+        drafting = load_model("hf/default", threads=1, decode="draft")
+        try:
+            assert drafting.identity()["decode"] == "draft"
+            got = drafting.generate([GenRequest.user(p, GREEDY, draft=expected[0].text)  # type: ignore[union-attr]
+                                     for p in prompts])
+            stats = drafting.draft_stats  # type: ignore[attr-defined]
+        finally:
+            drafting.close()
+        assert got == expected
+        assert stats.accepted > 0 and stats.forward_passes < sum(
+            g.completion_tokens for g in got)  # type: ignore[union-attr]
+
     def test_prefill_is_continued_and_not_repeated(self, hf: Any) -> None:
         plain = hf.generate([GenRequest.user("What is the capital of France?", GREEDY)])[0]
         words = plain.text.split(" ")

@@ -167,7 +167,10 @@ for _p in (
               Option("batch_size", "prompts per forward pass", type=int, default=8),
               Option("threads", "torch CPU threads (process-wide)", type=int),
               Option("adapter", "PEFT (LoRA) adapter directory applied on top of the model, "
-                     "e.g. one written by veracity fewl finetune"))),
+                     "e.g. one written by veracity fewl finetune"),
+              Option("decode", "greedy decoding (sequential) or verifying a draft answer in "
+                     "batches (draft; causal models; part of the cache identity)",
+                     ("sequential", "draft"), default="sequential"))),
     Provider("fake", "veracity.backends.fake:load", "fake/echo, fake/stable, fake/unstable, ...",
              "deterministic scripted outputs for tests and examples", (), "",
              (Option("delay", "seconds each request takes, like a slow model", type=float,

@@ -42,7 +42,14 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.backends.base import Capabilities, Outcome
-from veracity.backends.llamacpp import BUNDLED_FILE, bundled_gguf_path, file_fingerprint
+from veracity.backends.hf_draft import draft_generate
+from veracity.backends.llamacpp import (
+    BUNDLED_FILE,
+    DECODERS,
+    bundled_gguf_path,
+    file_fingerprint,
+)
+from veracity.backends.llamacpp_draft import DraftStats
 from veracity.backends.templates import resolve_template
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
@@ -103,10 +110,15 @@ class HFBackend:
         threads: int | None = None,
         adapter: str | None = None,
         chat_template: str | None = None,
+        decode: str = "sequential",
     ) -> None:
         """``threads`` sets torch's CPU thread count, which is process-wide; ``adapter`` is a
         PEFT (LoRA) adapter directory applied on top of the model; ``chat_template`` (a file,
-        chatml, llama-2, plain, or raw for raw completion) replaces the tokenizer's."""
+        chatml, llama-2, plain, or raw for raw completion) replaces the tokenizer's;
+        ``decode=draft`` verifies a request's draft answer instead of decoding it token by
+        token (see :mod:`veracity.backends.hf_draft`)."""
+        if decode not in DECODERS:
+            raise ConfigError(f"decode={decode}: choose one of {', '.join(DECODERS)}")
         template = resolve_template(chat_template) if chat_template else None
         if batch_size < 1:
             raise ConfigError(f"{spec}: batch_size must be at least 1, got {batch_size}")
@@ -184,6 +196,11 @@ class HFBackend:
             self._identity["architecture"] = "encoder-decoder"
         if device != "cpu":  # GPU kernels round differently
             self._identity["device"] = device.split(":")[0]
+        self._decode = decode if causal else "sequential"  # an encoder-decoder keeps generate()
+        self.draft_stats = DraftStats()
+        """Draft tokens proposed and accepted, forward passes (decode=draft)."""
+        if self._decode == "draft":  # drafted answers are decoded alone, in other shapes
+            self._identity["decode"] = "draft"
 
     def _eos_ids(self) -> list[int]:
         ids: list[int] = []
@@ -256,9 +273,20 @@ class HFBackend:
             if error is not None:
                 out[slot] = error
                 continue
+            s = request.sampling
+            if self._decode == "draft" and request.draft and s.greedy and s.repeat_penalty == 1.0:
+                out[slot] = self._drafted(ids, request)
+                continue
             jobs.append(_Job(slot, request, len(ids), ids=ids))
         self._run(jobs, out)
         return _filled(out)
+
+    def _drafted(self, ids: list[int], request: GenRequest) -> Outcome:
+        try:
+            return draft_generate(self.model, self.tokenizer, self._torch, ids, request,
+                                  self._eos, self.device, self.draft_stats)
+        except RuntimeError as exc:
+            return BackendError(f"{self.spec}: generation failed: {exc}")
 
     def _causal_only(self, what: str) -> None:
         if self.seq2seq:
