@@ -38,6 +38,7 @@ from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.qa import load_items
 from veracity.methods.gamma.core import GammaSettings, gamma_from_embeddings, measure_gamma
+from veracity.methods.gamma.records import GammaRecord
 from veracity.perturb import perturb
 from veracity.registry import load_embedder, load_model
 from veracity.types import Item, Sampling
@@ -78,7 +79,7 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
 
 
 def draft_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbedder
-              ) -> tuple[list[dict[str, Any]], float, int, DraftStats]:
+              ) -> tuple[list[GammaRecord], float, int, DraftStats]:
     """γ with decode=draft: centre answers first, then the perturbed ones verified against them."""
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "cache.sqlite")
@@ -123,19 +124,19 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
         cache.close()
     drafted, draft_seconds, draft_tokens, stats = draft_run(items, settings, embedder)
 
-    our_gammas = np.array([r["gamma"] for r in records], dtype=float)
+    our_gammas = np.array([np.nan if r.gamma is None else r.gamma for r in records])
     agree = np.allclose(our_gammas, np.array(naive_gammas), atol=1e-6)
     diff = float(np.nanmax(np.abs(our_gammas - np.array(naive_gammas))))
-    our_answers = [a for r in records for a in [r["answer"], *r["perturbed_answers"]]]
+    our_answers = [a for r in records for a in [r.answer, *r.perturbed_answers]]
     same = sum(a == b for a, b in zip(our_answers, naive_answers, strict=True))
-    distinct = len({p for r in records for p in [r["prompt"], *r["perturbed_prompts"]]})
-    same_rerun = [r["gamma"] for r in rerun] == [r["gamma"] for r in records]
-    sequential_perturbed = [a for r in records for a in r["perturbed_answers"]]
-    draft_perturbed = [a for r in drafted for a in r["perturbed_answers"]]
+    distinct = len({p for r in records for p in [r.prompt, *r.perturbed_prompts]})
+    same_rerun = [r.gamma for r in rerun] == [r.gamma for r in records]
+    sequential_perturbed = [a for r in records for a in r.perturbed_answers]
+    draft_perturbed = [a for r in drafted for a in r.perturbed_answers]
     draft_same = sum(a == b for a, b in zip(sequential_perturbed, draft_perturbed, strict=True))
-    draft_gammas = np.array([r["gamma"] for r in drafted], dtype=float)
+    draft_gammas = np.array([np.nan if r.gamma is None else r.gamma for r in drafted])
     moved = np.abs(draft_gammas - our_gammas)
-    stable = [k for k, r in enumerate(records) if all(a == r["answer"] for a in r["perturbed_answers"])]
+    stable = [k for k, r in enumerate(records) if all(a == r.answer for a in r.perturbed_answers)]
     print(f"dataset {name}, questions {len(items)}, N {args.n}, "
           f"prompts {prompts}, max tokens {args.max_tokens}")
     print(f"gamma values agree: {agree}; rerun gives the same gammas: {same_rerun}; "
