@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from veracity.methods.fewl.judge import Judged
@@ -69,6 +69,13 @@ class FewlRecord(Record):
                             for k, v in json_object(typed.get("answers", {}), "answers").items()}
         typed["id"] = str(typed["id"])
         return cls(**typed, extra=rest)
+
+    def with_answer_keys(self, name: str, **keys: Any) -> FewlRecord:
+        """The record with untyped keys added to answer set ``name`` (a rank's matched
+        option, a validation's TQA metric)."""
+        entry = self.answers[name]
+        return replace(self, answers={**self.answers,
+                                      name: replace(entry, extra={**entry.extra, **keys})})
 
     def to_json(self) -> dict[str, Any]:
         out = self._typed_json()
