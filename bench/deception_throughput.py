@@ -56,7 +56,7 @@ def run_veracity(backend: LlamaCppBackend, items: list[MCItem], sampling: Sampli
     started = time.perf_counter()
     records = answer_items(items, client, DeceptionSettings(sampling=sampling, retries=0))
     seconds = time.perf_counter() - started
-    answers = [r[c]["answer"] for r in records for c in CATEGORIES]
+    answers = [getattr(r, c).answer for r in records for c in CATEGORIES]
     return seconds, client.stats.completion_tokens, answers
 
 

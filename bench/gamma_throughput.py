@@ -38,6 +38,7 @@ from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.qa import load_items
 from veracity.methods.gamma.core import GammaSettings, gamma_from_embeddings, measure_gamma
+from veracity.methods.gamma.records import GammaRecord
 from veracity.perturb import perturb
 from veracity.registry import load_embedder, load_model
 from veracity.types import Item, Sampling
@@ -78,7 +79,7 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
 
 
 def veracity_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbedder,
-                 **options: str) -> tuple[list[dict[str, Any]], float, int, DraftStats]:
+                 **options: str) -> tuple[list[GammaRecord], float, int, DraftStats]:
     """γ through veracity on the bundled model with these model options, on a fresh cache."""
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "cache.sqlite")
@@ -93,8 +94,12 @@ def veracity_run(items: list[Item], settings: GammaSettings, embedder: CachedEmb
     return records, seconds, tokens, stats
 
 
-def perturbed(records: list[dict[str, Any]]) -> list[str]:
-    return [a for r in records for a in r["perturbed_answers"]]
+def perturbed(records: list[GammaRecord]) -> list[str]:
+    return [a for r in records for a in r.perturbed_answers]
+
+
+def gammas(records: list[GammaRecord]) -> np.ndarray:
+    return np.array([np.nan if r.gamma is None else r.gamma for r in records])
 
 
 def print_moves(name: str, versus: str, items: list[Item], before: np.ndarray, after: np.ndarray
@@ -140,19 +145,19 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     drafted, draft_seconds, draft_tokens, stats = veracity_run(items, settings, embedder,
                                                                decode="draft")
 
-    our_gammas = np.array([r["gamma"] for r in records], dtype=float)
+    our_gammas = gammas(records)
     agree = np.allclose(our_gammas, np.array(naive_gammas), atol=1e-6)
     diff = float(np.nanmax(np.abs(our_gammas - np.array(naive_gammas))))
-    our_answers = [a for r in records for a in [r["answer"], *r["perturbed_answers"]]]
+    our_answers = [a for r in records for a in [r.answer, *r.perturbed_answers]]
     same = sum(a == b for a, b in zip(our_answers, naive_answers, strict=True))
-    distinct = len({p for r in records for p in [r["prompt"], *r["perturbed_prompts"]]})
-    same_rerun = [r["gamma"] for r in rerun] == [r["gamma"] for r in records]
+    distinct = len({p for r in records for p in [r.prompt, *r.perturbed_prompts]})
+    same_rerun = [r.gamma for r in rerun] == [r.gamma for r in records]
     draft_perturbed = perturbed(drafted)
     draft_same = sum(a == b for a, b in zip(perturbed(flashed), draft_perturbed, strict=True))
     standard_same = sum(a == b for a, b in zip(perturbed(records), draft_perturbed, strict=True))
-    flash_gammas = np.array([r["gamma"] for r in flashed], dtype=float)
-    draft_gammas = np.array([r["gamma"] for r in drafted], dtype=float)
-    stable = [k for k, r in enumerate(drafted) if all(a == r["answer"] for a in r["perturbed_answers"])]
+    flash_gammas = gammas(flashed)
+    draft_gammas = gammas(drafted)
+    stable = [k for k, r in enumerate(drafted) if all(a == r.answer for a in r.perturbed_answers)]
     print(f"dataset {name}, questions {len(items)}, N {args.n}, "
           f"prompts {prompts}, max tokens {args.max_tokens}")
     print(f"gamma values agree: {agree}; rerun gives the same gammas: {same_rerun}; "

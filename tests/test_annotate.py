@@ -67,7 +67,7 @@ def make_run(path: Path) -> Path:
         for r in RECORDS
     ]
     run = RunDir.create(path, "gamma", {"model": "fake/stable", "dataset": "prompts"})
-    run.write_samples(records)
+    run.write_samples(r.to_json() for r in records)
     run.write_results({"method": "gamma", "model": "fake/stable", "embedder": "hash/256",
                        "dataset": "prompts", "settings": settings.describe(),
                        "aggregate": aggregate(records)})

@@ -89,34 +89,34 @@ def test_settings_validate_and_cost() -> None:
 def test_walk_climbs_the_fake_slope_one_batch_per_step() -> None:
     result, _, batches = walk(AttackSettings(steps=5, n=6))
     steps = result.steps
-    assert [s["step"] for s in steps] == list(range(6)) and result.stop_reason == "steps"
-    assert steps[-1]["gamma"] > steps[0]["gamma"] + 0.3
-    assert max(s["gamma"] for s in steps) > 0.8
+    assert [s.step for s in steps] == list(range(6)) and result.stop_reason == "steps"
+    assert steps[-1].gamma > steps[0].gamma + 0.3
+    assert max(s.gamma for s in steps) > 0.8
     for s in steps[1:]:
-        assert len(s["candidates"]) == 6
-        assert s["gamma"] == max(c["gamma"] for c in s["candidates"])
-        assert s["candidates"][s["chosen"]]["prompt"] == s["prompt"]
-        assert s["prompt"].startswith(steps[s["step"] - 1]["prompt"])  # walks from the last point
-        assert len(s["perturbed_answers"]) == 6
+        assert len(s.candidates) == 6
+        assert s.gamma == max(c.gamma for c in s.candidates)
+        assert s.chosen is not None and s.candidates[s.chosen].prompt == s.prompt
+        assert s.prompt.startswith(steps[s.step - 1].prompt)  # walks from the last point
+        assert len(s.perturbed_answers) == 6
     # one batch for the start (N+1), then one of N x (N+1) per step
     assert batches == [7] + [42] * 5
-    assert steps[0]["similarity_to_start"] == pytest.approx(1.0)
-    assert steps[-1]["similarity_to_start"] < 0.9
+    assert steps[0].similarity_to_start == pytest.approx(1.0)
+    assert steps[-1].similarity_to_start < 0.9
 
 
 def test_flat_landscape_does_not_climb() -> None:
     # fake/stable ignores ASCII control-character noise only: both balls are that one here
     result, _, _ = walk(AttackSettings(steps=3, n=4, charset="ascii-control",
                                        ball="ascii-control"), mode="stable")
-    assert all(s["gamma"] == 0.0 for s in result.steps)
+    assert all(s.gamma == 0.0 for s in result.steps)
 
 
 def test_descend_takes_the_smallest_and_stays_lower() -> None:
     down, _, _ = walk(AttackSettings(steps=4, n=6, descend=True))
     up, _, _ = walk(AttackSettings(steps=4, n=6))
     for s in down.steps[1:]:
-        assert s["gamma"] == min(c["gamma"] for c in s["candidates"])
-    assert down.steps[-1]["gamma"] < up.steps[-1]["gamma"]
+        assert s.gamma == min(c.gamma for c in s.candidates)
+    assert down.steps[-1].gamma < up.steps[-1].gamma
 
 
 def test_budget_is_respected_before_sending_a_step() -> None:
@@ -133,7 +133,7 @@ def test_same_seed_same_walk_other_seed_other_walk() -> None:
     b, _, _ = walk(AttackSettings(steps=3, n=5, seed=3))
     c, _, _ = walk(AttackSettings(steps=3, n=5, seed=4))
     assert a.steps == b.steps
-    assert [s["prompt"] for s in a.steps] != [s["prompt"] for s in c.steps]
+    assert [s.prompt for s in a.steps] != [s.prompt for s in c.steps]
 
 
 def test_run_dir_report_and_cached_rerun(tmp_path: Path, ctx: Context) -> None:

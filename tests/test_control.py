@@ -16,6 +16,7 @@ from veracity.client import LLMClient
 from veracity.errors import ConfigError
 from veracity.methods.gamma.control import add_null_control, summarise, variations
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
+from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
 from veracity.types import Generation, GenRequest, Item, Sampling
@@ -64,7 +65,7 @@ def test_a_server_gets_the_identical_request_n_times_under_distinct_cache_keys(c
     settings = GammaSettings(n=3, sampling=SAMPLING)
     records = measure_gamma(_items(), client, embedder, settings)
     seen = len(backend.history)
-    control = add_null_control(records, client, embedder, SAMPLING, 3, "sin")
+    records, control = add_null_control(records, client, embedder, SAMPLING, 3, "sin")
     nulls = backend.history[seen:]
     assert len(nulls) == 6
     for request in nulls:
@@ -75,7 +76,7 @@ def test_a_server_gets_the_identical_request_n_times_under_distinct_cache_keys(c
         assert request.sampling.max_tokens == SAMPLING.max_tokens
     assert sorted({r.sample_index for r in nulls}) == [1, 2, 3]
     assert [v["kind"] for v in control["variations"]] == ["replicate"] * 3
-    assert [r["gamma_null"] for r in records] == [0.0, 0.0]  # a deterministic model: no noise
+    assert [r.gamma_null for r in records] == [0.0, 0.0]  # a deterministic model: no noise
     assert control["share_null_identical"] == 1.0 and control["mean_gamma_null"] == 0.0
 
 
@@ -84,29 +85,30 @@ def test_compute_variations_run_as_separate_backends_with_the_same_prompts(ctx: 
     client = LLMClient(backend, ctx.cache)
     embedder = ctx.embedder("hash/default")
     records = measure_gamma(_items(), client, embedder, GammaSettings(n=4, sampling=SAMPLING))
-    control = add_null_control(records, client, embedder, SAMPLING, 4, "sin")
+    records, control = add_null_control(records, client, embedder, SAMPLING, 4, "sin")
     assert [v for v in control["variations"]] == [{"kind": "compute", "split": k} for k in range(1, 5)]
     assert len(backend.children) == 4
     for child in backend.children:
         assert [r.messages[0].content for r in child.history] == ["Who wrote Hamlet?", "What is 2+2?"]
         assert all(r.sample_index == 0 and r.sampling == SAMPLING for r in child.history)
     hamlet, sums = records
-    assert hamlet["null_answers"][0].endswith(" flipped") and not hamlet["null_answers"][1].endswith(
-        " flipped")
-    assert hamlet["gamma_null"] > 0 and sums["gamma_null"] == 0.0
-    assert sums["null_answers"] == [sums["answer"]] * 4
+    nulls = hamlet.extra["null_answers"]
+    assert nulls[0].endswith(" flipped") and not nulls[1].endswith(" flipped")
+    assert hamlet.gamma_null > 0 and sums.gamma_null == 0.0
+    assert sums.extra["null_answers"] == [sums.answer] * 4
     # resuming: every path is cached under its own identity, so nothing is computed again
     again = LLMClient(SplitBackend(), ctx.cache)
     records2 = measure_gamma(_items(), again, embedder, GammaSettings(n=4, sampling=SAMPLING))
-    add_null_control(records2, again, embedder, SAMPLING, 4, "sin")
+    records2, _ = add_null_control(records2, again, embedder, SAMPLING, 4, "sin")
     assert again.stats.model_calls == 0 and again.stats.cache_hits == 2 * 5 + 2 * 4
-    assert [r["gamma_null"] for r in records2] == [r["gamma_null"] for r in records]
+    assert [r.gamma_null for r in records2] == [r.gamma_null for r in records]
 
 
 def test_summary_on_hand_computed_numbers() -> None:
-    records = [{"gamma": g, "gamma_null": n, "answer": "a", "null_answers": ["a"] if n == 0 else ["b"]}
+    records = [GammaRecord("q", "?", "a", g).with_extra(gamma_null=n,
+                                                        null_answers=["a"] if n == 0 else ["b"])
                for g, n in [(0.5, 0.0), (0.2, 0.1), (0.05, 0.3), (0.4, 0.0)]]
-    records.append({"gamma": None, "gamma_null": 0.2, "answer": "", "null_answers": []})
+    records.append(GammaRecord("q", "?", "", None).with_extra(gamma_null=0.2, null_answers=[]))
     s = summarise(records, [{"kind": "replicate", "replicate": 1}])
     assert s["n_scored"] == 4
     assert s["mean_gamma"] == pytest.approx(1.15 / 4)
@@ -125,10 +127,10 @@ def test_a_rejected_item_gets_no_null_and_the_others_go_on(ctx: Context) -> None
     embedder = ctx.embedder("hash/default")
     records = measure_gamma(_items(), client, embedder, GammaSettings(n=2, sampling=SAMPLING))
     backend.enqueue(["!error prompt too long"])
-    add_null_control(records, client, embedder, SAMPLING, 2, "sin")
-    assert records[0]["gamma_null"] is None and "prompt too long" in records[0]["control_error"]
-    assert records[1]["gamma_null"] is not None and records[1]["gamma_null"] > 0
-    assert isinstance(records[1]["gamma_above_null"], bool)
+    records, _ = add_null_control(records, client, embedder, SAMPLING, 2, "sin")
+    assert records[0].gamma_null is None and "prompt too long" in records[0].extra["control_error"]
+    assert records[1].gamma_null is not None and records[1].gamma_null > 0
+    assert isinstance(records[1].extra["gamma_above_null"], bool)
 
 
 def test_cli_control_writes_run_results_report_and_json(tmp_path: Path) -> None:
@@ -258,14 +260,14 @@ def test_llamacpp_numeric_control_is_cached_and_resumable(ctx: Context) -> None:
         try:
             records = measure_gamma([Item("q", "Who wrote Hamlet?")], client, embedder,
                                     GammaSettings(n=2, sampling=sampling))
-            control = add_null_control(records, client, embedder, sampling, 2, "sin")
-            answers.append(records[0]["null_answers"])
+            records, control = add_null_control(records, client, embedder, sampling, 2, "sin")
+            answers.append(records[0].extra["null_answers"])
             calls = client.stats.model_calls
         finally:
             client.close()
         assert [v["kind"] for v in control["variations"]] == ["compute", "compute"]
         assert {"companions", "position", "fill"} <= set(control["variations"][0])
-        assert records[0]["gamma_null"] is not None and records[0]["gamma_null"] >= 0.0
+        assert records[0].gamma_null is not None and records[0].gamma_null >= 0.0
     assert calls == 0 and answers[0] == answers[1] and all(answers[0])
 
 

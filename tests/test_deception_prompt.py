@@ -186,7 +186,7 @@ def test_answers_use_the_settings_prompt_and_placement(tmp_path: Path) -> None:
     records = answer_items([ITEM], LLMClient(backend), settings)
     assert {r.messages[0].role for r in backend.history} == {"system"}
     assert backend.history[0].messages[0].content.startswith("Pick the right option.")
-    assert records[0]["normal"]["answer"] in "ABCD"
+    assert records[0].normal.answer in "ABCD"
     described = settings.describe()
     assert described["instruction_in"] == "system message"
     assert described["prompt"]["source"] == str(path)

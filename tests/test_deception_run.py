@@ -288,13 +288,10 @@ class _CutOff(FakeBackend):
 def test_reasoning_cut_off_by_max_tokens_is_its_own_error_kind(db: str) -> None:
     from veracity.data.mc import load_mc
     from veracity.methods.deception.core import answer_items
-    from veracity.methods.deception.records import DeceptionRecord
-    from veracity.records import read_records
 
     items = load_mc(db, ["anatomy"], 2)
     backend = _CutOff("deceive")
-    records = read_records(DeceptionRecord,
-                           answer_items(items, LLMClient(backend), DeceptionSettings(retries=1)))
+    records = answer_items(items, LLMClient(backend), DeceptionSettings(retries=1))
     assert len(backend.history) == 6  # 2 normal + 2 misleading, then the 2 normal again
     for record in records:
         assert record.normal.answer == "-" and record.normal.error_kind is ErrorKind.TRUNCATED

@@ -25,6 +25,7 @@ from veracity.methods.gamma.core import (
     gamma_from_embeddings,
     measure_gamma,
 )
+from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.validate import import_ratings
 from veracity.runs.common import Context
 from veracity.store import RunDir
@@ -95,8 +96,7 @@ def test_thresholds_carry_their_form() -> None:
 
 
 def test_aggregate_converts_a_threshold_and_names_it() -> None:
-    records = [{"gamma": 0.06, "form": "sin"}, {"gamma": 0.08, "form": "sin"},
-               {"gamma": 0.02, "form": "sin"}, {"gamma": None, "form": "sin"}]
+    records = [GammaRecord("q", "?", "!", g, "sin") for g in (0.06, 0.08, 0.02, None)]
     paper = aggregate(records, Threshold(0.05, "paper-code"))
     # 0.05 paper-code = 0.0707 sin: 0.06 and 0.02 are below it
     assert paper["share_below_threshold"] == pytest.approx(2 / 3)
@@ -105,8 +105,8 @@ def test_aggregate_converts_a_threshold_and_names_it() -> None:
     assert paper["threshold_given"] == {"value": 0.05, "form": "paper-code"}
     assert aggregate(records, Threshold(0.05, "sin"))["share_below_threshold"] == pytest.approx(1 / 3)
     with pytest.raises(ConfigError, match="mix"):
-        aggregate([{"gamma": 0.1, "form": "sin"}, {"gamma": 0.1, "form": "magnitude"}],
-                  Threshold(0.05))
+        aggregate([GammaRecord("q", "?", "!", 0.1, "sin"),
+                   GammaRecord("q", "?", "!", 0.1, "magnitude")], Threshold(0.05))
 
 
 def _cli(*args: str) -> str:
@@ -180,9 +180,9 @@ def test_truncated_answers_are_marked_and_counted() -> None:
         embedder = CachedEmbedder(HashEmbedder(), None)
         records = measure_gamma(items, client, embedder,
                                 GammaSettings(n=3, sampling=Sampling(max_tokens=4)))
-    assert [r["finish_reason"] for r in records] == ["length", "stop"]
+    assert [r.finish_reason for r in records] == ["length", "stop"]
     # perturbed prompts of the short question keep the word "short"
-    assert [r["perturbed_truncated"] for r in records] == [3, 0]
+    assert [r.perturbed_truncated for r in records] == [3, 0]
     agg = aggregate(records, Threshold(0.05))
     assert agg["n_truncated"] == 1 and agg["n_perturbed_truncated"] == 3
     assert json.dumps(agg)

@@ -11,6 +11,7 @@ from veracity.client import CachedEmbedder
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
 from veracity.methods.gamma.core import aggregate, gamma_batch, gamma_from_embeddings, score_answers
+from veracity.methods.gamma.records import GammaRecord
 
 MARY = "Mary Queen of Scots was a Roman Catholic."
 MARY_NO_A = "Mary Queen of Scots was Roman Catholic."
@@ -91,7 +92,7 @@ def test_empty_answer_is_unscored() -> None:
 
 
 def test_aggregate_numbers() -> None:
-    records = [{"gamma": 0.0}, {"gamma": 0.02}, {"gamma": 0.1}, {"gamma": None}]
+    records = [GammaRecord("q", "?", "!", g) for g in (0.0, 0.02, 0.1, None)]
     agg = aggregate(records, threshold=0.05)
     assert agg["n_items"] == 4 and agg["n_scored"] == 3 and agg["n_unscored"] == 1
     assert agg["mean"] == pytest.approx(0.04)

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from veracity.cli import main
 from veracity.methods.gamma.core import Threshold, aggregate
+from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.report_table import ALL_MODELS, rating_bins, table8
 from veracity.methods.gamma.validate import import_ratings
 from veracity.report import build_report
@@ -33,7 +34,8 @@ def make_run(path: Path, model: str, domain: str, gammas: list[float],
         "method": "gamma", "model": model, "embedder": "hash/default",
         "dataset": f"jsonl:{domain}.jsonl", "domain": domain,
         "settings": {"form": "paper-code", "ball": "ascii-control", "n": 10},
-        "aggregate": aggregate(records, threshold, "paper-code"),
+        "aggregate": aggregate([GammaRecord.from_json(r) for r in records], threshold,
+                               "paper-code"),
     })
     run.finish({})
     if ratings is not None:

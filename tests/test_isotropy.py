@@ -20,6 +20,7 @@ from veracity.methods.gamma.isotropy import (
     share_within,
     spread,
 )
+from veracity.methods.gamma.records import GammaRecord, IsotropyRecord
 from veracity.methods.gamma.run_isotropy import run_isotropy
 from veracity.runs.common import Context
 from veracity.types import Item
@@ -54,32 +55,31 @@ def test_share_within_cone() -> None:
     assert math.isnan(share_within([None], 11.0))
 
 
-def _record(answer: str = "a") -> dict[str, object]:
-    return {"id": "q1", "prompt": "p", "answer": answer, "gamma": 0.1, "n": 2, "ball": "b",
-            "seed": 0, "form": "sin", "model": "m", "embedder": "e",
-            "perturbed_prompts": ["p1", "p2"], "perturbed_answers": ["a1", "a2"], "error": None}
+def _record(answer: str = "a") -> GammaRecord:
+    return GammaRecord("q1", "p", answer, 0.1, "sin", 2, "b", 0, "m", "e", ("p1", "p2"),
+                       ("a1", "a2"))
 
 
 def test_record_angles_and_gamma_agree() -> None:
     prompts = [[1, 0, 0], [1, 1, 0], [1, -1, 0]]
     answers = [[1, 0, 0], [1, 0, 1], [0, 1, 0]]
     r = isotropy_record(_record(), prompts, answers)
-    assert r["prompt_angle_mean"] == pytest.approx(45.0) and r["prompt_angle_std"] == pytest.approx(0)
-    assert r["prompt_centroid_angle"] == pytest.approx(0.0)
+    assert r.prompt_angle_mean == pytest.approx(45.0) and r.prompt_angle_std == pytest.approx(0)
+    assert r.prompt_centroid_angle == pytest.approx(0.0)
     # mean answer (0.5, 0.5, 0.5): cos = 1/sqrt(3) to (1, 0, 0)
-    assert r["answer_angle"] == pytest.approx(math.degrees(math.acos(1 / math.sqrt(3))))
-    assert r["answer_point_angles"] == pytest.approx([45.0, 90.0])
+    assert r.answer_angle == pytest.approx(math.degrees(math.acos(1 / math.sqrt(3))))
+    assert r.answer_point_angles == pytest.approx([45.0, 90.0])
     # for cos >= 0 the answer angle is arcsin of the sin-form gamma
     gamma = gamma_from_embeddings(answers[0], answers[1:])
-    assert math.degrees(math.asin(gamma)) == pytest.approx(r["answer_angle"])
+    assert math.degrees(math.asin(gamma)) == pytest.approx(r.answer_angle)
     empty = isotropy_record(_record(answer=" "), prompts, [[0, 0, 0], [1, 0, 1], [0, 1, 0]])
-    assert empty["answer_angle"] is None and empty["prompt_angle_mean"] == pytest.approx(45.0)
+    assert empty.answer_angle is None and empty.prompt_angle_mean == pytest.approx(45.0)
 
 
 def test_aggregate_on_hand_records() -> None:
     records = [
-        {"answer_angle": a, "prompt_angle_mean": p, "prompt_angle_std": 1.0,
-         "prompt_centroid_angle": 2.0}
+        IsotropyRecord("q", "?", "!", a, prompt_angle_mean=p, prompt_angle_std=1.0,
+                       prompt_centroid_angle=2.0)
         for a, p in ((5.0, 10.0), (15.0, 12.0), (None, 8.0))
     ]
     agg = aggregate(records, cone=11.0)

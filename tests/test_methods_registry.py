@@ -16,8 +16,7 @@ from veracity import method as base
 from veracity.method import Method, get_method, method_names
 from veracity.methods.deception.records import DeceptionRecord
 from veracity.methods.fewl.records import FewlRecord
-from veracity.methods.gamma.records import GammaRecord
-from veracity.records import Row
+from veracity.methods.gamma.records import AttackStep, GammaRecord, IsotropyRecord
 from veracity.report import build_report
 from veracity.store import RunDir, check_run_target, run_files
 
@@ -26,16 +25,33 @@ PLUGIN = '''
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import click
 
 from veracity.method import Command, MethodSpec, ReportSection
-from veracity.records import Row
+from veracity.records import Record, json_object
 from veracity.report.html import esc
 from veracity.runs.result import RunResult, save_run
 
 
+@dataclass(frozen=True)
+class LengthRecord(Record):
+    id: str
+    length: int
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data):
+        row = json_object(data, "length record")
+        return cls(str(row["id"]), int(row["length"]))
+
+    def to_json(self):
+        return {"id": self.id, "length": self.length}
+
+
 def run_length(answers, out=None):
-    records = [Row({"id": str(i), "length": len(a)}) for i, a in enumerate(answers)]
+    records = [LengthRecord(str(i), len(a)) for i, a in enumerate(answers)]
     results = {"method": "length", "mean": sum(len(a) for a in answers) / len(answers)}
     return save_run(out, "length", {"n": len(answers)}, records, results,
                     files={"lengths.jsonl": [r.to_json() for r in records]})
@@ -53,7 +69,7 @@ def section(runs):
     return "".join(f"<p>mean length {esc(str(r.results['mean']))}</p>" for r in runs)
 
 
-METHOD = MethodSpec("length", "Answer length", "veracity.records:Row",
+METHOD = MethodSpec("length", "Answer length", "length_method:LengthRecord",
                     (ReportSection("length_method:section"),), higher_is_better=False,
                     primary_metric="length", commands=(Command("length_method:command"),),
                     run_files=("lengths.jsonl",))
@@ -125,7 +141,7 @@ def test_builtin_methods_are_registered_with_their_parts() -> None:
                                   "mitigation")  # folder by folder
     records = {name: get_method(name).record_type() for name in method_names()[:5]}
     assert records == {"gamma": GammaRecord, "deception": DeceptionRecord, "fewl": FewlRecord,
-                       "attack": Row, "isotropy": Row}
+                       "attack": AttackStep, "isotropy": IsotropyRecord}
     gamma = get_method("gamma")
     assert isinstance(gamma, Method) and not gamma.higher_is_better
     assert [c.load().name for c in gamma.commands] == ["gamma", "calibrate", "validate", "annotate"]

@@ -93,15 +93,15 @@ def test_gamma_with_the_paraphrase_ball() -> None:
     writer = LLMClient(FakeBackend("paraphraser"))
     settings = GammaSettings(n=3, ball="paraphrase", paraphraser="fake/paraphraser")
     [record] = measure_gamma([Item("a", Q)], model, CachedEmbedder(HashEmbedder()), settings, writer)
-    assert record["ball"] == "paraphrase" and len(record["perturbed_prompts"]) == 3
-    assert record["gamma"] is not None and record["gamma"] > 0  # new wording, new babble
+    assert record.ball == "paraphrase" and len(record.perturbed_prompts) == 3
+    assert record.gamma is not None and record.gamma > 0  # new wording, new babble
     assert settings.describe()["paraphraser"] == "fake/paraphraser"
     assert "paraphraser" not in GammaSettings().describe()
     # without a paraphraser the model under test writes its own ball
     own = LLMClient(FakeBackend("paraphraser"))
     [mine] = measure_gamma([Item("a", Q)], own, CachedEmbedder(HashEmbedder()),
                        GammaSettings(n=3, ball="paraphrase"))
-    assert mine["perturbed_prompts"] == record["perturbed_prompts"]
+    assert mine.perturbed_prompts == record.perturbed_prompts
 
 
 def test_cli_gamma_paraphrase(tmp_path: Path) -> None:

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from veracity.errors import ErrorKind
+from veracity.errors import DataError, ErrorKind
 from veracity.methods.deception.records import DeceptionRecord
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import FewlRecord, FinetunePair, IclPair, MitigationRecord
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
+from veracity.methods.gamma.attack import AttackSettings
 from veracity.methods.gamma.core import GammaSettings
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import AttackStep, GammaRecord, IsotropyRecord
 from veracity.methods.gamma.run import run_gamma
+from veracity.methods.gamma.run_attack import run_attack
+from veracity.methods.gamma.run_isotropy import run_isotropy
 from veracity.records import RecordError, read_records
 from veracity.report import build_report
 from veracity.runs.common import Context
@@ -60,6 +63,48 @@ def test_live_gamma_and_fewl_samples_round_trip(tmp_path: Path) -> None:
     assert [r.to_json() for r in read_records(FewlRecord, stored)] == stored
     assert "lambda" in stored[0] and fewl.records[0].weights == tuple(stored[0]["lambda"])
     ctx.close()
+
+
+def test_attack_and_isotropy_steps_round_trip(tmp_path: Path) -> None:
+    with Context() as ctx:
+        attack = run_attack("Who wrote Hamlet?", "fake/slope", "hash/default",
+                            AttackSettings(steps=2, n=3), ctx, tmp_path / "a")
+        isotropy = run_isotropy(ITEMS, "fake/unstable", "hash/default", GammaSettings(n=3), ctx,
+                                out=tmp_path / "i")
+    for outcome, kind in ((attack, AttackStep), (isotropy, IsotropyRecord)):
+        assert outcome.run is not None
+        stored = list(outcome.run.samples())
+        typed = read_records(kind, stored)
+        assert typed == list(outcome.records) and [r.to_json() for r in typed] == stored
+    steps = attack.records
+    assert [s.step for s in steps] == [0, 1, 2] and steps[0].chosen is None
+    assert all(len(s.candidates) == 3 and s.chosen is not None for s in steps[1:])
+    assert steps[2].candidates[steps[2].chosen or 0].prompt == steps[2].prompt
+    assert steps[0].similarity_to_start == pytest.approx(1.0)
+    assert all(len(r.prompt_angles) == 3 for r in isotropy.records)
+
+
+JUDGED = {"outcome": "candidate", "first_reply": "A", "second_reply": "B", "first": "A",
+          "second": "B", "asked": True}
+ICL_LINE = {"id": "q1", "question": "Who wrote Hamlet?",
+            "answers": {"fewl": "Shakespeare", "zero-shot": "Marlowe"},
+            "correct": {"fewl": True, "zero-shot": False}, "examples": {"fewl": ["t1", "t2"]},
+            "judged": [{"candidate": "fewl", "base": "zero-shot", **JUDGED}]}
+FINETUNE_LINE = {"id": "q2", "question": "What is 2+2?", "base_name": "base",
+                 "base_answer": "5", "base_correct": None,
+                 "rules": {"fewl": {"answer": "4", "correct": True, **JUDGED}},
+                 "note": "a key of a later release"}
+
+
+def test_mitigation_pairs_of_both_layouts_read_and_write_back_unchanged() -> None:
+    icl, tuned = read_records(MitigationRecord, [ICL_LINE, FINETUNE_LINE])
+    assert isinstance(icl, IclPair) and isinstance(tuned, FinetunePair)
+    assert icl.examples == {"fewl": ("t1", "t2")} and icl.judged[0].judged.outcome == "candidate"
+    assert tuned.rules["fewl"].answer == "4" and tuned.rules["fewl"].judged.first == "A"
+    assert tuned.extra == {"note": "a key of a later release"}
+    assert [icl.to_json(), tuned.to_json()] == [ICL_LINE, FINETUNE_LINE]
+    with pytest.raises(DataError, match="mitigation record"):
+        MitigationRecord.from_json(["not", "an", "object"])
 
 
 @pytest.mark.parametrize(("message", "kind", "expected", "no_answer"), [

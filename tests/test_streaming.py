@@ -17,6 +17,7 @@ import pytest
 from veracity.cache import Cache
 from veracity.errors import ConfigError
 from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.run_stream import stream_gamma, stream_gamma_recorded
 from veracity.methods.gamma.running import RunningGamma
@@ -63,13 +64,13 @@ def test_float_column_grows() -> None:
     assert len(column) == 11 and column.array().tolist() == [float(i) for i in range(11)]
 
 
-def _records(count: int, seed: int = 0) -> list[dict[str, Any]]:
+def _records(count: int, seed: int = 0) -> list[GammaRecord]:
     rng = random.Random(seed)
-    out: list[dict[str, Any]] = []
+    out: list[GammaRecord] = []
     for i in range(count):
         gamma = None if i % 17 == 0 else rng.random() ** 3
-        out.append({"gamma": gamma, "finish_reason": "length" if i % 23 == 0 else "stop",
-                    "perturbed_truncated": i % 5})
+        out.append(GammaRecord(f"q{i}", "?", "!", gamma, extra={
+            "finish_reason": "length" if i % 23 == 0 else "stop", "perturbed_truncated": i % 5}))
     return out
 
 
@@ -83,7 +84,7 @@ def test_chunked_aggregates_equal_whole_run_to_the_last_digit(size: int) -> None
         chunked.add(part)
     assert chunked.result() == whole.result()  # every float bit for bit
     agg = whole.result()
-    values = np.array([r["gamma"] for r in records if r["gamma"] is not None])
+    values = np.array([r.gamma for r in records if r.gamma is not None])
     assert agg["n_scored"] == values.size and agg["n_items"] == 5000
     assert agg["median"] == float(np.median(values))
     assert agg["share_below_threshold"] == float((values < 0.05).mean())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -112,3 +113,42 @@ def test_trust_on_the_bundled_model() -> None:
     assert score.model_calls == 2 and reused.model_calls == 1
     assert reused.gamma == pytest.approx(score.gamma, abs=1e-6)  # greedy: same perturbed answer
     assert score.seconds > 0  # latency figures: bench/trust_latency.py
+
+
+LIBRARY_KEYS = ["gamma", "verdict", "thresholds", "form", "prompt", "answer", "answer_reused",
+                "perturbed_prompts", "perturbed_answers", "model", "embedder", "n", "ball",
+                "seconds", "model_calls", "p_correct", "p_correct_band", "calibration"]
+
+
+def test_an_empty_answer_says_why_and_the_library_shape_is_unchanged() -> None:
+    with veracity.Truster("fake/empty", "hash/default", n=2, seed=7, cache=False) as t:
+        score = t("What is 2+2?")
+    assert score.gamma is None and score.verdict == "unscored"
+    assert (score.error, score.error_kind) == ("gamma is undefined for this answer", "undefined")
+    assert score.seed == 7 and score.threshold_source == "authors' 0.1 / 0.2 buckets"
+    assert list(score.to_dict()) == LIBRARY_KEYS  # the gateway's fields stay out of it
+
+
+def test_the_gateway_writes_a_trust_score_in_its_wire_format() -> None:
+    from veracity.serve.scoring import apply_edit, score_json
+
+    score = veracity.TrustScore(
+        gamma=0.25, verdict="uncertain", thresholds=(0.1, 0.3), form="sin", prompt="Why?",
+        answer="Because.", answer_reused=True, perturbed_prompts=("Why? \x01", "Wh?"),
+        perturbed_answers=("Because!", "No."), model="m", embedder="hash/256", n=2,
+        ball="ascii-control", seconds=0.5, model_calls=1, p_correct=0.75,
+        p_correct_band=(0.5, 0.9), calibration={"file": "c.json"}, seed=3,
+        threshold_source="--thresholds", id="vrc-1",
+        sampling={"answer": {"temperature": 0.7}, "perturbed": {"temperature": 0.0, "seed": 3}},
+        timings={"scoring_ms": 500.0})
+    wire = score_json(score)
+    assert list(wire) == ["id", "gamma", "verdict", "thresholds", "p_correct", "p_correct_band",
+                          "calibration", "form", "n", "ball", "seed", "model", "embedder",
+                          "sampling", "perturbed_edits", "perturbed_answers", "model_calls",
+                          "timings", "error", "error_kind"]
+    assert wire["thresholds"] == {"low": 0.1, "high": 0.3, "source": "--thresholds"}
+    assert wire["p_correct_band"] == [0.5, 0.9] and wire["perturbed_answers"] == ["Because!", "No."]
+    assert wire["perturbed_edits"] == [{"at": 4, "cut": 0, "insert": " \x01"},
+                                       {"at": 2, "cut": 1, "insert": ""}]
+    assert [apply_edit("Why?", e) for e in wire["perturbed_edits"]] == ["Why? \x01", "Wh?"]
+    assert score_json(replace(score, thresholds=None))["thresholds"] is None

@@ -157,13 +157,13 @@ def test_radius_zero_gives_gamma_zero_and_identical_answers(embedder: CachedEmbe
     model = ScriptedEmbeddingModel()
     records = whitebox_gamma(ITEMS, model, embedder, n=4, radius=0.0)
     for record, item in zip(records, ITEMS, strict=True):
-        assert record["gamma"] == 0.0
-        assert record["perturbed_answers"] == [record["answer"]] * 4
-        assert record["ball"] == "embedding" and record["radius"] == 0.0
-        assert record["shape"] == "sphere" and record["scope"] == "question"
-        assert record["n"] == 4 and len(record["perturbed_prompts"]) == 4
-        assert record["token_change_rate"] == 0.0
-        assert record["perturbed_tokens"] == len(item.question.split())
+        assert record.gamma == 0.0
+        assert record.perturbed_answers == (record.answer,) * 4
+        assert record.ball == "embedding" and record.extra["radius"] == 0.0
+        assert record.extra["shape"] == "sphere" and record.extra["scope"] == "question"
+        assert record.n == 4 and len(record.perturbed_prompts) == 4
+        assert record.extra["token_change_rate"] == 0.0
+        assert record.extra["perturbed_tokens"] == len(item.question.split())
     assert len(model.received) == 2 * 5
 
 
@@ -171,10 +171,10 @@ def test_large_radius_moves_answers_and_tokens(embedder: CachedEmbedder) -> None
     model = ScriptedEmbeddingModel()
     records = whitebox_gamma(ITEMS, model, embedder, n=4, radius=3.0, shape="simplex")
     for record in records:
-        assert record["answer"] == "The answer is 42."
-        assert all(a.startswith("Drifted") for a in record["perturbed_answers"])
-        assert record["gamma"] > 0.1
-        assert record["token_change_rate"] > 0.0
+        assert record.answer == "The answer is 42."
+        assert all(a.startswith("Drifted") for a in record.perturbed_answers)
+        assert record.gamma > 0.1
+        assert record.extra["token_change_rate"] > 0.0
 
 
 def test_question_scope_leaves_the_template_alone(embedder: CachedEmbedder) -> None:
@@ -233,7 +233,7 @@ def test_failures_raise_after_keeping_successes(cache: Cache, embedder: CachedEm
     records = whitebox_gamma(ITEMS, model, embedder, n=3, radius=1.0, cache=cache)
     # the failed point and the points never sent are generated; the kept ones come from the cache
     assert len(model.received) == len(ITEMS) * 4 - kept
-    assert all(r["gamma"] is not None for r in records)
+    assert all(r.gamma is not None for r in records)
 
 
 def test_bad_settings_and_backends_are_rejected(embedder: CachedEmbedder) -> None:
@@ -274,25 +274,25 @@ def hf() -> Iterator[Any]:
 class TestBundledModel:
     def test_radius_zero_reproduces_the_plain_answer(self, hf: Any, embedder: CachedEmbedder) -> None:
         [record] = whitebox_gamma(QUESTION, hf, embedder, n=3, radius=0.0, sampling=SHORT)
-        assert record["gamma"] == 0.0
-        assert record["perturbed_answers"] == [record["answer"]] * 3
-        assert record["perturbed_prompts"] == [QUESTION[0].question] * 3
+        assert record.gamma == 0.0
+        assert record.perturbed_answers == (record.answer,) * 3
+        assert record.perturbed_prompts == (QUESTION[0].question,) * 3
         plain = hf.generate([GenRequest.user(QUESTION[0].question, SHORT)])[0]
-        assert plain.text.strip() == record["answer"] != ""
+        assert plain.text.strip() == record.answer != ""
 
     def test_positive_radius_is_reproducible(self, hf: Any, embedder: CachedEmbedder) -> None:
         first = whitebox_gamma(QUESTION, hf, embedder, n=3, radius=1.5, seed=1, sampling=SHORT)
         again = whitebox_gamma(QUESTION, hf, embedder, n=3, radius=1.5, seed=1, sampling=SHORT)
         assert first == again
-        value = first[0]["gamma"]
+        value = first[0].gamma
         assert value is not None and 0.0 <= value <= 1.0
 
     def test_simplex_ball_runs(self, hf: Any, embedder: CachedEmbedder) -> None:
         [record] = whitebox_gamma(
             QUESTION, hf, embedder, n=2, radius=1.5, shape="simplex", sampling=SHORT
         )
-        assert record["shape"] == "simplex" and len(record["perturbed_answers"]) == 2
-        assert record["gamma"] is not None
+        assert record.extra["shape"] == "simplex" and len(record.perturbed_answers) == 2
+        assert record.gamma is not None
 
 
 # --- the CLI: `veracity gamma --ball embedding` ------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
 from veracity.errors import DataError, ErrorKind
@@ -99,22 +99,6 @@ def _json_keys(cls: type[Record]) -> dict[str, str]:
         names = [f.name for f in fields(cls) if f.name != "extra"]  # type: ignore[arg-type]
         found = _KEYS[cls] = {cls._renamed.get(n, n): n for n in names}
     return found
-
-
-@dataclass(frozen=True)
-class Row(Record):
-    """A record this release does not type (an attack step, an isotropy item): its JSON
-    object as is."""
-
-    data: Mapping[str, Any]
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, data: Any) -> Row:
-        return cls(dict(json_object(data, "record")))
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.data)
 
 
 def read_records(kind: type[R], rows: Sequence[Any] | Any) -> list[R]:

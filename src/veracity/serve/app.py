@@ -31,6 +31,7 @@ from veracity.cache import Cache
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, DataError
 from veracity.methods.gamma.calibration import read_calibration
+from veracity.methods.gamma.trust import TrustScore
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck
@@ -38,7 +39,7 @@ from veracity.serve.intake import Refused, media_problem, parse_body, read_body
 from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
 from veracity.serve.local import LocalUpstream
 from veracity.serve.metrics import GatewayMetrics
-from veracity.serve.scoring import Exchange, Scorer, Started, discard
+from veracity.serve.scoring import Exchange, Scorer, Started, discard, score_json
 from veracity.serve.settings import GatewaySettings
 from veracity.serve.sse import EventReader, event
 from veracity.serve.upstream import HttpUpstream, Upstream, UpstreamError
@@ -359,24 +360,28 @@ class Gateway:
 
     async def run_score(self, exchange: Exchange, upstream_ms: float, began: float,
                         started: Started | None = None) -> dict[str, Any]:
-        score = await self.scorer.score(exchange, started)
-        self.finish(exchange, score, upstream_ms, began)
-        return score
+        """Score the exchange; the score as the client gets it."""
+        return self.finish(exchange, await self.scorer.score(exchange, started), upstream_ms,
+                           began)
 
-    def finish(self, exchange: Exchange, score: dict[str, Any], upstream_ms: float, began: float) -> None:
-        """Timings, metrics and the traffic log of a finished (or failed) score."""
-        score["timings"] |= {"upstream_ms": upstream_ms, "total_ms": 1000 * (time.perf_counter() - began)}
+    def finish(self, exchange: Exchange, score: TrustScore, upstream_ms: float,
+               began: float) -> dict[str, Any]:
+        """Timings, metrics and the traffic log of a finished (or failed) score; its JSON."""
+        score = replace(score, timings={**score.timings, "upstream_ms": upstream_ms,
+                                        "total_ms": 1000 * (time.perf_counter() - began)})
         m, label = self.metrics, self.metrics.model_label(exchange.model)
-        if "scoring_ms" in score["timings"]:
-            m.scoring_seconds.labels(label).observe(score["timings"]["scoring_ms"] / 1000)
-        if score["gamma"] is not None:
-            m.gamma.labels(label).observe(score["gamma"])
-        if score["error"]:
-            m.scoring_errors.labels(label, score.get("error_kind") or "scoring").inc()
-        m.verdicts.labels(label, score["verdict"]).inc()
-        self.writer.put(entry(score, exchange.prompt(), exchange.answer or ""))
+        if "scoring_ms" in score.timings:
+            m.scoring_seconds.labels(label).observe(score.timings["scoring_ms"] / 1000)
+        if score.gamma is not None:
+            m.gamma.labels(label).observe(score.gamma)
+        if score.error:
+            m.scoring_errors.labels(label, score.error_kind or "scoring").inc()
+        m.verdicts.labels(label, score.verdict).inc()
+        wire = score_json(score)
+        self.writer.put(entry(score, wire, exchange.answer or ""))
         if self.tracing is not None:
             self.tracing.scored(score, exchange.answer)
+        return wire
 
     def enqueue(self, exchange: Exchange, owner: int, upstream_ms: float, began: float) -> dict[str, Any]:
         """Queue an async-mode score; the pending object the client gets."""
@@ -394,13 +399,12 @@ class Gateway:
                  why: str) -> dict[str, Any]:
         """An answer returned without a score: logged and counted; what the client gets (in
         async mode the pending object, its score already done)."""
-        score = self.scorer.describe(exchange, None)
-        score["error"], score["error_kind"] = why, kind
-        self.finish(exchange, score, upstream_ms, began)
+        score = replace(self.scorer.describe(exchange, None), error=why, error_kind=kind)
+        wire = self.finish(exchange, score, upstream_ms, began)
         if self.settings.mode == "inline":
-            return score
+            return wire
         self.book.add(exchange.id, owner)
-        self.keep(exchange.id, owner, score)
+        self.keep(exchange.id, owner, wire)
         return {"id": exchange.id, "status": "skipped", "url": f"/v1/veracity/scores/{exchange.id}"}
 
     def keep(self, score_id: str, owner: int, score: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from veracity.methods.gamma.trust import TrustScore
 from veracity.serve.batching import BatchWriter
 from veracity.traffic import Entry, StoredScore, TrafficLog
 
@@ -21,15 +22,14 @@ KEPT_SCORES = 10_000
 """Scores kept in memory for ``GET /v1/veracity/scores/{id}`` (older ones come from the log)."""
 
 
-def entry(score: dict[str, Any], prompt: str, answer: str) -> Entry:
-    """The traffic-log row of a finished score."""
-    timings = score.get("timings") or {}
+def entry(score: TrustScore, wire: dict[str, Any], answer: str) -> Entry:
+    """The traffic-log row of a finished score (``wire``: its JSON, stored with the row)."""
+    timings = score.timings
     return Entry(
-        id=score["id"], time=time.time(), model=score["model"], prompt=prompt, answer=answer,
-        gamma=score.get("gamma"), verdict=score.get("verdict") or "unscored",
-        p_correct=score.get("p_correct"),
+        id=str(score.id), time=time.time(), model=score.model, prompt=score.prompt,
+        answer=answer, gamma=score.gamma, verdict=score.verdict, p_correct=score.p_correct,
         upstream_ms=timings.get("upstream_ms"), scoring_ms=timings.get("scoring_ms"),
-        total_ms=timings.get("total_ms"), error=score.get("error"), score=score,
+        total_ms=timings.get("total_ms"), error=score.error, score=wire,
     )
 
 

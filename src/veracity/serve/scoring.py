@@ -21,6 +21,7 @@ from veracity.client import request_key
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, VeracityError
 from veracity.methods.gamma.core import check_prompt, gamma_from_embeddings
+from veracity.methods.gamma.trust import UNDEFINED, TrustScore
 from veracity.perturb import perturb
 from veracity.serve.cacheio import CacheIO
 from veracity.serve.embedding import EmbedWorker
@@ -168,41 +169,42 @@ class Scorer:
             return None  # score() reports it
         return Started(plan, asyncio.create_task(self.generate(exchange.model, plan.requests)))
 
-    async def score(self, exchange: Exchange, started: Started | None = None) -> dict[str, Any]:
-        """The ``veracity`` object; scoring failures are reported in it, never raised.
+    async def score(self, exchange: Exchange, started: Started | None = None) -> TrustScore:
+        """The exchange's score; scoring failures are reported in it, never raised.
         ``started``: the perturbed calls of :meth:`start_perturbed`, if they were started."""
         began = time.perf_counter()
+        timings: dict[str, float] = {}
         try:
             thresholds = self.thresholds_for(exchange.model)
         except ConfigError as exc:
-            record = self.describe(exchange, None)
-            record["error"], record["error_kind"] = str(exc), "calibration"
-            record["timings"]["scoring_ms"] = 1000 * (time.perf_counter() - began)
-            return record
-        record = self.describe(exchange, thresholds)
+            score = replace(self.describe(exchange, None), error=str(exc),
+                            error_kind="calibration")
+            return _timed(score, timings, began)
+        score = self.describe(exchange, thresholds)
         try:
             if not exchange.answer or not exchange.answer.strip():
                 raise ScoringError("no text answer to score")
             plan = started.plan if started is not None else self.plan(exchange)
-            record["sampling"]["perturbed"]["max_tokens"] = plan.sampling.max_tokens
-            record["perturbed_edits"] = [edit(plan.prompt, p) for p in plan.ball]
+            perturbed_sampling = {**score.sampling["perturbed"],
+                                  "max_tokens": plan.sampling.max_tokens}
+            score = replace(score, prompt=plan.prompt, perturbed_prompts=tuple(plan.ball),
+                            sampling={**score.sampling, "perturbed": perturbed_sampling})
             # made after the answer: it is the draft a decode=draft model verifies
             drafted = [replace(r, draft=exchange.answer) for r in plan.requests]
             perturbed = await (started.task if started is not None
                                else self.generate(exchange.model, drafted))
-            record["model_calls"] = perturbed.calls
-            record["perturbed_answers"] = perturbed.answers
-            record["timings"]["generation_ms"] = perturbed.ms
+            score = replace(score, model_calls=perturbed.calls,
+                            perturbed_answers=tuple(perturbed.answers))
+            timings["generation_ms"] = perturbed.ms
             generated = time.perf_counter()
             vectors = await self.embedder.embed([exchange.answer.strip(), *perturbed.answers])
-            record["timings"]["embedding_ms"] = 1000 * (time.perf_counter() - generated)
+            timings["embedding_ms"] = 1000 * (time.perf_counter() - generated)
         except VeracityError as exc:
-            record["error"], record["error_kind"] = str(exc), "scoring"
+            score = replace(score, error=str(exc), error_kind="scoring")
         else:
             gamma = gamma_from_embeddings(vectors[0], vectors[1:], self.settings.form)
-            record |= judge(None if math.isnan(gamma) else gamma, thresholds)
-        record["timings"]["scoring_ms"] = 1000 * (time.perf_counter() - began)
-        return record
+            score = judge(score, None if math.isnan(gamma) else gamma, thresholds)
+        return _timed(score, timings, began)
 
     async def generate(self, model: str, requests: list[GenRequest]) -> Perturbed:
         """The perturbed answers (cached ones reused) and the number of calls sent."""
@@ -228,21 +230,45 @@ class Scorer:
         return Perturbed([found[k].text.strip() for k in keys], len(todo),
                          1000 * (time.perf_counter() - began))
 
-    def describe(self, exchange: Exchange, thresholds: Thresholds | None) -> dict[str, Any]:
+    def describe(self, exchange: Exchange, thresholds: Thresholds | None) -> TrustScore:
         """The score's settings, before any result: what is compared and how."""
         s = self.settings
-        return {
-            "id": exchange.id, "gamma": None, "verdict": "unscored",
-            "thresholds": None if thresholds is None else thresholds.to_dict(),
-            "p_correct": None, "p_correct_band": None,
-            "calibration": None if thresholds is None else thresholds.calibration,
-            "form": s.form, "n": s.n, "ball": s.ball,
-            "seed": s.seed, "model": exchange.model, "embedder": self.embedder.spec,
-            "sampling": {"answer": exchange.sampling(),
-                         "perturbed": {"temperature": s.temperature, "seed": s.seed}},
-            "perturbed_edits": [], "perturbed_answers": [], "model_calls": 0,
-            "timings": {}, "error": None, "error_kind": None,
-        }
+        return TrustScore(
+            gamma=None, verdict="unscored",
+            thresholds=None if thresholds is None else (thresholds.low, thresholds.high),
+            threshold_source=None if thresholds is None else thresholds.source,
+            calibration=None if thresholds is None else thresholds.calibration,
+            form=s.form, prompt=exchange.prompt(), answer=exchange.answer or "",
+            answer_reused=True, perturbed_prompts=(), perturbed_answers=(),
+            model=exchange.model, embedder=self.embedder.spec, n=s.n, ball=s.ball, seed=s.seed,
+            seconds=0.0, model_calls=0, id=exchange.id,
+            sampling={"answer": exchange.sampling(),
+                      "perturbed": {"temperature": s.temperature, "seed": s.seed}},
+        )
+
+
+def _timed(score: TrustScore, timings: dict[str, float], began: float) -> TrustScore:
+    seconds = time.perf_counter() - began
+    return replace(score, seconds=seconds, timings={**timings, "scoring_ms": 1000 * seconds})
+
+
+def score_json(score: TrustScore) -> dict[str, Any]:
+    """The ``veracity`` object of a response: the score in the gateway's wire format."""
+    return {
+        "id": score.id, "gamma": score.gamma, "verdict": score.verdict,
+        "thresholds": None if score.thresholds is None else {
+            "low": score.thresholds[0], "high": score.thresholds[1],
+            "source": score.threshold_source},
+        "p_correct": score.p_correct,
+        "p_correct_band": None if score.p_correct_band is None else list(score.p_correct_band),
+        "calibration": score.calibration,
+        "form": score.form, "n": score.n, "ball": score.ball, "seed": score.seed,
+        "model": score.model, "embedder": score.embedder,
+        "sampling": {k: dict(v) for k, v in score.sampling.items()},
+        "perturbed_edits": [edit(score.prompt, p) for p in score.perturbed_prompts],
+        "perturbed_answers": list(score.perturbed_answers), "model_calls": score.model_calls,
+        "timings": dict(score.timings), "error": score.error, "error_kind": score.error_kind,
+    }
 
 
 def _common(a: str, b: str, backwards: bool = False) -> int:
@@ -277,15 +303,13 @@ def apply_edit(prompt: str, change: dict[str, Any]) -> str:
     return prompt[:at] + str(change["insert"]) + prompt[at + cut:]
 
 
-def judge(gamma: float | None, thresholds: Thresholds) -> dict[str, Any]:
-    """Gamma's verdict, and P(correct) with its band when a calibration is in use."""
-    out: dict[str, Any] = {
-        "gamma": gamma, "verdict": thresholds.verdict(gamma),
-        "error": None if gamma is not None else "gamma is undefined for this answer",
-        "error_kind": None if gamma is not None else "undefined",
-    }
+def judge(score: TrustScore, gamma: float | None, thresholds: Thresholds) -> TrustScore:
+    """The score with gamma's verdict, and P(correct) with its band when a calibration is in
+    use."""
+    score = replace(score, gamma=gamma, verdict=thresholds.verdict(gamma),
+                    error=None if gamma is not None else UNDEFINED,
+                    error_kind=None if gamma is not None else "undefined")
     if thresholds.curve is not None:
-        band = thresholds.curve.band(gamma)
-        out |= {"p_correct": thresholds.curve.p_correct(gamma),
-                "p_correct_band": None if band is None else list(band)}
-    return out
+        score = replace(score, p_correct=thresholds.curve.p_correct(gamma),
+                        p_correct_band=thresholds.curve.band(gamma))
+    return score

@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.backends.base import Outcome
 from veracity.errors import BackendError, ConfigError
+from veracity.methods.gamma.trust import TrustScore
 from veracity.serve.spans import GatewayTracer
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest
@@ -139,36 +140,34 @@ class Tracing:
             attributes["gen_ai.input.messages"] = _messages(body.get("messages"))
         span.set_attributes(attributes)
 
-    def scored(self, score: dict[str, Any], answer: str | None) -> None:
+    def scored(self, score: TrustScore, answer: str | None) -> None:
         """A finished (or failed) score: a ``veracity.score`` span over its scoring time, and
         gamma, the verdict and P(correct) on it and on the request span while it is open."""
         held = _REQUEST.get()
         if held is None or not held.get_span_context().trace_flags.sampled:
             return  # not traced, or left out by the sampler
-        result: dict[str, Any] = {"veracity.verdict": score["verdict"]}
-        for key in ("gamma", "p_correct"):
-            if score.get(key) is not None:
-                result[f"veracity.{key}"] = float(score[key])
-        if score.get("error"):
-            kind = score.get("error_kind") or score_error_kind(str(score["error"]))
-            result["veracity.error_kind"] = str(kind)
+        result: dict[str, Any] = {"veracity.verdict": score.verdict}
+        if score.gamma is not None:
+            result["veracity.gamma"] = float(score.gamma)
+        if score.p_correct is not None:
+            result["veracity.p_correct"] = float(score.p_correct)
+        if score.error:
+            result["veracity.error_kind"] = str(score.error_kind or score_error_kind(score.error))
         if held.is_recording():
-            request = result | {"veracity.score_id": score["id"], "veracity.n": score["n"],
-                                "veracity.model_calls": score.get("model_calls", 0)}
+            request = result | {"veracity.score_id": score.id, "veracity.n": score.n,
+                                "veracity.model_calls": score.model_calls}
             if self.content and answer is not None:
                 request["gen_ai.output.messages"] = _output(answer, None)
             held.set_attributes(request)
-        timings = score.get("timings", {})
+        timings = score.timings
         if isinstance(timings.get("embedding_ms"), int | float):
             result["veracity.embedding_ms"] = float(timings["embedding_ms"])
         if self.content:
-            if score.get("perturbed_prompts"):
-                result["veracity.perturbed_prompts"] = [str(p) for p in score["perturbed_prompts"]]
-            result["veracity.perturbed_answers"] = [str(a) for a in score.get("perturbed_answers", [])]
+            result["veracity.perturbed_answers"] = [str(a) for a in score.perturbed_answers]
         end = time.time_ns()
         start = end - int(1e6 * float(timings.get("scoring_ms", 0.0)))
-        span = self.tracer.start_span(f"veracity.score {score['model']}", start_time=start, attributes=result)
-        if score.get("error"):
+        span = self.tracer.start_span(f"veracity.score {score.model}", start_time=start, attributes=result)
+        if score.error:
             span.set_status(Status(StatusCode.ERROR))
         span.end(end)
 

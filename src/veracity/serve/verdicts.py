@@ -14,7 +14,13 @@ from typing import Any, Protocol
 from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration import KEY_FIELDS, Calibration, Curve, describe_key
 from veracity.methods.gamma.core import Form
-from veracity.methods.gamma.trust import Verdict, check_thresholds, default_thresholds, verdict
+from veracity.methods.gamma.trust import (
+    AUTHORS_SOURCE,
+    Verdict,
+    check_thresholds,
+    default_thresholds,
+    verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ class FixedThresholds:
         if self._given is not None:
             return Thresholds(*self._given, source="--thresholds")
         low, high = default_thresholds(form)
-        return Thresholds(low, high, source="authors' 0.1 / 0.2 buckets")
+        return Thresholds(low, high, source=AUTHORS_SOURCE)
 
 
 class CalibratedThresholds:

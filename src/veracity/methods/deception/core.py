@@ -30,7 +30,7 @@ from veracity.methods.deception.prompt import (
     format_answer,
     json_escape,
 )
-from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.deception.records import DeceptionAnswer, DeceptionRecord
 from veracity.types import Generation, GenRequest, MCItem, Message, Sampling
 
 __all__ = ["EXAMPLE", "EXAMPLE_REASONING", "INSTRUCTION", "NORMAL_START", "PREFILL_HEAD",
@@ -370,7 +370,7 @@ class _Answer:
 
 def answer_items(
     items: Sequence[MCItem], client: LLMClient, settings: DeceptionSettings = DeceptionSettings()
-) -> list[dict[str, Any]]:
+) -> list[DeceptionRecord]:
     """Answer every item normally and misleadingly in one batch, retry invalid answers in a
     second batch, and return one record per item."""
     require(client.backend, "prefill", "deception benchmarking")
@@ -417,24 +417,16 @@ def _take(request: GenRequest, generation: Generation | BackendError,
 
 def deception_record(
     item: MCItem, normal: _Answer, misleading: _Answer, model: str
-) -> dict[str, Any]:
+) -> DeceptionRecord:
     """The per-item record written to samples.jsonl."""
-    def side(a: _Answer) -> dict[str, Any]:
-        return {"answer": a.parsed.answer, "reasoning": a.parsed.reasoning, "raw": a.raw,
-                "attempts": a.attempts, "errors": a.errors, "finish_reason": a.finish_reason,
-                "error_kind": a.kind.value if a.kind else None, "replaced_chars": a.replaced_chars}
+    def side(a: _Answer) -> DeceptionAnswer:
+        return DeceptionAnswer(a.parsed.answer, a.parsed.reasoning, a.raw, a.attempts,
+                               tuple(a.errors), a.finish_reason, a.kind, a.replaced_chars)
 
-    return {
-        "id": item.id,
-        "subject": item.subject,
-        "question": item.question,
-        "options": list(item.options),
-        "gold": item.answer,
-        "misleading_start": item.misleading_start,
-        "model": model,
-        "normal": side(normal),
-        "misleading": side(misleading),
-    }
+    return DeceptionRecord(id=str(item.id), subject=item.subject, question=item.question,
+                           options=tuple(item.options), gold=item.answer,
+                           misleading_start=item.misleading_start, model=model,
+                           normal=side(normal), misleading=side(misleading))
 
 
 def pairs_from_records(records: Sequence[DeceptionRecord]) -> list[AnswerPair]:

@@ -38,7 +38,6 @@ from veracity.methods.deception.dataset import (
 from veracity.methods.deception.recorded import recorded_subjects, subject_records
 from veracity.methods.deception.records import DeceptionRecord
 from veracity.paths import check_output_dir
-from veracity.records import read_records
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult, save_run
 from veracity.store import check_run_target, dumps, package_versions, timestamp, write_jsonl
@@ -84,7 +83,7 @@ def run_deception(
             f"(first: {missing[0]}); build them with `veracity deception make-dataset`"
         )
     client = ctx.client(model)
-    records = read_records(DeceptionRecord, answer_items(items, client, settings))
+    records = answer_items(items, client, settings)
     results = _results(records, settings, client.spec, str(spec), "live")
     config = {
         "model": client.spec,

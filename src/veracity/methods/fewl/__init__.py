@@ -11,7 +11,7 @@ METHODS = (
                commands=(Command("veracity.methods.fewl.cli:fewl"),),
                run_files=("references.jsonl", "pairs.jsonl", "icl_prompts.jsonl", "finetune.jsonl")),
     MethodSpec("mitigation", "Reducing hallucination with FEWL (ICL and fine-tuning)",
-               "veracity.records:Row",
+               "veracity.methods.fewl.records:MitigationRecord",
                (ReportSection("veracity.methods.fewl.report_mitigation:section"),),
                higher_is_better=True, primary_metric="candidate_better",
                commands=(Command("veracity.methods.fewl.cli_train:icl_cmd", group="fewl"),

@@ -31,9 +31,9 @@ from veracity.methods.fewl.icl_examples import FORMATS, POOLS
 from veracity.methods.fewl.lora import METHODS
 from veracity.methods.fewl.mitigation import MitigationSettings
 from veracity.methods.fewl.mitigation_paper import labelled_candidates
+from veracity.methods.fewl.records import MitigationRecord
 from veracity.methods.fewl.run import AnswerSource, answer_source
 from veracity.methods.fewl.selection import RULES
-from veracity.records import Row
 from veracity.report import build_report
 from veracity.runs.common import total_stats
 from veracity.runs.result import RunResult
@@ -94,7 +94,7 @@ def _judge_prompt(path: Path | None) -> dict[str, str]:
     return {"judge_prompt": text, "judge_prompt_source": str(path)}
 
 
-def _done(outcome: RunResult[Row], started: float, ctx: Any, title: str,
+def _done(outcome: RunResult[MitigationRecord], started: float, ctx: Any, title: str,
           chosen: dict[str, Any]) -> None:
     record_selection(outcome.run, chosen)
     stats = total_stats(ctx)

@@ -24,7 +24,7 @@ from veracity.methods.fewl.mitigation import (
     user_turn,
     write_run,
 )
-from veracity.records import Row
+from veracity.methods.fewl.records import MitigationRecord
 from veracity.registry import load_model
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
@@ -34,7 +34,7 @@ from veracity.types import Item
 
 def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str,
                   lora: LoraSettings, ctx: Context, out: Path, dataset: str = "",
-                  merge: bool = False, progress: bool = True) -> RunResult[Row]:
+                  merge: bool = False, progress: bool = True) -> RunResult[MitigationRecord]:
     """Train one adapter per rule (resuming from checkpoints under ``out/training``), answer
     the test split with base and fine-tuned models, judge each pair in both orders."""
     check_run_target(out)  # before any model call

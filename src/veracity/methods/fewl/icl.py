@@ -33,9 +33,9 @@ from veracity.methods.fewl.mitigation import (
     write_run,
 )
 from veracity.methods.fewl.mitigation_paper import comparison_rows, comparisons
+from veracity.methods.fewl.records import Comparison, IclPair, MitigationRecord
 from veracity.methods.fewl.selection import nearest
 from veracity.methods.fewl.similarity import is_cross_encoder
-from veracity.records import Row
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.store import check_run_target
@@ -85,7 +85,7 @@ def prompts(train: Sequence[Item], test: Sequence[Item], picked: Sequence[str | 
 
 
 def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, icl: IclSettings,
-             ctx: Context, out: Path | None = None, dataset: str = "") -> RunResult[Row]:
+             ctx: Context, out: Path | None = None, dataset: str = "") -> RunResult[MitigationRecord]:
     """Head-to-head win rates (and accuracy on labels) of K-shot answers per rule."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -139,12 +139,11 @@ def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, ic
                "accuracy": acc}
     samples = []
     for k, item in enumerate(test):
-        judged = [{"candidate": c, "base": b, **rows[k].record()} for (c, b), rows in head.items()]
-        judged += [{"candidate": rule, "base": "zero-shot", **rows[k].record()}
-                   for rule, rows in zero_judged.items()]
-        samples.append({"id": item.id, "question": item.question,
-                        "answers": {name: texts[k] for name, texts in arms.items()},
-                        "correct": {name: flags[k] for name, flags in correct.items()},
-                        "examples": {rule: ids[k] for rule, ids in shots.items()},
-                        "judged": judged})
+        judged = [Comparison(c, b, rows[k]) for (c, b), rows in head.items()]
+        judged += [Comparison(rule, "zero-shot", rows[k]) for rule, rows in zero_judged.items()]
+        samples.append(IclPair(item.id, item.question,
+                               {name: texts[k] for name, texts in arms.items()},
+                               {name: flags[k] for name, flags in correct.items()},
+                               {rule: tuple(ids[k]) for rule, ids in shots.items()},
+                               tuple(judged)))
     return write_run(out, "icl", dataset, settings, results, samples, selection, ctx)

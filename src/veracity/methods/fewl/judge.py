@@ -16,7 +16,7 @@ inconsistent: wins / (wins + losses).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -93,6 +93,13 @@ class Judged:
         return {"outcome": self.outcome, "first_reply": self.first_reply,
                 "second_reply": self.second_reply, "first": self.first, "second": self.second,
                 "asked": self.asked}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Judged:
+        """A judgement as a run file holds it (the keys of :meth:`record`)."""
+        return cls(data.get("outcome", "inconsistent"), data.get("first_reply"),
+                   data.get("second_reply"), data.get("first"), data.get("second"),
+                   bool(data.get("asked", True)))
 
 
 def judge_pairs(client: LLMClient, questions: Sequence[str], candidate: Sequence[str],

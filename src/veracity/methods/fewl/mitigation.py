@@ -16,6 +16,7 @@ from veracity.correctness import Labelled, label_answers
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.fewl.judge import JUDGE_PROMPT, Judged, judge_pairs, win_rates
 from veracity.methods.fewl.mitigation_paper import dataset_candidates
+from veracity.methods.fewl.records import FinetunePair, MitigationRecord, RuleAnswer
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
@@ -26,7 +27,6 @@ from veracity.methods.fewl.run import (
 )
 from veracity.methods.fewl.selection import RULES, best_candidates, gold_answers, split_indices
 from veracity.methods.fewl.similarity import is_cross_encoder
-from veracity.records import Row
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult, save_run
 from veracity.types import GenRequest, Item, Message, Sampling
@@ -167,25 +167,21 @@ def results_rows(judged: dict[str, list[Judged]], accuracies: dict[str, dict[str
 
 def pair_samples(test: Sequence[Item], base_name: str, base: Sequence[str],
                  rule_answers: dict[str, list[str]], judged: dict[str, list[Judged]],
-                 correct: dict[str, list[bool | None]]) -> list[dict[str, Any]]:
+                 correct: dict[str, list[bool | None]]) -> list[FinetunePair]:
     """One record per test question: the base answer and, per rule, the answer and judgement."""
-    out = []
-    for k, item in enumerate(test):
-        out.append({"id": item.id, "question": item.question, "base_name": base_name,
-                    "base_answer": base[k], "base_correct": correct[base_name][k],
-                    "rules": {rule: {"answer": answers[k], "correct": correct[rule][k],
-                                     **judged[rule][k].record()}
-                              for rule, answers in rule_answers.items()}})
-    return out
+    return [FinetunePair(item.id, item.question, base_name, base[k], correct[base_name][k],
+                         {rule: RuleAnswer(answers[k], correct[rule][k], judged[rule][k])
+                          for rule, answers in rule_answers.items()})
+            for k, item in enumerate(test)]
 
 
 def write_run(out: Path | None, mode: str, dataset: str, settings: MitigationSettings,
-              results: dict[str, Any], samples: list[dict[str, Any]],
-              selection: list[dict[str, Any]], ctx: Context) -> RunResult[Row]:
+              results: dict[str, Any], samples: Sequence[MitigationRecord],
+              selection: list[dict[str, Any]], ctx: Context) -> RunResult[MitigationRecord]:
     """The run's result, written into ``out`` unless it is None."""
     config = {"mode": mode, "dataset": dataset, **settings.describe(),
               "model_options": ctx.options_record()}
     results = {"method": "mitigation", "mode": mode, "dataset": dataset,
                "judge": settings.judge, **results}
-    return save_run(out, "mitigation", config, [Row(s) for s in samples], results, ctx.started,
+    return save_run(out, "mitigation", config, samples, results, ctx.started,
                     ctx.stats(), {"selection.jsonl": selection})

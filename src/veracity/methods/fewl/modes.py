@@ -86,10 +86,12 @@ def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
 
 
 def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
-            recs: list[dict[str, Any]], prep: Prepared, names: Sequence[str]) -> dict[str, Any]:
+            recs: list[FewlRecord], prep: Prepared, names: Sequence[str]) -> dict[str, Any]:
     """Mean FEWL per model, and where items are multiple choice the true error rate, the two
-    rankings and their Spearman correlation (FEWL vs accuracy: +1 = same order)."""
-    means = {n: mean_stderr([r["answers"][n]["fewl"] for r in recs])[0] for n in names}
+    rankings and their Spearman correlation (FEWL vs accuracy: +1 = same order). Each
+    multiple-choice record in ``recs`` is replaced by one naming the option each answer
+    matches."""
+    means = {n: mean_stderr([r.answers[n].fewl for r in recs])[0] for n in names}
     out: dict[str, Any] = {"mean_fewl": means}
     labelled = [i for i, item in enumerate(items) if "options" in item.metadata]
     if labelled:
@@ -98,7 +100,7 @@ def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
             choices = choose_options(prep.similarity, [answer_sets[name][i] for i in labelled],
                                      [items[i].metadata["options"] for i in labelled])
             for i, choice in zip(labelled, choices, strict=True):
-                recs[i]["answers"][name]["choice"] = choice
+                recs[i] = recs[i].with_answer_keys(name, choice=choice)
             errors[name] = 1.0 - _accuracy([items[i] for i in labelled], choices)
         scored = [n for n in names if not math.isnan(means[n])]  # no FEWL score: no rank
         rho, p = spearman([means[n] for n in scored], [1.0 - errors[n] for n in scored])
@@ -198,11 +200,12 @@ def tqa_metrics(similarity: Similarity, answers: Sequence[str | None],
 
 
 def sample_level(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
-                 recs: list[dict[str, Any]], prep: Prepared, scores: FewlScores,
+                 recs: list[FewlRecord], prep: Prepared, scores: FewlScores,
                  divergence: str) -> dict[str, Any] | None:
     """Table 5: for every two answer sources, on the questions with TruthfulQA labels, how
     often the answer the TQA metric prefers also gets the higher FEWL, with the penalty
-    (FEWL) and without it (expertise λ, no penalty). None without such labels or sources."""
+    (FEWL) and without it (expertise λ, no penalty). None without such labels or sources.
+    Each labelled record in ``recs`` is replaced by one carrying its answers' TQA metric."""
     rows = [i for i, item in enumerate(items)
             if item.references and item.metadata.get("incorrect_answers")]
     names = list(answer_sets)
@@ -215,7 +218,7 @@ def sample_level(items: Sequence[Item], answer_sets: dict[str, list[str | None]]
         metric[name] = tqa_metrics(prep.similarity, [answer_sets[name][i] for i in rows], correct,
                                    incorrect)
         for k, i in enumerate(rows):
-            recs[i]["answers"][name]["tqa_metric"] = as_number(metric[name][k])
+            recs[i] = recs[i].with_answer_keys(name, tqa_metric=as_number(metric[name][k]))
     pairs = []
     for a, b in combinations(names, 2):
         entry: dict[str, Any] = {"a": a, "b": b}
@@ -250,7 +253,7 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
         sets[name] = [dict(x.worse)[name] for x in items]
     labels = [(x.better, [text for _, text in x.worse]) for x in items]
     tables = []
-    first: tuple[Prepared, Any, list[dict[str, Any]]] | None = None
+    first: tuple[Prepared, Any, list[FewlRecord]] | None = None
     for r in range(repeats):
         current = replace(settings, repeat=settings.repeat + r)
         prep = prepare_inputs(plain, current, ctx)
@@ -299,12 +302,12 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
                               for row in matrix]
     chosen: list[str | None] = []
     for i, (rec, index) in enumerate(zip(recs, best, strict=True)):
-        rec["selected"] = index
-        rec["value"] = None if index is None else as_number(matrix[i, index])
-        rec["answer"] = None if index is None else candidates[i][index]
-        chosen.append(rec["answer"])
+        recs[i] = replace(rec, value=None if index is None else as_number(matrix[i, index]),
+                          answer=None if index is None else candidates[i][index],
+                          extra={**rec.extra, "selected": index})
+        chosen.append(recs[i].answer)
     results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
-                               "selection": aggregate_values([r["value"] for r in recs])}
+                               "selection": aggregate_values([r.value for r in recs])}
     mc = [item for item in items if "options" in item.metadata]
     if mc:
         options = [item.metadata["options"] for item in mc]
@@ -319,13 +322,13 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
                                                              "temperature": temperature}})
     if outcome.run is not None:
         nb = prep.neighbours
-        keep = [a is not None and (min_fewl is None or (r["value"] is not None and r["value"] >=
+        keep = [a is not None and (min_fewl is None or (r.value is not None and r.value >=
                 min_fewl)) for a, r in zip(chosen, recs, strict=True)]
         shots = [[int(k) for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m and keep[k]]
                  [:icl_examples] for i in range(len(items))]
         questions = [(item.id, item.question) for item in items]
         outcome.run.write_jsonl("icl_prompts.jsonl", icl_prompts(
-            questions, chosen, [r["value"] for r in recs], shots, settings.answer_template))
+            questions, chosen, [r.value for r in recs], shots, settings.answer_template))
         outcome.run.write_jsonl("finetune.jsonl", finetune_set(
             [q for q, k in zip(questions, keep, strict=True) if k],
             [a for a, k in zip(chosen, keep, strict=True) if k]))

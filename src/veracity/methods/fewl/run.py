@@ -37,7 +37,7 @@ from veracity.methods.fewl.pairs import (
     PairSettings,
     generate_pairs,
 )
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import FewlAnswer, FewlRecord
 from veracity.methods.fewl.similarity import (
     Mapping,
     Similarity,
@@ -282,46 +282,44 @@ def as_number(value: Any) -> float | None:
 
 
 def build_records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
-            scores: FewlScores, settings: FewlSettings, variants: bool) -> list[dict[str, Any]]:
+            scores: FewlScores, settings: FewlSettings, variants: bool) -> list[FewlRecord]:
     """One record per question: references, pairs, expertise and lambda per reference,
     neighbours, and per answer set the truthfulness, penalty and FEWL (plus ablations)."""
     out = []
     div = settings.divergence
+    nb = scores.neighbours
     for i, item in enumerate(items):
-        nb = scores.neighbours
-        answers: dict[str, Any] = {}
+        answers: dict[str, FewlAnswer] = {}
         for name, values in answer_sets.items():
             terms = scores.sets[name][div]["fewl"]
-            entry: dict[str, Any] = {
-                "answer": values[i], "truthfulness": as_number(terms.truthfulness[i]),
-                "penalty": as_number(terms.penalty[i]), "fewl": as_number(terms.fewl[i]),
-            }
-            if variants:
-                entry["variants"] = {d: {v: as_number(t.fewl[i]) for v, t in per.items()}
-                                     for d, per in scores.sets[name].items()}
-            answers[name] = entry
+            extra = {"variants": {d: {v: as_number(t.fewl[i]) for v, t in per.items()}
+                                  for d, per in scores.sets[name].items()}} if variants else {}
+            answers[name] = FewlAnswer(values[i], as_number(terms.truthfulness[i]),
+                                       as_number(terms.penalty[i]), as_number(terms.fewl[i]),
+                                       extra)
         refs = prep.references[i]
         first = next(iter(answers.values()))
-        out.append({
-            "id": item.id, "question": item.question,
-            "value": first["fewl"], "answer": first["answer"],
-            "references": refs, "reference_models": prep.reference_names[:len(refs)],
-            "pairs": [asdict(p) for p in prep.pairs.pairs[i]],
-            "pairs_attempts": prep.pairs.attempts[i],
-            "pairs_failed": int(scores.pair_count[i]) < settings.pairs.min_pairs,
-            "scored": bool(scores.scorable[i]),
-            "pairs_error": prep.pairs.errors[i] if prep.pairs.errors else None,
-            "pairs_raw": prep.pairs.raw[i] if not prep.pairs.pairs[i] else None,
-            "expertise": [as_number(s) for s in scores.expertise[i, :len(refs)]],
-            "lambda": [as_number(w) for w in scores.weights[i, :len(refs)]],
-            "agreement_wrong": [as_number(v) for v in scores.agreement_wrong[i, :len(refs)]],
-            "agreement_corrected": [as_number(v)
-                                    for v in scores.agreement_corrected[i, :len(refs)]],
-            "neighbours": [items[k].id for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m],
-            "neighbour_cosine": [as_number(c) for c, m in zip(nb.cosine[i], nb.mask[i], strict=True)
-                                 if m],
-            "answers": answers,
-        })
+        out.append(FewlRecord(
+            id=str(item.id), question=item.question, value=first.fewl, answer=first.answer,
+            references=tuple(refs), reference_models=tuple(prep.reference_names[:len(refs)]),
+            pairs=tuple(asdict(p) for p in prep.pairs.pairs[i]),
+            pairs_attempts=prep.pairs.attempts[i],
+            pairs_failed=int(scores.pair_count[i]) < settings.pairs.min_pairs,
+            scored=bool(scores.scorable[i]),
+            pairs_error=prep.pairs.errors[i] if prep.pairs.errors else None,
+            pairs_raw=prep.pairs.raw[i] if not prep.pairs.pairs[i] else None,
+            expertise=tuple(as_number(s) for s in scores.expertise[i, :len(refs)]),
+            weights=tuple(as_number(w) for w in scores.weights[i, :len(refs)]),
+            neighbours=tuple(items[k].id for k, m in zip(nb.index[i], nb.mask[i], strict=True)
+                             if m),
+            neighbour_cosine=tuple(as_number(c) for c, m in zip(nb.cosine[i], nb.mask[i],
+                                                                 strict=True) if m),
+            answers=answers,
+            extra={"agreement_wrong": [as_number(v)
+                                       for v in scores.agreement_wrong[i, :len(refs)]],
+                   "agreement_corrected": [as_number(v)
+                                           for v in scores.agreement_corrected[i, :len(refs)]]},
+        ))
     return out
 
 
@@ -332,21 +330,21 @@ def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
     return {"mean": mean, "stderr": stderr, "ci95": [low, high], "n": n}
 
 
-def model_summaries(recs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+def model_summaries(recs: Sequence[FewlRecord], names: Sequence[str]) -> dict[str, Any]:
     out = {}
     for name in names:
-        entries = [r["answers"][name] for r in recs]
-        out[name] = aggregate_values([e["fewl"] for e in entries]) | {
-            "mean_truthfulness": mean_stderr([e["truthfulness"] for e in entries])[0],
-            "mean_penalty": mean_stderr([e["penalty"] for e in entries])[0],
+        entries = [r.answers[name] for r in recs]
+        out[name] = aggregate_values([e.fewl for e in entries]) | {
+            "mean_truthfulness": mean_stderr([e.truthfulness for e in entries])[0],
+            "mean_penalty": mean_stderr([e.penalty for e in entries])[0],
         }
     return out
 
 
-def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[str, Any]],
+def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[FewlRecord],
             results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
             out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
-    failed = [r["id"] for r in recs if r["pairs_failed"]]
+    failed = [r.id for r in recs if r.pairs_failed]
     results = {
         "method": "fewl", "mode": mode, "dataset": dataset, "n_questions": len(items),
         "pairs_failed": failed, "divergence": settings.divergence,
@@ -358,7 +356,7 @@ def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[dict[s
               "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
               "reference_models": prep.reference_names,
               "model_options": ctx.options_record()} | extra
-    typed = [FewlRecord.from_json(r) for r in recs]
+    typed = recs
     files: dict[str, list[dict[str, Any]]] = {
         "references.jsonl": [{"id": r.id, "question": r.question, "references": list(r.references),
                               "reference_models": list(r.reference_models)} for r in typed],

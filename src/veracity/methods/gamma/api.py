@@ -63,8 +63,9 @@ def gamma(
         cached_embedder = _embedder(embedder, store)
         records = measure_gamma(items, client, cached_embedder, settings)
         if control is not None:
-            add_null_control(records, client, cached_embedder, settings.sampling, n, form)
-        return [GammaRecord.from_json(r) for r in records]
+            records, _ = add_null_control(records, client, cached_embedder, settings.sampling, n,
+                                          form)
+        return records
     finally:
         if isinstance(model, str):
             client.close()

@@ -16,7 +16,7 @@ import math
 import random
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,10 +26,11 @@ from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
 from veracity.methods.gamma.core import Form, GammaSettings, check_prompt, measure_gamma
 from veracity.methods.gamma.paraphrase import PARAPHRASE
+from veracity.methods.gamma.records import AttackPoint, AttackStep, GammaRecord
 from veracity.perturb import resolve_ball
 from veracity.types import Item, Sampling
 
-OnStep = Callable[[dict[str, Any]], None]
+OnStep = Callable[[AttackStep], None]
 ATTACK_MAX_N = 100
 """Candidates per step without ``allow_large_n``: a step costs n x (n + 1) generations."""
 
@@ -146,37 +147,33 @@ def choose(gammas: Sequence[float | None], descend: bool = False) -> int:
 class AttackResult:
     """The trajectory (one record per step, step 0 = the start) and why it stopped."""
 
-    steps: list[dict[str, Any]]
+    steps: list[AttackStep]
     stop_reason: str
     requested_calls: int
 
 
-def _point(record: dict[str, Any]) -> dict[str, Any]:
-    return {"prompt": record["prompt"], "answer": record["answer"], "gamma": record["gamma"]}
-
-
 def _step_record(
-    step: int, record: dict[str, Any], start: str, calls: int,
-    others: Sequence[dict[str, Any]] = (), chosen: int | None = None,
-) -> dict[str, Any]:
-    return {
-        "id": f"step-{step}",
-        "step": step,
-        "prompt": record["prompt"],
-        "suffix": record["prompt"][len(start):] if record["prompt"].startswith(start) else None,
-        "answer": record["answer"],
-        "gamma": record["gamma"],
-        "perturbed_prompts": record["perturbed_prompts"],
-        "perturbed_answers": record["perturbed_answers"],
-        "chosen": chosen,
-        "candidates": [_point(r) for r in others],
-        "requested_calls": calls,
-        "model": record["model"],
-        "embedder": record["embedder"],
-        "form": record["form"],
-        "ball": record["ball"],
-        "error": record["error"],
-    }
+    step: int, record: GammaRecord, start: str, calls: int,
+    others: Sequence[GammaRecord] = (), chosen: int | None = None,
+) -> AttackStep:
+    return AttackStep(
+        id=f"step-{step}",
+        step=step,
+        prompt=record.prompt,
+        suffix=record.prompt[len(start):] if record.prompt.startswith(start) else None,
+        answer=record.answer,
+        gamma=record.gamma,
+        perturbed_prompts=record.perturbed_prompts,
+        perturbed_answers=record.perturbed_answers,
+        chosen=chosen,
+        candidates=tuple(AttackPoint(r.prompt, r.answer, r.gamma) for r in others),
+        requested_calls=calls,
+        model=record.model,
+        embedder=record.embedder,
+        form=record.form,
+        ball=record.ball,
+        error=None if record.error is None else record.error.message,
+    )
 
 
 def walk_attack(
@@ -211,14 +208,13 @@ def walk_attack(
         items = [Item(f"step-{step}-candidate-{j}", c) for j, c in enumerate(pool)]
         records = measure_gamma(items, client, embedder, gamma_settings, paraphraser)
         calls += step_cost(settings)
-        best = choose([r["gamma"] for r in records], settings.descend)
-        current = records[best]["prompt"]
+        best = choose([r.gamma for r in records], settings.descend)
+        current = records[best].prompt
         steps.append(_step_record(step, records[best], prompt, calls, records, best))
         if on_step is not None:
             on_step(steps[-1])
-    drift = similarity_to_first([s["answer"] for s in steps], embedder)
-    for record, value in zip(steps, drift, strict=True):
-        record["similarity_to_start"] = value
+    drift = similarity_to_first([s.answer for s in steps], embedder)
+    steps = [replace(s, similarity_to_start=value) for s, value in zip(steps, drift, strict=True)]
     return AttackResult(steps, reason, calls)
 
 
@@ -238,13 +234,13 @@ def similarity_to_first(answers: Sequence[str], embedder: CachedEmbedder) -> lis
 def aggregate(result: AttackResult, descend: bool = False) -> dict[str, Any]:
     """Start, final and best point of a trajectory (best = largest gamma, smallest if descending)."""
     steps = result.steps
-    best = steps[choose([s["gamma"] for s in steps], descend)]
+    best = steps[choose([s.gamma for s in steps], descend)]
 
-    def brief(s: dict[str, Any]) -> dict[str, Any]:
+    def brief(s: AttackStep) -> dict[str, Any]:
         keys = ("step", "prompt", "suffix", "answer", "gamma", "similarity_to_start")
-        return {k: s.get(k) for k in keys}
+        return {k: getattr(s, k) for k in keys}
 
-    gammas = [s["gamma"] for s in steps]
+    gammas = [s.gamma for s in steps]
     moves = [
         b - a for a, b in zip(gammas, gammas[1:], strict=False) if a is not None and b is not None
     ]

@@ -35,6 +35,7 @@ from veracity.methods.gamma.cli import (
 from veracity.methods.gamma.core import ALL_FORMS, GammaSettings
 from veracity.methods.gamma.isotropy import DEFAULT_CONE
 from veracity.methods.gamma.paraphrase import PARAPHRASE
+from veracity.methods.gamma.records import AttackStep
 from veracity.methods.gamma.run_attack import run_attack
 from veracity.methods.gamma.run_isotropy import run_isotropy
 from veracity.store import dumps
@@ -51,11 +52,10 @@ def _gamma(value: float | None) -> str:
     return "   —   " if value is None else f"{value:7.4f}"
 
 
-def _echo_step(record: dict[str, Any]) -> None:
-    suffix = record["suffix"] if record["suffix"] is not None else record["prompt"]
-    shown = "(start)" if record["step"] == 0 else _flat(suffix, 28)
-    echo(f"{record['step']:>4} {_gamma(record['gamma'])}  {shown:<28}  "
-               f"{_flat(record['answer'], 60)}")
+def _echo_step(record: AttackStep) -> None:
+    suffix = record.suffix if record.suffix is not None else record.prompt
+    shown = "(start)" if record.step == 0 else _flat(suffix, 28)
+    echo(f"{record.step:>4} {_gamma(record.gamma)}  {shown:<28}  {_flat(record.answer, 60)}")
 
 
 def _slug(text: str) -> str:

@@ -21,7 +21,7 @@ from veracity.backends.base import ComputeVaried
 from veracity.client import CachedEmbedder, CallStats, LLMClient
 from veracity.errors import ConfigError
 from veracity.methods.gamma.core import Form, score_answers
-from veracity.records import RecordError
+from veracity.methods.gamma.records import GammaRecord
 from veracity.stats import mean_stderr
 from veracity.types import Generation, GenRequest, Sampling
 
@@ -81,50 +81,49 @@ def null_generations(
 
 
 def add_null_control(
-    records: list[dict[str, Any]],
+    records: Sequence[GammaRecord],
     client: LLMClient,
     embedder: CachedEmbedder,
     sampling: Sampling,
     n: int,
     form: Form,
-) -> dict[str, Any]:
-    """Answer each record's prompt along N compute paths, score gamma_null around the record's
-    answer, and set ``gamma_null``, ``gamma_above_null`` and ``null_answers`` on it.
+) -> tuple[list[GammaRecord], dict[str, Any]]:
+    """Answer each record's prompt along N compute paths and score gamma_null around the
+    record's answer: the records with ``gamma_null``, ``gamma_above_null`` and ``null_answers``
+    set, and the run's ``control`` section.
 
-    Items the model rejected are skipped. Returns the run's ``control`` section.
+    Items the model rejected are skipped.
     """
     paths = variations(client, n)
-    todo = [k for k, r in enumerate(records) if not _model_failed(r)]
-    for record in records:
-        record.update(gamma_null=None, gamma_above_null=None, null_answers=[])
+    out = [r.with_extra(gamma_null=None, gamma_above_null=None, null_answers=[]) for r in records]
+    todo = [k for k, r in enumerate(out) if r.error is None or not r.error.no_answer]
     if not todo:
-        return summarise(records, paths)
-    outcomes = null_generations([str(records[k]["prompt"]) for k in todo], client, sampling, paths)
+        return out, summarise(out, paths)
+    outcomes = null_generations([out[k].prompt for k in todo], client, sampling, paths)
     texts = [[o.text.strip() if isinstance(o, Generation) else "" for o in row] for row in outcomes]
-    values = score_answers([str(records[k]["answer"]) for k in todo], texts, embedder, form)
+    values = score_answers([out[k].answer for k in todo], texts, embedder, form)
     for k, row, answers, value in zip(todo, outcomes, texts, values, strict=True):
         failed = next((str(o) for o in row if not isinstance(o, Generation)), None)
-        record = records[k]
-        record["null_answers"] = answers
+        record = out[k]
         if failed:
-            record["control_error"] = f"model error: {failed}"
+            out[k] = record.with_extra(null_answers=answers,
+                                       control_error=f"model error: {failed}")
             continue
-        record["gamma_null"] = value
-        if value is not None and record.get("gamma") is not None:
-            record["gamma_above_null"] = bool(record["gamma"] > value)
-    return summarise(records, paths)
+        above = None if value is None or record.gamma is None else bool(record.gamma > value)
+        out[k] = record.with_extra(gamma_null=value, gamma_above_null=above, null_answers=answers)
+    return out, summarise(out, paths)
 
 
-def summarise(records: Sequence[dict[str, Any]], paths: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarise(records: Sequence[GammaRecord], paths: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means of gamma and gamma_null over items that have both, and the share of items whose
     gamma exceeds the 95th percentile of the run's gamma_null."""
-    both = [r for r in records if r.get("gamma") is not None and r.get("gamma_null") is not None]
-    g = np.array([r["gamma"] for r in both], dtype=np.float64)
-    null = np.array([r["gamma_null"] for r in both], dtype=np.float64)
+    both = [r for r in records if r.gamma is not None and r.gamma_null is not None]
+    g = np.array([r.gamma for r in both], dtype=np.float64)
+    null = np.array([r.gamma_null for r in both], dtype=np.float64)
     mean_g, se_g = mean_stderr(list(g))
     mean_null, se_null = mean_stderr(list(null))
     p95 = float(np.quantile(null, 0.95)) if null.size else math.nan
-    identical = [all(a == r["answer"] for a in r["null_answers"]) for r in both]
+    identical = [all(a == r.answer for a in r.extra["null_answers"]) for r in both]
     return {
         "kind": "numeric",
         "n": len(paths),
@@ -140,9 +139,3 @@ def summarise(records: Sequence[dict[str, Any]], paths: Sequence[dict[str, Any]]
         "share_above_own_null": float((g > null).mean()) if both else math.nan,
         "share_null_identical": float(np.mean(identical)) if both else math.nan,
     }
-
-
-def _model_failed(record: dict[str, Any]) -> bool:
-    """The model gave this item no answer (older runs say so by a message prefix)."""
-    error = RecordError.from_json(record.get("error"), record.get("error_kind"))
-    return error is not None and error.no_answer

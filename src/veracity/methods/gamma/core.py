@@ -13,8 +13,8 @@ embeddings' lengths and converts to neither.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -24,8 +24,10 @@ from veracity.checks import MAX_N, check_count, check_number
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import BackendError, ConfigError, ErrorKind
 from veracity.methods.gamma.paraphrase import PARAPHRASE, paraphrase_ball
+from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.running import RunningGamma
 from veracity.perturb import perturb
+from veracity.records import RecordError
 from veracity.text import lone_surrogate
 from veracity.types import Generation, GenRequest, Item, Sampling
 
@@ -287,7 +289,7 @@ def measure_gamma(
     embedder: CachedEmbedder,
     settings: GammaSettings = GammaSettings(),
     paraphraser: LLMClient | None = None,
-) -> list[dict[str, Any]]:
+) -> list[GammaRecord]:
     """Ask every question N+1 times in one batch, embed, and score; one record per item.
 
     The ``paraphrase`` ball is written first, in its own stage, by ``paraphraser`` (default:
@@ -311,24 +313,26 @@ def measure_gamma(
     perturbed = [texts[i * stride + 1 : (i + 1) * stride] for i in range(len(items))]
     gammas = score_answers(answers, perturbed, embedder, settings.form)
     gammas = [None if failed else g for g, failed in zip(gammas, failures, strict=True)]
+    cosines = perturbed_cosines(answers, perturbed, embedder)
     records = []
-    for item, ball, answer, others, value, failed, group in zip(
-        items, balls, answers, perturbed, gammas, failures, groups, strict=True
+    for item, ball, answer, others, value, failed, group, cos in zip(
+        items, balls, answers, perturbed, gammas, failures, groups, cosines, strict=True
     ):
         record = gamma_record(item, answer, ball, others, value, settings, client.spec,
                               embedder.spec)
-        if failed:
-            record["error"] = f"{failed.kind.label}: {failed}"
-            record["error_kind"] = failed.kind.value
-        record["replaced_chars"] = sum(g.replaced_chars for g in group if isinstance(g, Generation))
         centre = group[0]
-        # a cut answer's γ is measured on prefixes: said in the record and counted
-        record["finish_reason"] = centre.finish_reason if isinstance(centre, Generation) else None
-        record["perturbed_truncated"] = sum(isinstance(g, Generation) and g.finish_reason == LENGTH
-                                            for g in group[1:])
-        records.append(record)
-    for record, cosines in zip(records, perturbed_cosines(answers, perturbed, embedder), strict=True):
-        record["perturbed_cosines"] = cosines
+        records.append(replace(
+            record,
+            error=record.error if failed is None
+            else RecordError(failed.kind, f"{failed.kind.label}: {failed}"),
+            replaced_chars=sum(g.replaced_chars for g in group if isinstance(g, Generation)),
+            perturbed_cosines=tuple(cos),
+            # a cut answer's γ is measured on prefixes: said in the record and counted
+            extra={"finish_reason": centre.finish_reason if isinstance(centre, Generation)
+                   else None,
+                   "perturbed_truncated": sum(isinstance(g, Generation)
+                                              and g.finish_reason == LENGTH for g in group[1:])},
+        ))
     return records
 
 
@@ -371,29 +375,41 @@ def gamma_record(
     settings: GammaSettings,
     model: str,
     embedder: str,
-) -> dict[str, Any]:
+) -> GammaRecord:
     """The per-item record written to samples.jsonl and printed by ``--json``."""
-    return {
-        "id": item.id,
-        "prompt": item.question,
-        "answer": answer,
-        "gamma": value,
-        "form": settings.form,
-        "n": len(perturbed_answers),
-        "ball": settings.ball,
-        "seed": settings.seed,
-        "model": model,
-        "embedder": embedder,
-        "perturbed_prompts": list(perturbed_prompts),
-        "perturbed_answers": list(perturbed_answers),
-        "references": list(item.references),
-        "metadata": dict(item.metadata),
-        "error": None if value is not None else "empty answer: gamma is undefined",
-        "error_kind": None if value is not None else ErrorKind.UNDEFINED.value,
-    }
+    return GammaRecord(
+        id=item.id,
+        prompt=item.question,
+        answer=answer,
+        gamma=value,
+        form=settings.form,
+        n=len(perturbed_answers),
+        ball=settings.ball,
+        seed=settings.seed,
+        model=model,
+        embedder=embedder,
+        perturbed_prompts=tuple(perturbed_prompts),
+        perturbed_answers=tuple(perturbed_answers),
+        references=tuple(item.references),
+        metadata=dict(item.metadata),
+        error=None if value is not None
+        else RecordError(ErrorKind.UNDEFINED, "empty answer: gamma is undefined"),
+    )
 
 
-def aggregate(records: Sequence[dict[str, Any]], threshold: float | Threshold = 0.05,
+def recorded_record(row: Mapping[str, Any], value: float | None,
+                    cosines: Sequence[float | None], settings: GammaSettings, model: str,
+                    embedder: str) -> GammaRecord:
+    """The record of one recorded generation (a checked line of a recorded file)."""
+    record = gamma_record(
+        Item(str(row["id"]), str(row["prompt"])), row["answer"],
+        row.get("perturbed_prompts", []), row["perturbed_answers"], value, settings,
+        str(row.get("model", model)), embedder,
+    )
+    return replace(record, ball=row.get("ball", "recorded"), perturbed_cosines=tuple(cosines))
+
+
+def aggregate(records: Sequence[GammaRecord], threshold: float | Threshold = 0.05,
               form: Form | None = None) -> dict[str, Any]:
     """Mean +- standard error, median, share below the threshold, histogram.
 
@@ -413,9 +429,9 @@ def aggregate(records: Sequence[dict[str, Any]], threshold: float | Threshold = 
     return running.result() | named
 
 
-def _records_form(records: Sequence[dict[str, Any]]) -> Form:
+def _records_form(records: Sequence[GammaRecord]) -> Form:
     """The one γ form of a run's records (sin when they do not say)."""
-    forms = {str(r.get("form") or "sin") for r in records}
+    forms = {r.form or "sin" for r in records}
     if len(forms) > 1:
         raise ConfigError(f"records mix γ forms {sorted(forms)}: a threshold cannot apply to all")
     form = forms.pop() if forms else "sin"

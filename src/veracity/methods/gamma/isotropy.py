@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.client import CachedEmbedder
+from veracity.methods.gamma.records import GammaRecord, IsotropyRecord
 from veracity.stats import histogram, mean_stderr
 
 Vectors = npt.NDArray[np.float64]
@@ -73,50 +74,45 @@ def _defined(value: float) -> float | None:
 
 
 def isotropy_record(
-    gamma_record: dict[str, Any], prompt_vectors: npt.ArrayLike, answer_vectors: npt.ArrayLike
-) -> dict[str, Any]:
+    gamma_record: GammaRecord, prompt_vectors: npt.ArrayLike, answer_vectors: npt.ArrayLike
+) -> IsotropyRecord:
     """Angles of one question from its gamma record and the embeddings of
     [prompt, *perturbed_prompts] and [answer, *perturbed_answers]."""
     p = np.asarray(prompt_vectors, dtype=np.float64)
     a = np.asarray(answer_vectors, dtype=np.float64)
     prompt_spread = spread(p[0], p[1:])
-    answer_angle = centroid_angle(a[0], a[1:]) if gamma_record["answer"].strip() else math.nan
-    return {
-        "id": gamma_record["id"],
-        "prompt": gamma_record["prompt"],
-        "answer": gamma_record["answer"],
-        "answer_angle": _defined(answer_angle),
-        "answer_point_angles": [_defined(v) for v in angles_deg(np.broadcast_to(a[0], a[1:].shape),
-                                                                 a[1:])],
-        "prompt_angle_mean": _defined(prompt_spread.mean),
-        "prompt_angle_std": _defined(prompt_spread.std),
-        "prompt_centroid_angle": _defined(centroid_angle(p[0], p[1:])),
-        "prompt_angles": [_defined(v) for v in prompt_spread.angles],
-        "gamma": gamma_record["gamma"],
-        "n": gamma_record["n"],
-        "ball": gamma_record["ball"],
-        "seed": gamma_record["seed"],
-        "form": gamma_record["form"],
-        "model": gamma_record["model"],
-        "embedder": gamma_record["embedder"],
-        "perturbed_prompts": gamma_record["perturbed_prompts"],
-        "perturbed_answers": gamma_record["perturbed_answers"],
-        "error": gamma_record["error"],
-    }
+    answer_angle = centroid_angle(a[0], a[1:]) if gamma_record.answer.strip() else math.nan
+    g = gamma_record
+    return IsotropyRecord(
+        id=g.id,
+        prompt=g.prompt,
+        answer=g.answer,
+        answer_angle=_defined(answer_angle),
+        answer_point_angles=tuple(_defined(v) for v in angles_deg(
+            np.broadcast_to(a[0], a[1:].shape), a[1:])),
+        prompt_angle_mean=_defined(prompt_spread.mean),
+        prompt_angle_std=_defined(prompt_spread.std),
+        prompt_centroid_angle=_defined(centroid_angle(p[0], p[1:])),
+        prompt_angles=tuple(_defined(v) for v in prompt_spread.angles),
+        gamma=g.gamma, n=g.n, ball=g.ball, seed=g.seed, form=g.form, model=g.model,
+        embedder=g.embedder, perturbed_prompts=g.perturbed_prompts,
+        perturbed_answers=g.perturbed_answers,
+        error=None if g.error is None else g.error.message,
+    )
 
 
 def isotropy_records(
-    gamma_records: Sequence[dict[str, Any]], embedder: CachedEmbedder
-) -> list[dict[str, Any]]:
+    gamma_records: Sequence[GammaRecord], embedder: CachedEmbedder
+) -> list[IsotropyRecord]:
     """Embed every question's prompts and answers (one batch) and measure its angles."""
     texts: list[str] = []
     for r in gamma_records:
-        texts += [r["prompt"], *r["perturbed_prompts"], r["answer"], *r["perturbed_answers"]]
+        texts += [r.prompt, *r.perturbed_prompts, r.answer, *r.perturbed_answers]
     vectors = embedder.embed(texts) if texts else np.zeros((0, 0))
     out, at = [], 0
     for r in gamma_records:
-        k = 1 + len(r["perturbed_prompts"])
-        m = 1 + len(r["perturbed_answers"])
+        k = 1 + len(r.perturbed_prompts)
+        m = 1 + len(r.perturbed_answers)
         out.append(isotropy_record(r, vectors[at : at + k], vectors[at + k : at + k + m]))
         at += k + m
     return out
@@ -136,13 +132,13 @@ def _stats(values: Sequence[float | None], cone: float) -> dict[str, Any]:
     }
 
 
-def aggregate(records: Sequence[dict[str, Any]], cone: float = DEFAULT_CONE) -> dict[str, Any]:
+def aggregate(records: Sequence[IsotropyRecord], cone: float = DEFAULT_CONE) -> dict[str, Any]:
     """Distribution of each angle over the questions, and the share within the cone."""
     return {
         "n_items": len(records),
         "cone": cone,
-        "answer_angle": _stats([r["answer_angle"] for r in records], cone),
-        "prompt_angle_mean": _stats([r["prompt_angle_mean"] for r in records], cone),
-        "prompt_angle_std": _stats([r["prompt_angle_std"] for r in records], cone),
-        "prompt_centroid_angle": _stats([r["prompt_centroid_angle"] for r in records], cone),
+        "answer_angle": _stats([r.answer_angle for r in records], cone),
+        "prompt_angle_mean": _stats([r.prompt_angle_mean for r in records], cone),
+        "prompt_angle_std": _stats([r.prompt_angle_std for r in records], cone),
+        "prompt_centroid_angle": _stats([r.prompt_centroid_angle for r in records], cone),
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from veracity.records import Record, RecordError, json_object, number
@@ -45,6 +45,22 @@ class GammaRecord(Record):
         """trustworthy / uncertain / untrustworthy / unscored, when the run was calibrated."""
         value = self.extra.get("verdict")
         return None if value is None else str(value)
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why the centre answer ended (``length``: cut at max tokens), when generated."""
+        value = self.extra.get("finish_reason")
+        return None if value is None else str(value)
+
+    @property
+    def perturbed_truncated(self) -> int:
+        """How many perturbed answers were cut at max tokens (0 when not recorded)."""
+        return int(self.extra.get("perturbed_truncated") or 0)
+
+    def with_extra(self, **keys: Any) -> GammaRecord:
+        """The record with untyped keys added (a control's or a calibration's), written after
+        the ones it has."""
+        return replace(self, extra={**self.extra, **keys})
 
     @property
     def gamma_null(self) -> float | None:
@@ -102,3 +118,119 @@ class GammaSummary:
         return cls(int(agg["n_items"]), int(agg["n_scored"]), number(agg["mean"]),
                    number(agg["stderr"]), number(agg["median"]), float(agg["threshold"]),
                    number(agg["share_below_threshold"]))
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value or ())
+
+
+@dataclass(frozen=True)
+class AttackPoint:
+    """One candidate of an attack step: its prompt, answer and γ."""
+
+    prompt: str
+    answer: str
+    gamma: float | None
+
+    @classmethod
+    def from_json(cls, data: Any) -> AttackPoint:
+        row = json_object(data, "attack candidate")
+        return cls(row.get("prompt", ""), row.get("answer", ""), row.get("gamma"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "answer": self.answer, "gamma": self.gamma}
+
+
+@dataclass(frozen=True)
+class AttackStep(Record):
+    """One step of an adversarial γ search (step 0 = the start): the point moved to, the
+    candidates it was chosen from, and the generations spent so far."""
+
+    id: str
+    step: int
+    prompt: str
+    suffix: str | None
+    """What the walk appended to the start prompt (None: the prompt no longer starts with it)."""
+    answer: str
+    gamma: float | None
+    perturbed_prompts: tuple[str, ...] = ()
+    perturbed_answers: tuple[str, ...] = ()
+    chosen: int | None = None
+    """Index of the candidate moved to (None at the start)."""
+    candidates: tuple[AttackPoint, ...] = ()
+    requested_calls: int = 0
+    model: str = ""
+    embedder: str = ""
+    form: str = "sin"
+    ball: str = ""
+    error: str | None = None
+    similarity_to_start: float | None = None
+    """Cosine of this step's answer embedding to the start's."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> AttackStep:
+        """A step as samples.jsonl holds it."""
+        typed, rest = cls._split(json_object(data, "attack step"))
+        typed["id"] = str(typed.get("id", ""))
+        for name in ("perturbed_prompts", "perturbed_answers"):
+            typed[name] = _strings(typed.get(name))
+        typed["candidates"] = tuple(AttackPoint.from_json(c) for c in typed.get("candidates") or ())
+        required: dict[str, Any] = {"step": 0, "prompt": "", "suffix": None, "answer": "",
+                                    "gamma": None}
+        return cls(**required | typed, extra=rest)
+
+    def to_json(self) -> dict[str, Any]:
+        """The samples.jsonl shape (the one ``veracity attack --json`` prints)."""
+        out = self._typed_json()
+        out |= {"perturbed_prompts": list(self.perturbed_prompts),
+                "perturbed_answers": list(self.perturbed_answers),
+                "candidates": [c.to_json() for c in self.candidates]}
+        return out | dict(self.extra)
+
+
+@dataclass(frozen=True)
+class IsotropyRecord(Record):
+    """One question's angles (degrees) around its centre: of the perturbed answers' centroid
+    and of the perturbed prompts; None where undefined (an empty answer, a zero vector)."""
+
+    id: str
+    prompt: str
+    answer: str
+    answer_angle: float | None
+    answer_point_angles: tuple[float | None, ...] = ()
+    prompt_angle_mean: float | None = None
+    prompt_angle_std: float | None = None
+    prompt_centroid_angle: float | None = None
+    prompt_angles: tuple[float | None, ...] = ()
+    gamma: float | None = None
+    n: int = 0
+    ball: str = ""
+    seed: int = 0
+    form: str = "sin"
+    model: str = ""
+    embedder: str = ""
+    perturbed_prompts: tuple[str, ...] = ()
+    perturbed_answers: tuple[str, ...] = ()
+    error: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> IsotropyRecord:
+        """A record as samples.jsonl holds it."""
+        typed, rest = cls._split(json_object(data, "isotropy record"))
+        typed["id"] = str(typed.get("id", ""))
+        for name in ("perturbed_prompts", "perturbed_answers"):
+            typed[name] = _strings(typed.get(name))
+        for name in ("answer_point_angles", "prompt_angles"):
+            typed[name] = tuple(typed.get(name) or ())
+        required: dict[str, Any] = {"prompt": "", "answer": "", "answer_angle": None}
+        return cls(**required | typed, extra=rest)
+
+    def to_json(self) -> dict[str, Any]:
+        """The samples.jsonl shape."""
+        out = self._typed_json()
+        for name in ("answer_point_angles", "prompt_angles", "perturbed_prompts",
+                     "perturbed_answers"):
+            out[name] = list(out[name])
+        return out | dict(self.extra)

@@ -16,9 +16,9 @@ from veracity.methods.gamma.core import (
     Form,
     GammaSettings,
     aggregate,
-    gamma_record,
     measure_gamma,
     perturbed_cosines,
+    recorded_record,
     score_answers,
 )
 from veracity.methods.gamma.recorded import read_recorded
@@ -32,7 +32,7 @@ from veracity.types import Item
 
 
 def _results(
-    records: Sequence[dict[str, Any]], settings: GammaSettings, model: str, embedder: str,
+    records: Sequence[GammaRecord], settings: GammaSettings, model: str, embedder: str,
     dataset: str, domain: str | None = None,
 ) -> dict[str, Any]:
     return {
@@ -46,22 +46,21 @@ def _results(
     }
 
 
-def _calibrate(records: list[dict[str, Any]], results: dict[str, Any],
-               calibration: Calibration | None, force: bool) -> None:
-    """P(correct) and calibrated verdicts on the records; what was used into the results."""
+def _calibrate(records: list[GammaRecord], results: dict[str, Any],
+               calibration: Calibration | None, force: bool) -> list[GammaRecord]:
+    """The records with P(correct) and calibrated verdicts; what was used into the results."""
     if calibration is None:
-        return
+        return records
     curve, choice = calibration.select(run_key(results), force)
-    apply_calibration(records, curve)
     results["calibration"] = choice | {"thresholds": curve.thresholds, "curve": curve.to_dict()}
+    return apply_calibration(records, curve)
 
 
 def _save(
-    out: Path | None, config: dict[str, Any], records: list[dict[str, Any]],
+    out: Path | None, config: dict[str, Any], records: list[GammaRecord],
     results: dict[str, Any], ctx: Context,
 ) -> RunResult[GammaRecord]:
-    typed = [GammaRecord.from_json(r) for r in records]
-    return save_run(out, "gamma", config, typed, results, ctx.started, ctx.stats())
+    return save_run(out, "gamma", config, records, results, ctx.started, ctx.stats())
 
 
 def run_gamma(
@@ -110,12 +109,12 @@ def run_gamma(
         records = measure_gamma(items, client, cached_embedder, settings, paraphraser)
     control = None
     if settings.control is not None:
-        control = add_null_control(records, client, cached_embedder, settings.sampling,
+        records, control = add_null_control(records, client, cached_embedder, settings.sampling,
                                    settings.n, settings.form)
     results = _results(records, settings, client.spec, cached_embedder.spec, dataset, domain)
     if control is not None:
         results["control"] = control
-    _calibrate(records, results, calibration, force)
+    records = _calibrate(records, results, calibration, force)
     config = {
         "model": client.spec,
         "model_identity": client.backend.identity(),
@@ -161,19 +160,10 @@ def run_gamma_recorded(
     settings = GammaSettings(form=form, threshold=threshold, threshold_form=threshold_form,
                              ball=str(rows[0].get("ball", "recorded")))
     model = str(rows[0].get("model", "recorded"))
-    records = []
-    for row, value in zip(rows, values, strict=True):
-        item = Item(str(row["id"]), str(row["prompt"]))
-        record = gamma_record(
-            item, row["answer"], row.get("perturbed_prompts", []), row["perturbed_answers"],
-            value, settings, str(row.get("model", model)), cached_embedder.spec,
-        )
-        record["ball"] = row.get("ball", "recorded")
-        records.append(record)
     cosines = perturbed_cosines([r["answer"] for r in rows], [r["perturbed_answers"] for r in rows],
                                 cached_embedder)
-    for record, values in zip(records, cosines, strict=True):
-        record["perturbed_cosines"] = values
+    records = [recorded_record(row, value, cos, settings, model, cached_embedder.spec)
+               for row, value, cos in zip(rows, values, cosines, strict=True)]
     results = _results(records, settings, model, cached_embedder.spec, f"recorded:{path.name}")
     sizes = sorted({len(r["perturbed_answers"]) for r in rows})
     described = {  # what the file says, not generation settings it never used
@@ -182,7 +172,7 @@ def run_gamma_recorded(
         "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
     }
     results["settings"] = described
-    _calibrate(records, results, calibration, force)
+    records = _calibrate(records, results, calibration, force)
     config = {"recorded": str(path), "embedder": cached_embedder.spec, "model": model,
               "dataset": f"recorded:{path.name}", "settings": described,
               "model_options": ctx.options_record()}

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from veracity.methods.gamma.attack import AttackSettings, OnStep, aggregate, walk_attack
-from veracity.records import Row
+from veracity.methods.gamma.records import AttackStep
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult, save_run
 from veracity.store import check_run_target
@@ -25,7 +25,7 @@ def run_attack(
     ctx: Context,
     out: Path | None = None,
     on_step: OnStep | None = None,
-) -> RunResult[Row]:
+) -> RunResult[AttackStep]:
     """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -48,5 +48,5 @@ def run_attack(
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
-    return save_run(out, "attack", config, [Row(step) for step in result.steps], results,
+    return save_run(out, "attack", config, result.steps, results,
                     ctx.started, ctx.stats())

@@ -9,6 +9,7 @@ from typing import Any
 
 from veracity.errors import DataError
 from veracity.methods.gamma.calibration import KEY_FIELDS, Calibration, Curve, fit_curve
+from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.trust import verdict
 from veracity.store import VALIDATION_FILE, RunDir, dumps
 
@@ -65,12 +66,13 @@ def calibrate(
     return calibration
 
 
-def apply_calibration(records: list[dict[str, Any]], curve: Curve) -> None:
-    """Set ``p_correct``, its bootstrap band and the calibrated ``verdict`` on every record."""
+def apply_calibration(records: Sequence[GammaRecord], curve: Curve) -> list[GammaRecord]:
+    """The records with ``p_correct``, its bootstrap band and the calibrated ``verdict``."""
     thresholds = curve.verdict_thresholds()
+    out = []
     for record in records:
-        value = record.get("gamma")
-        band = curve.band(value)
-        record["p_correct"] = curve.p_correct(value)
-        record["p_correct_band"] = None if band is None else list(band)
-        record["verdict"] = verdict(value, thresholds)
+        band = curve.band(record.gamma)
+        out.append(record.with_extra(p_correct=curve.p_correct(record.gamma),
+                                     p_correct_band=None if band is None else list(band),
+                                     verdict=verdict(record.gamma, thresholds)))
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.isotropy import DEFAULT_CONE, aggregate, isotropy_records
-from veracity.records import Row
+from veracity.methods.gamma.records import IsotropyRecord
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult, save_run
 from veracity.store import check_run_target
@@ -24,7 +24,7 @@ def run_isotropy(
     cone: float = DEFAULT_CONE,
     out: Path | None = None,
     dataset: str = "prompts",
-) -> RunResult[Row]:
+) -> RunResult[IsotropyRecord]:
     """Ask each question N+1 times (the same cached calls as a gamma run) and measure angles."""
     if out is not None:
         check_run_target(out)  # before any model call
@@ -51,5 +51,5 @@ def run_isotropy(
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
-    return save_run(out, "isotropy", config, [Row(r) for r in records], results, ctx.started,
+    return save_run(out, "isotropy", config, records, results, ctx.started,
                     ctx.stats())

@@ -22,9 +22,9 @@ from veracity.methods.gamma.core import (
     Form,
     GammaSettings,
     check_prompt,
-    gamma_record,
     measure_gamma,
     perturbed_cosines,
+    recorded_record,
     score_answers,
 )
 from veracity.methods.gamma.records import GammaRecord
@@ -49,13 +49,13 @@ def _named(settings: GammaSettings) -> dict[str, Any]:
             "threshold_given": {"value": cut.value, "form": cut.form}}
 
 
-def _write(run: RunDir, batches: Iterable[list[dict[str, Any]]],
+def _write(run: RunDir, batches: Iterable[list[GammaRecord]],
            running: RunningGamma) -> int:
     """Append each batch of records to samples.jsonl as it comes; how many were written."""
     with SampleWriter(run.path / "samples.jsonl") as writer:
         for records in batches:
             running.add(records)
-            writer.write(GammaRecord.from_json(r).to_json() for r in records)
+            writer.write(r.to_json() for r in records)
         return writer.count
 
 
@@ -106,23 +106,14 @@ def recorded_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _score_recorded(rows: list[dict[str, Any]], settings: GammaSettings, model: str,
-                    cached: Any, form: Form, sizes: set[int]) -> list[dict[str, Any]]:
+                    cached: Any, form: Form, sizes: set[int]) -> list[GammaRecord]:
     answers = [r["answer"] for r in rows]
     perturbed = [r["perturbed_answers"] for r in rows]
     values = score_answers(answers, perturbed, cached, form)
     cosines = perturbed_cosines(answers, perturbed, cached)
-    records = []
-    for row, value, cos in zip(rows, values, cosines, strict=True):
-        record = gamma_record(
-            Item(str(row["id"]), str(row["prompt"])), row["answer"],
-            row.get("perturbed_prompts", []), row["perturbed_answers"], value, settings,
-            str(row.get("model", model)), cached.spec,
-        )
-        record["ball"] = row.get("ball", "recorded")
-        record["perturbed_cosines"] = cos
-        sizes.add(len(row["perturbed_answers"]))
-        records.append(record)
-    return records
+    sizes.update(len(p) for p in perturbed)
+    return [recorded_record(row, value, cos, settings, model, cached.spec)
+            for row, value, cos in zip(rows, values, cosines, strict=True)]
 
 
 def stream_gamma_recorded(

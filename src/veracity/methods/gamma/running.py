@@ -7,11 +7,12 @@ item), which the exact median and the histogram's range (up to the largest γ) n
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from veracity.methods.gamma.records import GammaRecord
 from veracity.streaming import FloatColumn, MomentSums
 
 _LENGTH = "length"  # finish reason of an answer cut at max tokens (methods.gamma.LENGTH)
@@ -21,8 +22,9 @@ class RunningGamma:
     """Mean ± s.e., median, share below the threshold, histogram and truncation counts of
     γ records, fed in any number of chunks.
 
+    >>> def g(value): return GammaRecord("q", "?", "!", value)
     >>> r = RunningGamma(0.05)
-    >>> r.add([{"gamma": 0.0}, {"gamma": 0.1}]); r.add([{"gamma": 0.02}, {"gamma": None}])
+    >>> r.add([g(0.0), g(0.1)]); r.add([g(0.02), g(None)])
     >>> a = r.result(); a["n_items"], a["n_scored"], a["median"], round(a["mean"], 12)
     (4, 3, 0.02, 0.04)
     """
@@ -36,16 +38,15 @@ class RunningGamma:
         self.moments = MomentSums()
         self.values = FloatColumn()
 
-    def add(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """One chunk of records (dicts as samples.jsonl holds them)."""
+    def add(self, records: Iterable[GammaRecord]) -> None:
+        """One chunk of records."""
         scored: list[float] = []
         for r in records:
             self.n_items += 1
-            value = r.get("gamma")
-            if value is not None:
-                scored.append(value)
-            self.n_truncated += r.get("finish_reason") == _LENGTH
-            self.n_perturbed_truncated += int(r.get("perturbed_truncated") or 0)
+            if r.gamma is not None:
+                scored.append(r.gamma)
+            self.n_truncated += r.finish_reason == _LENGTH
+            self.n_perturbed_truncated += r.perturbed_truncated
         arr = np.asarray(scored, dtype=np.float64)
         self.moments.add(arr)
         self.n_below += int((arr < self.threshold).sum())

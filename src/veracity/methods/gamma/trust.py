@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from veracity.types import GenRequest, Message, Sampling
 Verdict = Literal["trustworthy", "uncertain", "untrustworthy", "unscored"]
 AUTHORS_THRESHOLDS = (0.1, 0.2)
 """The authors' tester buckets, for the ``paper-code`` form sqrt(1 - cos)."""
+AUTHORS_SOURCE = "authors' 0.1 / 0.2 buckets"
 
 
 def convert_threshold(value: float, source: Form, target: Form) -> float:
@@ -106,11 +107,13 @@ class TrustSettings:
 
 @dataclass(frozen=True)
 class TrustScore:
-    """Gamma of one answer, its verdict, and the evidence behind it."""
+    """Gamma of one answer, its verdict, and the evidence behind it: what :func:`score_trust`
+    returns and what the gateway attaches to every answer it serves."""
 
     gamma: float | None
     verdict: Verdict
-    thresholds: tuple[float, float]
+    thresholds: tuple[float, float] | None
+    """(low, high); None when none applies (the gateway's calibration refused the model)."""
     form: Form
     prompt: str
     answer: str
@@ -132,9 +135,34 @@ class TrustScore:
     """The calibration's 95% bootstrap band at this gamma."""
     calibration: dict[str, Any] | None = None
     """Which calibration gave p_correct and the thresholds (and whether it was forced)."""
+    seed: int = 0
+    """Seed of the ball."""
+    threshold_source: str | None = None
+    """Where the thresholds came from (given, the authors' buckets, a calibration)."""
+    error: str | None = None
+    """Why there is no gamma (None when scored)."""
+    error_kind: str | None = None
+    """What kind of failure: ``undefined`` (an empty answer), or the gateway's ``scoring``,
+    ``calibration``, ``queue_full``, ..."""
+    id: str | None = None
+    """The gateway's score id (None for a library score)."""
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+    """The gateway's sampling of the answer and of the perturbed calls."""
+    timings: Mapping[str, float] = field(default_factory=dict)
+    """The gateway's milliseconds per stage."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The library's fields (the gateway's shape is ``veracity.serve.scoring.score_json``)."""
+        return {k: v for k, v in asdict(self).items() if k in _LIBRARY_FIELDS}
+
+
+_LIBRARY_FIELDS = frozenset(
+    ("gamma", "verdict", "thresholds", "form", "prompt", "answer", "answer_reused",
+     "perturbed_prompts", "perturbed_answers", "model", "embedder", "n", "ball", "seconds",
+     "model_calls", "p_correct", "p_correct_band", "calibration"))
+
+
+UNDEFINED = "gamma is undefined for this answer"
 
 
 def score_trust(
@@ -197,4 +225,9 @@ def score_trust(
         p_correct=None if curve is None else curve.p_correct(value),
         p_correct_band=None if curve is None else curve.band(value),
         calibration=calibration,
+        seed=settings.seed,
+        threshold_source=("calibration" if curve is not None else "given"
+                          if settings.thresholds is not None else AUTHORS_SOURCE),
+        error=None if value is not None else UNDEFINED,
+        error_kind=None if value is not None else "undefined",
     )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -45,6 +45,7 @@ from veracity.methods.gamma.core import (
     perturbed_cosines,
     score_answers,
 )
+from veracity.methods.gamma.records import GammaRecord
 from veracity.types import GenRequest, Item, Sampling
 
 Shape = Literal["sphere", "simplex"]
@@ -160,7 +161,7 @@ def whitebox_gamma(
     sampling: Sampling | None = None,
     cache: Cache | None = None,
     progress: Progress | None = None,
-) -> list[dict[str, Any]]:
+) -> list[GammaRecord]:
     """Gamma of each item's answer under the embedding ball; one record per item.
 
     ``backend`` may be an :class:`LLMClient` (its cache, progress and call counters are
@@ -205,14 +206,9 @@ def whitebox_gamma(
                                                       cosines, strict=True):
         record = gamma_record(item, answer, plan.readings, others, value, settings, model.spec,
                               embedder.spec)
-        record.update(
-            radius=radius,
-            shape=shape,
-            scope=scope,
-            perturbed_tokens=plan.n_tokens,
-            token_change_rate=plan.change_rate,
-            perturbed_cosines=cos,
-        )
+        record = replace(record, perturbed_cosines=tuple(cos), extra={
+            "radius": radius, "shape": shape, "scope": scope,
+            "perturbed_tokens": plan.n_tokens, "token_change_rate": plan.change_rate})
         records.append(record)
     return records
 
