@@ -22,12 +22,15 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
+from veracity.serve.spans import _UNSET, GatewaySpan
+
 _DOUBLE = struct.Struct("<d")
 _FIXED64 = struct.Struct("<Q")
 _FIXED32 = struct.Struct("<I")
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags in trace.proto
 _PAIRS_KEPT = 8192
-_pairs: dict[bytes, dict[tuple[str, str], bytes]] = {}
+_pairs: dict[bytes, dict[type, dict[tuple[str, Any], bytes]]] = {}
+_floats: dict[tuple[bytes, str], bytes] = {}
 _keys: dict[str, bytes] = {}
 
 
@@ -89,34 +92,46 @@ def _key(key: str) -> bytes:
 
 
 def attributes(tag: bytes, values: Mapping[str, Any] | None) -> bytes:
-    """Repeated ``KeyValue`` fields under ``tag``; those of a string value are remembered
-    whole, those of a number written without the general path."""
-    if not values:
-        return b""
+    """Repeated ``KeyValue`` fields under ``tag``."""
+    return b"".join(_attribute_fields(tag, values)) if values else b""
+
+
+def _attribute_fields(tag: bytes, values: Mapping[str, Any]) -> list[bytes]:
+    """The fields of ``attributes``: those of a string, a whole number, a truth value or a
+    list of strings remembered whole (per type: ``1 == True`` as a dict key), a float's
+    written behind its key's remembered prefix."""
     known = _pairs.get(tag)
     if known is None:
-        known = _pairs[tag] = {}
+        known = _pairs[tag] = {kind: {} for kind in (str, int, bool, list, tuple)}
     out = []
-    for pair in values.items():
-        key, value = pair
+    for key, value in values.items():
         kind = type(value)
-        if kind is str:
-            found = known.get(pair)
-            if found is None:
-                if len(known) >= _PAIRS_KEPT:
-                    known.clear()
-                found = known[pair] = _field(tag, key_value(key, value))
-            out.append(found)
-            continue
         if kind is float:
-            field = _key(key) + b"\x12\x09\x21" + _DOUBLE.pack(value)
-        elif kind is int:
-            number = varint(value)
-            field = _key(key) + b"\x12" + bytes((len(number) + 1,)) + b"\x18" + number
-        else:
-            field = key_value(key, value)
-        out.append(tag + varint(len(field)) + field)
-    return b"".join(out)
+            prefix = _floats.get((tag, key))
+            if prefix is None:
+                if len(_floats) >= _PAIRS_KEPT:
+                    _floats.clear()
+                named = _key(key)  # the field's length is the key's and 11 (tag, length, double)
+                prefix = _floats[tag, key] = tag + varint(len(named) + 11) + named + b"\x12\x09\x21"
+            out.append(prefix + _DOUBLE.pack(value))
+            continue
+        same = known.get(kind)
+        if same is None:
+            out.append(_field(tag, key_value(key, value)))
+            continue
+        if kind is list or kind is tuple:
+            value = tuple(value)
+            if not all(type(v) is str for v in value):
+                out.append(_field(tag, key_value(key, value)))
+                continue
+        pair = (key, value)
+        found = same.get(pair)
+        if found is None:
+            if len(same) >= _PAIRS_KEPT:
+                same.clear()
+            found = same[pair] = _field(tag, key_value(key, value))
+        out.append(found)
+    return out
 
 
 _LOCAL, _REMOTE = _FIXED32.pack(_HAS_IS_REMOTE), _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
@@ -183,6 +198,30 @@ def span_message(span: ReadableSpan) -> bytes:
     return b"".join(parts)
 
 
+def gateway_message(span: GatewaySpan) -> bytes:
+    """One ``Span`` message of the gateway's own span, from its fields (no ``SpanContext``,
+    no copies of its attributes, events and links); bytes equal to :func:`span_message`'s."""
+    if span._events or span._links:
+        return span_message(span)  # rare (an exception's event): the general path
+    parts = [b"\x0a\x10", span.trace_id.to_bytes(16, "big"), b"\x12\x08", span.span_id.to_bytes(8, "big")]
+    if span.trace_state:
+        parts.append(_text(b"\x1a", ",".join(f"{k}={v}" for k, v in span.trace_state.items())))
+    up = span.up
+    if up is not None:
+        parts += (b"\x22\x08", up.span_id.to_bytes(8, "big"))
+    if span._name:
+        parts.append(_text(b"\x2a", span._name))
+    parts += (_KINDS[span._kind], b"\x39", _FIXED64.pack(span._start_time))
+    if span._end_time:
+        parts += (b"\x41", _FIXED64.pack(span._end_time))
+    if span._attributes:
+        parts += _attribute_fields(b"\x4a", span._attributes)
+    status = span._status
+    parts.append(b"\x7a\x00" if status is _UNSET else _status(status))
+    parts += (b"\x85\x01", _REMOTE if type(up) is SpanContext and up.is_remote else _LOCAL)
+    return b"".join(parts)
+
+
 def _resource(resource: Resource) -> tuple[bytes, bytes]:
     """(the ``Resource`` field, the ``schema_url`` field) of a ``ResourceSpans``."""
     schema = _text(b"\x1a", resource.schema_url) if resource.schema_url else b""
@@ -206,10 +245,15 @@ def encode(spans: Iterable[ReadableSpan]) -> bytes:
     Grouped by identity (a tracer's spans share its objects): hashing a Resource serialises
     all its attributes each time."""
     groups: dict[int, tuple[Resource, dict[int, tuple[InstrumentationScope | None, list[bytes]]]]] = {}
+    last: tuple[Resource, InstrumentationScope | None] | None = None
+    messages: list[bytes] = []
     for span in spans:
         resource, scope = span.resource, span.instrumentation_scope
-        scopes = groups.setdefault(id(resource), (resource, {}))[1]
-        scopes.setdefault(id(scope), (scope, []))[1].append(span_message(span))
+        if last is None or resource is not last[0] or scope is not last[1]:  # most often the last's
+            scopes = groups.setdefault(id(resource), (resource, {}))[1]
+            messages = scopes.setdefault(id(scope), (scope, []))[1]
+            last = (resource, scope)
+        messages.append(gateway_message(span) if type(span) is GatewaySpan else span_message(span))
     out = []
     for resource, scopes in groups.values():
         field, schema = _resource(resource)

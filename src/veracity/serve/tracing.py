@@ -27,13 +27,13 @@ from urllib.parse import urlsplit
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.backends.base import Outcome
 from veracity.errors import BackendError, ConfigError
-from veracity.serve.spans import GatewayTracer
+from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest
 
@@ -41,7 +41,7 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 CHAT_PATH = "/v1/chat/completions"
-TRACE_HEADERS = (b"traceparent", b"tracestate", b"baggage")
+TRACE_HEADERS = frozenset((b"traceparent", b"tracestate", b"baggage"))
 """The only request headers a span ever sees (W3C trace context and baggage)."""
 SAMPLING = (("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),
             ("max_tokens", "gen_ai.request.max_tokens"),
@@ -117,6 +117,17 @@ class Tracing:
     def wrap(self, upstream: Upstream) -> TracedUpstream:
         return TracedUpstream(upstream, self)
 
+    def child(self, name: str, kind: SpanKind = SpanKind.INTERNAL, attributes: dict[str, Any] | None = None,
+              start_time: int | None = None) -> Span:
+        """A span under the request span of the exchange being handled (``attributes``: the
+        span's own from then on); outside one, under the current span."""
+        request = _REQUEST.get()
+        if type(request) is GatewaySpan and request.tracer is self.tracer:
+            return self.tracer.child(request, name, kind, attributes, None, start_time)
+        if request is not None:  # left out by the sampler: so are its children
+            return request
+        return self.tracer.start_span(name, kind=kind, attributes=attributes, start_time=start_time)
+
     @staticmethod
     def request_span() -> Span | None:
         span = _REQUEST.get()
@@ -143,32 +154,35 @@ class Tracing:
         """A finished (or failed) score: a ``veracity.score`` span over its scoring time, and
         gamma, the verdict and P(correct) on it and on the request span while it is open."""
         held = _REQUEST.get()
-        if held is None or not held.get_span_context().trace_flags.sampled:
+        if type(held) is not GatewaySpan:
             return  # not traced, or left out by the sampler
         result: dict[str, Any] = {"veracity.verdict": score["verdict"]}
-        for key in ("gamma", "p_correct"):
-            if score.get(key) is not None:
-                result[f"veracity.{key}"] = float(score[key])
-        if score.get("error"):
-            kind = score.get("error_kind") or score_error_kind(str(score["error"]))
-            result["veracity.error_kind"] = str(kind)
+        gamma, p_correct, error = score.get("gamma"), score.get("p_correct"), score.get("error")
+        if gamma is not None:
+            result["veracity.gamma"] = float(gamma)
+        if p_correct is not None:
+            result["veracity.p_correct"] = float(p_correct)
+        if error:
+            result["veracity.error_kind"] = str(score.get("error_kind") or score_error_kind(str(error)))
         if held.is_recording():
-            request = result | {"veracity.score_id": score["id"], "veracity.n": score["n"],
-                                "veracity.model_calls": score.get("model_calls", 0)}
+            held.set_attributes(result)
+            held.set_attributes({"veracity.score_id": score["id"], "veracity.n": score["n"],
+                                 "veracity.model_calls": score.get("model_calls", 0)})
             if self.content and answer is not None:
-                request["gen_ai.output.messages"] = _output(answer, None)
-            held.set_attributes(request)
+                held.set_attribute("gen_ai.output.messages", _output(answer, None))
         timings = score.get("timings", {})
-        if isinstance(timings.get("embedding_ms"), int | float):
-            result["veracity.embedding_ms"] = float(timings["embedding_ms"])
+        embedding = timings.get("embedding_ms")
+        if isinstance(embedding, (int, float)):
+            result["veracity.embedding_ms"] = float(embedding)
         if self.content:
             if score.get("perturbed_prompts"):
                 result["veracity.perturbed_prompts"] = [str(p) for p in score["perturbed_prompts"]]
             result["veracity.perturbed_answers"] = [str(a) for a in score.get("perturbed_answers", [])]
         end = time.time_ns()
         start = end - int(1e6 * float(timings.get("scoring_ms", 0.0)))
-        span = self.tracer.start_span(f"veracity.score {score['model']}", start_time=start, attributes=result)
-        if score.get("error"):
+        span = self.tracer.child(held, f"veracity.score {score['model']}", attributes=result,
+                                 start_time=start)
+        if error:
             span.set_status(Status(StatusCode.ERROR))
         span.end(end)
 
@@ -307,8 +321,7 @@ class TracedUpstream:
         """A client span for the upstream call and what the call returned; a failed call ends
         the span (marked when the upstream said why) and raises."""
         model = str(body.get("model"))
-        span = self.tracing.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT,
-                                              attributes=self._attributes(model))
+        span = self.tracing.child(f"chat {model}", SpanKind.CLIENT, self._attributes(model))
         try:
             return span, await call()
         except UpstreamError as exc:
@@ -335,9 +348,8 @@ class TracedUpstream:
         return TracedStream(inner, span)
 
     async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
-        span = self.tracing.tracer.start_span(
-            f"veracity.perturbed {model}",
-            attributes={"gen_ai.request.model": model, "veracity.requests": len(requests)})
+        span = self.tracing.child(f"veracity.perturbed {model}", attributes={
+            "gen_ai.request.model": model, "veracity.requests": len(requests)})
         try:
             outcomes = await self.inner.perturbed(model, requests)
         except BaseException:
@@ -396,7 +408,7 @@ def configure(content: bool = False, processor: SpanProcessor | None = None) -> 
     if os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in resource:  # the user's name wins
         named = {}
     processors: list[SpanProcessor] = ([processor] if processor is not None
-                                       else [BatchSpanProcessor(e) for e in _exporters()])
+                                       else [SpanBatcher(e) for e in _exporters()])
     if not processors:
         return None
     if len(processors) > 1:
