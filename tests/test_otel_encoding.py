@@ -67,6 +67,17 @@ def test_encoded_spans_decode_to_the_sdks_encoding() -> None:
     child.end()
     request.set_attribute("veracity.gamma", 0.125)
     request.end()
+    # a new trace (no parent, no trace state) and a child without events: the fast path whole
+    root = ours.start_span("chat m", kind=SpanKind.SERVER, attributes={"http.response.status_code": 200})
+    token = context.attach(trace.set_span_in_context(root))
+    try:
+        under = ours.start_span("veracity.perturbed m", attributes={"veracity.requests": 3})
+    finally:
+        context.detach(token)
+    under.set_attributes({"veracity.gamma": 0.5, "veracity.ok": True, "same": 1, "mixed": [1, True],
+                          "reasons": ("stop",), "verdict": "uncertain"})
+    under.end()
+    root.end()
     # spans of the SDK's own tracer too: another resource and scope, grouped apart
     provider = TracerProvider(resource=Resource.create({"service.name": "other", "k": 3}),
                               shutdown_on_exit=False)
@@ -76,11 +87,14 @@ def test_encoded_spans_decode_to_the_sdks_encoding() -> None:
     with sdk.start_as_current_span("sdk span", kind=SpanKind.CLIENT, attributes={"a": "b"}):
         pass
     spans: list[ReadableSpan] = [*exported.get_finished_spans(), *memory.get_finished_spans()]
-    assert [type(s) for s in spans[:2]] == [GatewaySpan, GatewaySpan]
-    decoded = ExportTraceServiceRequest.FromString(encode(spans))
+    assert [type(s) for s in spans[:4]] == [GatewaySpan] * 4
+    data = encode(spans)
+    assert encode(spans) == data  # the second time from what was remembered: the same bytes
+    decoded = ExportTraceServiceRequest.FromString(data)
     assert decoded == encode_spans(spans)
     assert len(decoded.resource_spans) == 2
-    [server] = [s for s in decoded.resource_spans[0].scope_spans[0].spans if s.kind == s.SPAN_KIND_SERVER]
+    [server] = [s for s in decoded.resource_spans[0].scope_spans[0].spans
+                if s.kind == s.SPAN_KIND_SERVER and s.parent_span_id]
     assert server.parent_span_id.hex() == "00f067aa0ba902b7" and server.trace_state == "vendor=x1"
     assert server.flags == 0x300  # the parent came from another process
 

@@ -31,6 +31,7 @@ _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags in trace.proto
 _PAIRS_KEPT = 8192
 _pairs: dict[bytes, dict[type, dict[tuple[str, Any], bytes]]] = {}
 _floats: dict[tuple[bytes, str], bytes] = {}
+_names: dict[str, bytes] = {}
 _keys: dict[str, bytes] = {}
 
 
@@ -93,20 +94,26 @@ def _key(key: str) -> bytes:
 
 def attributes(tag: bytes, values: Mapping[str, Any] | None) -> bytes:
     """Repeated ``KeyValue`` fields under ``tag``."""
-    return b"".join(_attribute_fields(tag, values)) if values else b""
+    if not values:
+        return b""
+    out: list[bytes] = []
+    _attribute_fields(tag, values, out)
+    return b"".join(out)
 
 
-def _attribute_fields(tag: bytes, values: Mapping[str, Any]) -> list[bytes]:
-    """The fields of ``attributes``: those of a string, a whole number, a truth value or a
-    list of strings remembered whole (per type: ``1 == True`` as a dict key), a float's
-    written behind its key's remembered prefix."""
+def _attribute_fields(tag: bytes, values: Mapping[str, Any], out: list[bytes]) -> None:
+    """The fields of ``attributes``, appended to ``out``: those of a string, a whole number,
+    a truth value or a list of strings remembered whole (one dict per type: ``1 == True``),
+    a float's written behind its key's remembered prefix."""
     known = _pairs.get(tag)
     if known is None:
-        known = _pairs[tag] = {kind: {} for kind in (str, int, bool, list, tuple)}
-    out = []
+        known = _pairs[tag] = {kind: {} for kind in (str, int, bool, tuple)}
+    strings, ints = known[str], known[int]
     for key, value in values.items():
         kind = type(value)
-        if kind is float:
+        if kind is str:
+            same = strings
+        elif kind is float:
             prefix = _floats.get((tag, key))
             if prefix is None:
                 if len(_floats) >= _PAIRS_KEPT:
@@ -115,15 +122,15 @@ def _attribute_fields(tag: bytes, values: Mapping[str, Any]) -> list[bytes]:
                 prefix = _floats[tag, key] = tag + varint(len(named) + 11) + named + b"\x12\x09\x21"
             out.append(prefix + _DOUBLE.pack(value))
             continue
-        same = known.get(kind)
-        if same is None:
+        elif kind is int:
+            same = ints
+        elif kind is bool:
+            same = known[bool]
+        elif (kind is list or kind is tuple) and all(type(v) is str for v in value):
+            same, value = known[tuple], tuple(value)
+        else:
             out.append(_field(tag, key_value(key, value)))
             continue
-        if kind is list or kind is tuple:
-            value = tuple(value)
-            if not all(type(v) is str for v in value):
-                out.append(_field(tag, key_value(key, value)))
-                continue
         pair = (key, value)
         found = same.get(pair)
         if found is None:
@@ -131,7 +138,6 @@ def _attribute_fields(tag: bytes, values: Mapping[str, Any]) -> list[bytes]:
                 same.clear()
             found = same[pair] = _field(tag, key_value(key, value))
         out.append(found)
-    return out
 
 
 _LOCAL, _REMOTE = _FIXED32.pack(_HAS_IS_REMOTE), _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
@@ -198,28 +204,48 @@ def span_message(span: ReadableSpan) -> bytes:
     return b"".join(parts)
 
 
+_IDS = struct.Struct(">HQQHQ")  # trace id (two halves), span id, each behind its tag and length
+_IDS_UNDER = struct.Struct(">HQQHQHQ")  # and the parent's span id
+_TIMES = struct.Struct("<BQBQ")  # start and end: fixed64 behind their tags
+_HALF = 0xFFFFFFFFFFFFFFFF
+
+
 def gateway_message(span: GatewaySpan) -> bytes:
-    """One ``Span`` message of the gateway's own span, from its fields (no ``SpanContext``,
-    no copies of its attributes, events and links); bytes equal to :func:`span_message`'s."""
-    if span._events or span._links:
-        return span_message(span)  # rare (an exception's event): the general path
-    parts = [b"\x0a\x10", span.trace_id.to_bytes(16, "big"), b"\x12\x08", span.span_id.to_bytes(8, "big")]
-    if span.trace_state:
-        parts.append(_text(b"\x1a", ",".join(f"{k}={v}" for k, v in span.trace_state.items())))
-    up = span.up
-    if up is not None:
-        parts += (b"\x22\x08", up.span_id.to_bytes(8, "big"))
-    if span._name:
-        parts.append(_text(b"\x2a", span._name))
-    parts += (_KINDS[span._kind], b"\x39", _FIXED64.pack(span._start_time))
-    if span._end_time:
-        parts += (b"\x41", _FIXED64.pack(span._end_time))
+    """One ``Span`` message of the gateway's own span (bytes equal to :func:`span_message`'s)."""
+    out: list[bytes] = []
+    _gateway_fields(span, out)
+    return b"".join(out)
+
+
+def _gateway_fields(span: GatewaySpan, out: list[bytes]) -> None:
+    """The fields of one ``Span`` message of the gateway's own span, appended to ``out``,
+    read from its fields: no ``SpanContext``, no copies of its attributes."""
+    if span._events or span._links:  # rare (an exception's event): the general path
+        out.append(span_message(span))
+        return
+    trace_id, up = span.trace_id, span.up
+    if up is None or span.trace_state:
+        out.append(_IDS.pack(0x0A10, trace_id >> 64, trace_id & _HALF, 0x1208, span.span_id))
+        if span.trace_state:
+            out.append(_text(b"\x1a", ",".join(f"{k}={v}" for k, v in span.trace_state.items())))
+        if up is not None:
+            out += (b"\x22\x08", up.span_id.to_bytes(8, "big"))
+    else:
+        out.append(_IDS_UNDER.pack(0x0A10, trace_id >> 64, trace_id & _HALF, 0x1208, span.span_id,
+                                   0x2208, up.span_id))
+    name = _names.get(span._name)
+    if name is None:
+        if len(_names) >= _PAIRS_KEPT:
+            _names.clear()
+        name = _names[span._name] = _text(b"\x2a", span._name) if span._name else b""
+    end = span._end_time
+    out += (name, _KINDS[span._kind], _TIMES.pack(0x39, span._start_time, 0x41, end) if end
+            else b"\x39" + _FIXED64.pack(span._start_time))
     if span._attributes:
-        parts += _attribute_fields(b"\x4a", span._attributes)
+        _attribute_fields(b"\x4a", span._attributes, out)
     status = span._status
-    parts.append(b"\x7a\x00" if status is _UNSET else _status(status))
-    parts += (b"\x85\x01", _REMOTE if type(up) is SpanContext and up.is_remote else _LOCAL)
-    return b"".join(parts)
+    out += (b"\x7a\x00" if status is _UNSET else _status(status),
+            b"\x85\x01", _REMOTE if type(up) is SpanContext and up.is_remote else _LOCAL)
 
 
 def _resource(resource: Resource) -> tuple[bytes, bytes]:
@@ -246,22 +272,28 @@ def encode(spans: Iterable[ReadableSpan]) -> bytes:
     all its attributes each time."""
     groups: dict[int, tuple[Resource, dict[int, tuple[InstrumentationScope | None, list[bytes]]]]] = {}
     last: tuple[Resource, InstrumentationScope | None] | None = None
-    messages: list[bytes] = []
+    fields: list[bytes] = []  # of the last span's scope: each span's tag and length, then its fields
     for span in spans:
         resource, scope = span.resource, span.instrumentation_scope
         if last is None or resource is not last[0] or scope is not last[1]:  # most often the last's
             scopes = groups.setdefault(id(resource), (resource, {}))[1]
-            messages = scopes.setdefault(id(scope), (scope, []))[1]
+            fields = scopes.setdefault(id(scope), (scope, []))[1]
             last = (resource, scope)
-        messages.append(gateway_message(span) if type(span) is GatewaySpan else span_message(span))
+        if type(span) is GatewaySpan:
+            at = len(fields)
+            fields.append(b"")
+            _gateway_fields(span, fields)
+            fields[at] = b"\x12" + varint(sum(map(len, fields[at + 1:])))
+        else:
+            message = span_message(span)
+            fields += (b"\x12" + varint(len(message)), message)
     out = []
     for resource, scopes in groups.values():
         field, schema = _resource(resource)
         body = [field]
-        for scope, messages in scopes.values():
+        for scope, fields in scopes.values():
             named, scope_schema = _scope(scope)
-            spans_of = b"".join(_field(b"\x12", m) for m in messages)
-            body.append(_field(b"\x12", named + spans_of + scope_schema))
+            body.append(_field(b"\x12", named + b"".join(fields) + scope_schema))
         out.append(_field(b"\x0a", b"".join(body) + schema))
     return b"".join(out)
 

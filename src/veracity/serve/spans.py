@@ -30,6 +30,7 @@ from typing import Any
 
 from opentelemetry import context as context_api
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 _UNSET = Status(StatusCode.UNSET)
 _RANDOM = getattr(TraceFlags, "RANDOM_TRACE_ID", 0)  # W3C trace context level 2 (SDK >= 1.40)
 _SAMPLED = TraceFlags.SAMPLED
-_NO_EVENTS: tuple[Event, ...] = ()
 
 
 class GatewaySpan(trace.Span, ReadableSpan):
@@ -65,15 +65,25 @@ class GatewaySpan(trace.Span, ReadableSpan):
         self.up = parent
         self._kind = kind
         self._attributes = attributes
-        self._events = _NO_EVENTS
-        self._links = links
-        self._status = _UNSET
         self._start_time = start_time
-        self._end_time: int | None = None
-        self._resource = tracer.resource
-        self._instrumentation_scope = tracer.scope
-        self._instrumentation_info = None
-        self._made: SpanContext | None = None
+        if links:
+            self._links = links
+
+    # until set: the class's (fewer stores for each span on the event loop)
+    _events: tuple[Event, ...] = ()
+    _links: tuple[Link, ...] = ()
+    _status = _UNSET
+    _end_time: int | None = None
+    _instrumentation_info = None
+    _made: SpanContext | None = None
+
+    @property
+    def _resource(self) -> Resource:  # type: ignore[override]  # ReadableSpan's attribute, read-only here
+        return self.tracer.resource
+
+    @property
+    def _instrumentation_scope(self) -> InstrumentationScope:  # type: ignore[override]
+        return self.tracer.scope
 
     # what ReadableSpan's properties (and its to_json) read, made when first read
     @property
@@ -240,6 +250,7 @@ class SpanBatcher(SpanProcessor):
         self.capacity = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
         self.batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512), self.capacity)
         self.dropped = 0
+        self._fills = self.batch - 1
         self._queue: collections.deque[ReadableSpan] = collections.deque(maxlen=self.capacity)
         self._wake = threading.Event()
         self._exporting = threading.Lock()
@@ -249,10 +260,14 @@ class SpanBatcher(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         queue = self._queue
-        if len(queue) == self.capacity:
-            self.dropped += 1  # append drops the oldest; logged from the export thread
+        if len(queue) >= self._fills:  # this span fills a batch (or the queue)
+            self._filled(len(queue))
         queue.append(span)
-        if len(queue) >= self.batch and not self._wake.is_set():
+
+    def _filled(self, queued: int) -> None:
+        if queued >= self.capacity:
+            self.dropped += 1  # the append drops the oldest; logged from the export thread
+        if not self._wake.is_set():
             self._wake.set()
 
     def _run(self) -> None:

@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import context, propagate, trace
@@ -36,8 +36,6 @@ from veracity.errors import BackendError, ConfigError
 from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest
-
-T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 CHAT_PATH = "/v1/chat/completions"
@@ -317,23 +315,25 @@ class TracedUpstream:
     def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
         return self.inner.scoring_key(model)
 
-    async def _opened(self, body: dict[str, Any], call: Callable[[], Awaitable[T]]) -> tuple[Span, T]:
-        """A client span for the upstream call and what the call returned; a failed call ends
-        the span (marked when the upstream said why) and raises."""
+    def _opened(self, body: dict[str, Any]) -> Span:
+        """The client span of an upstream call."""
         model = str(body.get("model"))
-        span = self.tracing.child(f"chat {model}", SpanKind.CLIENT, self._attributes(model))
-        try:
-            return span, await call()
-        except UpstreamError as exc:
+        return self.tracing.child(f"chat {model}", SpanKind.CLIENT, self._attributes(model))
+
+    @staticmethod
+    def _unanswered(span: Span, exc: BaseException) -> None:
+        """The span of a call that raised, ended (marked when the upstream said why)."""
+        if isinstance(exc, UpstreamError):
             _failed(span, exc)
-            span.end()
-            raise
-        except BaseException:
-            span.end()
-            raise
+        span.end()
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        span, data = await self._opened(body, lambda: self.inner.chat(body))
+        span = self._opened(body)
+        try:  # awaited here, not in a helper: one coroutine fewer to resume at each step
+            data = await self.inner.chat(body)
+        except BaseException as exc:
+            self._unanswered(span, exc)
+            raise
         if span.is_recording():
             found = _response_attributes(data)
             span.set_attributes(found)
@@ -344,7 +344,12 @@ class TracedUpstream:
         return data
 
     async def stream(self, body: dict[str, Any]) -> Stream:
-        span, inner = await self._opened(body, lambda: self.inner.stream(body))
+        span = self._opened(body)
+        try:
+            inner = await self.inner.stream(body)
+        except BaseException as exc:
+            self._unanswered(span, exc)
+            raise
         return TracedStream(inner, span)
 
     async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
