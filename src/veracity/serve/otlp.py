@@ -273,8 +273,12 @@ def encode(spans: Iterable[ReadableSpan]) -> bytes:
     groups: dict[int, tuple[Resource, dict[int, tuple[InstrumentationScope | None, list[bytes]]]]] = {}
     last: tuple[Resource, InstrumentationScope | None] | None = None
     fields: list[bytes] = []  # of the last span's scope: each span's tag and length, then its fields
+    scope: InstrumentationScope | None
     for span in spans:
-        resource, scope = span.resource, span.instrumentation_scope
+        if type(span) is GatewaySpan:  # its tracer's: without two properties a span
+            resource, scope = span.tracer.resource, span.tracer.scope
+        else:
+            resource, scope = span.resource, span.instrumentation_scope
         if last is None or resource is not last[0] or scope is not last[1]:  # most often the last's
             scopes = groups.setdefault(id(resource), (resource, {}))[1]
             fields = scopes.setdefault(id(scope), (scope, []))[1]

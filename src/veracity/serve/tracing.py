@@ -142,7 +142,7 @@ class Tracing:
                                       "veracity.stream": bool(body.get("stream"))}
         for key, name in SAMPLING:
             value = body.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attributes[name] = value
         if self.content:
             attributes["gen_ai.input.messages"] = _messages(body.get("messages"))
@@ -287,6 +287,7 @@ class TracedUpstream:
         self.name = inner.name
         self.overlaps_answer = inner.overlaps_answer
         self.key_ignored = bool(getattr(inner, "key_ignored", False))  # read by `veracity serve`
+        self.scoring_key = inner.scoring_key  # untraced, and called for every request: no wrapper
         base = getattr(inner, "base_url", None)
         self._server: dict[str, Any] = {}
         if isinstance(base, str):
@@ -311,9 +312,6 @@ class TracedUpstream:
 
     async def models(self) -> dict[str, Any]:
         return await self.inner.models()
-
-    def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
-        return self.inner.scoring_key(model)
 
     def _opened(self, body: dict[str, Any]) -> Span:
         """The client span of an upstream call."""
@@ -361,13 +359,19 @@ class TracedUpstream:
             span.set_status(Status(StatusCode.ERROR))
             span.end()
             raise
-        failed = [o for o in outcomes if not isinstance(o, Generation)]
-        answered = [o for o in outcomes if isinstance(o, Generation)]
+        failed: list[Outcome] = []
+        read = written = 0
+        for outcome in outcomes:
+            if isinstance(outcome, Generation):
+                read += outcome.prompt_tokens
+                written += outcome.completion_tokens
+            else:
+                failed.append(outcome)
         found: dict[str, Any] = {"veracity.failed": len(failed)}
-        for name, tokens in (("gen_ai.usage.input_tokens", sum(o.prompt_tokens for o in answered)),
-                             ("gen_ai.usage.output_tokens", sum(o.completion_tokens for o in answered))):
-            if tokens:
-                found[name] = tokens
+        if read:
+            found["gen_ai.usage.input_tokens"] = read
+        if written:
+            found["gen_ai.usage.output_tokens"] = written
         if failed:
             found["error.type"] = type(failed[0]).__name__ if isinstance(failed[0], BackendError) else "error"
             span.set_status(Status(StatusCode.ERROR))
