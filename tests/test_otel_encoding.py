@@ -123,3 +123,19 @@ def test_children_follow_their_request_and_the_sampler_decides_the_request() -> 
     under.end()
     joined.end()
     assert len(nothing.get_finished_spans()) == 2
+
+
+def test_many_distinct_values_of_a_key_encode_as_the_sdk_does() -> None:
+    """Past the values remembered per key (ids, counts) fields are written each time."""
+    ours, exported = tracer()
+    root = ours.start_span("chat m", kind=SpanKind.SERVER)
+    assert isinstance(root, GatewaySpan)
+    for i in range(150):
+        ours.child(root, "veracity.score m", attributes={
+            "veracity.score_id": f"vrc-{i:04x}-é", "gen_ai.usage.input_tokens": 100 + 997 * i,
+            "gen_ai.response.finish_reasons": ["stop", f"length-{i}"], "veracity.verdict": "uncertain"}).end()
+    root.end()
+    spans = list(exported.get_finished_spans())
+    first, again = encode(spans), encode(spans)
+    assert first == again
+    assert ExportTraceServiceRequest.FromString(first) == encode_spans(spans)

@@ -29,17 +29,21 @@ _FIXED64 = struct.Struct("<Q")
 _FIXED32 = struct.Struct("<I")
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags in trace.proto
 _PAIRS_KEPT = 8192
-_pairs: dict[bytes, dict[type, dict[tuple[str, Any], bytes]]] = {}
-_floats: dict[tuple[bytes, str], bytes] = {}
+_VALUES_KEPT = 64
+"""Fields of distinct values remembered per attribute key: a key with more (an id, a
+count) has its fields written each time, so it cannot push the others out."""
 _names: dict[str, bytes] = {}
 _keys: dict[str, bytes] = {}
+_SMALL = [bytes((n,)) for n in range(0x80)]
 
 
 def varint(value: int) -> bytes:
     """An unsigned varint (an int64 below zero as its 64-bit two's complement)."""
+    if 0 <= value < 0x80:
+        return _SMALL[value]
+    if 0 <= value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     value &= 0xFFFFFFFFFFFFFFFF
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -101,43 +105,74 @@ def attributes(tag: bytes, values: Mapping[str, Any] | None) -> bytes:
     return b"".join(out)
 
 
+class _Key:
+    """What is known of one attribute key under one tag: the fixed bytes before each kind
+    of value, and the whole fields of the string values (and lists of strings) seen."""
+
+    __slots__ = ("floats", "ints", "key", "lists", "strings", "truths")
+
+    def __init__(self, tag: bytes, key: str) -> None:
+        self.key = named = _key(key)
+        # the KeyValue field's length: the key's, and the AnyValue field's (tag, length, value)
+        self.floats = tag + varint(len(named) + 11) + named + b"\x12\x09\x21"
+        self.ints = [tag + varint(len(named) + 3 + n) + named + b"\x12" + _SMALL[n + 1] + b"\x18"
+                     for n in range(11)]  # by the varint's length (at most 10 bytes)
+        self.truths = (_field(tag, key_value(key, False)), _field(tag, key_value(key, True)))
+        self.strings: dict[str, bytes] | None = {}
+        self.lists: dict[tuple[str, ...], bytes] | None = {}
+
+
+_known: dict[bytes, dict[str, _Key]] = {}
+_is_str = str.__instancecheck__
+
+
 def _attribute_fields(tag: bytes, values: Mapping[str, Any], out: list[bytes]) -> None:
-    """The fields of ``attributes``, appended to ``out``: those of a string, a whole number,
-    a truth value or a list of strings remembered whole (one dict per type: ``1 == True``),
-    a float's written behind its key's remembered prefix."""
-    known = _pairs.get(tag)
+    """The fields of ``attributes``, appended to ``out``, each written behind its key's
+    remembered bytes (a string's, or a list of strings', remembered whole)."""
+    known = _known.get(tag)
     if known is None:
-        known = _pairs[tag] = {kind: {} for kind in (str, int, bool, tuple)}
-    strings, ints = known[str], known[int]
+        known = _known[tag] = {}
     for key, value in values.items():
+        slot = known.get(key)
+        if slot is None:
+            if len(known) >= _PAIRS_KEPT:
+                known.clear()
+            slot = known[key] = _Key(tag, key)
         kind = type(value)
         if kind is str:
-            same = strings
-        elif kind is float:
-            prefix = _floats.get((tag, key))
-            if prefix is None:
-                if len(_floats) >= _PAIRS_KEPT:
-                    _floats.clear()
-                named = _key(key)  # the field's length is the key's and 11 (tag, length, double)
-                prefix = _floats[tag, key] = tag + varint(len(named) + 11) + named + b"\x12\x09\x21"
-            out.append(prefix + _DOUBLE.pack(value))
-            continue
+            strings = slot.strings
+            found = strings.get(value) if strings is not None else None
+            if found is None:
+                raw = value.encode("utf-8", "surrogatepass")
+                text = b"\x0a" + varint(len(raw)) + raw  # the AnyValue
+                body = slot.key + b"\x12" + varint(len(text)) + text  # the KeyValue
+                found = tag + varint(len(body)) + body
+                if strings is not None:
+                    if len(strings) < _VALUES_KEPT:
+                        strings[value] = found
+                    else:
+                        slot.strings = None
+            out.append(found)
         elif kind is int:
-            same = ints
+            number = varint(value)
+            out.append(slot.ints[len(number)] + number)
+        elif kind is float:
+            out.append(slot.floats + _DOUBLE.pack(value))
         elif kind is bool:
-            same = known[bool]
-        elif (kind is list or kind is tuple) and all(type(v) is str for v in value):
-            same, value = known[tuple], tuple(value)
+            out.append(slot.truths[value])
+        elif (kind is list or kind is tuple) and all(map(_is_str, value)):
+            lists, items = slot.lists, tuple(value)
+            found = lists.get(items) if lists is not None else None
+            if found is None:
+                found = _field(tag, key_value(key, items))
+                if lists is not None:
+                    if len(lists) < _VALUES_KEPT:
+                        lists[items] = found
+                    else:
+                        slot.lists = None
+            out.append(found)
         else:
             out.append(_field(tag, key_value(key, value)))
-            continue
-        pair = (key, value)
-        found = same.get(pair)
-        if found is None:
-            if len(same) >= _PAIRS_KEPT:
-                same.clear()
-            found = same[pair] = _field(tag, key_value(key, value))
-        out.append(found)
 
 
 _LOCAL, _REMOTE = _FIXED32.pack(_HAS_IS_REMOTE), _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
