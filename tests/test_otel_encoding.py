@@ -3,6 +3,9 @@ to what the SDK's own encoder builds from the same spans."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
+
 import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="needs the otel extra")
@@ -14,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased  # noqa: E402
 from opentelemetry.trace import (  # noqa: E402
@@ -28,7 +31,7 @@ from opentelemetry.trace import (  # noqa: E402
 )
 
 from veracity.serve.otlp import encode, varint  # noqa: E402
-from veracity.serve.spans import GatewaySpan, GatewayTracer  # noqa: E402
+from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher  # noqa: E402
 
 REMOTE = SpanContext(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, is_remote=True,
                      trace_flags=TraceFlags(TraceFlags.SAMPLED), trace_state=TraceState([("vendor", "x1")]))
@@ -139,3 +142,73 @@ def test_many_distinct_values_of_a_key_encode_as_the_sdk_does() -> None:
     first, again = encode(spans), encode(spans)
     assert first == again
     assert ExportTraceServiceRequest.FromString(first) == encode_spans(spans)
+
+
+class Batches(InMemorySpanExporter):
+    """An in-memory exporter that also keeps the size of each batch and whether it was shut down."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+        self.closed = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.sizes.append(len(spans))
+        return super().export(spans)
+
+    def shutdown(self) -> None:
+        self.closed = True
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return check()
+
+
+def test_span_batcher_exports_full_batches_then_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")  # only full batches until shutdown
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    exporter = Batches()
+    batcher = SpanBatcher(exporter)
+    provider = TracerProvider(shutdown_on_exit=False)
+    ours = GatewayTracer(provider, batcher)
+    for i in range(6):
+        ours.start_span(f"s{i}").end()
+    assert wait_for(lambda: exporter.sizes == [4])  # the full batch, without waiting for the delay
+    time.sleep(3 * SpanBatcher.POLL)
+    assert exporter.sizes == [4]  # two left: not a batch yet
+    batcher.shutdown()
+    assert exporter.sizes == [4, 2] and exporter.closed
+    assert [s.name for s in exporter.get_finished_spans()] == [f"s{i}" for i in range(6)]  # oldest first
+
+
+def test_span_batcher_delay_and_a_full_queue(monkeypatch: pytest.MonkeyPatch,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    exporter = Batches()
+    batcher = SpanBatcher(exporter)
+    ours = GatewayTracer(TracerProvider(shutdown_on_exit=False), batcher)
+    ours.start_span("alone").end()
+    assert wait_for(lambda: exporter.sizes == [1])  # less than a batch: sent once the delay passed
+    batcher.shutdown()
+
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "3")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "nonsense")  # logged; the default, capped at 3
+    monkeypatch.setattr(SpanBatcher, "POLL", 60.0)  # the thread does not look: the queue fills up
+    exporter = Batches()
+    batcher = SpanBatcher(exporter)
+    assert batcher.batch == 3 and "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" in caplog.text
+    ours = GatewayTracer(TracerProvider(shutdown_on_exit=False), batcher)
+    for i in range(5):
+        ours.start_span(f"s{i}").end()
+    assert batcher.dropped == 2 and exporter.sizes == []
+    with caplog.at_level("WARNING"):
+        assert batcher.force_flush()
+    assert "2 spans dropped" in caplog.text
+    assert [s.name for s in exporter.get_finished_spans()] == ["s2", "s3", "s4"]  # the oldest dropped
+    batcher.shutdown()  # wakes the thread at once
+    assert exporter.closed and not batcher._thread.is_alive()

@@ -240,9 +240,12 @@ class SpanBatcher(SpanProcessor):
     """The SDK's batch span processor for the gateway's spans, with the same environment
     (``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_BSP_MAX_QUEUE_SIZE``, ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``):
     ending a span only appends it to a queue (the SDK's also checks the span's context, the
-    process id and its metrics on the event loop); a batch is exported, encoding included,
-    on this processor's thread when it is full or the delay has passed. When the queue is
-    full the oldest span is dropped, as the SDK does."""
+    process id and its metrics, and wakes its thread, on the event loop); a batch is
+    exported, encoding included, on this processor's thread once it is full (seen within
+    ``POLL`` seconds) or the delay has passed. When the queue is full the oldest span is
+    dropped, as the SDK does."""
+
+    POLL = 0.05
 
     def __init__(self, exporter: SpanExporter) -> None:
         self.exporter = exporter
@@ -250,7 +253,6 @@ class SpanBatcher(SpanProcessor):
         self.capacity = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
         self.batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512), self.capacity)
         self.dropped = 0
-        self._fills = self.batch - 1
         self._queue: collections.deque[ReadableSpan] = collections.deque(maxlen=self.capacity)
         self._wake = threading.Event()
         self._exporting = threading.Lock()
@@ -260,22 +262,24 @@ class SpanBatcher(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         queue = self._queue
-        if len(queue) >= self._fills:  # this span fills a batch (or the queue)
-            self._filled(len(queue))
+        if len(queue) >= self.capacity:
+            self.dropped += 1  # the append drops the oldest; logged from the export thread
         queue.append(span)
 
-    def _filled(self, queued: int) -> None:
-        if queued >= self.capacity:
-            self.dropped += 1  # the append drops the oldest; logged from the export thread
-        if not self._wake.is_set():
-            self._wake.set()
-
     def _run(self) -> None:
+        """Look at the queue every ``POLL`` seconds: waking this thread from the event loop
+        when a batch is full costs the loop a system call and often its core."""
+        due = time.monotonic() + self.delay
         while not self._stopped:
-            woken = self._wake.wait(self.delay)
-            self._wake.clear()
-            if not self._stopped:
-                self._export(everything=not woken)  # woken: a full batch is waiting
+            self._wake.wait(min(self.POLL, self.delay))  # set only to stop
+            if self._stopped:
+                break
+            now = time.monotonic()
+            if now >= due:
+                self._export(everything=True)
+                due = now + self.delay
+            elif len(self._queue) >= self.batch:
+                self._export(everything=False)
 
     def _export(self, everything: bool) -> None:
         """Full batches, then (``everything``) what is left."""

@@ -290,6 +290,7 @@ class TracedUpstream:
         self.scoring_key = inner.scoring_key  # untraced, and called for every request: no wrapper
         base = getattr(inner, "base_url", None)
         self._server: dict[str, Any] = {}
+        self._made: dict[str, dict[str, Any]] = {}
         if isinstance(base, str):
             parts = urlsplit(base)
             self._server = {"server.address": parts.hostname or ""}
@@ -301,8 +302,15 @@ class TracedUpstream:
             self._provider = inner.name.split("/", 1)[0]
 
     def _attributes(self, model: str) -> dict[str, Any]:
-        return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self._provider,
-                "gen_ai.request.model": model, **self._server}
+        """The client span's first attributes (a copy of those made for the model before)."""
+        made = self._made.get(model)
+        if made is None:
+            if len(self._made) >= 256:  # model names come from clients
+                self._made.clear()
+            made = self._made[model] = {"gen_ai.operation.name": "chat",
+                                        "gen_ai.provider.name": self._provider,
+                                        "gen_ai.request.model": model, **self._server}
+        return made.copy()
 
     async def start(self) -> None:
         await self.inner.start()
