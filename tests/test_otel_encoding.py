@@ -79,6 +79,7 @@ def test_encoded_spans_decode_to_the_sdks_encoding() -> None:
         context.detach(token)
     under.set_attributes({"veracity.gamma": 0.5, "veracity.ok": True, "same": 1, "mixed": [1, True],
                           "reasons": ("stop",), "verdict": "uncertain"})
+    under.set_status(Status(StatusCode.ERROR, "perturbed_calls"))
     under.end()
     root.end()
     # spans of the SDK's own tracer too: another resource and scope, grouped apart

@@ -32,7 +32,7 @@ _PAIRS_KEPT = 8192
 _VALUES_KEPT = 64
 """Fields of distinct values remembered per attribute key: a key with more (an id, a
 count) has its fields written each time, so it cannot push the others out."""
-_names: dict[str, bytes] = {}
+_names: dict[tuple[str, SpanKind], bytes] = {}
 _keys: dict[str, bytes] = {}
 _SMALL = [bytes((n,)) for n in range(0x80)]
 
@@ -177,6 +177,7 @@ def _attribute_fields(tag: bytes, values: Mapping[str, Any], out: list[bytes]) -
 
 _LOCAL, _REMOTE = _FIXED32.pack(_HAS_IS_REMOTE), _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
 _KINDS = {kind: b"\x30" + varint(kind.value + 1) for kind in SpanKind}  # the API's start at 0, OTLP's at 1
+_UNSET_LOCAL, _UNSET_REMOTE = b"\x7a\x00\x85\x01" + _LOCAL, b"\x7a\x00\x85\x01" + _REMOTE  # status, flags
 
 
 def _flags(parent: SpanContext | None) -> bytes:
@@ -268,19 +269,22 @@ def _gateway_fields(span: GatewaySpan, out: list[bytes]) -> None:
     else:
         out.append(_IDS_UNDER.pack(0x0A10, trace_id >> 64, trace_id & _HALF, 0x1208, span.span_id,
                                    0x2208, up.span_id))
-    name = _names.get(span._name)
+    named = (span._name, span._kind)
+    name = _names.get(named)
     if name is None:
         if len(_names) >= _PAIRS_KEPT:
             _names.clear()
-        name = _names[span._name] = _text(b"\x2a", span._name) if span._name else b""
+        name = _names[named] = (_text(b"\x2a", span._name) if span._name else b"") + _KINDS[span._kind]
     end = span._end_time
-    out += (name, _KINDS[span._kind], _TIMES.pack(0x39, span._start_time, 0x41, end) if end
+    out += (name, _TIMES.pack(0x39, span._start_time, 0x41, end) if end
             else b"\x39" + _FIXED64.pack(span._start_time))
     if span._attributes:
         _attribute_fields(b"\x4a", span._attributes, out)
-    status = span._status
-    out += (b"\x7a\x00" if status is _UNSET else _status(status),
-            b"\x85\x01", _REMOTE if type(up) is SpanContext and up.is_remote else _LOCAL)
+    remote = type(up) is SpanContext and up.is_remote
+    if span._status is _UNSET:
+        out.append(_UNSET_REMOTE if remote else _UNSET_LOCAL)
+    else:
+        out += (_status(span._status), b"\x85\x01", _REMOTE if remote else _LOCAL)
 
 
 def _resource(resource: Resource) -> tuple[bytes, bytes]:

@@ -46,6 +46,7 @@ SAMPLING = (("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.req
             ("max_completion_tokens", "gen_ai.request.max_tokens"), ("seed", "gen_ai.request.seed"),
             ("presence_penalty", "gen_ai.request.presence_penalty"),
             ("frequency_penalty", "gen_ai.request.frequency_penalty"))
+_SAMPLING_KEYS = frozenset(key for key, _ in SAMPLING)
 STATUS_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 429: "at_capacity"}
 SCORE_ERRORS = (("no text answer", "no_answer"), ("perturbed calls failed", "perturbed_calls"),
                 ("gamma is undefined", "undefined"), ("score queue was full", "queue_full"),
@@ -140,10 +141,11 @@ class Tracing:
         span.update_name(f"chat {model}")
         attributes: dict[str, Any] = {"gen_ai.request.model": model,
                                       "veracity.stream": bool(body.get("stream"))}
-        for key, name in SAMPLING:
-            value = body.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                attributes[name] = value
+        if not _SAMPLING_KEYS.isdisjoint(body):
+            for key, name in SAMPLING:
+                value = body.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    attributes[name] = value
         if self.content:
             attributes["gen_ai.input.messages"] = _messages(body.get("messages"))
         span.set_attributes(attributes)
