@@ -245,7 +245,7 @@ class SpanBatcher(SpanProcessor):
     ``POLL`` seconds) or the delay has passed. When the queue is full the oldest span is
     dropped, as the SDK does."""
 
-    POLL = 0.05
+    POLL = 0.2
 
     def __init__(self, exporter: SpanExporter) -> None:
         self.exporter = exporter
@@ -253,6 +253,7 @@ class SpanBatcher(SpanProcessor):
         self.capacity = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
         self.batch = min(_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512), self.capacity)
         self.dropped = 0
+        self._urgent = self.capacity // 2
         self._queue: collections.deque[ReadableSpan] = collections.deque(maxlen=self.capacity)
         self._wake = threading.Event()
         self._exporting = threading.Lock()
@@ -262,16 +263,25 @@ class SpanBatcher(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         queue = self._queue
-        if len(queue) >= self.capacity:
-            self.dropped += 1  # the append drops the oldest; logged from the export thread
+        if len(queue) >= self._urgent:
+            self._filling(len(queue))
         queue.append(span)
 
+    def _filling(self, queued: int) -> None:
+        """The queue is half full: wake the thread now rather than at its next look."""
+        if queued >= self.capacity:
+            self.dropped += 1  # the append drops the oldest; logged from the export thread
+        if not self._wake.is_set():
+            self._wake.set()
+
     def _run(self) -> None:
-        """Look at the queue every ``POLL`` seconds: waking this thread from the event loop
-        when a batch is full costs the loop a system call and often its core."""
+        """Look at the queue every ``POLL`` seconds. Waking this thread from the event loop
+        for each batch costs the loop a system call, and on a busy machine its core for a
+        while: the loop does so only when the queue is half full."""
         due = time.monotonic() + self.delay
         while not self._stopped:
-            self._wake.wait(min(self.POLL, self.delay))  # set only to stop
+            self._wake.wait(min(self.POLL, self.delay))
+            self._wake.clear()
             if self._stopped:
                 break
             now = time.monotonic()

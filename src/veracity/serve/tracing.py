@@ -212,8 +212,10 @@ class TraceChat:
         if scope["type"] != "http" or scope["path"] != CHAT_PATH or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        carrier = {k.decode("latin-1"): v.decode("latin-1")
-                   for k, v in scope["headers"] if k in TRACE_HEADERS}
+        carrier: dict[str, str] = {}
+        for k, v in scope["headers"]:
+            if k in TRACE_HEADERS:
+                carrier[k.decode("latin-1")] = v.decode("latin-1")
         parent = propagate.extract(carrier) if carrier else context.get_current()
         span = self.tracing.tracer.start_span(
             "chat", context=parent, kind=SpanKind.SERVER,
