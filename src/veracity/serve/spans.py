@@ -245,7 +245,7 @@ class SpanBatcher(SpanProcessor):
     ``POLL`` seconds) or the delay has passed. When the queue is full the oldest span is
     dropped, as the SDK does."""
 
-    POLL = 0.2
+    POLL = 0.5
 
     def __init__(self, exporter: SpanExporter) -> None:
         self.exporter = exporter
