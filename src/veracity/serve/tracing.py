@@ -123,8 +123,8 @@ class Tracing:
         request = _REQUEST.get()
         if type(request) is GatewaySpan and request.tracer is self.tracer:
             return self.tracer.child(request, name, kind, attributes, None, start_time)
-        if request is not None:  # left out by the sampler: so are its children
-            return request
+        if request is not None and type(request) is not GatewaySpan:
+            return request  # left out by the sampler: so are its children
         return self.tracer.start_span(name, kind=kind, attributes=attributes, start_time=start_time)
 
     @staticmethod
