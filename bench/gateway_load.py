@@ -167,7 +167,8 @@ async def load(url: str, total: int, concurrency: int, tag: str, model: str = "m
 
 
 class SpanSink:
-    """An OTLP/HTTP receiver on 127.0.0.1 that keeps what it is sent; the spans are decoded
+    """An OTLP/HTTP receiver on 127.0.0.1 that keeps what it is sent (over kept-alive
+    connections, as the OpenTelemetry Collector, Jaeger and Tempo serve); the spans are decoded
     and counted after the measurement (decoding meanwhile would take this process's CPU,
     the load's, during the traced turns only)."""
 
@@ -178,6 +179,8 @@ class SpanSink:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # connections kept open, as collectors keep them
+
             def do_POST(self) -> None:
                 sink.payloads.append(self.rfile.read(int(self.headers["Content-Length"])))
                 self.send_response(200)

@@ -22,20 +22,28 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
+from veracity.serve.spans import _UNSET, GatewaySpan
+
 _DOUBLE = struct.Struct("<d")
 _FIXED64 = struct.Struct("<Q")
 _FIXED32 = struct.Struct("<I")
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags in trace.proto
 _PAIRS_KEPT = 8192
-_pairs: dict[bytes, dict[tuple[str, str], bytes]] = {}
+_VALUES_KEPT = 64
+"""Fields of distinct values remembered per attribute key: a key with more (an id, a
+count) has its fields written each time, so it cannot push the others out."""
+_names: dict[tuple[str, SpanKind], bytes] = {}
 _keys: dict[str, bytes] = {}
+_SMALL = [bytes((n,)) for n in range(0x80)]
 
 
 def varint(value: int) -> bytes:
     """An unsigned varint (an int64 below zero as its 64-bit two's complement)."""
+    if 0 <= value < 0x80:
+        return _SMALL[value]
+    if 0 <= value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     value &= 0xFFFFFFFFFFFFFFFF
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -89,38 +97,87 @@ def _key(key: str) -> bytes:
 
 
 def attributes(tag: bytes, values: Mapping[str, Any] | None) -> bytes:
-    """Repeated ``KeyValue`` fields under ``tag``; those of a string value are remembered
-    whole, those of a number written without the general path."""
+    """Repeated ``KeyValue`` fields under ``tag``."""
     if not values:
         return b""
-    known = _pairs.get(tag)
+    out: list[bytes] = []
+    _attribute_fields(tag, values, out)
+    return b"".join(out)
+
+
+class _Key:
+    """What is known of one attribute key under one tag: the fixed bytes before each kind
+    of value, and the whole fields of the string values (and lists of strings) seen."""
+
+    __slots__ = ("floats", "ints", "key", "lists", "strings", "truths")
+
+    def __init__(self, tag: bytes, key: str) -> None:
+        self.key = named = _key(key)
+        # the KeyValue field's length: the key's, and the AnyValue field's (tag, length, value)
+        self.floats = tag + varint(len(named) + 11) + named + b"\x12\x09\x21"
+        self.ints = [tag + varint(len(named) + 3 + n) + named + b"\x12" + _SMALL[n + 1] + b"\x18"
+                     for n in range(11)]  # by the varint's length (at most 10 bytes)
+        self.truths = (_field(tag, key_value(key, False)), _field(tag, key_value(key, True)))
+        self.strings: dict[str, bytes] | None = {}
+        self.lists: dict[tuple[str, ...], bytes] | None = {}
+
+
+_known: dict[bytes, dict[str, _Key]] = {}
+_is_str = str.__instancecheck__
+
+
+def _attribute_fields(tag: bytes, values: Mapping[str, Any], out: list[bytes]) -> None:
+    """The fields of ``attributes``, appended to ``out``, each written behind its key's
+    remembered bytes (a string's, or a list of strings', remembered whole)."""
+    known = _known.get(tag)
     if known is None:
-        known = _pairs[tag] = {}
-    out = []
-    for pair in values.items():
-        key, value = pair
+        known = _known[tag] = {}
+    for key, value in values.items():
+        slot = known.get(key)
+        if slot is None:
+            if len(known) >= _PAIRS_KEPT:
+                known.clear()
+            slot = known[key] = _Key(tag, key)
         kind = type(value)
         if kind is str:
-            found = known.get(pair)
+            strings = slot.strings
+            found = strings.get(value) if strings is not None else None
             if found is None:
-                if len(known) >= _PAIRS_KEPT:
-                    known.clear()
-                found = known[pair] = _field(tag, key_value(key, value))
+                raw = value.encode("utf-8", "surrogatepass")
+                text = b"\x0a" + varint(len(raw)) + raw  # the AnyValue
+                body = slot.key + b"\x12" + varint(len(text)) + text  # the KeyValue
+                found = tag + varint(len(body)) + body
+                if strings is not None:
+                    if len(strings) < _VALUES_KEPT:
+                        strings[value] = found
+                    else:
+                        slot.strings = None
             out.append(found)
-            continue
-        if kind is float:
-            field = _key(key) + b"\x12\x09\x21" + _DOUBLE.pack(value)
         elif kind is int:
             number = varint(value)
-            field = _key(key) + b"\x12" + bytes((len(number) + 1,)) + b"\x18" + number
+            out.append(slot.ints[len(number)] + number)
+        elif kind is float:
+            out.append(slot.floats + _DOUBLE.pack(value))
+        elif kind is bool:
+            out.append(slot.truths[value])
+        elif (kind is list or kind is tuple) and all(map(_is_str, value)):
+            lists, items = slot.lists, tuple(value)
+            found = lists.get(items) if lists is not None else None
+            if found is None:
+                found = _field(tag, key_value(key, items))
+                if lists is not None:
+                    if len(lists) < _VALUES_KEPT:
+                        lists[items] = found
+                    else:
+                        slot.lists = None
+            out.append(found)
         else:
-            field = key_value(key, value)
-        out.append(tag + varint(len(field)) + field)
-    return b"".join(out)
+            out.append(_field(tag, key_value(key, value)))
 
 
 _LOCAL, _REMOTE = _FIXED32.pack(_HAS_IS_REMOTE), _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
 _KINDS = {kind: b"\x30" + varint(kind.value + 1) for kind in SpanKind}  # the API's start at 0, OTLP's at 1
+_UNSET_LOCAL, _UNSET_REMOTE = b"\x7a\x00\x85\x01" + _LOCAL, b"\x7a\x00\x85\x01" + _REMOTE  # status, flags
 
 
 def _flags(parent: SpanContext | None) -> bytes:
@@ -183,6 +240,53 @@ def span_message(span: ReadableSpan) -> bytes:
     return b"".join(parts)
 
 
+_IDS = struct.Struct(">HQQHQ")  # trace id (two halves), span id, each behind its tag and length
+_IDS_UNDER = struct.Struct(">HQQHQHQ")  # and the parent's span id
+_TIMES = struct.Struct("<BQBQ")  # start and end: fixed64 behind their tags
+_HALF = 0xFFFFFFFFFFFFFFFF
+
+
+def gateway_message(span: GatewaySpan) -> bytes:
+    """One ``Span`` message of the gateway's own span (bytes equal to :func:`span_message`'s)."""
+    out: list[bytes] = []
+    _gateway_fields(span, out)
+    return b"".join(out)
+
+
+def _gateway_fields(span: GatewaySpan, out: list[bytes]) -> None:
+    """The fields of one ``Span`` message of the gateway's own span, appended to ``out``,
+    read from its fields: no ``SpanContext``, no copies of its attributes."""
+    if span._events or span._links:  # rare (an exception's event): the general path
+        out.append(span_message(span))
+        return
+    trace_id, up = span.trace_id, span.up
+    if up is None or span.trace_state:
+        out.append(_IDS.pack(0x0A10, trace_id >> 64, trace_id & _HALF, 0x1208, span.span_id))
+        if span.trace_state:
+            out.append(_text(b"\x1a", ",".join(f"{k}={v}" for k, v in span.trace_state.items())))
+        if up is not None:
+            out += (b"\x22\x08", up.span_id.to_bytes(8, "big"))
+    else:
+        out.append(_IDS_UNDER.pack(0x0A10, trace_id >> 64, trace_id & _HALF, 0x1208, span.span_id,
+                                   0x2208, up.span_id))
+    named = (span._name, span._kind)
+    name = _names.get(named)
+    if name is None:
+        if len(_names) >= _PAIRS_KEPT:
+            _names.clear()
+        name = _names[named] = (_text(b"\x2a", span._name) if span._name else b"") + _KINDS[span._kind]
+    end = span._end_time
+    out += (name, _TIMES.pack(0x39, span._start_time, 0x41, end) if end
+            else b"\x39" + _FIXED64.pack(span._start_time))
+    if span._attributes:
+        _attribute_fields(b"\x4a", span._attributes, out)
+    remote = type(up) is SpanContext and up.is_remote
+    if span._status is _UNSET:
+        out.append(_UNSET_REMOTE if remote else _UNSET_LOCAL)
+    else:
+        out += (_status(span._status), b"\x85\x01", _REMOTE if remote else _LOCAL)
+
+
 def _resource(resource: Resource) -> tuple[bytes, bytes]:
     """(the ``Resource`` field, the ``schema_url`` field) of a ``ResourceSpans``."""
     schema = _text(b"\x1a", resource.schema_url) if resource.schema_url else b""
@@ -206,18 +310,33 @@ def encode(spans: Iterable[ReadableSpan]) -> bytes:
     Grouped by identity (a tracer's spans share its objects): hashing a Resource serialises
     all its attributes each time."""
     groups: dict[int, tuple[Resource, dict[int, tuple[InstrumentationScope | None, list[bytes]]]]] = {}
+    last: tuple[Resource, InstrumentationScope | None] | None = None
+    fields: list[bytes] = []  # of the last span's scope: each span's tag and length, then its fields
+    scope: InstrumentationScope | None
     for span in spans:
-        resource, scope = span.resource, span.instrumentation_scope
-        scopes = groups.setdefault(id(resource), (resource, {}))[1]
-        scopes.setdefault(id(scope), (scope, []))[1].append(span_message(span))
+        if type(span) is GatewaySpan:  # its tracer's: without two properties a span
+            resource, scope = span.tracer.resource, span.tracer.scope
+        else:
+            resource, scope = span.resource, span.instrumentation_scope
+        if last is None or resource is not last[0] or scope is not last[1]:  # most often the last's
+            scopes = groups.setdefault(id(resource), (resource, {}))[1]
+            fields = scopes.setdefault(id(scope), (scope, []))[1]
+            last = (resource, scope)
+        if type(span) is GatewaySpan:
+            at = len(fields)
+            fields.append(b"")
+            _gateway_fields(span, fields)
+            fields[at] = b"\x12" + varint(sum(map(len, fields[at + 1:])))
+        else:
+            message = span_message(span)
+            fields += (b"\x12" + varint(len(message)), message)
     out = []
     for resource, scopes in groups.values():
         field, schema = _resource(resource)
         body = [field]
-        for scope, messages in scopes.values():
+        for scope, fields in scopes.values():
             named, scope_schema = _scope(scope)
-            spans_of = b"".join(_field(b"\x12", m) for m in messages)
-            body.append(_field(b"\x12", named + spans_of + scope_schema))
+            body.append(_field(b"\x12", named + b"".join(fields) + scope_schema))
         out.append(_field(b"\x0a", b"".join(body) + schema))
     return b"".join(out)
 

@@ -21,34 +21,33 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.backends.base import Outcome
 from veracity.errors import BackendError, ConfigError
 from veracity.methods.gamma.trust import TrustScore
-from veracity.serve.spans import GatewayTracer
+from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest
 
-T = TypeVar("T")
-
 log = logging.getLogger(__name__)
 CHAT_PATH = "/v1/chat/completions"
-TRACE_HEADERS = (b"traceparent", b"tracestate", b"baggage")
+TRACE_HEADERS = frozenset((b"traceparent", b"tracestate", b"baggage"))
 """The only request headers a span ever sees (W3C trace context and baggage)."""
 SAMPLING = (("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),
             ("max_tokens", "gen_ai.request.max_tokens"),
             ("max_completion_tokens", "gen_ai.request.max_tokens"), ("seed", "gen_ai.request.seed"),
             ("presence_penalty", "gen_ai.request.presence_penalty"),
             ("frequency_penalty", "gen_ai.request.frequency_penalty"))
+_SAMPLING_KEYS = frozenset(key for key, _ in SAMPLING)
 STATUS_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 429: "at_capacity"}
 SCORE_ERRORS = (("no text answer", "no_answer"), ("perturbed calls failed", "perturbed_calls"),
                 ("gamma is undefined", "undefined"), ("score queue was full", "queue_full"),
@@ -118,6 +117,17 @@ class Tracing:
     def wrap(self, upstream: Upstream) -> TracedUpstream:
         return TracedUpstream(upstream, self)
 
+    def child(self, name: str, kind: SpanKind = SpanKind.INTERNAL, attributes: dict[str, Any] | None = None,
+              start_time: int | None = None) -> Span:
+        """A span under the request span of the exchange being handled (``attributes``: the
+        span's own from then on); outside one, under the current span."""
+        request = _REQUEST.get()
+        if type(request) is GatewaySpan and request.tracer is self.tracer:
+            return self.tracer.child(request, name, kind, attributes, None, start_time)
+        if request is not None and type(request) is not GatewaySpan:
+            return request  # left out by the sampler: so are its children
+        return self.tracer.start_span(name, kind=kind, attributes=attributes, start_time=start_time)
+
     @staticmethod
     def request_span() -> Span | None:
         span = _REQUEST.get()
@@ -132,10 +142,11 @@ class Tracing:
         span.update_name(f"chat {model}")
         attributes: dict[str, Any] = {"gen_ai.request.model": model,
                                       "veracity.stream": bool(body.get("stream"))}
-        for key, name in SAMPLING:
-            value = body.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                attributes[name] = value
+        if not _SAMPLING_KEYS.isdisjoint(body):
+            for key, name in SAMPLING:
+                value = body.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    attributes[name] = value
         if self.content:
             attributes["gen_ai.input.messages"] = _messages(body.get("messages"))
         span.set_attributes(attributes)
@@ -144,7 +155,7 @@ class Tracing:
         """A finished (or failed) score: a ``veracity.score`` span over its scoring time, and
         gamma, the verdict and P(correct) on it and on the request span while it is open."""
         held = _REQUEST.get()
-        if held is None or not held.get_span_context().trace_flags.sampled:
+        if type(held) is not GatewaySpan:
             return  # not traced, or left out by the sampler
         result: dict[str, Any] = {"veracity.verdict": score.verdict}
         if score.gamma is not None:
@@ -154,19 +165,21 @@ class Tracing:
         if score.error:
             result["veracity.error_kind"] = str(score.error_kind or score_error_kind(score.error))
         if held.is_recording():
-            request = result | {"veracity.score_id": score.id, "veracity.n": score.n,
-                                "veracity.model_calls": score.model_calls}
+            held.set_attributes(result)
+            held.set_attributes({"veracity.score_id": score.id, "veracity.n": score.n,
+                                 "veracity.model_calls": score.model_calls})
             if self.content and answer is not None:
-                request["gen_ai.output.messages"] = _output(answer, None)
-            held.set_attributes(request)
+                held.set_attribute("gen_ai.output.messages", _output(answer, None))
         timings = score.timings
-        if isinstance(timings.get("embedding_ms"), int | float):
-            result["veracity.embedding_ms"] = float(timings["embedding_ms"])
+        embedding = timings.get("embedding_ms")
+        if isinstance(embedding, (int, float)):
+            result["veracity.embedding_ms"] = float(embedding)
         if self.content:
             result["veracity.perturbed_answers"] = [str(a) for a in score.perturbed_answers]
         end = time.time_ns()
         start = end - int(1e6 * float(timings.get("scoring_ms", 0.0)))
-        span = self.tracer.start_span(f"veracity.score {score.model}", start_time=start, attributes=result)
+        span = self.tracer.child(held, f"veracity.score {score.model}", attributes=result,
+                                 start_time=start)
         if score.error:
             span.set_status(Status(StatusCode.ERROR))
         span.end(end)
@@ -197,8 +210,10 @@ class TraceChat:
         if scope["type"] != "http" or scope["path"] != CHAT_PATH or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        carrier = {k.decode("latin-1"): v.decode("latin-1")
-                   for k, v in scope["headers"] if k in TRACE_HEADERS}
+        carrier: dict[str, str] = {}
+        for k, v in scope["headers"]:
+            if k in TRACE_HEADERS:
+                carrier[k.decode("latin-1")] = v.decode("latin-1")
         parent = propagate.extract(carrier) if carrier else context.get_current()
         span = self.tracing.tracer.start_span(
             "chat", context=parent, kind=SpanKind.SERVER,
@@ -274,8 +289,10 @@ class TracedUpstream:
         self.name = inner.name
         self.overlaps_answer = inner.overlaps_answer
         self.key_ignored = bool(getattr(inner, "key_ignored", False))  # read by `veracity serve`
+        self.scoring_key = inner.scoring_key  # untraced, and called for every request: no wrapper
         base = getattr(inner, "base_url", None)
         self._server: dict[str, Any] = {}
+        self._made: dict[str, dict[str, Any]] = {}
         if isinstance(base, str):
             parts = urlsplit(base)
             self._server = {"server.address": parts.hostname or ""}
@@ -287,8 +304,15 @@ class TracedUpstream:
             self._provider = inner.name.split("/", 1)[0]
 
     def _attributes(self, model: str) -> dict[str, Any]:
-        return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self._provider,
-                "gen_ai.request.model": model, **self._server}
+        """The client span's first attributes (a copy of those made for the model before)."""
+        made = self._made.get(model)
+        if made is None:
+            if len(self._made) >= 256:  # model names come from clients
+                self._made.clear()
+            made = self._made[model] = {"gen_ai.operation.name": "chat",
+                                        "gen_ai.provider.name": self._provider,
+                                        "gen_ai.request.model": model, **self._server}
+        return made.copy()
 
     async def start(self) -> None:
         await self.inner.start()
@@ -299,27 +323,25 @@ class TracedUpstream:
     async def models(self) -> dict[str, Any]:
         return await self.inner.models()
 
-    def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
-        return self.inner.scoring_key(model)
-
-    async def _opened(self, body: dict[str, Any], call: Callable[[], Awaitable[T]]) -> tuple[Span, T]:
-        """A client span for the upstream call and what the call returned; a failed call ends
-        the span (marked when the upstream said why) and raises."""
+    def _opened(self, body: dict[str, Any]) -> Span:
+        """The client span of an upstream call."""
         model = str(body.get("model"))
-        span = self.tracing.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT,
-                                              attributes=self._attributes(model))
-        try:
-            return span, await call()
-        except UpstreamError as exc:
+        return self.tracing.child(f"chat {model}", SpanKind.CLIENT, self._attributes(model))
+
+    @staticmethod
+    def _unanswered(span: Span, exc: BaseException) -> None:
+        """The span of a call that raised, ended (marked when the upstream said why)."""
+        if isinstance(exc, UpstreamError):
             _failed(span, exc)
-            span.end()
-            raise
-        except BaseException:
-            span.end()
-            raise
+        span.end()
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        span, data = await self._opened(body, lambda: self.inner.chat(body))
+        span = self._opened(body)
+        try:  # awaited here, not in a helper: one coroutine fewer to resume at each step
+            data = await self.inner.chat(body)
+        except BaseException as exc:
+            self._unanswered(span, exc)
+            raise
         if span.is_recording():
             found = _response_attributes(data)
             span.set_attributes(found)
@@ -330,26 +352,36 @@ class TracedUpstream:
         return data
 
     async def stream(self, body: dict[str, Any]) -> Stream:
-        span, inner = await self._opened(body, lambda: self.inner.stream(body))
+        span = self._opened(body)
+        try:
+            inner = await self.inner.stream(body)
+        except BaseException as exc:
+            self._unanswered(span, exc)
+            raise
         return TracedStream(inner, span)
 
     async def perturbed(self, model: str, requests: Sequence[GenRequest]) -> list[Outcome]:
-        span = self.tracing.tracer.start_span(
-            f"veracity.perturbed {model}",
-            attributes={"gen_ai.request.model": model, "veracity.requests": len(requests)})
+        span = self.tracing.child(f"veracity.perturbed {model}", attributes={
+            "gen_ai.request.model": model, "veracity.requests": len(requests)})
         try:
             outcomes = await self.inner.perturbed(model, requests)
         except BaseException:
             span.set_status(Status(StatusCode.ERROR))
             span.end()
             raise
-        failed = [o for o in outcomes if not isinstance(o, Generation)]
-        answered = [o for o in outcomes if isinstance(o, Generation)]
+        failed: list[Outcome] = []
+        read = written = 0
+        for outcome in outcomes:
+            if isinstance(outcome, Generation):
+                read += outcome.prompt_tokens
+                written += outcome.completion_tokens
+            else:
+                failed.append(outcome)
         found: dict[str, Any] = {"veracity.failed": len(failed)}
-        for name, tokens in (("gen_ai.usage.input_tokens", sum(o.prompt_tokens for o in answered)),
-                             ("gen_ai.usage.output_tokens", sum(o.completion_tokens for o in answered))):
-            if tokens:
-                found[name] = tokens
+        if read:
+            found["gen_ai.usage.input_tokens"] = read
+        if written:
+            found["gen_ai.usage.output_tokens"] = written
         if failed:
             found["error.type"] = type(failed[0]).__name__ if isinstance(failed[0], BackendError) else "error"
             span.set_status(Status(StatusCode.ERROR))
@@ -395,7 +427,7 @@ def configure(content: bool = False, processor: SpanProcessor | None = None) -> 
     if os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in resource:  # the user's name wins
         named = {}
     processors: list[SpanProcessor] = ([processor] if processor is not None
-                                       else [BatchSpanProcessor(e) for e in _exporters()])
+                                       else [SpanBatcher(e) for e in _exporters()])
     if not processors:
         return None
     if len(processors) > 1:
