@@ -340,8 +340,10 @@ def neighbour_blocks(
     ok = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     for start in range(0, n, block):
         stop = min(start + block, n)
-        yield start, nearest_block(unit(start, stop), start, unit, n, k, near_duplicate, ok,
-                                   column_block)
+        # a copy: numpy multiplies a matrix by its own transpose with another BLAS routine
+        # (syrk), whose digits differ from the product of two arrays a file gives
+        rows = np.array(unit(start, stop), dtype=np.float64, copy=True)
+        yield start, nearest_block(rows, start, unit, n, k, near_duplicate, ok, column_block)
 
 
 def random_neighbours(

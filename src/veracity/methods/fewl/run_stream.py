@@ -1,0 +1,277 @@
+"""FEWL on recorded answers, references and pairs in bounded memory: chunks of questions
+through embed, score and write.
+
+The three files are indexed once into an SQLite file and looked up a chunk at a time; the
+question embeddings go, chunk by chunk, into a float32 file mapped from disk, over which the
+K nearest questions are found by blocked matrix products (the row and column blocks of
+:func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in mapped
+files too. Each chunk is then scored together with the neighbours it needs, its records
+appended to samples.jsonl (and references.jsonl, pairs.jsonl, answers/) as they come, and the
+aggregates kept as exact running sums (:class:`~veracity.methods.fewl.running.RunningFewl`).
+Every embedding is cached as it is made, so a rerun after an interruption embeds nothing
+twice. The index files live in the run directory while it runs and are removed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from veracity.data.labelled import pair_rows, text_rows
+from veracity.errors import DataError
+from veracity.methods.fewl.core import Neighbours, neighbour_blocks, unit_rows
+from veracity.methods.fewl.pairs import Pair, PairOutcome
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.run import (
+    AnswerSource,
+    FewlSettings,
+    Prepared,
+    answers_file,
+    build_records,
+    question_spec,
+    results_head,
+    run_config,
+    score_sets,
+    side_files,
+)
+from veracity.methods.fewl.running import RunningFewl
+from veracity.methods.fewl.similarity import Similarity, load_similarity
+from veracity.runs.common import Context
+from veracity.runs.result import RunResult
+from veracity.runs.streamed import StoredRecords
+from veracity.store import RunDir, check_run_target
+from veracity.streaming import SampleWriter, chunks
+from veracity.types import Item
+
+CHUNK = 1024
+"""Questions scored at once (with the neighbours they need)."""
+INDEX_DIR = "fewl-index.tmp"
+"""Where the run keeps its lookup tables and mapped arrays while it runs."""
+_LOOKUP = 400  # keys per SQL query (under SQLite's bound on parameters)
+_ANSWER_FIELDS = ("answers", "candidates", "answer")
+
+
+def streamable(sources: Sequence[AnswerSource], settings: FewlSettings) -> bool:
+    """Whether a run needs no model at all and can be read as streams: answers, references
+    and pairs from files, and the nearest-neighbour penalty."""
+    return (all(s.path is not None for s in sources) and settings.references_file is not None
+            and settings.pairs_file is not None and settings.neighbours_mode == "nearest")
+
+
+class KeyedRows:
+    """id (or question) -> values of one JSONL file, in an SQLite table: lines with the same
+    key add up in file order, and a question is looked up by its id, else by its text (as
+    :func:`veracity.data.labelled.read_texts` and ``read_pairs`` do)."""
+
+    def __init__(self, db: sqlite3.Connection, table: str, path: Path,
+                 rows: Iterable[tuple[str, list[Any]]]) -> None:
+        self.db, self.table, self.path = db, table, path
+        db.execute(f"CREATE TABLE {table} (seq INTEGER PRIMARY KEY, key TEXT, value TEXT)")
+        count = 0
+        for part in chunks(rows, 4096):
+            db.executemany(f"INSERT INTO {table} (key, value) VALUES (?, ?)",
+                           [(key, json.dumps(values, ensure_ascii=False)) for key, values in part])
+            count += len(part)
+        if count == 0:
+            raise DataError(f"{path}: no records")
+        db.execute(f"CREATE INDEX {table}_key ON {table} (key)")
+        db.commit()
+
+    def get(self, items: Sequence[Item]) -> list[list[Any] | None]:
+        """The values of each question, None where the file has none."""
+        keys = list(dict.fromkeys([k for item in items for k in (item.id, item.question)]))
+        found: dict[str, list[Any]] = {}
+        for start in range(0, len(keys), _LOOKUP):
+            part = keys[start:start + _LOOKUP]
+            marks = ",".join("?" * len(part))
+            for key, value in self.db.execute(
+                    f"SELECT key, value FROM {self.table} WHERE key IN ({marks}) ORDER BY seq",
+                    part):
+                found.setdefault(key, []).extend(json.loads(value))
+        return [found.get(item.id, found.get(item.question)) for item in items]
+
+    def texts(self, items: Sequence[Item], what: str) -> list[list[str]]:
+        """Stripped texts of each question; a DataError naming the first one missing."""
+        out = []
+        for item, values in zip(items, self.get(items), strict=True):
+            if values is None:
+                raise DataError(f"{self.path}: no {what} for question '{item.id}'")
+            out.append([str(v).strip() for v in values])
+        return out
+
+
+class _Inputs:
+    """The run's three kinds of file, indexed once."""
+
+    def __init__(self, db: sqlite3.Connection, sources: Sequence[AnswerSource],
+                 settings: FewlSettings) -> None:
+        assert settings.references_file is not None and settings.pairs_file is not None
+        self.answers = {s.name: KeyedRows(db, f"answers_{i}", s.path,
+                                          text_rows(s.path, _ANSWER_FIELDS, stream=True))
+                        for i, s in enumerate(sources) if s.path is not None}
+        self.references = KeyedRows(db, "refs", settings.references_file,
+                                    text_rows(settings.references_file, ("references",),
+                                              stream=True))
+        self.pairs = KeyedRows(db, "pairs", settings.pairs_file,
+                               pair_rows(settings.pairs_file, stream=True))
+
+    def answer_sets(self, items: Sequence[Item]) -> dict[str, list[str | None]]:
+        return {name: [(a[0] if a else None) for a in rows.texts(items, "answers")]
+                for name, rows in self.answers.items()}
+
+    def pairs_of(self, items: Sequence[Item]) -> list[list[Pair]]:
+        return [[Pair(str(w), str(c)) for w, c in (found or [])]
+                for found in self.pairs.get(items)]
+
+
+def _mapped(path: Path, dtype: Any, shape: tuple[int, ...]) -> npt.NDArray[Any]:
+    """A writable array in a file (in memory when empty: a file cannot map 0 bytes)."""
+    if 0 in shape:
+        return np.zeros(shape, dtype=dtype)
+    return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+
+
+class _Index:
+    """Question vectors, eligibility and NN_K of every question, in files."""
+
+    def __init__(self, work: Path, items: Sequence[Item], inputs: _Inputs,
+                 settings: FewlSettings, ctx: Context, chunk_size: int) -> None:
+        n, k = len(items), settings.neighbours
+        embedder = ctx.embedder(question_spec(settings))
+        self.eligible = np.zeros(n, dtype=bool)
+        self.widths = (0, 0)
+        vectors: npt.NDArray[np.float32] | None = None
+        for start in range(0, n, chunk_size):
+            part = items[start:start + chunk_size]
+            for rows in inputs.answers.values():
+                rows.texts(part, "answers")  # every question answered, before any scoring
+            refs = inputs.references.texts(part, "references")
+            pairs = inputs.pairs.get(part)
+            self.eligible[start:start + len(part)] = [any(r.strip() for r in row) for row in refs]
+            self.widths = (max(self.widths[0], *(len(r) for r in refs)),
+                           max(self.widths[1], *(len(p or ()) for p in pairs)))
+            got = embedder.embed([item.question for item in part])
+            if vectors is None:
+                vectors = _mapped(work / "questions.npy", np.float32, (n, got.shape[1]))
+            vectors[start:start + len(part)] = got
+        assert vectors is not None
+        self.index = _mapped(work / "neighbours.npy", np.int64, (n, k))
+        self.mask = _mapped(work / "neighbours_mask.npy", np.bool_, (n, k))
+        self.cosine = _mapped(work / "neighbours_cosine.npy", np.float64, (n, k))
+        source = vectors
+        for first, nb in neighbour_blocks(lambda a, b: unit_rows(source[a:b]), n, k,
+                                          settings.near_duplicate, self.eligible):
+            stop = first + nb.index.shape[0]
+            self.index[first:stop], self.mask[first:stop] = nb.index, nb.mask
+            self.cosine[first:stop] = nb.cosine
+
+
+def _local(items: Sequence[Item], start: int, stop: int,
+           index: _Index) -> tuple[list[int], Neighbours]:
+    """The questions a chunk needs (its own, then the other neighbours of its questions) and
+    its neighbours renumbered into that list."""
+    nb_index = np.asarray(index.index[start:stop])
+    nb_mask = np.asarray(index.mask[start:stop])
+    nb_cosine = np.asarray(index.cosine[start:stop])
+    others = np.array(sorted(set(nb_index[nb_mask].tolist()) - set(range(start, stop))),
+                      dtype=np.int64)
+    wanted = list(range(start, stop)) + others.tolist()
+    size = stop - start
+    inside = (nb_index >= start) & (nb_index < stop)
+    local = np.where(inside, nb_index - start, size + np.searchsorted(others, nb_index))
+    k = nb_index.shape[1]
+    pad = others.size
+    return wanted, Neighbours(
+        np.concatenate([np.where(nb_mask, local, 0), np.zeros((pad, k), np.int64)]),
+        np.concatenate([nb_mask, np.zeros((pad, k), bool)]),
+        np.concatenate([nb_cosine, np.full((pad, k), np.nan)]))
+
+
+def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
+                   similarity: Similarity, names: list[str], settings: FewlSettings,
+                   chunk_size: int) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(items), chunk_size):
+        stop = min(start + chunk_size, len(items))
+        wanted, neighbours = _local(items, start, stop, index)
+        local = [items[g] for g in wanted]
+        size = stop - start
+        sets = inputs.answer_sets(local[:size])
+        answer_sets = {name: values + [None] * (len(local) - size)
+                       for name, values in sets.items()}
+        pairs = inputs.pairs_of(local[:size]) + [[] for _ in local[size:]]
+        missing = "not in the pairs file"
+        prep = Prepared(inputs.references.texts(local, "references"), names,
+                        PairOutcome(pairs, [""] * len(local), [0] * len(local),
+                                    [None if p else missing for p in pairs]),
+                        similarity, neighbours)
+        scores = score_sets(local, answer_sets, prep, settings, widths=index.widths)
+        yield build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
+
+
+def stream_fewl(
+    items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
+    ctx: Context, out: Path, dataset: str, extra: dict[str, Any],
+    chunk_size: int = CHUNK,
+) -> RunResult[FewlRecord]:
+    """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run``) on files only, chunk by
+    chunk: the same run directory, records and aggregates."""
+    check_run_target(out)
+    settings.check()
+    if not items:
+        raise DataError("no questions to score")
+    assert settings.references_file is not None
+    work = out / INDEX_DIR
+    if work.exists():
+        shutil.rmtree(work)  # left by an interrupted run: rebuilt (its embeddings are cached)
+    work.mkdir(parents=True)
+    db = sqlite3.connect(work / "lookup.sqlite")
+    try:
+        inputs = _Inputs(db, sources, settings)
+        index = _Index(work, items, inputs, settings, ctx, chunk_size)
+        similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
+                                     settings.mapping, settings.similarity_label)
+        names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
+        config = run_config("run", dataset, len(items), similarity, names, settings, ctx, extra)
+        run = RunDir.create(out, "fewl", config, ctx.started)
+        running = RunningFewl([s.name for s in sources])
+        count = _write(run, _scored_chunks(items, inputs, index, similarity, names, settings,
+                                           chunk_size), running, [s.name for s in sources])
+    finally:
+        db.close()
+    shutil.rmtree(work)
+    results = results_head("run", dataset, len(items), running.failed, similarity, settings)
+    results["models"] = running.summaries()
+    run.update_config({"model_options": ctx.options_record()})
+    run.write_results(results)
+    run.finish(ctx.stats())
+    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
+
+
+def _write(run: RunDir, batches: Iterable[list[dict[str, Any]]], running: RunningFewl,
+           names: list[str]) -> int:
+    """samples.jsonl and the side files, a chunk at a time; how many records."""
+    files = list(dict.fromkeys(["references.jsonl", "pairs.jsonl",
+                                *(answers_file(n) for n in names)]))
+    writers = [SampleWriter(run.record(name)) for name in files]
+    with SampleWriter(run.path / "samples.jsonl") as samples:
+        for writer in writers:
+            writer.__enter__()
+        try:
+            for records in batches:
+                typed = [FewlRecord.from_json(r) for r in records]
+                running.add(records)
+                samples.write(t.to_json() for t in typed)
+                rows = side_files(typed)
+                for name, writer in zip(files, writers, strict=True):
+                    writer.write(rows.get(name, []))
+        finally:
+            for writer in writers:
+                writer.__exit__(None, None, None)
+        return samples.count
