@@ -42,7 +42,12 @@ from veracity.methods.fewl.run import (
     side_files,
 )
 from veracity.methods.fewl.running import RunningFewl
-from veracity.methods.fewl.similarity import Similarity, load_similarity
+from veracity.methods.fewl.similarity import (
+    EmbeddingSimilarity,
+    EmbeddingTable,
+    Similarity,
+    load_similarity,
+)
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
@@ -142,26 +147,49 @@ class _Index:
     """Question vectors, eligibility and NN_K of every question, in files."""
 
     def __init__(self, work: Path, items: Sequence[Item], inputs: _Inputs,
-                 settings: FewlSettings, ctx: Context, chunk_size: int) -> None:
+                 settings: FewlSettings, ctx: Context, chunk_size: int,
+                 similarity: Similarity) -> None:
         n, k = len(items), settings.neighbours
         embedder = ctx.embedder(question_spec(settings))
         self.eligible = np.zeros(n, dtype=bool)
         self.widths = (0, 0)
         vectors: npt.NDArray[np.float32] | None = None
-        for start in range(0, n, chunk_size):
-            part = items[start:start + chunk_size]
-            for rows in inputs.answers.values():
-                rows.texts(part, "answers")  # every question answered, before any scoring
-            refs = inputs.references.texts(part, "references")
-            pairs = inputs.pairs.get(part)
-            self.eligible[start:start + len(part)] = [any(r.strip() for r in row) for row in refs]
-            self.widths = (max(self.widths[0], *(len(r) for r in refs)),
-                           max(self.widths[1], *(len(p or ()) for p in pairs)))
-            got = embedder.embed([item.question for item in part])
-            if vectors is None:
-                vectors = _mapped(work / "questions.npy", np.float32, (n, got.shape[1]))
-            vectors[start:start + len(part)] = got
+        # every reference embedded once, here, into a file: a chunk reads its neighbours'
+        # from it instead of embedding them again
+        by_vector = similarity.embedder if isinstance(similarity, EmbeddingSimilarity) else None
+        self.ref_offsets = np.zeros(n + 1, dtype=np.int64)
+        self.ref_vectors: npt.NDArray[np.float32] | None = None
+        ref_file = work / "references.f32"
+        width = 0
+        with ref_file.open("wb") as ref_out:
+            for start in range(0, n, chunk_size):
+                part = items[start:start + chunk_size]
+                for rows in inputs.answers.values():
+                    rows.texts(part, "answers")  # every question answered, before any scoring
+                refs = inputs.references.texts(part, "references")
+                pairs = inputs.pairs.get(part)
+                self.eligible[start:start + len(part)] = [any(r.strip() for r in row)
+                                                          for row in refs]
+                self.widths = (max(self.widths[0], *(len(r) for r in refs)),
+                               max(self.widths[1], *(len(p or ()) for p in pairs)))
+                got = embedder.embed([item.question for item in part])
+                if vectors is None:
+                    vectors = _mapped(work / "questions.npy", np.float32, (n, got.shape[1]))
+                vectors[start:start + len(part)] = got
+                if by_vector is not None:
+                    flat = [t for row in refs for t in row if t]
+                    counts = np.cumsum([sum(1 for t in row if t) for row in refs])
+                    self.ref_offsets[start + 1:start + len(part) + 1] = (
+                        self.ref_offsets[start] + counts)
+                    if flat:
+                        embedded = by_vector.embed(flat)
+                        width = embedded.shape[1]
+                        ref_out.write(np.ascontiguousarray(embedded, np.float32).tobytes())
         assert vectors is not None
+        total = int(self.ref_offsets[-1])
+        if by_vector is not None and total:
+            self.ref_vectors = np.memmap(ref_file, dtype=np.float32, mode="r",
+                                         shape=(total, width))
         self.index = _mapped(work / "neighbours.npy", np.int64, (n, k))
         self.mask = _mapped(work / "neighbours_mask.npy", np.bool_, (n, k))
         self.cosine = _mapped(work / "neighbours_cosine.npy", np.float64, (n, k))
@@ -171,6 +199,39 @@ class _Index:
             stop = first + nb.index.shape[0]
             self.index[first:stop], self.mask[first:stop] = nb.index, nb.mask
             self.cosine[first:stop] = nb.cosine
+
+
+class _Primed:
+    """An embedding similarity whose table takes the vectors it is given (the references'
+    from the index file, the very float32 vectors the embedder made) and embeds the rest."""
+
+    def __init__(self, base: EmbeddingSimilarity, known: dict[str, npt.NDArray[np.float32]]
+                 ) -> None:
+        self.base, self.known, self.spec = base, known, base.spec
+
+    def describe(self) -> dict[str, Any]:
+        return self.base.describe()
+
+    def table(self, texts: Sequence[str]) -> EmbeddingTable:
+        missing = [t for t in texts if t not in self.known]
+        got = dict(zip(missing, self.base.embedder.embed(missing), strict=True)) if missing else {}
+        if not texts:
+            return EmbeddingTable(np.zeros((0, 0), np.float32), self.base.mapping)
+        return EmbeddingTable(np.stack([self.known[t] if t in self.known else got[t]
+                                        for t in texts]), self.base.mapping)
+
+
+def _primed(similarity: Similarity, index: _Index, wanted: list[int],
+            refs: list[list[str]]) -> Similarity:
+    """The similarity a chunk scores with: reference vectors from the index where it has them."""
+    if index.ref_vectors is None or not isinstance(similarity, EmbeddingSimilarity):
+        return similarity
+    known: dict[str, npt.NDArray[np.float32]] = {}
+    for g, row in zip(wanted, refs, strict=True):
+        flat = [t for t in row if t]
+        known.update(zip(flat, index.ref_vectors[index.ref_offsets[g]:index.ref_offsets[g + 1]],
+                         strict=True))
+    return _Primed(similarity, known)
 
 
 def _local(items: Sequence[Item], start: int, stop: int,
@@ -207,10 +268,11 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                        for name, values in sets.items()}
         pairs = inputs.pairs_of(local[:size]) + [[] for _ in local[size:]]
         missing = "not in the pairs file"
-        prep = Prepared(inputs.references.texts(local, "references"), names,
+        refs = inputs.references.texts(local, "references")
+        prep = Prepared(refs, names,
                         PairOutcome(pairs, [""] * len(local), [0] * len(local),
                                     [None if p else missing for p in pairs]),
-                        similarity, neighbours)
+                        _primed(similarity, index, wanted, refs), neighbours)
         scores = score_sets(local, answer_sets, prep, settings, widths=index.widths)
         yield build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
 
@@ -234,9 +296,9 @@ def stream_fewl(
     db = sqlite3.connect(work / "lookup.sqlite")
     try:
         inputs = _Inputs(db, sources, settings)
-        index = _Index(work, items, inputs, settings, ctx, chunk_size)
         similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
                                      settings.mapping, settings.similarity_label)
+        index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
         names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
         config = run_config("run", dataset, len(items), similarity, names, settings, ctx, extra)
         run = RunDir.create(out, "fewl", config, ctx.started)
