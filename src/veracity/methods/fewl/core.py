@@ -263,34 +263,42 @@ def nearest_block(
     best = np.full((size, k), -np.inf)
     best_index = np.zeros((size, k), dtype=np.int64)
     local = np.arange(size)
+    own = first + local
     for start in range(0, n, column_block):
         stop = min(start + column_block, n)
         cos = rows @ columns(start, stop).T
-        blocked = (cos > near_duplicate) | ~eligible[None, start:stop]
-        own = first + local
+        cos[cos > near_duplicate] = -np.inf  # in place: a block is the largest array here
+        cos[:, ~eligible[start:stop]] = -np.inf
         inside = (own >= start) & (own < stop)
-        blocked[local[inside], own[inside] - start] = True
-        cos = np.where(blocked, -np.inf, cos)
-        best, best_index = _top(np.concatenate([best, cos], axis=1),
-                                np.concatenate([best_index, np.broadcast_to(
-                                    np.arange(start, stop), cos.shape)], axis=1), k)
+        cos[local[inside], own[inside] - start] = -np.inf
+        best, best_index = _top(best, best_index, cos, start, k)
     mask = np.isfinite(best)
     return Neighbours(np.where(mask, best_index, 0), mask, np.where(mask, best, np.nan))
 
 
-def _top(values: Floats, index: Ints, k: int) -> tuple[Floats, Ints]:
-    """Per row, the k largest finite values (ties: lower index first) and their indices,
-    padded with -inf / 0; every kept candidate is looked at, so the order is exact."""
-    size = values.shape[0]
+def _top(best: Floats, best_index: Ints, cos: Floats, start: int,
+         k: int) -> tuple[Floats, Ints]:
+    """Per row, the k largest finite values among the best so far and a block of cosines
+    (columns start, start + 1, ...), ties to the lower index, padded with -inf / 0. Only the
+    block's values at or above its own k-th largest can enter, and every one of them is
+    looked at, so the order is exact."""
+    size, width = cos.shape
     out = np.full((size, k), -np.inf)
     out_index = np.zeros((size, k), dtype=np.int64)
-    if k == 0 or values.shape[1] == 0:
+    if k == 0:
         return out, out_index
-    width = min(k, values.shape[1])
-    kth = np.partition(values, values.shape[1] - width, axis=1)[:, values.shape[1] - width]
-    keep = (values >= kth[:, None]) & np.isfinite(values)
-    row, col = np.nonzero(keep)
-    found, at = values[row, col], index[row, col]
+    take_k = min(k, width)
+    if take_k:
+        kth = np.partition(cos, width - take_k, axis=1)[:, width - take_k]
+        row, col = np.nonzero((cos >= kth[:, None]) & np.isfinite(cos))
+        found, at = cos[row, col], col + start
+    else:
+        row = at = np.zeros(0, np.int64)
+        found = np.zeros(0)
+    old_row, old_col = np.nonzero(np.isfinite(best))
+    row = np.concatenate([old_row, row])
+    found = np.concatenate([best[old_row, old_col], found])
+    at = np.concatenate([best_index[old_row, old_col], at])
     order = np.lexsort((at, -found, row))
     row, found, at = row[order], found[order], at[order]
     starts = np.searchsorted(row, np.arange(size))

@@ -226,12 +226,13 @@ def _primed(similarity: Similarity, index: _Index, wanted: list[int],
     """The similarity a chunk scores with: reference vectors from the index where it has them."""
     if index.ref_vectors is None or not isinstance(similarity, EmbeddingSimilarity):
         return similarity
-    known: dict[str, npt.NDArray[np.float32]] = {}
-    for g, row in zip(wanted, refs, strict=True):
-        flat = [t for t in row if t]
-        known.update(zip(flat, index.ref_vectors[index.ref_offsets[g]:index.ref_offsets[g + 1]],
-                         strict=True))
-    return _Primed(similarity, known)
+    texts = [t for row in refs for t in row if t]
+    at = np.asarray(wanted, dtype=np.int64)
+    first, last = index.ref_offsets[at], index.ref_offsets[at + 1]
+    rows = np.repeat(first - np.cumsum(last - first) + (last - first), last - first) \
+        + np.arange(int((last - first).sum()))
+    vectors = np.asarray(index.ref_vectors[rows])  # one read of all the rows, in order
+    return _Primed(similarity, dict(zip(texts, vectors, strict=True)))
 
 
 def _local(items: Sequence[Item], start: int, stop: int,
