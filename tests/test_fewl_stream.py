@@ -174,3 +174,27 @@ def test_interrupted_mid_chunk_resumes_without_embedding_twice(
     assert [r.to_json() for r in resumed.records] == whole.records_json()
     assert resumed.results["models"] == whole.results["models"]
     assert not (out / INDEX_DIR).exists()
+
+
+def test_blocked_neighbour_search_is_the_stable_sort_of_each_row() -> None:
+    import numpy as np
+
+    from veracity.methods.fewl.core import nearest_block
+
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        # integer vectors: every dot product exact, many ties, whatever the block shapes
+        n, k = int(rng.integers(1, 120)), int(rng.integers(0, 9))
+        v = rng.integers(-2, 3, size=(n, 4)).astype(np.float64)
+        ok = rng.random(n) > 0.2
+        cos = v @ v.T
+        cos[(cos > 3.0) | ~ok[None, :]] = -np.inf
+        np.fill_diagonal(cos, -np.inf)
+        order = np.argsort(-cos, axis=1, kind="stable")[:, :k]
+        chosen = np.take_along_axis(cos, order, axis=1)
+        for block in (1, 5, 8192):
+            nb = nearest_block(v.copy(), 0, lambda a, b, v=v: v[a:b], n, k, 3.0, ok, block)
+            real = np.isfinite(chosen)
+            assert (nb.mask[:, :order.shape[1]] == real).all() and not nb.mask[:, order.shape[1]:].any()
+            assert (nb.index[:, :order.shape[1]][real] == order[real]).all()
+            assert (nb.cosine[:, :order.shape[1]][real] == chosen[real]).all()

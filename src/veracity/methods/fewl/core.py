@@ -290,7 +290,8 @@ def _top(best: Floats, best_index: Ints, cos: Floats, start: int,
     take_k = min(k, width)
     if take_k:
         kth = np.partition(cos, width - take_k, axis=1)[:, width - take_k]
-        row, col = np.nonzero((cos >= kth[:, None]) & np.isfinite(cos))
+        # a row short of finite values has -inf as its k-th: the lowest float keeps them out
+        row, col = np.nonzero(cos >= np.maximum(kth, np.finfo(np.float64).min)[:, None])
         found, at = cos[row, col], col + start
     else:
         row = at = np.zeros(0, np.int64)
