@@ -2,12 +2,13 @@
 through embed, score and write.
 
 The three files are indexed once into an SQLite file and looked up a chunk at a time; the
-question embeddings go, chunk by chunk, into a float32 file mapped from disk, over which the
-K nearest questions are found by blocked matrix products (the row and column blocks of
-:func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in mapped
-files too. Each chunk is then scored together with the neighbours it needs, its records
-appended to samples.jsonl (and references.jsonl, pairs.jsonl, answers/) as they come, and the
-aggregates kept as exact running sums (:class:`~veracity.methods.fewl.running.RunningFewl`).
+question embeddings go, chunk by chunk, into a float32 file read back a block at a time, over
+which the K nearest questions are found by blocked matrix products (the row and column blocks
+of :func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in files
+too; so are the references' embeddings, made once. Each chunk is then scored together with
+the neighbours it needs, its records appended to samples.jsonl (and references.jsonl,
+pairs.jsonl, answers/) as they come, and the aggregates kept as exact running sums
+(:class:`~veracity.methods.fewl.running.RunningFewl`).
 Every embedding is cached as it is made, so a rerun after an interruption embeds nothing
 twice. The index files live in the run directory while it runs and are removed at the end.
 """
@@ -136,11 +137,43 @@ class _Inputs:
                 for found in self.pairs.get(items)]
 
 
-def _mapped(path: Path, dtype: Any, shape: tuple[int, ...]) -> npt.NDArray[Any]:
-    """A writable array in a file (in memory when empty: a file cannot map 0 bytes)."""
-    if 0 in shape:
-        return np.zeros(shape, dtype=dtype)
-    return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+class RowFile:
+    """A matrix of fixed-width rows appended to a file and read back by row ranges with plain
+    reads (no mapping): what was read is the process's memory only while it is used, so the
+    resident size does not grow with the file."""
+
+    def __init__(self, path: Path, dtype: Any, width: int | None = None) -> None:
+        self.path, self.dtype, self.width = path, np.dtype(dtype), width
+        self.rows = 0
+        path.write_bytes(b"")
+
+    def append(self, rows: npt.ArrayLike) -> None:
+        arr = np.ascontiguousarray(rows, dtype=self.dtype)
+        if self.width is None:
+            self.width = arr.shape[1]
+        with self.path.open("ab") as fh:
+            fh.write(arr.tobytes())
+        self.rows += arr.shape[0]
+
+    def read(self, start: int, stop: int) -> npt.NDArray[Any]:
+        """Rows start..stop, one read."""
+        width = self.width or 0
+        count = (stop - start) * width
+        if count == 0:
+            return np.zeros((stop - start, width), dtype=self.dtype)
+        return np.fromfile(self.path, dtype=self.dtype, count=count,
+                           offset=start * width * self.dtype.itemsize).reshape(-1, width)
+
+    def take(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """Rows by number, in that order, through a mapping dropped before returning."""
+        if rows.size == 0 or not self.rows:
+            return np.zeros((rows.size, self.width or 0), dtype=self.dtype)
+        mapped = np.memmap(self.path, dtype=self.dtype, mode="r",
+                           shape=(self.rows, self.width or 0))
+        try:
+            return np.array(mapped[rows])
+        finally:
+            del mapped
 
 
 class _Index:
@@ -153,52 +186,37 @@ class _Index:
         embedder = ctx.embedder(question_spec(settings))
         self.eligible = np.zeros(n, dtype=bool)
         self.widths = (0, 0)
-        vectors: npt.NDArray[np.float32] | None = None
+        questions = RowFile(work / "questions.f32", np.float32)
         # every reference embedded once, here, into a file: a chunk reads its neighbours'
         # from it instead of embedding them again
         by_vector = similarity.embedder if isinstance(similarity, EmbeddingSimilarity) else None
         self.ref_offsets = np.zeros(n + 1, dtype=np.int64)
-        self.ref_vectors: npt.NDArray[np.float32] | None = None
-        ref_file = work / "references.f32"
-        width = 0
-        with ref_file.open("wb") as ref_out:
-            for start in range(0, n, chunk_size):
-                part = items[start:start + chunk_size]
-                for rows in inputs.answers.values():
-                    rows.texts(part, "answers")  # every question answered, before any scoring
-                refs = inputs.references.texts(part, "references")
-                pairs = inputs.pairs.get(part)
-                self.eligible[start:start + len(part)] = [any(r.strip() for r in row)
-                                                          for row in refs]
-                self.widths = (max(self.widths[0], *(len(r) for r in refs)),
-                               max(self.widths[1], *(len(p or ()) for p in pairs)))
-                got = embedder.embed([item.question for item in part])
-                if vectors is None:
-                    vectors = _mapped(work / "questions.npy", np.float32, (n, got.shape[1]))
-                vectors[start:start + len(part)] = got
-                if by_vector is not None:
-                    flat = [t for row in refs for t in row if t]
-                    counts = np.cumsum([sum(1 for t in row if t) for row in refs])
-                    self.ref_offsets[start + 1:start + len(part) + 1] = (
-                        self.ref_offsets[start] + counts)
-                    if flat:
-                        embedded = by_vector.embed(flat)
-                        width = embedded.shape[1]
-                        ref_out.write(np.ascontiguousarray(embedded, np.float32).tobytes())
-        assert vectors is not None
-        total = int(self.ref_offsets[-1])
-        if by_vector is not None and total:
-            self.ref_vectors = np.memmap(ref_file, dtype=np.float32, mode="r",
-                                         shape=(total, width))
-        self.index = _mapped(work / "neighbours.npy", np.int64, (n, k))
-        self.mask = _mapped(work / "neighbours_mask.npy", np.bool_, (n, k))
-        self.cosine = _mapped(work / "neighbours_cosine.npy", np.float64, (n, k))
-        source = vectors
-        for first, nb in neighbour_blocks(lambda a, b: unit_rows(source[a:b]), n, k,
-                                          settings.near_duplicate, self.eligible):
-            stop = first + nb.index.shape[0]
-            self.index[first:stop], self.mask[first:stop] = nb.index, nb.mask
-            self.cosine[first:stop] = nb.cosine
+        self.ref_vectors = RowFile(work / "references.f32", np.float32) if by_vector else None
+        for start in range(0, n, chunk_size):
+            part = items[start:start + chunk_size]
+            for rows in inputs.answers.values():
+                rows.texts(part, "answers")  # every question answered, before any scoring
+            refs = inputs.references.texts(part, "references")
+            pairs = inputs.pairs.get(part)
+            self.eligible[start:start + len(part)] = [any(r.strip() for r in row)
+                                                      for row in refs]
+            self.widths = (max(self.widths[0], *(len(r) for r in refs)),
+                           max(self.widths[1], *(len(p or ()) for p in pairs)))
+            questions.append(embedder.embed([item.question for item in part]))
+            if by_vector is not None and self.ref_vectors is not None:
+                flat = [t for row in refs for t in row if t]
+                counts = np.cumsum([sum(1 for t in row if t) for row in refs])
+                self.ref_offsets[start + 1:start + len(part) + 1] = self.ref_offsets[start] + counts
+                if flat:
+                    self.ref_vectors.append(by_vector.embed(flat))
+        self.index = RowFile(work / "neighbours.i64", np.int64, k)
+        self.mask = RowFile(work / "neighbours.mask", np.bool_, k)
+        self.cosine = RowFile(work / "neighbours.f64", np.float64, k)
+        for _, nb in neighbour_blocks(lambda a, b: unit_rows(questions.read(a, b)), n, k,
+                                      settings.near_duplicate, self.eligible):
+            self.index.append(nb.index)
+            self.mask.append(nb.mask)
+            self.cosine.append(nb.cosine)
 
 
 class _Primed:
@@ -224,14 +242,15 @@ class _Primed:
 def _primed(similarity: Similarity, index: _Index, wanted: list[int],
             refs: list[list[str]]) -> Similarity:
     """The similarity a chunk scores with: reference vectors from the index where it has them."""
-    if index.ref_vectors is None or not isinstance(similarity, EmbeddingSimilarity):
+    if index.ref_vectors is None or not index.ref_vectors.rows \
+            or not isinstance(similarity, EmbeddingSimilarity):
         return similarity
     texts = [t for row in refs for t in row if t]
     at = np.asarray(wanted, dtype=np.int64)
     first, last = index.ref_offsets[at], index.ref_offsets[at + 1]
     rows = np.repeat(first - np.cumsum(last - first) + (last - first), last - first) \
         + np.arange(int((last - first).sum()))
-    vectors = np.asarray(index.ref_vectors[rows])  # one read of all the rows, in order
+    vectors = index.ref_vectors.take(rows)
     return _Primed(similarity, dict(zip(texts, vectors, strict=True)))
 
 
@@ -239,9 +258,9 @@ def _local(items: Sequence[Item], start: int, stop: int,
            index: _Index) -> tuple[list[int], Neighbours]:
     """The questions a chunk needs (its own, then the other neighbours of its questions) and
     its neighbours renumbered into that list."""
-    nb_index = np.asarray(index.index[start:stop])
-    nb_mask = np.asarray(index.mask[start:stop])
-    nb_cosine = np.asarray(index.cosine[start:stop])
+    nb_index = index.index.read(start, stop)
+    nb_mask = index.mask.read(start, stop)
+    nb_cosine = index.cosine.read(start, stop)
     others = np.array(sorted(set(nb_index[nb_mask].tolist()) - set(range(start, stop))),
                       dtype=np.int64)
     wanted = list(range(start, stop)) + others.tolist()
