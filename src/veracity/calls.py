@@ -18,7 +18,9 @@ _CHUNK_SECONDS = 0.5
 class Progress(Protocol):
     """Receives progress of one stage; the CLI renders it, the library stays silent."""
 
-    def start(self, stage: str, total: int) -> None: ...
+    def start(self, stage: str, total: int | None) -> None:
+        """A stage of ``total`` requests begins (None: a total nobody knows in advance)."""
+        ...
 
     def update(self, done: int, calls: int, hits: int) -> None: ...
 
@@ -28,7 +30,7 @@ class Progress(Protocol):
 class NullProgress:
     """Progress that shows nothing."""
 
-    def start(self, stage: str, total: int) -> None:
+    def start(self, stage: str, total: int | None) -> None:
         pass
 
     def update(self, done: int, calls: int, hits: int) -> None:

@@ -28,6 +28,10 @@ def mean_stderr(values: Sequence[float | None]) -> tuple[float, float]:
     return float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(arr.size))
 
 
+_BOOTSTRAP_CELLS = 1 << 22
+"""Resampled values drawn at once (32 MB of indices)."""
+
+
 def bootstrap_ci(
     values: Sequence[float], level: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
@@ -36,7 +40,14 @@ def bootstrap_ci(
     if arr.size == 0:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, arr.size, size=(resamples, arr.size))].mean(axis=1)
+    means = np.empty(resamples)
+    # resamples drawn a block of rows at a time: the same stream of draws and the same row
+    # means as one (resamples, n) matrix, in memory that does not grow with n x resamples
+    step = max(1, _BOOTSTRAP_CELLS // arr.size)
+    for start in range(0, resamples, step):
+        rows = min(step, resamples - start)
+        means[start:start + rows] = arr[rng.integers(0, arr.size, size=(rows, arr.size))].mean(
+            axis=1)
     tail = (1 - level) / 2
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 

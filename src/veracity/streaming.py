@@ -21,6 +21,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from veracity.calls import Progress
 from veracity.errors import ConfigError
 from veracity.store import dumps
 from veracity.text import json_safe
@@ -202,3 +203,51 @@ class SampleWriter:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+class RunProgress:
+    """One progress bar over a whole streamed run: every stage the clients start, chunk after
+    chunk, advances the same bar (requests done, model calls and cache hits summed).
+
+    >>> class Shown:
+    ...     def start(self, stage, total): print("start", stage, total)
+    ...     def update(self, done, calls, hits): print(done, calls, hits)
+    ...     def finish(self): print("finish")
+    >>> bar = RunProgress(Shown(), "answers", 6)
+    >>> bar.start("chunk", 4); bar.update(4, 3, 1); bar.finish()
+    start answers 6
+    4 3 1
+    >>> bar.start("chunk", 2); bar.update(2, 2, 0); bar.finish(); bar.close()
+    6 5 1
+    finish
+    """
+
+    def __init__(self, shown: Progress, stage: str, total: int | None) -> None:
+        self.shown = shown
+        self.stage = stage
+        self.total = total
+        self._started = False
+        self._base = (0, 0, 0)
+        self._last = (0, 0, 0)
+
+    def start(self, stage: str, total: int | None) -> None:
+        if not self._started:
+            self.shown.start(self.stage, self.total)
+            self._started = True
+        self._last = (0, 0, 0)
+
+    def update(self, done: int, calls: int, hits: int) -> None:
+        self._last = (done, calls, hits)
+        self.shown.update(*(b + n for b, n in zip(self._base, self._last, strict=True)))
+
+    def finish(self) -> None:
+        """One stage of one chunk is over: the bar stays."""
+        (done, calls, hits), (more, more_calls, more_hits) = self._base, self._last
+        self._base = (done + more, calls + more_calls, hits + more_hits)
+        self._last = (0, 0, 0)
+
+    def close(self) -> None:
+        """The run is over: the bar goes."""
+        if self._started:
+            self.shown.finish()
+            self._started = False

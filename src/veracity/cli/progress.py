@@ -13,7 +13,7 @@ class TerminalProgress:
         self.enabled = not quiet and sys.stderr.isatty()
         self._bar: Any = None
 
-    def start(self, stage: str, total: int) -> None:
+    def start(self, stage: str, total: int | None) -> None:
         if not self.enabled or total == 0:
             return
         from tqdm import tqdm

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veracity.data.jsonl import csv_reader, load_json_file, read_objects
+from veracity.data.jsonl import csv_reader, load_json_file, read_objects, stream_objects
 from veracity.data.qa import load_items
 from veracity.errors import DataError
 from veracity.paths import user_path
@@ -126,8 +126,8 @@ def load_truthfulqa_pairs(path: Path) -> list[LabelledItem]:
     return items
 
 
-def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    for number, record in read_objects(path):
+def _jsonl(path: Path, stream: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    for number, record in (stream_objects if stream else read_objects)(path):
         yield f"{path}, line {number}", record
 
 
@@ -239,6 +239,17 @@ def _strings(value: Any, where: str, name: str) -> list[str]:
     return [str(v) for v in values]
 
 
+def text_rows(path: Path, fields: Sequence[str] = ("answer", "answers"),
+              stream: bool = False) -> Iterator[tuple[str, list[str]]]:
+    """(id or question, texts) per line, from the first of ``fields`` present on it;
+    ``stream`` reads one line at a time."""
+    for where, record in _jsonl(path, stream):
+        name = next((f for f in fields if f in record), None)
+        if name is None:
+            raise DataError(f"{where}: no field {' or '.join(repr(f) for f in fields)}")
+        yield _key(record, where), _strings(record[name], where, name)
+
+
 def read_texts(path: Path, fields: Sequence[str] = ("answer", "answers")) -> dict[str, list[str]]:
     """id (or question) -> texts, from the first of ``fields`` present on each line.
 
@@ -246,20 +257,16 @@ def read_texts(path: Path, fields: Sequence[str] = ("answer", "answers")) -> dic
     append, so candidates may also come one per line.
     """
     out: dict[str, list[str]] = {}
-    for where, record in _jsonl(path):
-        name = next((f for f in fields if f in record), None)
-        if name is None:
-            raise DataError(f"{where}: no field {' or '.join(repr(f) for f in fields)}")
-        out.setdefault(_key(record, where), []).extend(_strings(record[name], where, name))
+    for key, texts in text_rows(path, fields):
+        out.setdefault(key, []).extend(texts)
     if not out:
         raise DataError(f"{path}: no records")
     return out
 
 
-def read_pairs(path: Path) -> dict[str, list[tuple[str, str]]]:
-    """id (or question) -> [(wrong, corrected)] from ``pairs: [{wrong, corrected}]`` lines."""
-    out: dict[str, list[tuple[str, str]]] = {}
-    for where, record in _jsonl(path):
+def pair_rows(path: Path, stream: bool = False) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """(id or question, [(wrong, corrected)]) per ``pairs: [{wrong, corrected}]`` line."""
+    for where, record in _jsonl(path, stream):
         pairs = record.get("pairs")
         if not isinstance(pairs, list):
             raise DataError(f"{where}: 'pairs' must be a list of {{wrong, corrected}}")
@@ -270,7 +277,14 @@ def read_pairs(path: Path) -> dict[str, list[tuple[str, str]]]:
             ):
                 raise DataError(f"{where}: each pair needs string 'wrong' and 'corrected'")
             parsed.append((pair["wrong"], pair["corrected"]))
-        out.setdefault(_key(record, where), []).extend(parsed)
+        yield _key(record, where), parsed
+
+
+def read_pairs(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """id (or question) -> [(wrong, corrected)] from ``pairs: [{wrong, corrected}]`` lines."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for key, parsed in pair_rows(path):
+        out.setdefault(key, []).extend(parsed)
     if not out:
         raise DataError(f"{path}: no records")
     return out

@@ -19,7 +19,7 @@ weighted mean of g over the neighbours' references.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -234,41 +234,125 @@ class Neighbours:
     cosine: Floats
 
 
+ColumnBlock = Callable[[int, int], Floats]
+"""Unit question vectors of rows [start, stop) as float64: how a neighbour search reads the
+questions it compares against (an array in memory, or a file mapped chunk by chunk)."""
+COLUMN_BLOCK = 8192
+"""Questions compared at once: a row block x this many cosines in memory."""
+
+
+def unit_rows(vectors: npt.ArrayLike) -> Floats:
+    """Rows scaled to unit length in float64 (zero rows stay zero); each row on its own, so
+    a block of rows gives the same digits as the whole matrix."""
+    v = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    out: Floats = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    return out
+
+
+def nearest_block(
+    rows: Floats, first: int, columns: ColumnBlock, n: int, k: int, near_duplicate: float,
+    eligible: Bools, column_block: int = COLUMN_BLOCK,
+) -> Neighbours:
+    """NN_K of the unit rows ``rows`` (questions first, first + 1, ...) among all n questions,
+    read ``column_block`` at a time through ``columns``: memory is rows x column_block
+    whatever n is. The same choice as a stable sort of each whole row by falling cosine
+    (ties to the lower index), skipping itself, near-duplicates and non-eligible questions.
+    """
+    size = rows.shape[0]
+    best = np.full((size, k), -np.inf)
+    best_index = np.zeros((size, k), dtype=np.int64)
+    local = np.arange(size)
+    own = first + local
+    for start in range(0, n, column_block):
+        stop = min(start + column_block, n)
+        cos = rows @ columns(start, stop).T
+        cos[cos > near_duplicate] = -np.inf  # in place: a block is the largest array here
+        cos[:, ~eligible[start:stop]] = -np.inf
+        inside = (own >= start) & (own < stop)
+        cos[local[inside], own[inside] - start] = -np.inf
+        best, best_index = _top(best, best_index, cos, start, k)
+    mask = np.isfinite(best)
+    return Neighbours(np.where(mask, best_index, 0), mask, np.where(mask, best, np.nan))
+
+
+def _top(best: Floats, best_index: Ints, cos: Floats, start: int,
+         k: int) -> tuple[Floats, Ints]:
+    """Per row, the k largest finite values among the best so far and a block of cosines
+    (columns start, start + 1, ...), ties to the lower index, padded with -inf / 0. Only the
+    block's values at or above its own k-th largest can enter, and every one of them is
+    looked at, so the order is exact."""
+    size, width = cos.shape
+    out = np.full((size, k), -np.inf)
+    out_index = np.zeros((size, k), dtype=np.int64)
+    if k == 0:
+        return out, out_index
+    take_k = min(k, width)
+    if take_k:
+        kth = np.partition(cos, width - take_k, axis=1)[:, width - take_k]
+        # a row short of finite values has -inf as its k-th: the lowest float keeps them out
+        row, col = np.nonzero(cos >= np.maximum(kth, np.finfo(np.float64).min)[:, None])
+        found, at = cos[row, col], col + start
+    else:
+        row = at = np.zeros(0, np.int64)
+        found = np.zeros(0)
+    old_row, old_col = np.nonzero(np.isfinite(best))
+    row = np.concatenate([old_row, row])
+    found = np.concatenate([best[old_row, old_col], found])
+    at = np.concatenate([best_index[old_row, old_col], at])
+    order = np.lexsort((at, -found, row))
+    row, found, at = row[order], found[order], at[order]
+    starts = np.searchsorted(row, np.arange(size))
+    rank = np.arange(row.size) - starts[row]
+    take = rank < k
+    out[row[take], rank[take]] = found[take]
+    out_index[row[take], rank[take]] = at[take]
+    return out, out_index
+
+
 def select_neighbours(
     question_vectors: npt.ArrayLike,
     k: int,
     near_duplicate: float = 0.8,
     eligible: npt.ArrayLike | None = None,
     block: int = 1024,
+    column_block: int = COLUMN_BLOCK,
 ) -> Neighbours:
     """The k most similar other questions by cosine, excluding itself, near-duplicates
     (cosine > near_duplicate) and non-eligible questions. Fewer than k available: the
     remaining slots are masked out. Ties go to the lower index. [reconstructed]
+
+    Rows go ``block`` at a time (:func:`nearest_block`), as a streamed run reads them.
     """
     if k < 0:
         raise ConfigError(f"number of neighbours must be >= 0, got {k}")
-    v = np.asarray(question_vectors, dtype=np.float64)
-    n = v.shape[0]
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    unit = unit_rows(question_vectors)
+    parts = [nb for _, nb in neighbour_blocks(lambda a, b: unit[a:b], unit.shape[0], k,
+                                              near_duplicate, eligible, block, column_block)]
+    if not parts:
+        return Neighbours(np.zeros((0, k), np.int64), np.zeros((0, k), bool), np.zeros((0, k)))
+    return Neighbours(np.concatenate([p.index for p in parts]),
+                      np.concatenate([p.mask for p in parts]),
+                      np.concatenate([p.cosine for p in parts]))
+
+
+def neighbour_blocks(
+    unit: ColumnBlock, n: int, k: int, near_duplicate: float = 0.8,
+    eligible: npt.ArrayLike | None = None, block: int = 1024, column_block: int = COLUMN_BLOCK,
+) -> Iterator[tuple[int, Neighbours]]:
+    """(first row, NN_K of rows first..first + block) for every block of the n questions
+    whose unit vectors ``unit`` reads: the whole search in memory bounded by block x
+    column_block. Blocks always start at multiples of ``block``, so a search over a matrix in
+    memory and one over a file multiply the same shapes and give the same digits."""
+    if k < 0:
+        raise ConfigError(f"number of neighbours must be >= 0, got {k}")
     ok = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
-    width = min(k, max(n - 1, 0))
-    index = np.zeros((n, k), dtype=np.int64)
-    cosine = np.full((n, k), np.nan)
-    mask = np.zeros((n, k), dtype=bool)
     for start in range(0, n, block):
-        rows = np.arange(start, min(start + block, n))
-        cos = unit[rows] @ unit.T
-        blocked = (cos > near_duplicate) | ~ok[None, :]
-        blocked[np.arange(rows.size), rows] = True
-        cos = np.where(blocked, -np.inf, cos)
-        order = np.argsort(-cos, axis=1, kind="stable")[:, :width]
-        chosen = np.take_along_axis(cos, order, axis=1)
-        index[rows, :width] = order
-        mask[rows, :width] = np.isfinite(chosen)
-        cosine[rows, :width] = np.where(np.isfinite(chosen), chosen, np.nan)
-    index[~mask] = 0
-    return Neighbours(index, mask, cosine)
+        stop = min(start + block, n)
+        # a copy: numpy multiplies a matrix by its own transpose with another BLAS routine
+        # (syrk), whose digits differ from the product of two arrays a file gives
+        rows = np.array(unit(start, stop), dtype=np.float64, copy=True)
+        yield start, nearest_block(rows, start, unit, n, k, near_duplicate, ok, column_block)
 
 
 def random_neighbours(
@@ -402,6 +486,7 @@ def score_texts(
     divergences: Sequence[Divergence] = DIVERGENCES,
     min_pairs: int = 1,
     expertise_form: ExpertiseForm = "gap",
+    widths: tuple[int, int] = (0, 0),
 ) -> FewlScores:
     """FEWL and its ablations for every answer set, vectorised over question x reference x
     pair; every distinct text goes through the similarity exactly once.
@@ -412,13 +497,16 @@ def score_texts(
     those labels give, mean_k SIM(h_j, correct) − SIM(h_j, hallucinated_k) (the paper
     computes ideal λ "from the labeled non-hallucinated and hallucinated answers"; the exact
     formula is [reconstructed] as the same gap the generated pairs use).
+
+    ``widths`` pads the reference and pair axes to at least (J, R): a chunk of a larger run
+    sums over the same padded shapes as the whole run, so its digits are the same.
     """
     for divergence in divergences:
         _check_divergence(divergence)
     q = len(references)
     texts = _Texts()
-    j = max((len(r) for r in references), default=0)
-    r = max((len(p) for p in pairs), default=0)
+    j = max(max((len(r) for r in references), default=0), widths[0])
+    r = max(max((len(p) for p in pairs), default=0), widths[1])
     ref_idx = np.zeros((q, max(j, 1)), dtype=np.int64)
     ref_mask = np.zeros((q, max(j, 1)), dtype=bool)
     iw_idx = np.zeros((q, max(r, 1)), dtype=np.int64)

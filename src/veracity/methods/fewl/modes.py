@@ -38,6 +38,7 @@ from veracity.methods.fewl.run import (
     question_spec,
     score_sets,
 )
+from veracity.methods.fewl.run_stream import stream_fewl, streamable
 from veracity.methods.fewl.similarity import Similarity, choose_options
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
@@ -49,7 +50,11 @@ from veracity.types import Item
 def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
              ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
              ) -> RunResult[FewlRecord]:
-    """Score the answers of one or more sources; ``rank`` adds labels where items have them."""
+    """Score the answers of one or more sources; ``rank`` adds labels where items have them.
+
+    A run into a directory that needs no model (answers, references and pairs from files,
+    nearest neighbours) is read and scored chunk by chunk, in bounded memory
+    (:mod:`veracity.methods.fewl.run_stream`): the same records and aggregates."""
     if out is not None:
         check_run_target(out)  # before any model call
     if not sources:
@@ -57,6 +62,9 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ConfigError(f"answer sources must have distinct names, got {names}")
+    extra = {"answers": [_describe(s) for s in sources]}
+    if out is not None and mode == "run" and streamable(sources, settings):
+        return stream_fewl(items, sources, settings, ctx, out, dataset, extra)
     answer_sets: dict[str, list[str | None]] = {
         s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
         for s in sources}
@@ -69,7 +77,6 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
         level = sample_level(items, answer_sets, recs, prep, scores, settings.divergence)
         if level is not None:
             results["ranking"]["sample_level"] = level
-    extra = {"answers": [_describe(s) for s in sources]}
     return finish_run(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
 
 

@@ -38,6 +38,7 @@ from veracity.methods.fewl.pairs import (
     generate_pairs,
 )
 from veracity.methods.fewl.records import FewlAnswer, FewlRecord
+from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import (
     Mapping,
     Similarity,
@@ -269,11 +270,12 @@ def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) 
 
 def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
                settings: FewlSettings,
-               labelled: Sequence[tuple[str, Sequence[str]]] | None = None) -> FewlScores:
+               labelled: Sequence[tuple[str, Sequence[str]]] | None = None,
+               widths: tuple[int, int] = (0, 0)) -> FewlScores:
     pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
                        settings.tau, labelled, DIVERGENCES, settings.pairs.min_pairs,
-                       settings.expertise)
+                       settings.expertise, widths)
 
 
 def as_number(value: Any) -> float | None:
@@ -331,32 +333,36 @@ def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
 
 
 def model_summaries(recs: Sequence[FewlRecord], names: Sequence[str]) -> dict[str, Any]:
-    out = {}
-    for name in names:
-        entries = [r.answers[name] for r in recs]
-        out[name] = aggregate_values([e.fewl for e in entries]) | {
-            "mean_truthfulness": mean_stderr([e.truthfulness for e in entries])[0],
-            "mean_penalty": mean_stderr([e.penalty for e in entries])[0],
-        }
-    return out
+    """Mean ± s.e., bootstrap CI, n, mean T and mean L per answer source (exact sums: a
+    streamed run adds the same records chunk by chunk and gets the same digits)."""
+    running = RunningFewl(names)
+    running.add(recs)
+    return running.summaries()
 
 
-def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[FewlRecord],
-            results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
-            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
-    failed = [r.id for r in recs if r.pairs_failed]
-    results = {
-        "method": "fewl", "mode": mode, "dataset": dataset, "n_questions": len(items),
-        "pairs_failed": failed, "divergence": settings.divergence,
-        "similarity": prep.similarity.describe(), "settings": settings.describe(),
-    } | results
-    config = {"mode": mode, "dataset": dataset, "n_questions": len(items),
-              "settings": settings.describe(), "similarity": prep.similarity.describe(),
-              "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
-              "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
-              "reference_models": prep.reference_names,
-              "model_options": ctx.options_record()} | extra
-    typed = recs
+def results_head(mode: str, dataset: str, n_questions: int, failed: list[str],
+                 similarity: Similarity, settings: FewlSettings) -> dict[str, Any]:
+    """What every FEWL results.json starts with."""
+    return {"method": "fewl", "mode": mode, "dataset": dataset, "n_questions": n_questions,
+            "pairs_failed": failed, "divergence": settings.divergence,
+            "similarity": similarity.describe(), "settings": settings.describe()}
+
+
+def run_config(mode: str, dataset: str, n_questions: int, similarity: Similarity,
+               reference_names: list[str], settings: FewlSettings, ctx: Context,
+               extra: dict[str, Any]) -> dict[str, Any]:
+    """run.json's config of a FEWL run."""
+    return {"mode": mode, "dataset": dataset, "n_questions": n_questions,
+            "settings": settings.describe(), "similarity": similarity.describe(),
+            "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
+            "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
+            "reference_models": reference_names,
+            "model_options": ctx.options_record()} | extra
+
+
+def side_files(typed: Sequence[FewlRecord]) -> dict[str, list[dict[str, Any]]]:
+    """references.jsonl, pairs.jsonl and answers/<source>.jsonl rows of these records: a
+    later run can score from them with no model."""
     files: dict[str, list[dict[str, Any]]] = {
         "references.jsonl": [{"id": r.id, "question": r.question, "references": list(r.references),
                               "reference_models": list(r.reference_models)} for r in typed],
@@ -364,9 +370,24 @@ def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[FewlRe
                         for r in typed],
     }
     for name in typed[0].answers if typed else ():
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
-        files[f"answers/{stem}.jsonl"] = [
+        files[answers_file(name)] = [
             {"id": r.id, "question": r.question, "answer": r.answers[name].answer}
             for r in typed if r.answers[name].answer is not None]
-    return save_run(out, "fewl", config, typed, results, ctx.started,
+    return files
+
+
+def answers_file(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:100].strip("-.") or "answers"
+    return f"answers/{stem}.jsonl"
+
+
+def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[FewlRecord],
+            results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
+            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
+    failed = [r.id for r in recs if r.pairs_failed]
+    results = results_head(mode, dataset, len(items), failed, prep.similarity, settings) | results
+    config = run_config(mode, dataset, len(items), prep.similarity, prep.reference_names,
+                        settings, ctx, extra)
+    files = side_files(recs)
+    return save_run(out, "fewl", config, recs, results, ctx.started,
                     ctx.stats() if out is not None else None, files)

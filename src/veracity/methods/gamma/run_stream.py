@@ -10,11 +10,14 @@ vectors is bounded (:class:`~veracity.client.CachedEmbedder`), so it does not gr
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from veracity.calls import Progress
+from veracity.client import LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
@@ -27,13 +30,14 @@ from veracity.methods.gamma.core import (
     recorded_record,
     score_answers,
 )
+from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.running import RunningGamma
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
-from veracity.streaming import SampleWriter, chunks
+from veracity.streaming import RunProgress, SampleWriter, chunks
 from veracity.types import Item
 
 RECORDED_CHUNK = 2048
@@ -47,6 +51,22 @@ def _named(settings: GammaSettings) -> dict[str, Any]:
     cut = settings.cut
     return {"threshold_form": settings.form,
             "threshold_given": {"value": cut.value, "form": cut.form}}
+
+
+@contextmanager
+def one_bar(clients: Sequence[LLMClient], shown: Progress, stage: str,
+            total: int | None) -> Iterator[None]:
+    """The clients' stages, chunk after chunk, shown as one bar of ``total`` requests."""
+    bar = RunProgress(shown, stage, total)
+    before = [c.progress for c in clients]
+    for c in clients:
+        c.progress = bar
+    try:
+        yield
+    finally:
+        for c, progress in zip(clients, before, strict=True):
+            c.progress = progress
+        bar.close()
 
 
 def _write(run: RunDir, batches: Iterable[list[GammaRecord]],
@@ -89,7 +109,12 @@ def stream_gamma(
     running = RunningGamma(settings.applied_threshold)
     batches = (measure_gamma(chunk, client, cached, settings, paraphraser)
                for chunk in chunks(items, chunk_size))
-    count = _write(run, batches, running)
+    # the paraphrases are asked in stages of their own, as many as it takes: no total then
+    total = None if paraphraser is not None or settings.ball == PARAPHRASE \
+        else len(items) * (settings.n + 1)
+    with one_bar([client, *([paraphraser] if paraphraser else [])], ctx.progress,
+                 "gamma: answers", total):
+        count = _write(run, batches, running)
     results = {"method": "gamma", "model": client.spec, "embedder": cached.spec,
                "dataset": dataset, "domain": domain, "settings": settings.describe(),
                "aggregate": running.result() | _named(settings)}

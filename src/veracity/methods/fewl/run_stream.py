@@ -1,0 +1,358 @@
+"""FEWL on recorded answers, references and pairs in bounded memory: chunks of questions
+through embed, score and write.
+
+The three files are indexed once into an SQLite file and looked up a chunk at a time; the
+question embeddings go, chunk by chunk, into a float32 file read back a block at a time, over
+which the K nearest questions are found by blocked matrix products (the row and column blocks
+of :func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in files
+too; so are the references' embeddings, made once. Each chunk is then scored together with
+the neighbours it needs, its records appended to samples.jsonl (and references.jsonl,
+pairs.jsonl, answers/) as they come, and the aggregates kept as exact running sums
+(:class:`~veracity.methods.fewl.running.RunningFewl`).
+Every embedding is cached as it is made, so a rerun after an interruption embeds nothing
+twice. The index files live in the run directory while it runs and are removed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from veracity.data.labelled import pair_rows, text_rows
+from veracity.errors import DataError
+from veracity.methods.fewl.core import Neighbours, neighbour_blocks, unit_rows
+from veracity.methods.fewl.pairs import Pair, PairOutcome
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.run import (
+    AnswerSource,
+    FewlSettings,
+    Prepared,
+    answers_file,
+    build_records,
+    question_spec,
+    results_head,
+    run_config,
+    score_sets,
+    side_files,
+)
+from veracity.methods.fewl.running import RunningFewl
+from veracity.methods.fewl.similarity import (
+    EmbeddingSimilarity,
+    EmbeddingTable,
+    Similarity,
+    load_similarity,
+)
+from veracity.runs.common import Context
+from veracity.runs.result import RunResult
+from veracity.runs.streamed import StoredRecords
+from veracity.store import RunDir, check_run_target
+from veracity.streaming import SampleWriter, chunks
+from veracity.types import Item
+
+CHUNK = 1024
+"""Questions scored at once (with the neighbours they need)."""
+INDEX_DIR = "fewl-index.tmp"
+"""Where the run keeps its lookup tables and mapped arrays while it runs."""
+_LOOKUP = 400  # keys per SQL query (under SQLite's bound on parameters)
+_ANSWER_FIELDS = ("answers", "candidates", "answer")
+
+
+def streamable(sources: Sequence[AnswerSource], settings: FewlSettings) -> bool:
+    """Whether a run needs no model at all and can be read as streams: answers, references
+    and pairs from files, and the nearest-neighbour penalty."""
+    return (all(s.path is not None for s in sources) and settings.references_file is not None
+            and settings.pairs_file is not None and settings.neighbours_mode == "nearest")
+
+
+class KeyedRows:
+    """id (or question) -> values of one JSONL file, in an SQLite table: lines with the same
+    key add up in file order, and a question is looked up by its id, else by its text (as
+    :func:`veracity.data.labelled.read_texts` and ``read_pairs`` do)."""
+
+    def __init__(self, db: sqlite3.Connection, table: str, path: Path,
+                 rows: Iterable[tuple[str, list[Any]]]) -> None:
+        self.db, self.table, self.path = db, table, path
+        db.execute(f"CREATE TABLE {table} (seq INTEGER PRIMARY KEY, key TEXT, value TEXT)")
+        count = 0
+        for part in chunks(rows, 4096):
+            db.executemany(f"INSERT INTO {table} (key, value) VALUES (?, ?)",
+                           [(key, json.dumps(values, ensure_ascii=False)) for key, values in part])
+            count += len(part)
+        if count == 0:
+            raise DataError(f"{path}: no records")
+        db.execute(f"CREATE INDEX {table}_key ON {table} (key)")
+        db.commit()
+
+    def get(self, items: Sequence[Item]) -> list[list[Any] | None]:
+        """The values of each question, None where the file has none."""
+        keys = list(dict.fromkeys([k for item in items for k in (item.id, item.question)]))
+        found: dict[str, list[Any]] = {}
+        for start in range(0, len(keys), _LOOKUP):
+            part = keys[start:start + _LOOKUP]
+            marks = ",".join("?" * len(part))
+            for key, value in self.db.execute(
+                    f"SELECT key, value FROM {self.table} WHERE key IN ({marks}) ORDER BY seq",
+                    part):
+                found.setdefault(key, []).extend(json.loads(value))
+        return [found.get(item.id, found.get(item.question)) for item in items]
+
+    def texts(self, items: Sequence[Item], what: str) -> list[list[str]]:
+        """Stripped texts of each question; a DataError naming the first one missing."""
+        out = []
+        for item, values in zip(items, self.get(items), strict=True):
+            if values is None:
+                raise DataError(f"{self.path}: no {what} for question '{item.id}'")
+            out.append([str(v).strip() for v in values])
+        return out
+
+
+class _Inputs:
+    """The run's three kinds of file, indexed once."""
+
+    def __init__(self, db: sqlite3.Connection, sources: Sequence[AnswerSource],
+                 settings: FewlSettings) -> None:
+        assert settings.references_file is not None and settings.pairs_file is not None
+        self.answers = {s.name: KeyedRows(db, f"answers_{i}", s.path,
+                                          text_rows(s.path, _ANSWER_FIELDS, stream=True))
+                        for i, s in enumerate(sources) if s.path is not None}
+        self.references = KeyedRows(db, "refs", settings.references_file,
+                                    text_rows(settings.references_file, ("references",),
+                                              stream=True))
+        self.pairs = KeyedRows(db, "pairs", settings.pairs_file,
+                               pair_rows(settings.pairs_file, stream=True))
+
+    def answer_sets(self, items: Sequence[Item]) -> dict[str, list[str | None]]:
+        return {name: [(a[0] if a else None) for a in rows.texts(items, "answers")]
+                for name, rows in self.answers.items()}
+
+    def pairs_of(self, items: Sequence[Item]) -> list[list[Pair]]:
+        return [[Pair(str(w), str(c)) for w, c in (found or [])]
+                for found in self.pairs.get(items)]
+
+
+class RowFile:
+    """A matrix of fixed-width rows appended to a file and read back by row ranges with plain
+    reads (no mapping): what was read is the process's memory only while it is used, so the
+    resident size does not grow with the file."""
+
+    def __init__(self, path: Path, dtype: Any, width: int | None = None) -> None:
+        self.path, self.dtype, self.width = path, np.dtype(dtype), width
+        self.rows = 0
+        path.write_bytes(b"")
+
+    def append(self, rows: npt.ArrayLike) -> None:
+        arr = np.ascontiguousarray(rows, dtype=self.dtype)
+        if self.width is None:
+            self.width = arr.shape[1]
+        with self.path.open("ab") as fh:
+            fh.write(arr.tobytes())
+        self.rows += arr.shape[0]
+
+    def read(self, start: int, stop: int) -> npt.NDArray[Any]:
+        """Rows start..stop, one read."""
+        width = self.width or 0
+        count = (stop - start) * width
+        if count == 0:
+            return np.zeros((stop - start, width), dtype=self.dtype)
+        return np.fromfile(self.path, dtype=self.dtype, count=count,
+                           offset=start * width * self.dtype.itemsize).reshape(-1, width)
+
+    def take(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """Rows by number, in that order, through a mapping dropped before returning."""
+        if rows.size == 0 or not self.rows:
+            return np.zeros((rows.size, self.width or 0), dtype=self.dtype)
+        mapped = np.memmap(self.path, dtype=self.dtype, mode="r",
+                           shape=(self.rows, self.width or 0))
+        try:
+            return np.array(mapped[rows])
+        finally:
+            del mapped
+
+
+class _Index:
+    """Question vectors, eligibility and NN_K of every question, in files."""
+
+    def __init__(self, work: Path, items: Sequence[Item], inputs: _Inputs,
+                 settings: FewlSettings, ctx: Context, chunk_size: int,
+                 similarity: Similarity) -> None:
+        n, k = len(items), settings.neighbours
+        embedder = ctx.embedder(question_spec(settings))
+        self.eligible = np.zeros(n, dtype=bool)
+        self.widths = (0, 0)
+        questions = RowFile(work / "questions.f32", np.float32)
+        # every reference embedded once, here, into a file: a chunk reads its neighbours'
+        # from it instead of embedding them again
+        by_vector = similarity.embedder if isinstance(similarity, EmbeddingSimilarity) else None
+        self.ref_offsets = np.zeros(n + 1, dtype=np.int64)
+        self.ref_vectors = RowFile(work / "references.f32", np.float32) if by_vector else None
+        for start in range(0, n, chunk_size):
+            part = items[start:start + chunk_size]
+            for rows in inputs.answers.values():
+                rows.texts(part, "answers")  # every question answered, before any scoring
+            refs = inputs.references.texts(part, "references")
+            pairs = inputs.pairs.get(part)
+            self.eligible[start:start + len(part)] = [any(r.strip() for r in row)
+                                                      for row in refs]
+            self.widths = (max(self.widths[0], *(len(r) for r in refs)),
+                           max(self.widths[1], *(len(p or ()) for p in pairs)))
+            questions.append(embedder.embed([item.question for item in part]))
+            if by_vector is not None and self.ref_vectors is not None:
+                flat = [t for row in refs for t in row if t]
+                counts = np.cumsum([sum(1 for t in row if t) for row in refs])
+                self.ref_offsets[start + 1:start + len(part) + 1] = self.ref_offsets[start] + counts
+                if flat:
+                    self.ref_vectors.append(by_vector.embed(flat))
+        self.index = RowFile(work / "neighbours.i64", np.int64, k)
+        self.mask = RowFile(work / "neighbours.mask", np.bool_, k)
+        self.cosine = RowFile(work / "neighbours.f64", np.float64, k)
+        for _, nb in neighbour_blocks(lambda a, b: unit_rows(questions.read(a, b)), n, k,
+                                      settings.near_duplicate, self.eligible):
+            self.index.append(nb.index)
+            self.mask.append(nb.mask)
+            self.cosine.append(nb.cosine)
+
+
+class _Primed:
+    """An embedding similarity whose table takes the vectors it is given (the references'
+    from the index file, the very float32 vectors the embedder made) and embeds the rest."""
+
+    def __init__(self, base: EmbeddingSimilarity, known: dict[str, npt.NDArray[np.float32]]
+                 ) -> None:
+        self.base, self.known, self.spec = base, known, base.spec
+
+    def describe(self) -> dict[str, Any]:
+        return self.base.describe()
+
+    def table(self, texts: Sequence[str]) -> EmbeddingTable:
+        missing = [t for t in texts if t not in self.known]
+        got = dict(zip(missing, self.base.embedder.embed(missing), strict=True)) if missing else {}
+        if not texts:
+            return EmbeddingTable(np.zeros((0, 0), np.float32), self.base.mapping)
+        return EmbeddingTable(np.stack([self.known[t] if t in self.known else got[t]
+                                        for t in texts]), self.base.mapping)
+
+
+def _primed(similarity: Similarity, index: _Index, wanted: list[int],
+            refs: list[list[str]]) -> Similarity:
+    """The similarity a chunk scores with: reference vectors from the index where it has them."""
+    if index.ref_vectors is None or not index.ref_vectors.rows \
+            or not isinstance(similarity, EmbeddingSimilarity):
+        return similarity
+    texts = [t for row in refs for t in row if t]
+    at = np.asarray(wanted, dtype=np.int64)
+    first, last = index.ref_offsets[at], index.ref_offsets[at + 1]
+    rows = np.repeat(first - np.cumsum(last - first) + (last - first), last - first) \
+        + np.arange(int((last - first).sum()))
+    vectors = index.ref_vectors.take(rows)
+    return _Primed(similarity, dict(zip(texts, vectors, strict=True)))
+
+
+def _local(items: Sequence[Item], start: int, stop: int,
+           index: _Index) -> tuple[list[int], Neighbours]:
+    """The questions a chunk needs (its own, then the other neighbours of its questions) and
+    its neighbours renumbered into that list."""
+    nb_index = index.index.read(start, stop)
+    nb_mask = index.mask.read(start, stop)
+    nb_cosine = index.cosine.read(start, stop)
+    others = np.array(sorted(set(nb_index[nb_mask].tolist()) - set(range(start, stop))),
+                      dtype=np.int64)
+    wanted = list(range(start, stop)) + others.tolist()
+    size = stop - start
+    inside = (nb_index >= start) & (nb_index < stop)
+    local = np.where(inside, nb_index - start, size + np.searchsorted(others, nb_index))
+    k = nb_index.shape[1]
+    pad = others.size
+    return wanted, Neighbours(
+        np.concatenate([np.where(nb_mask, local, 0), np.zeros((pad, k), np.int64)]),
+        np.concatenate([nb_mask, np.zeros((pad, k), bool)]),
+        np.concatenate([nb_cosine, np.full((pad, k), np.nan)]))
+
+
+def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
+                   similarity: Similarity, names: list[str], settings: FewlSettings,
+                   chunk_size: int) -> Iterator[list[FewlRecord]]:
+    for start in range(0, len(items), chunk_size):
+        stop = min(start + chunk_size, len(items))
+        wanted, neighbours = _local(items, start, stop, index)
+        local = [items[g] for g in wanted]
+        size = stop - start
+        sets = inputs.answer_sets(local[:size])
+        answer_sets = {name: values + [None] * (len(local) - size)
+                       for name, values in sets.items()}
+        pairs = inputs.pairs_of(local[:size]) + [[] for _ in local[size:]]
+        missing = "not in the pairs file"
+        refs = inputs.references.texts(local, "references")
+        prep = Prepared(refs, names,
+                        PairOutcome(pairs, [""] * len(local), [0] * len(local),
+                                    [None if p else missing for p in pairs]),
+                        _primed(similarity, index, wanted, refs), neighbours)
+        scores = score_sets(local, answer_sets, prep, settings, widths=index.widths)
+        yield build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
+
+
+def stream_fewl(
+    items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
+    ctx: Context, out: Path, dataset: str, extra: dict[str, Any],
+    chunk_size: int = CHUNK,
+) -> RunResult[FewlRecord]:
+    """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run``) on files only, chunk by
+    chunk: the same run directory, records and aggregates."""
+    check_run_target(out)
+    settings.check()
+    if not items:
+        raise DataError("no questions to score")
+    assert settings.references_file is not None
+    work = out / INDEX_DIR
+    if work.exists():
+        shutil.rmtree(work)  # left by an interrupted run: rebuilt (its embeddings are cached)
+    work.mkdir(parents=True)
+    db = sqlite3.connect(work / "lookup.sqlite")
+    try:
+        inputs = _Inputs(db, sources, settings)
+        similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
+                                     settings.mapping, settings.similarity_label)
+        index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
+        names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
+        config = run_config("run", dataset, len(items), similarity, names, settings, ctx, extra)
+        run = RunDir.create(out, "fewl", config, ctx.started)
+        running = RunningFewl([s.name for s in sources])
+        count = _write(run, _scored_chunks(items, inputs, index, similarity, names, settings,
+                                           chunk_size), running, [s.name for s in sources])
+    finally:
+        db.close()
+    shutil.rmtree(work)
+    results = results_head("run", dataset, len(items), running.failed, similarity, settings)
+    results["models"] = running.summaries()
+    run.update_config({"model_options": ctx.options_record()})
+    run.write_results(results)
+    run.finish(ctx.stats())
+    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
+
+
+def _write(run: RunDir, batches: Iterable[list[FewlRecord]], running: RunningFewl,
+           names: list[str]) -> int:
+    """samples.jsonl and the side files, a chunk at a time; how many records."""
+    files = list(dict.fromkeys(["references.jsonl", "pairs.jsonl",
+                                *(answers_file(n) for n in names)]))
+    writers = [SampleWriter(run.record(name)) for name in files]
+    with SampleWriter(run.path / "samples.jsonl") as samples:
+        for writer in writers:
+            writer.__enter__()
+        try:
+            for records in batches:
+                running.add(records)
+                samples.write(r.to_json() for r in records)
+                rows = side_files(records)
+                for name, writer in zip(files, writers, strict=True):
+                    writer.write(rows.get(name, []))
+        finally:
+            for writer in writers:
+                writer.__exit__(None, None, None)
+        return samples.count
