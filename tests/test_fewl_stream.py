@@ -198,3 +198,47 @@ def test_blocked_neighbour_search_is_the_stable_sort_of_each_row() -> None:
             assert (nb.mask[:, :order.shape[1]] == real).all() and not nb.mask[:, order.shape[1]:].any()
             assert (nb.index[:, :order.shape[1]][real] == order[real]).all()
             assert (nb.cosine[:, :order.shape[1]][real] == chosen[real]).all()
+
+
+def _chunk_rows(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    return list(json.loads(text[text.index(",", text.index(",") + 1) + 1 : -3]))
+
+
+def test_large_fewl_report_pages_every_answer_from_a_sidecar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the threshold the page keeps the lowest FEWL, a sample and the unscored answers;
+    every (question, source) row is beside it, sorted by FEWL; below, one file as before."""
+    import re
+
+    from veracity.report import build_report, sidecar
+
+    items, sources, settings = _files(tmp_path, 30)
+    with Context(cache=None) as ctx:
+        outcome = stream_fewl(items, sources, settings, ctx, tmp_path / "run", "qs",
+                              {"answers": []}, chunk_size=8)
+    single = build_report([tmp_path / "run"], tmp_path / "run" / "report.html")
+    assert not (tmp_path / "run" / "report.items").exists()
+    assert "fewl-all" not in single.read_text(encoding="utf-8")
+    monkeypatch.setattr(sidecar, "SIDECAR_THRESHOLD", 40)  # 60 rows: 30 questions x 2
+    monkeypatch.setattr(sidecar, "CHUNK_ROWS", 25)
+    monkeypatch.setattr(sidecar, "WORST", 4)
+    monkeypatch.setattr(sidecar, "SAMPLE", 3)
+    html = build_report([tmp_path / "run"], tmp_path / "run" / "report.html").read_text(
+        encoding="utf-8")
+    files = sorted((tmp_path / "run" / "report.items").iterdir())
+    assert [f.name for f in files] == [f"fewl-all-{i:05d}.js" for i in range(3)]  # 60 / 25
+    rows = [row for f in files for row in _chunk_rows(f)]
+    assert sorted((r["id"], r["source"]) for r in rows) == sorted(
+        (i.id, s.name) for i in items for s in sources)
+    every = {(r.id, name): e.fewl for r in outcome.records for name, e in r.answers.items()}
+    assert all(r["fewl"] == every[r["id"], r["source"]] for r in rows)
+    scored = [r["fewl"] for r in rows if r["fewl"] is not None]
+    assert scored == sorted(scored) and all(r["fewl"] is None for r in rows[len(scored):])
+    bounded = json.loads(re.search(r'id="fewl-items">(.*?)</script>', html).group(1))  # type: ignore[union-attr]
+    why = [r["shown"] for r in bounded["rows"]]
+    unscored = sum(v is None for v in every.values())
+    assert why.count("worst") == 4 and why.count("error") == unscored > 0
+    lowest = sorted(v for v in every.values() if v is not None)[:4]
+    assert sorted(r["fewl"] for r in bounded["rows"] if r["shown"] == "worst") == lowest

@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from veracity.data.jsonl import load_json, read_objects, read_text
+from veracity.data.jsonl import load_json, read_text, stream_objects
 from veracity.errors import ConfigError, DataError
 from veracity.method import get_method, method_names, methods
 from veracity.paths import check_output_dir
@@ -275,7 +275,7 @@ class RunDir:
         target = self.path / name
         if not target.is_file():
             raise DataError(f"{target} is missing: the run did not finish")
-        for _, record in read_objects(target, "run file", surrogates=True):
+        for _, record in stream_objects(target, "run file", surrogates=True):  # any size
             yield record
 
     def write_results(self, results: dict[str, Any]) -> None:

@@ -9,8 +9,8 @@ Each chunk is a script (``veracityItems(table, index, rows)``) that the page loa
 directory (the page's policy allows ``'self'`` then). The manifest in the page gives each
 chunk's size and range, so a range filter loads only the chunks at its two ends.
 
-Memory while writing: a float and a file offset per row (16 bytes), the bounded set, and
-one chunk of rows.
+Memory while writing: a float, a file offset and a part number per row (20 bytes), the
+bounded set, and one chunk of rows.
 """
 
 from __future__ import annotations
@@ -127,16 +127,18 @@ def _script(table: str, index: int, rows: Sequence[Mapping[str, Any]]) -> str:
 
 @dataclass
 class _Picked:
-    """Rows of the bounded set: (run, line) -> why it is shown."""
+    """Rows of the bounded set: (run, row) -> why it is shown."""
 
     why: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
-def _pick(values: list[np.ndarray], errors: set[tuple[int, int]], seed: int = 0) -> _Picked:
-    """The worst rows (largest value), a seeded random sample, and every error (capped)."""
+def _pick(values: list[np.ndarray], errors: set[tuple[int, int]], seed: int = 0,
+          high_is_worse: bool = True) -> _Picked:
+    """The worst rows (largest value, or smallest), a seeded random sample, and every error
+    (capped)."""
     picked = _Picked()
     worst: list[tuple[float, int, int]] = []
-    for run, arr in enumerate(values):
+    for run, arr in enumerate(values if high_is_worse else [-v for v in values]):
         scored = np.flatnonzero(~np.isnan(arr))
         top = scored[np.argsort(-arr[scored], kind="stable")[:WORST]]
         for line in top.tolist():
@@ -164,31 +166,40 @@ def paged_items(
     key: str,
     drill: Drill | None = None,
     is_error: Callable[[dict[str, Any]], bool] = lambda r: False,
+    split: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None,
+    high_is_worse: bool = True,
 ) -> tuple[str, list[dict[str, Any]], list[Column]]:
     """Write every row of the runs, sorted by ``key``, into chunk files; return the paged
     table's HTML, the bounded set of rows for the page, and the columns shown.
 
-    ``row_of(run index, record)`` makes a table row of a samples.jsonl record; a column in
-    ``optional`` is shown only if some row has a value for it.
+    ``row_of(run index, record)`` makes a table row of a samples.jsonl record (of each part
+    ``split`` makes of a record, when given: one row per answer source, say); a column in
+    ``optional`` is shown only if some row has a value for it; the bounded set's worst rows
+    are those with the largest ``key`` unless ``high_is_worse`` is False.
     """
     target = _CURRENT.get()
     if target is None:
         raise RuntimeError("paged_items needs a report being built (sidecar.beside)")
+    parts_of = split or (lambda record: [record])
     values: list[np.ndarray] = []
     offsets: list[np.ndarray] = []
+    subs: list[np.ndarray] = []
     errors: set[tuple[int, int]] = set()
     for run_index, run in enumerate(runs):
         found: list[float] = []
         where: list[int] = []
-        for line_no, (offset, line) in enumerate(samples_lines(run)):
-            record = json.loads(line)
-            found.append(_number(record.get(key)))
-            where.append(offset)
-            if is_error(record):
-                errors.add((run_index, line_no))
+        which: list[int] = []
+        for offset, line in samples_lines(run):
+            for sub, piece in enumerate(parts_of(json.loads(line))):
+                if is_error(piece):
+                    errors.add((run_index, len(found)))
+                found.append(_number(piece.get(key)))
+                where.append(offset)
+                which.append(sub)
         values.append(np.asarray(found, dtype=np.float64))
         offsets.append(np.asarray(where, dtype=np.int64))
-    picked = _pick(values, errors)
+        subs.append(np.asarray(which, dtype=np.int32))
+    picked = _pick(values, errors, high_is_worse=high_is_worse)
     flat_values = np.concatenate(values) if values else np.zeros(0)
     owners = np.concatenate([np.full(v.size, i, dtype=np.int32) for i, v in enumerate(values)])
     lines = np.concatenate([np.arange(v.size, dtype=np.int64) for v in values])
@@ -206,7 +217,8 @@ def paged_items(
                 run_index, at = int(owners[position]), int(lines[position])
                 fh = handles[run_index]
                 fh.seek(int(offsets[run_index][at]))
-                row = row_of(run_index, json.loads(fh.readline()))
+                piece = parts_of(json.loads(fh.readline()))[int(subs[run_index][at])]
+                row = row_of(run_index, piece)
                 seen.update(k for k, v in row.items() if v is not None)
                 rows.append(row)
                 why = picked.why.get((run_index, at))

@@ -3,6 +3,7 @@ ablation table (validate), the rank comparison (rank), the selection (select).""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from veracity.methods.fewl.records import FewlRecord
 from veracity.records import read_records
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
+from veracity.report.sidecar import paged_items, too_large
 from veracity.store import RunDir
 
 _VARIANT_NAMES = {
@@ -52,7 +54,7 @@ def _settings(runs: list[RunDir]) -> str:
 
 def _scores(run: RunDir) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    for sample in read_records(FewlRecord, run.samples()):
+    for sample in map(FewlRecord.from_json, run.samples()):
         for name, entry in sample.answers.items():
             if entry.fewl is not None:
                 out.setdefault(name, []).append(float(entry.fewl))
@@ -126,7 +128,7 @@ def _ablation(run: RunDir) -> str:
 def _figure_four(run: RunDir) -> str:
     """Figure 4: per reference, agreement with the IW and CO answers (boxes over questions),
     and the distribution of its softmax expertise λ across questions."""
-    samples = read_records(FewlRecord, run.samples())
+    samples = map(FewlRecord.from_json, run.samples())  # one at a time: runs can be large
     names: list[str] = []
     wrong: dict[str, list[float]] = {}
     corrected: dict[str, list[float]] = {}
@@ -271,27 +273,49 @@ _DETAIL = ("references", "reference_models", "lambda", "expertise", "pairs", "pa
            "neighbours", "neighbour_cosine", "answers")
 
 
+def _rows(index: int, label: str, s: FewlRecord,
+          questions: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """A record's rows, one per answer source, with what the drill-down shows (the
+    neighbours' questions when ``questions`` maps their ids)."""
+    stored = s.to_json()
+    detail = {k: stored.get(k) for k in _DETAIL}
+    if questions is not None:
+        detail["neighbour_questions"] = [questions.get(str(n)) for n in s.neighbours]
+    rows = []
+    for source, entry in s.answers.items():
+        answer = entry.answer
+        rows.append({
+            "_run": index, "run": label, "id": s.id, "source": source,
+            "question": s.question, "answer": answer, "fewl": entry.fewl,
+            "truthfulness": entry.truthfulness, "penalty": entry.penalty,
+            "scored": bool(s.scored), "pairs_failed": bool(s.pairs_failed),
+            "length": None if answer is None else len(answer), "_d": detail,
+        })
+    return rows
+
+
 def _item_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
     """One row per question and answer source, with what the drill-down shows."""
     rows = []
     for index, run in enumerate(runs):
-        label = _label(run)
         samples = read_records(FewlRecord, run.samples())
         questions = {s.id: s.question for s in samples}
         for s in samples:
-            stored = s.to_json()
-            detail = {k: stored.get(k) for k in _DETAIL}
-            detail["neighbour_questions"] = [questions.get(str(n)) for n in s.neighbours]
-            for source, entry in s.answers.items():
-                answer = entry.answer
-                rows.append({
-                    "_run": index, "run": label, "id": s.id, "source": source,
-                    "question": s.question, "answer": answer, "fewl": entry.fewl,
-                    "truthfulness": entry.truthfulness, "penalty": entry.penalty,
-                    "scored": bool(s.scored), "pairs_failed": bool(s.pairs_failed),
-                    "length": None if answer is None else len(answer), "_d": detail,
-                })
+            rows += _rows(index, _label(run), s, questions)
     return rows
+
+
+_SOURCE = "_source"
+"""Key of the answer source a part of a split record stands for."""
+
+
+def _by_source(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stored record as one part per answer source, its FEWL on top (to sort and pick by)."""
+    answers = raw.get("answers")
+    if not isinstance(answers, dict):
+        return []
+    return [raw | {_SOURCE: source, "fewl": entry.get("fewl") if isinstance(entry, dict) else None}
+            for source, entry in answers.items()]
 
 
 def _items(runs: list[RunDir]) -> str:
@@ -305,7 +329,31 @@ def _items(runs: list[RunDir]) -> str:
                Column("length", "answer length", "num", digits=0, help="characters")]
     if len(runs) == 1:
         columns = columns[1:]
+    rows = sum(int(run.results.get("n_questions", 0)) * max(len(run.results.get("models", {})), 1)
+               for run in runs)
+    if too_large(rows):
+        return _paged(runs, columns)
     return item_table("fewl-items", columns, _item_rows(runs), drill="fewl", range_key="fewl")
+
+
+def _paged(runs: list[RunDir], columns: list[Column]) -> str:
+    """Too many answers for one file: the lowest FEWL, a sample and the unscored here, every
+    answer beside (the drill-down names neighbours by id only)."""
+    labels = [_label(run) for run in runs]
+
+    def row_of(index: int, part: dict[str, Any]) -> dict[str, Any]:
+        source = str(part[_SOURCE])
+        record = FewlRecord.from_json({k: v for k, v in part.items() if k not in (_SOURCE, "fewl")})
+        return next(r for r in _rows(index, labels[index], record, None) if r["source"] == source)
+
+    paged, bounded, shown = paged_items(
+        "fewl-all", columns, set(), runs, row_of, key="fewl", drill="fewl",
+        is_error=lambda part: part.get("fewl") is None, split=_by_source, high_is_worse=False)
+    why = Column("shown", "shown as", "cat", help="lowest FEWL, a random sample, or unscored")
+    return (item_table("fewl-items", [why, *shown], bounded, drill="fewl", range_key="fewl",
+                       caption=f"{len(bounded)} answers: the lowest FEWL, a random sample and "
+                               "every unscored answer.")
+            + "<h4>All answers</h4>" + paged)
 
 
 def _ranks(runs: list[RunDir]) -> str:
