@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,10 +70,8 @@ def run_child(files: FewlFiles, out: str, cache: Path) -> tuple[float, int, dict
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+    """Least-squares slope of ys against xs (0 with a single size)."""
+    return statistics.linear_regression(xs, ys).slope if len(set(xs)) > 1 else 0.0
 
 
 def main() -> None:
