@@ -3,11 +3,12 @@
 N = 10 over the first 20 built-in questions and (when the file is there) the first 20
 TruthfulQA questions, greedy, same max tokens. Prints prompts/s and generated tokens/s for
 both, the ratio (veracity / naive), checks that the gamma values agree, then reruns veracity
-on the same cache to show a finished run makes no model call. Then the draft path
-(``decode=draft``: perturbed answers verified against the centre answer): its speed, the
-share of perturbed answers identical to sequential decoding, how γ moved, the share of
-draft tokens accepted, and its ratio to the naive loop on the items whose perturbed answers
-all equal the centre one.
+on the same cache to show a finished run makes no model call. Then ``attention=flash``
+(sequential) and the draft path (``decode=draft``, flash attention: perturbed answers verified
+against the centre answer): their speed, the share of perturbed answers identical to
+sequential decoding with the same kernel and with today's default, how γ moved, the share of
+draft tokens accepted, and the draft's ratio to the naive loop on the items whose perturbed
+answers all equal the centre one.
 
 Both use the same llama.cpp batch size (``n_batch``): how a prompt is split into batches
 changes float rounding, so a different split could flip a greedy token on a near-tie. The

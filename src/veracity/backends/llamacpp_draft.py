@@ -8,9 +8,11 @@ taken from y0, the way prompt-lookup decoding takes it from the prompt). After a
 decoding goes on one token at a time and drafts again from y0 as soon as the last tokens
 produced occur in y0 (realignment).
 
-The result is the greedy answer, but a token checked inside a batch is computed by other
-kernels than a one-token decode, so a near-tied choice can flip: the decoder is part of the
-model's identity, and the benches measure how often answers differ.
+The result is the greedy answer. With flash attention (which ``decode=draft`` uses) a token
+checked inside a batch is computed by the same kernels as a one-token decode, bit for bit where
+the load-time check (:mod:`veracity.backends.llamacpp_exact`) says so; elsewhere a near-tied
+choice can flip. The decoder is part of the model's identity, and the benches measure how often
+answers differ.
 """
 
 from __future__ import annotations
