@@ -147,8 +147,8 @@ def test_context_is_kept_and_unscorable_inputs_are_unscored(mock: MockOpenAI, tm
     perturbed = [r.body for r in mock.received][1:]
     assert len(perturbed) == 2
     assert all(b["messages"][0] == {"role": "system", "content": "Answer briefly."} for b in perturbed)
-    asked = [b["messages"][1]["content"] for b in perturbed]
-    assert asked == perturb("What is 2 + 2?", 2, "ascii-control", 0)
+    asked = [b["messages"][1]["content"] for b in perturbed]  # sent concurrently: any order
+    assert sorted(asked) == sorted(perturb("What is 2 + 2?", 2, "ascii-control", 0))
 
     with pytest.raises(ConfigError, match="does not follow a user turn"):
         answered_prompt([ChatMessageSystem(content="x"), ChatMessageAssistant(content="y")])
