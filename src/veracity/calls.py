@@ -94,6 +94,19 @@ def chunked(
             size = max(1, size // 2)
 
 
+def _arrived(finished: Iterator[Any], cut: KeyboardInterrupt) -> list[tuple[int, Any]]:
+    """The outcomes that had arrived when Ctrl-C came but were not handed over yet: carried
+    by the producer's interrupt, or asked for by throwing Ctrl-C in at its ``yield``."""
+    arrived = getattr(cut, "finished", None)
+    throw = getattr(finished, "throw", None)
+    if arrived is None and throw is not None:
+        try:
+            throw(KeyboardInterrupt())
+        except (KeyboardInterrupt, StopIteration) as inner:
+            arrived = getattr(inner, "finished", None)
+    return list(arrived or [])
+
+
 class CachedCalls:
     """The one call path: cache lookup, chunked calls, progress, counters and error policy."""
 
@@ -185,8 +198,12 @@ class CachedCalls:
                 self.stats.model_calls += len(group)
                 done += len(group)
                 self.progress.update(done, calls, hits)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as cut:
             self._save(codec, fresh)  # the group Ctrl-C cut short, if any
+            late = {todo[i][0]: codec.clean(o) for i, o in _arrived(finished, cut)
+                    if not isinstance(o, BackendError)}
+            self._save(codec, late)
+            self.stats.model_calls += len(late)
             raise Interrupted(self._kept(stage)) from None
         finally:
             close = getattr(finished, "close", None)

@@ -12,6 +12,15 @@ from veracity.types import Generation, GenRequest
 
 Outcome = Generation | BackendError
 Finished = list[tuple[int, Outcome]]
+
+
+class CutShort(KeyboardInterrupt):
+    """Ctrl-C during :meth:`StreamingBackend.stream`, carrying the outcomes that had already
+    finished but were not yet handed over, so the client can still cache them."""
+
+    def __init__(self, finished: Finished) -> None:
+        super().__init__()
+        self.finished = finished
 """Outcomes that finished together, each with the index of its request."""
 
 
@@ -65,7 +74,8 @@ class StreamingBackend(Backend, Protocol):
         """Yield the outcomes finished since the last yield (at least one each time), until
         every request is done. Once ``stop`` is set, requests not yet sent are dropped (never
         yielded) and the iterator ends when those in flight are done; closing the iterator
-        abandons those in flight too."""
+        abandons those in flight too. Ctrl-C inside the iterator (or thrown into it at a
+        yield) is raised again as :class:`CutShort` with the outcomes finished by then."""
         ...
 
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from veracity.backends.base import Capabilities, Finished, Outcome
+from veracity.backends.base import Capabilities, CutShort, Finished, Outcome
 from veracity.backends.openai_wire import (  # noqa: F401  (also imported from here)
     DEFAULT_BASE_URL,
     PREFILL_MODES,
@@ -280,6 +280,7 @@ class OpenAIBackend:
             future.add_done_callback(functools.partial(_notify, done, index))
             futures.append(future)
         given, live, stopped = 0, len(futures), False
+        handed: set[int] = set()
         try:
             while given < live:
                 if stop.is_set() and not stopped:  # drop what has not started; in-flight ones come
@@ -296,8 +297,12 @@ class OpenAIBackend:
                     ready.append(done.get())
                 ready = [i for i in ready if not futures[i].cancelled()]
                 given += len(ready)
+                handed.update(ready)
                 if ready:
                     yield [(i, futures[i].result()) for i in ready]
+        except KeyboardInterrupt:  # answers that arrived but were not handed over yet
+            raise CutShort([(i, f.result()) for i, f in enumerate(futures) if i not in handed
+                            and f.done() and not f.cancelled() and f.exception() is None]) from None
         finally:
             for future in futures:
                 future.cancel()
