@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from veracity.calls import Progress
+from veracity.calls import CachedCalls, Progress
 from veracity.errors import ConfigError
 from veracity.store import dumps
 from veracity.text import json_safe
@@ -251,3 +252,19 @@ class RunProgress:
         if self._started:
             self.shown.finish()
             self._started = False
+
+
+@contextmanager
+def one_bar(clients: Sequence[CachedCalls], shown: Progress, stage: str,
+            total: int | None) -> Iterator[None]:
+    """The clients' stages, chunk after chunk, shown as one bar of ``total`` requests."""
+    bar = RunProgress(shown, stage, total)
+    before = [c.progress for c in clients]
+    for c in clients:
+        c.progress = bar
+    try:
+        yield
+    finally:
+        for c, progress in zip(clients, before, strict=True):
+            c.progress = progress
+        bar.close()

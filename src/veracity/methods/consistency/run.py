@@ -13,32 +13,28 @@ from veracity.correctness import Labelled, label_answers
 from veracity.errors import DataError
 from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
 from veracity.methods.consistency.records import ConsistencyRecord
+from veracity.methods.consistency.running import RunningConsistency
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
-from veracity.stats import auroc, bootstrap_aurocs, histogram, mean_stderr, percentile_ci
+from veracity.runs.result import RunResult
+from veracity.stats import auroc, bootstrap_aurocs, percentile_ci
 from veracity.store import VALIDATION_FILE, RunDir
 from veracity.types import Item
 
 
 def summarise(records: Sequence[ConsistencyRecord]) -> dict[str, Any]:
-    """Mean score with its standard error, the unscored items and the score histogram."""
-    scores = [r.score for r in records]
-    mean, stderr = mean_stderr(scores)
-    scored = [s for s in scores if s is not None]
-    return {"n_items": len(records), "n_scored": len(scored),
-            "n_unscored": len(records) - len(scored), "mean_score": mean, "stderr": stderr,
-            "histogram": histogram(scored, bins=20, upper=1.0)}
+    """Mean score with its standard error, the unscored items and the score histogram (exact
+    sums: the same digits as a run summed chunk by chunk)."""
+    running = RunningConsistency()
+    running.add(records)
+    return running.result()
 
 
-def run_consistency(items: Sequence[Item], model: str, embedder: str,
-                    settings: ConsistencySettings, ctx: Context, out: Path | None,
-                    dataset: str) -> RunResult[ConsistencyRecord]:
-    """Score every question and write the run directory (unless ``out`` is None)."""
-    if not items:
-        raise DataError("no questions to score")
+def consistency_records(items: Sequence[Item], model: str, embedder: str,
+                        settings: ConsistencySettings, ctx: Context) -> list[ConsistencyRecord]:
+    """Score these questions (greedy answer, M samples, embeddings) into records."""
     found = consistency_scores([i.question for i in items], ctx.client(model),
                                ctx.embedder(embedder), settings)
-    records = [
+    return [
         ConsistencyRecord(
             id=item.id, prompt=item.question, answer=score.greedy, score=score.score,
             samples=score.samples, cosines=score.cosines, m=settings.m,
@@ -47,11 +43,29 @@ def run_consistency(items: Sequence[Item], model: str, embedder: str,
             error=None if score.score is not None else "empty greedy answer: nothing to compare")
         for item, score in zip(items, found, strict=True)
     ]
-    results = {"method": "consistency", "model": model, "embedder": embedder, "dataset": dataset,
-               "settings": settings.describe(), **summarise(records)}
-    config = {"model": model, "embedder": embedder, "dataset": dataset,
-              "settings": settings.describe(), "model_options": ctx.options_record()}
-    return save_run(out, "consistency", config, records, results, ctx.started, ctx.stats())
+
+
+def run_consistency(items: Sequence[Item], model: str, embedder: str,
+                    settings: ConsistencySettings, ctx: Context, out: Path | None,
+                    dataset: str) -> RunResult[ConsistencyRecord]:
+    """Score every question; with ``out`` chunk by chunk into that run directory (records
+    appended as each chunk is scored), else all at once in memory."""
+    if not items:
+        raise DataError("no questions to score")
+    if out is not None:
+        from veracity.methods.consistency.run_stream import stream_consistency
+
+        return stream_consistency(items, model, embedder, settings, ctx, out, dataset)
+    records = consistency_records(items, model, embedder, settings, ctx)
+    return RunResult(tuple(records), results_of(model, embedder, dataset, settings,
+                                                summarise(records)), None)
+
+
+def results_of(model: str, embedder: str, dataset: str, settings: ConsistencySettings,
+               summary: dict[str, Any]) -> dict[str, Any]:
+    """results.json of a run with this summary."""
+    return {"method": "consistency", "model": model, "embedder": embedder, "dataset": dataset,
+            "settings": settings.describe(), **summary}
 
 
 def validate_consistency(path: Path, ctx: Context, judge: str | None = None,

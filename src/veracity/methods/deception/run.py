@@ -52,12 +52,6 @@ def _results(records: Sequence[DeceptionRecord], settings: DeceptionSettings, mo
             "settings": settings.describe(), "n_unscored": len(records) - len(pairs)} | metrics
 
 
-def _save(out: Path | None, config: dict[str, Any], records: list[DeceptionRecord],
-          results: dict[str, Any], ctx: Context | None) -> RunResult[DeceptionRecord]:
-    return save_run(out, "deception", config, records, results, ctx.started if ctx else None,
-                    ctx.stats() if ctx is not None else {})
-
-
 def run_deception(
     model: str,
     dataset: str | DatasetSpec,
@@ -69,7 +63,10 @@ def run_deception(
     items: Sequence[MCItem] | None = None,
 ) -> RunResult[DeceptionRecord]:
     """Benchmark a model on a deception dataset; every generation goes through the cache,
-    so a rerun makes no model call and an interrupted run resumes where it stopped."""
+    so a rerun makes no model call and an interrupted run resumes where it stopped.
+
+    With ``out`` the items go through in chunks (records appended to samples.jsonl as each
+    chunk finishes, metrics from counts per subject); without it, all at once in memory."""
     if out is not None:
         check_run_target(out)  # before any model call
     settings = settings or DeceptionSettings()
@@ -83,20 +80,13 @@ def run_deception(
             f"(first: {missing[0]}); build them with `veracity deception make-dataset`"
         )
     client = ctx.client(model)
+    if out is not None:  # chunk by chunk, records written as each chunk is answered
+        from veracity.methods.deception.run_stream import stream_deception
+
+        return stream_deception(items, client, spec, settings, ctx, out, limit_per_subject)
     records = answer_items(items, client, settings)
-    results = _results(records, settings, client.spec, str(spec), "live")
-    config = {
-        "model": client.spec,
-        "model_identity": client.backend.identity(),
-        "dataset": str(spec),
-        "subjects": sorted({item.subject for item in items}),
-        "limit_per_subject": limit_per_subject,
-        "n_items": len(items),
-        "source": "live",
-        "settings": settings.describe(),
-        "model_options": ctx.options_record(),
-    }
-    return _save(out, config, records, results, ctx)
+    return RunResult(tuple(records), _results(records, settings, client.spec, str(spec), "live"),
+                     None)
 
 
 def recorded_records(
@@ -142,7 +132,7 @@ def run_deception_recorded(
     config = {"model": name, "dataset": str(spec), "source": "recorded",
               "recorded": str(results_dir), "n_items": len(records),
               "subjects": sorted({r.subject for r in records}), "settings": recorded}
-    return _save(out, config, records, results, None)
+    return save_run(out, "deception", config, records, results)
 
 
 @dataclass

@@ -10,14 +10,11 @@ vectors is bounded (:class:`~veracity.client.CachedEmbedder`), so it does not gr
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from veracity.calls import Progress
-from veracity.client import LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
@@ -37,7 +34,7 @@ from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
-from veracity.streaming import RunProgress, SampleWriter, chunks
+from veracity.streaming import SampleWriter, chunks, one_bar
 from veracity.types import Item
 
 RECORDED_CHUNK = 2048
@@ -51,22 +48,6 @@ def _named(settings: GammaSettings) -> dict[str, Any]:
     cut = settings.cut
     return {"threshold_form": settings.form,
             "threshold_given": {"value": cut.value, "form": cut.form}}
-
-
-@contextmanager
-def one_bar(clients: Sequence[LLMClient], shown: Progress, stage: str,
-            total: int | None) -> Iterator[None]:
-    """The clients' stages, chunk after chunk, shown as one bar of ``total`` requests."""
-    bar = RunProgress(shown, stage, total)
-    before = [c.progress for c in clients]
-    for c in clients:
-        c.progress = bar
-    try:
-        yield
-    finally:
-        for c, progress in zip(clients, before, strict=True):
-            c.progress = progress
-        bar.close()
 
 
 def _write(run: RunDir, batches: Iterable[list[GammaRecord]],
