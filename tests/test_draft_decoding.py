@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from local_models import has_local_models
-from veracity.backends.llamacpp_draft import Decoded, DraftStats, draft_decode, next_draft
+from veracity.backends.llamacpp_draft import (
+    EXPLORE,
+    Decoded,
+    DraftStats,
+    Proposer,
+    draft_decode,
+    next_draft,
+)
 
 EOG = 0
 OTHER = 99
@@ -41,14 +48,14 @@ class Scripted:
         self.kv = self.kv[:kept]
 
     def decode(self, draft: Sequence[int], max_tokens: int = 64, stop: Sequence[bytes] = (),
-               max_batch: int = 32, more: Sequence[Sequence[int]] = ()
-               ) -> tuple[Decoded, DraftStats]:
+               max_batch: int = 32, more: Sequence[Sequence[int]] = (),
+               proposer: Proposer | None = None) -> tuple[Decoded, DraftStats]:
         stats = DraftStats()
         done = draft_decode(self.choice([]), draft, self.forward, self.truncate,
                             is_eog=lambda t: t == EOG,
                             detokenize=lambda out: b" ".join(str(t).encode() for t in out),
                             stop=stop, max_tokens=max_tokens, max_batch=max_batch, stats=stats,
-                            more=more)
+                            more=more, proposer=proposer)
         return done, stats
 
 
@@ -108,22 +115,80 @@ def test_next_draft_follows_the_draft_or_its_last_match() -> None:
 tokens = st.lists(st.integers(min_value=1, max_value=6), max_size=12)
 
 
+SHARED = Proposer()
+"""Learns across the examples, as a backend's does across requests."""
+
+
 @settings(max_examples=300, deadline=None)
 @given(truth=tokens, draft=tokens, max_tokens=st.integers(1, 16), max_batch=st.integers(1, 8),
-       eog_in_draft=st.booleans(), more=st.lists(tokens, max_size=3))
+       eog_in_draft=st.booleans(), more=st.lists(tokens, max_size=3), adaptive=st.booleans())
 def test_whatever_the_draft_the_answer_is_the_greedy_one(
     truth: list[int], draft: list[int], max_tokens: int, max_batch: int, eog_in_draft: bool,
-    more: list[list[int]],
+    more: list[list[int]], adaptive: bool,
 ) -> None:
     model = Scripted(truth)
     done, stats = model.decode(draft + ([EOG] if eog_in_draft else []), max_tokens, (), max_batch,
-                               more)
+                               more, SHARED if adaptive else None)
     expected = truth[:max_tokens]
     reason = "length" if len(truth) >= max_tokens else "stop"
     assert (done.tokens, done.finish_reason) == (expected, reason)
     assert stats.accepted <= stats.proposed
     # no rejected token left in the cache (past the answer's end it no longer matters)
     assert model.kv[: len(done.tokens)] == done.tokens[: len(model.kv)]
+
+
+def test_a_row_costs_what_the_timed_passes_say() -> None:
+    proposer = Proposer()
+    assert proposer.row_cost() == 0.5  # until passes are timed
+    proposer.timed(1, 0.010)
+    proposer.timed(5, 0.030)  # 4 more rows took 0.020 s more than one
+    assert proposer.row_cost() == pytest.approx(0.5)
+    proposer.timed(1, 0.030)  # moving averages: 0.010 + 0.05 * 0.020
+    assert proposer.one_row == pytest.approx(0.011)
+
+
+def test_the_length_proposed_is_the_one_with_the_largest_expected_saving() -> None:
+    proposer = Proposer()
+    proposer.one_row, proposer.per_row = 0.010, 0.005  # a row costs half a pass
+    # the rest of the request's own draft: 7 in 10 accepted before any is seen; proposing a
+    # first token saves 0.7 - 0.5 = 0.2 passes, a second 0.49 - 0.5 < 0
+    assert proposer.length("rest", 10) == 1
+    proposer.per_row = 0.002  # a row costs a fifth of a pass: reach 0.7, 0.49, 0.343, 0.240,
+    # 0.168; savings 0.5, 0.79, 0.933, 0.973, 0.941: four
+    assert proposer.length("rest", 10) == 4
+    assert proposer.length("rest", 3) == 3
+
+
+def test_a_kind_that_never_pays_is_tried_again_now_and_then() -> None:
+    proposer = Proposer()
+    proposer.one_row, proposer.per_row = 0.010, 0.005
+    # realigned drafts: one in two before any is seen, 0.5 - 0.5 saves nothing
+    assert [proposer.length("realigned", 8) for _ in range(EXPLORE)] == [0] * (EXPLORE - 1) + [1]
+    for _ in range(40):  # then accepted all the time: worth proposing long drafts
+        proposer.learn("realigned", 8, 8)
+    assert proposer.length("realigned", 8) == 8
+
+
+def test_learning_counts_each_depth_only_when_it_was_tested() -> None:
+    proposer = Proposer()
+    proposer.learn("rest", 5, 2)  # depths 0 and 1 accepted, 2 rejected, 3 and 4 never seen
+    assert proposer.tested["rest"][:5] == [1, 1, 1, 0, 0]
+    assert proposer.passed["rest"][:5] == [1, 1, 0, 0, 0]
+
+
+def test_adaptive_proposals_stop_paying_for_drafts_that_fail() -> None:
+    # realigned drafts from another answer that always go wrong right after the match
+    truth = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    other = [[1, 2, 3, 30, 31, 32, 4, 5, 6, 40, 41, 42, 7, 8, 9, 50, 51, 52]]
+    fixed = sum(Scripted(truth).decode([], more=other)[1].proposed for _ in range(20))
+    proposer = Proposer()
+    proposer.one_row, proposer.per_row = 0.010, 0.005
+    adaptive = 0
+    for _ in range(20):
+        done, stats = Scripted(truth).decode([], more=other, proposer=proposer)
+        assert done.tokens == truth
+        adaptive += stats.proposed
+    assert adaptive < fixed / 3, (adaptive, fixed)
 
 
 pytestmark_real = pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")

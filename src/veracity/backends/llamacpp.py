@@ -22,7 +22,7 @@ import numpy as np
 from veracity import crash
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
-from veracity.backends.llamacpp_draft import DraftStats, draft_decode
+from veracity.backends.llamacpp_draft import DraftStats, Proposer, draft_decode
 from veracity.backends.llamacpp_exact import batch_invariant
 from veracity.backends.llamacpp_load import compute_path, new_llama, use_extra_buffers
 from veracity.backends.templates import resolve_template
@@ -195,6 +195,8 @@ class LlamaCppBackend:
         """Whether a token's logits here do not depend on how tokens are grouped into batches
         (measured at load, flash attention only): then any shared prompt prefix can be reused
         and a verified draft gives exactly the sequential answer."""
+        self._proposer = Proposer() if self.batch_invariant else None
+        """Draft lengths that adapt to what pays: only where they cannot change an answer."""
         if flash:  # another attention kernel rounds differently
             self._identity["attention"] = "flash"
             self._compute_path["batch_invariant"] = self.batch_invariant
@@ -403,7 +405,8 @@ class LlamaCppBackend:
                 detokenize=lambda out: bytes(llm.detokenize(out, prev_tokens=ids)),
                 stop=[t.encode("utf-8") for t in (self._eos, *s.stop)],
                 max_tokens=min(s.max_tokens, n_ctx - len(ids)) if s.max_tokens > 0 else n_ctx - len(ids),
-                max_batch=self.n_batch, stats=self.draft_stats, more=more)
+                max_batch=self.n_batch, stats=self.draft_stats, more=more,
+                proposer=self._proposer)
         except RuntimeError as exc:
             return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
         self._prompt_ids = ids

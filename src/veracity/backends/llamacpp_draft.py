@@ -17,8 +17,9 @@ answers differ.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MATCH = 3
 """Tokens at the end of the output that must occur in the draft to draft again from there."""
@@ -33,6 +34,85 @@ class DraftStats:
     proposed: int = 0
     accepted: int = 0
     forward_passes: int = 0
+    row_cost: float | None = None
+    """What one more batch row costs against a pass of one token, as measured (adaptive
+    proposals only)."""
+
+
+DEPTHS = 64
+"""Draft positions whose acceptance is learned (deeper ones share the last estimate)."""
+EXPLORE = 8
+"""After this many passes that proposed nothing of a kind, one token of it is proposed."""
+_EWMA = 0.05
+
+
+@dataclass
+class Proposer:
+    """How many draft tokens to propose: those expected to pay for their batch rows.
+
+    A proposed token costs one more row in the pass, a fraction ``row_cost`` of a pass of
+    one token (timed as the decoder runs); an accepted one saves a whole pass. The chance
+    that the token at each depth is accepted, given those before it were, is counted per
+    kind of draft (the rest of the request's own draft, or a draft found by realignment), so
+    the length proposed is the one with the largest expected saving. Only for decoders where
+    the answer cannot depend on what is proposed (a batch-invariant model): otherwise the
+    answer would depend on earlier requests.
+    """
+
+    tested: dict[str, list[int]] = field(default_factory=dict)
+    passed: dict[str, list[int]] = field(default_factory=dict)
+    one_row: float | None = None
+    per_row: float | None = None
+    idle: dict[str, int] = field(default_factory=dict)
+
+    PRIOR = {"rest": (7, 3), "realigned": (1, 1)}
+    """(accepted, rejected) pseudo-counts before any are seen, per kind."""
+
+    def row_cost(self) -> float:
+        if self.one_row is None or self.per_row is None or self.one_row <= 0:
+            return 0.5
+        return min(2.0, max(0.0, self.per_row / self.one_row))
+
+    def length(self, kind: str, limit: int) -> int:
+        """The number of draft tokens of ``kind`` to propose now, at most ``limit``."""
+        if limit <= 0:
+            return 0
+        good, bad = self.PRIOR.get(kind, (1, 1))
+        tested = self.tested.get(kind, [])
+        passed = self.passed.get(kind, [])
+        cost, reach, gain, best, best_gain = self.row_cost(), 1.0, 0.0, 0, 0.0
+        for depth in range(min(limit, DEPTHS)):
+            seen = tested[depth] if depth < len(tested) else 0
+            kept = passed[depth] if depth < len(passed) else 0
+            reach *= (kept + good) / (seen + good + bad)
+            gain += reach - cost
+            if gain > best_gain:
+                best, best_gain = depth + 1, gain
+        if best == 0:  # now and then one token anyway, or the estimates never change
+            self.idle[kind] = self.idle.get(kind, 0) + 1
+            if self.idle[kind] >= EXPLORE:
+                self.idle[kind] = 0
+                return 1
+            return 0
+        return best if best < DEPTHS else limit
+
+    def learn(self, kind: str, proposed: int, accepted: int) -> None:
+        """Depths 0..accepted were tested (the last one rejected unless all passed)."""
+        tested = self.tested.setdefault(kind, [0] * DEPTHS)
+        passed = self.passed.setdefault(kind, [0] * DEPTHS)
+        for depth in range(min(accepted + 1, proposed, DEPTHS)):
+            tested[depth] += 1
+            passed[depth] += depth < accepted
+
+    def timed(self, rows: int, seconds: float) -> None:
+        """A pass of ``rows`` tokens took ``seconds``."""
+        if rows == 1:
+            self.one_row = seconds if self.one_row is None else \
+                self.one_row + _EWMA * (seconds - self.one_row)
+        elif self.one_row is not None:
+            extra = (seconds - self.one_row) / (rows - 1)
+            self.per_row = extra if self.per_row is None else \
+                self.per_row + _EWMA * (extra - self.per_row)
 
 
 @dataclass(frozen=True)
@@ -107,15 +187,17 @@ def draft_decode(
     max_batch: int,
     stats: DraftStats | None = None,
     more: Sequence[Sequence[int]] = (),
+    proposer: Proposer | None = None,
 ) -> Decoded:
     """Greedy decoding from ``first`` (the model's choice after the prompt), verifying drafts.
 
     ``forward(tokens)`` evaluates tokens appended to the KV cache and returns the argmax after
     each; ``truncate(k)`` drops all but the first ``k`` tokens evaluated since the prompt
     (rejected draft tokens). ``more`` are further token sequences to draft from where the
-    draft has nothing to propose. Stops as ``create_completion`` does: at an end-of-generation
-    token, a stop string, or ``max_tokens`` (neither checked while the text ends inside a
-    multi-byte character).
+    draft has nothing to propose. ``proposer``: how many tokens to propose (else a fixed
+    schedule: fewer after a rejection, twice as many after a success). Stops as
+    ``create_completion`` does: at an end-of-generation token, a stop string, or
+    ``max_tokens`` (neither checked while the text ends inside a multi-byte character).
     """
     stats = stats if stats is not None else DraftStats()
     out: list[int] = []
@@ -146,9 +228,20 @@ def draft_decode(
         if finished is not None:
             return finished
         room = max_tokens - len(out) if waiting == 0 else max_batch
-        proposal = next_draft(out, draft, min(length, max_batch - 1, max(room, 0)), more)
+        cap, kind = min(max_batch - 1, max(room, 0)), ""
+        if proposer is None:
+            proposal = next_draft(out, draft, min(length, cap), more)
+        else:
+            kind = "rest" if len(out) <= len(draft) and list(draft[: len(out)]) == out \
+                else "realigned"
+            proposal = next_draft(out, draft, cap, more)
+            proposal = proposal[: proposer.length(kind, len(proposal))]
         evaluated = len(out) - 1  # tokens of the output already in the KV cache
+        began = time.perf_counter()
         choices = forward([nxt, *proposal])
+        if proposer is not None:
+            proposer.timed(1 + len(proposal), time.perf_counter() - began)
+            stats.row_cost = proposer.row_cost()
         stats.forward_passes += 1
         stats.proposed += len(proposal)
         accepted = 0
@@ -159,8 +252,12 @@ def draft_decode(
             finished = append(token)
             if finished is not None:
                 stats.accepted += accepted
+                if proposer is not None:
+                    proposer.learn(kind, accepted, accepted)
                 return finished
         stats.accepted += accepted
+        if proposer is not None and proposal:
+            proposer.learn(kind, len(proposal), accepted)
         if proposal:  # a rejected draft token costs a batch row: propose less after one
             length = min(2 * length, max_batch - 1) if accepted == len(proposal) \
                 else max(MIN_DRAFT, accepted + 1)
