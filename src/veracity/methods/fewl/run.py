@@ -2,8 +2,8 @@
 
 The shared machinery of every mode (settings, answer sources, the batched generation stages,
 scoring and the run directory); the modes themselves are in :mod:`veracity.methods.fewl.modes`.
-Every generation stage is one batched client call across the dataset, and every stage can be
-replaced by a JSONL file.
+Every generation stage is one batched client call across the questions it is given (the
+whole dataset, or a chunk of a streamed run), and every stage can be replaced by a JSONL file.
 """
 
 from __future__ import annotations

@@ -1,16 +1,19 @@
-"""FEWL on recorded answers, references and pairs in bounded memory: chunks of questions
-through embed, score and write.
+"""FEWL runs in bounded memory: chunks of questions through generate, embed, score and write.
 
-The three files are indexed once into an SQLite file and looked up a chunk at a time; the
-question embeddings go, chunk by chunk, into a float32 file read back a block at a time, over
-which the K nearest questions are found by blocked matrix products (the row and column blocks
-of :func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in files
+What models write (answers, references, pairs) is asked a chunk of questions at a time, by
+the same functions as the in-memory run, and kept in SQLite tables by question position;
+answers, references and pairs given as files are indexed once into the same SQLite file and
+looked up by id (or question) a chunk at a time. The question embeddings go, chunk by chunk,
+into a float32 file read back a block at a time, over which the K nearest questions are found
+by blocked matrix products (the row and column blocks of
+:func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in files
 too; so are the references' embeddings, made once. Each chunk is then scored together with
 the neighbours it needs, its records appended to samples.jsonl (and references.jsonl,
 pairs.jsonl, answers/) as they come, and the aggregates kept as exact running sums
 (:class:`~veracity.methods.fewl.running.RunningFewl`).
-Every embedding is cached as it is made, so a rerun after an interruption embeds nothing
-twice. The index files live in the run directory while it runs and are removed at the end.
+Every generation and embedding is cached as it is made, so a rerun after an interruption
+calls no model and embeds nothing twice. The tables and files live in the run directory while
+it runs and are removed at the end.
 """
 
 from __future__ import annotations
