@@ -181,3 +181,59 @@ def test_interrupted_mid_generation_resumes_without_a_repeated_call(
     assert [r.to_json() for r in resumed.records] == whole.records_json()
     assert resumed.results == whole.results
     assert not (out / INDEX_DIR).exists()
+
+
+def _labelled(tmp: Path, count: int) -> tuple[list[Item], list[AnswerSource]]:
+    """Multiple-choice questions (options and the correct letter), questions with TruthfulQA
+    labels (correct and incorrect answers) and plain ones; a file answering every
+    multiple-choice question with its correct letter."""
+    rng = random.Random(3)
+    items, rows = [], []
+    for i in range(count):
+        words = " ".join(rng.choice(WORDS) for _ in range(4))
+        question = f"Which {words} is number {i}?"
+        if i % 3 == 0:
+            options = [[letter, f"{rng.choice(WORDS)} {letter} {i}"] for letter in "ABCD"]
+            correct = "ABCD"[i % 4]
+            items.append(Item(f"q{i}", question, (options["ABCD".index(correct)][1],),
+                              {"options": options, "correct": correct}))
+            rows.append({"id": f"q{i}", "answer": f"{correct}) {options['ABCD'.index(correct)][1]}"})
+        elif i % 3 == 1:
+            items.append(Item(f"q{i}", question, (f"{words} yes", "it is so"),
+                              {"incorrect_answers": [f"{words} no", "never"]}))
+            rows.append({"id": f"q{i}", "answer": f"{words} yes" if i % 2 else "never"})
+        else:
+            items.append(Item(f"q{i}", question))
+            rows.append({"id": f"q{i}", "answer": words})
+    path = tmp / "letters.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return items, [AnswerSource("fake/stable", model="fake/stable"),
+                   AnswerSource("letters", path=path),
+                   AnswerSource("fake/echo", model="fake/echo")]
+
+
+def test_rank_streamed_equals_in_memory(tmp_path: Path) -> None:
+    items, sources = _labelled(tmp_path, 23)
+    settings = FewlSettings(references=("fake/pairs",), reference_samples=2,
+                            pairs=PairSettings(r=3), similarity="hash/default", neighbours=3)
+    with _ctx(tmp_path / "cache.sqlite") as ctx:
+        whole = run_fewl(items, sources, settings, ctx, None, "qs", "rank")
+        streamed = run_fewl(items, sources, settings, ctx, tmp_path / "run", "qs", "rank")
+        small = stream_fewl(items, sources, settings, ctx, tmp_path / "small", "qs",
+                            {"answers": []}, "rank", chunk_size=4, generate_chunk=3)
+    assert isinstance(streamed.records, StoredRecords)
+    assert streamed.results == small.results == whole.results
+    assert [r.to_json() for r in small.records] == [r.to_json() for r in streamed.records] \
+        == whole.records_json()
+    ranking = small.results["ranking"]
+    assert ranking["n_labelled"] == 8 and ranking["error_rate"]["letters"] == 0.0
+    assert ranking["sample_level"]["n_questions"] == 8
+    assert [(p["a"], p["b"]) for p in ranking["sample_level"]["pairs"]] == [
+        ("fake/stable", "letters"), ("fake/stable", "fake/echo"), ("letters", "fake/echo")]
+    level = ranking["sample_level"]["pairs"][1]["with_penalty"]
+    assert level["n"] + level["metric_ties"] <= 8
+    first = small.records[0].answers["letters"]
+    assert first.extra["choice"] == items[0].metadata["correct"]
+    assert "tqa_metric" in small.records[1].answers["fake/echo"].extra
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["config"]["mode"] == "rank" and small.results["mode"] == "rank"

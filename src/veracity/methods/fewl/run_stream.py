@@ -33,6 +33,7 @@ from veracity.data.labelled import pair_rows, text_rows
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import Neighbours, neighbour_blocks, unit_rows
 from veracity.methods.fewl.pairs import Pair, PairOutcome
+from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
     AnswerSource,
@@ -393,7 +394,7 @@ def _local(items: Sequence[Item], start: int, stop: int,
 
 def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                    similarity: Similarity, names: list[str], settings: FewlSettings,
-                   chunk_size: int) -> Iterator[list[FewlRecord]]:
+                   chunk_size: int, tally: RankTally | None) -> Iterator[list[FewlRecord]]:
     for start in range(0, len(items), chunk_size):
         stop = min(start + chunk_size, len(items))
         wanted, neighbours = _local(items, start, stop, index)
@@ -411,7 +412,10 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
         refs = inputs.references_of(wanted, local)
         prep = Prepared(refs, names, pairs, _primed(similarity, index, wanted, refs), neighbours)
         scores = score_sets(local, answer_sets, prep, settings, widths=index.widths)
-        yield build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
+        records = build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
+        if tally is not None:
+            tally.add(local[:size], sets, records, scores, prep.similarity)
+        yield records
 
 
 def _total(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
@@ -446,11 +450,11 @@ def _one_bar(ctx: Context, specs: Iterable[str], total: int | None) -> Iterator[
 
 def stream_fewl(
     items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
-    ctx: Context, out: Path, dataset: str, extra: dict[str, Any],
+    ctx: Context, out: Path, dataset: str, extra: dict[str, Any], mode: str = "run",
     chunk_size: int = CHUNK, generate_chunk: int = GENERATE_CHUNK,
 ) -> RunResult[FewlRecord]:
-    """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run``) chunk by chunk: the same
-    run directory, records and aggregates. What comes from models is generated
+    """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run`` or ``rank``) chunk by
+    chunk: the same run directory, records and aggregates. What comes from models is generated
     ``generate_chunk`` questions at a time into the run's lookup tables, then scored as
     recorded files are."""
     check_run_target(out)
@@ -485,16 +489,21 @@ def stream_fewl(
         else:
             assert settings.references_file is not None
             names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
-        config = run_config("run", dataset, len(items), similarity, names, settings, ctx, extra)
+        config = run_config(mode, dataset, len(items), similarity, names, settings, ctx, extra)
         run = RunDir.create(out, "fewl", config, ctx.started)
-        running = RunningFewl([s.name for s in sources])
+        sources_names = [s.name for s in sources]
+        running = RunningFewl(sources_names)
+        tally = RankTally(sources_names, settings.divergence) if mode == "rank" else None
         count = _write(run, _scored_chunks(items, inputs, index, similarity, names, settings,
-                                           chunk_size), running, [s.name for s in sources])
+                                           chunk_size, tally), running, sources_names)
     finally:
         db.close()
     shutil.rmtree(work)
-    results = results_head("run", dataset, len(items), running.failed, similarity, settings)
+    results = results_head(mode, dataset, len(items), running.failed, similarity, settings)
     results["models"] = running.summaries()
+    if tally is not None:
+        results["ranking"] = tally.result({n: results["models"][n]["mean"]
+                                           for n in sources_names})
     run.update_config({"model_options": ctx.options_record()})
     run.write_results(results)
     run.finish(ctx.stats())
