@@ -1,18 +1,23 @@
-"""FEWL of 10k / 100k recorded items on one machine: time, memory and speed, streamed.
+"""FEWL of 10k / 100k recorded items and 2k / 10k live ones on one machine: time, memory, speed.
 
-For each size: generated files (bench/fixtures/fewl_fixtures.py: distinct questions, six-word
-answers, J = 3 references and R = 5 pairs a question), scored in a child process with no model
-at all (answers, references and pairs from the files; ``hash/default`` as the similarity and
-the question embedder; K = 25; a fresh cache), as ``veracity fewl run --answers FILE
+Recorded: for each size, generated files (bench/fixtures/fewl_fixtures.py: distinct questions,
+six-word answers, J = 3 references and R = 5 pairs a question), scored in a child process with no
+model at all (answers, references and pairs from the files; ``hash/default`` as the similarity
+and the question embedder; K = 25; a fresh cache), as ``veracity fewl run --answers FILE
 --references-file FILE --pairs-file FILE --out RUN`` does but without writing report.html (its
-FEWL section is not paged: it would measure the report, not the scoring). With ``--whole-up-to``
-the same items are also scored in memory (no run directory: every text, vector and record
-held at once), interleaved with the streamed run of the same size, for the A/B of peak RSS.
-Printed per size: wall time, items/s and the child's peak RSS (``wait4``); then the slope of
-each against item count and, as the judged ratio, items/s at the largest size over items/s at
-the smallest.
+FEWL section is not paged: it would measure the report, not the scoring). Live: the same
+questions with everything asked of the fake backend (answers from ``fake/stable``, J = 3 sampled
+references and R = 5 pairs from ``fake/pairs``; every generation through a fresh SQLite cache),
+as ``veracity fewl run --answers fake/stable --reference fake/pairs --reference-samples 3
+--pairs 5 --out RUN``; the smallest live run is then rerun on its cache, which must call no
+model. With ``--whole-up-to`` the same items are also scored in memory (no run directory: every
+text, vector and record held at once), interleaved with the streamed run of the same size, for
+the A/B of peak RSS. Printed per size: wall time, items/s and the child's peak RSS (``wait4``);
+then the slope of each against item count and, as the judged ratio, recorded items/s at the
+largest size over items/s at the smallest.
 
-    python bench/scale_fewl.py [--sizes 10000 100000] [--whole-up-to 10000] [--smoke] [--keep DIR]
+    python bench/scale_fewl.py [--sizes 10000 100000] [--live-sizes 2000 10000]
+                               [--whole-up-to 10000] [--smoke] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -41,24 +46,35 @@ from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
 
-dataset, answers, references, pairs, out, cache = sys.argv[1:7]
+kind, dataset, answers, references, pairs, out, cache = sys.argv[1:8]
 items = load_questions(f"jsonl:{dataset}")
-settings = FewlSettings(references_file=Path(references), pairs_file=Path(pairs),
-                        similarity="hash/default", question_embedder="hash/default",
-                        neighbours=25, pairs=PairSettings(r=5))
+if kind == "live":  # every answer, reference and pair asked of the fake backend
+    settings = FewlSettings(references=("fake/pairs",), reference_samples=3,
+                            pairs_model="fake/pairs", similarity="hash/default",
+                            question_embedder="hash/default", neighbours=25,
+                            pairs=PairSettings(r=5))
+    sources = [AnswerSource("answers", model="fake/stable")]
+else:
+    settings = FewlSettings(references_file=Path(references), pairs_file=Path(pairs),
+                            similarity="hash/default", question_embedder="hash/default",
+                            neighbours=25, pairs=PairSettings(r=5))
+    sources = [AnswerSource("answers", path=Path(answers))]
 from veracity.runs.common import Context
 with Context(cache=Cache(Path(cache))) as ctx:
-    result = run_fewl(items, [AnswerSource("answers", path=Path(answers))], settings, ctx,
-                      None if out == "-" else Path(out), f"jsonl:{dataset}")
-print(json.dumps(result.results["models"]["answers"]))
+    result = run_fewl(items, sources, settings, ctx, None if out == "-" else Path(out),
+                      f"jsonl:{dataset}")
+    calls = ctx.model_calls()
+print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls}))
 """
 
 
-def run_child(files: FewlFiles, out: str, cache: Path) -> tuple[float, int, dict[str, Any]]:
-    """(wall seconds, peak RSS in bytes, the source's summary) of one scoring in a child."""
+def run_child(kind: str, files: FewlFiles, out: str,
+              cache: Path) -> tuple[float, int, dict[str, Any]]:
+    """(wall seconds, peak RSS in bytes, the source's summary and the model calls) of one
+    scoring in a child: ``kind`` recorded (files) or live (the fake backend)."""
     began = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, *map(str, files), out, str(cache)],
+        [sys.executable, "-c", CHILD, kind, *map(str, files), out, str(cache)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert child.stdout is not None
     output = child.stdout.read()
@@ -74,45 +90,44 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return statistics.linear_regression(xs, ys).slope if len(set(xs)) > 1 else 0.0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--whole-up-to", type=int, default=10_000,
-                        help="also score sizes up to this many items in memory (A/B)")
-    parser.add_argument("--smoke", action="store_true", help="300 and 1,500 items, in seconds")
-    parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
-    args = parser.parse_args()
-    sizes = [300, 1_500] if args.smoke else sorted(args.sizes)
-    whole_up_to = 1_500 if args.smoke else args.whole_up_to
-    print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
-    root = args.keep or Path(tempfile.mkdtemp(prefix="veracity-fewl-scale-"))
-    root.mkdir(parents=True, exist_ok=True)
+def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
+            prefix: str) -> list[dict[str, Any]]:
+    """Each size streamed into a run directory and, up to ``whole_up_to``, in memory too,
+    interleaved, each with a fresh cache; for a live case the smallest streamed run is rerun
+    on its cache (its model calls printed: 0 when every generation was cached)."""
     rows: list[dict[str, Any]] = []
-    try:
-        for size in sizes:
-            work = root / f"n{size}"
-            shutil.rmtree(work, ignore_errors=True)
-            files = write_fewl(work, size)
-            row: dict[str, Any] = {"items": size}
-            kinds = ["streamed", "whole"] if size <= whole_up_to else ["streamed"]
-            for kind in kinds:  # each with a fresh cache: the same work
-                out = str(work / "run") if kind == "streamed" else "-"
-                wall, rss, summary = run_child(files, out, work / f"cache-{kind}.sqlite")
-                row[kind] = {"wall": wall, "items_s": size / wall, "rss": rss,
-                             "mean": summary["mean"], "load": os.getloadavg()[0]}
-            if "whole" in row:
-                assert row["whole"]["mean"] == row["streamed"]["mean"], "streamed != whole"
-            print(f"\n[{size} items] load average {os.getloadavg()[0]:.2f}", flush=True)
-            for kind in kinds:
-                r = row[kind]
-                print(f"{kind}_wall_{size}: {r['wall']:.2f} s", flush=True)
-                print(f"{kind}_items_per_s_{size}: {r['items_s']:.1f} items/s", flush=True)
-                print(f"{kind}_peak_rss_{size}: {r['rss'] / 1e6:.0f} MB", flush=True)
-            rows.append(row)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(root, ignore_errors=True)
-    print("\n| items | streamed wall s | items/s | peak RSS MB | in memory wall s | "
+    for size in sizes:
+        work = root / f"{kind}-n{size}"
+        shutil.rmtree(work, ignore_errors=True)
+        files = write_fewl(work, size)
+        row: dict[str, Any] = {"items": size}
+        ways = ["streamed", "whole"] if size <= whole_up_to else ["streamed"]
+        for way in ways:  # each with a fresh cache: the same work
+            out = str(work / "run") if way == "streamed" else "-"
+            wall, rss, summary = run_child(kind, files, out, work / f"cache-{way}.sqlite")
+            row[way] = {"wall": wall, "items_s": size / wall, "rss": rss,
+                        "mean": summary["mean"], "load": os.getloadavg()[0]}
+        if "whole" in row:
+            assert row["whole"]["mean"] == row["streamed"]["mean"], "streamed != whole"
+        print(f"\n[{kind}, {size} items] load average {os.getloadavg()[0]:.2f}", flush=True)
+        for way in ways:
+            r = row[way]
+            print(f"{prefix}{way}_wall_{size}: {r['wall']:.2f} s", flush=True)
+            print(f"{prefix}{way}_items_per_s_{size}: {r['items_s']:.1f} items/s", flush=True)
+            print(f"{prefix}{way}_peak_rss_{size}: {r['rss'] / 1e6:.0f} MB", flush=True)
+        if kind == "live" and size == sizes[0]:
+            wall, _, summary = run_child(kind, files, str(work / "run"),
+                                         work / "cache-streamed.sqlite")
+            assert summary["mean"] == row["streamed"]["mean"], "rerun != first run"
+            print(f"{prefix}rerun_model_calls_{size}: {summary['model_calls']} calls "
+                  f"({wall:.2f} s)", flush=True)
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]], title: str, prefix: str) -> None:
+    """The table of one case and the slopes of its streamed runs against item count."""
+    print(f"\n{title}\n| items | streamed wall s | items/s | peak RSS MB | in memory wall s | "
           "in memory peak RSS MB |")
     print("|---|---|---|---|---|---|")
     for r in rows:
@@ -121,10 +136,42 @@ def main() -> None:
               + (f"{w['wall']:.1f} | {w['rss'] / 1e6:.0f} |" if w else "— | — |"))
     xs = [float(r["items"]) for r in rows]
     if len(rows) > 1:
-        print(f"slope_wall: {slope(xs, [r['streamed']['wall'] for r in rows]) * 1e3:.2f} "
+        print(f"{prefix}slope_wall: {slope(xs, [r['streamed']['wall'] for r in rows]) * 1e3:.2f} "
               "s per 1k items")
-        print(f"slope_peak_rss: {slope(xs, [r['streamed']['rss'] for r in rows]):.0f} "
+        print(f"{prefix}slope_peak_rss: {slope(xs, [r['streamed']['rss'] for r in rows]):.0f} "
               "bytes per item")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--live-sizes", type=int, nargs="*", default=[2_000, 10_000],
+                        help="sizes of the live case (none: skip it)")
+    parser.add_argument("--whole-up-to", type=int, default=10_000,
+                        help="also score sizes up to this many items in memory (A/B)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="300 and 1,500 recorded, 200 and 600 live items, in seconds")
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    args = parser.parse_args()
+    sizes = [300, 1_500] if args.smoke else sorted(args.sizes)
+    live_sizes = [200, 600] if args.smoke else sorted(args.live_sizes)
+    whole_up_to = 1_500 if args.smoke else args.whole_up_to
+    print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="veracity-fewl-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        rows = measure("recorded", sizes, whole_up_to, root, "")
+        live = measure("live", live_sizes, whole_up_to, root, "live_") if live_sizes else []
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    summary(rows, "recorded answers, references and pairs (no model)", "")
+    if live:
+        summary(live, "live: answers, references (J = 3) and pairs (R = 5) from the fake "
+                "backend", "live_")
+        print(f"live_items_per_s_ratio: "
+              f"{live[-1]['streamed']['items_s'] / live[0]['streamed']['items_s']:.3f} "
+              "(largest over smallest size)")
     print(f"items_per_s_ratio: {rows[-1]['streamed']['items_s'] / rows[0]['streamed']['items_s']:.3f} "
           "(largest over smallest size)")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,10 @@ import numpy as np
 from veracity.data.labelled import LabelledItem, finetune_set, icl_prompts
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import (
-    FewlScores,
-    Floats,
     measurement_accuracy,
-    sample_level_agreement,
-    tqa_metric,
 )
 from veracity.methods.fewl.figures import figure_three, figure_two
+from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
     AnswerSource,
@@ -39,10 +35,9 @@ from veracity.methods.fewl.run import (
     score_sets,
 )
 from veracity.methods.fewl.run_stream import stream_fewl, streamable
-from veracity.methods.fewl.similarity import Similarity, choose_options
+from veracity.methods.fewl.similarity import choose_options
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
-from veracity.stats import mean_stderr, spearman
 from veracity.store import check_run_target
 from veracity.types import Item
 
@@ -52,9 +47,9 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
              ) -> RunResult[FewlRecord]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them.
 
-    A run into a directory that needs no model (answers, references and pairs from files,
-    nearest neighbours) is read and scored chunk by chunk, in bounded memory
-    (:mod:`veracity.methods.fewl.run_stream`): the same records and aggregates."""
+    A ``run`` into a directory with the nearest-neighbour penalty goes chunk by chunk, in
+    bounded memory (:mod:`veracity.methods.fewl.run_stream`): models asked a chunk of
+    questions at a time, files read as streams; the same records and aggregates."""
     if out is not None:
         check_run_target(out)  # before any model call
     if not sources:
@@ -63,8 +58,8 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     if len(set(names)) != len(names):
         raise ConfigError(f"answer sources must have distinct names, got {names}")
     extra = {"answers": [_describe(s) for s in sources]}
-    if out is not None and mode == "run" and streamable(sources, settings):
-        return stream_fewl(items, sources, settings, ctx, out, dataset, extra)
+    if out is not None and mode in ("run", "rank") and streamable(sources, settings):
+        return stream_fewl(items, sources, settings, ctx, out, dataset, extra, mode)
     answer_sets: dict[str, list[str | None]] = {
         s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
         for s in sources}
@@ -73,10 +68,9 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     recs = build_records(items, answer_sets, prep, scores, settings, variants=False)
     results: dict[str, Any] = {"models": model_summaries(recs, names)}
     if mode == "rank":
-        results["ranking"] = ranking(items, answer_sets, recs, prep, names)
-        level = sample_level(items, answer_sets, recs, prep, scores, settings.divergence)
-        if level is not None:
-            results["ranking"]["sample_level"] = level
+        tally = RankTally(names, settings.divergence)
+        tally.add(items, answer_sets, recs, scores, prep.similarity)
+        results["ranking"] = tally.result({n: results["models"][n]["mean"] for n in names})
     return finish_run(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
 
 
@@ -90,35 +84,6 @@ def _describe(source: AnswerSource) -> dict[str, Any]:
 def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
     return float(np.mean([c == item.metadata["correct"] for item, c in zip(items, choices,
                                                                            strict=True)]))
-
-
-def ranking(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
-            recs: list[FewlRecord], prep: Prepared, names: Sequence[str]) -> dict[str, Any]:
-    """Mean FEWL per model, and where items are multiple choice the true error rate, the two
-    rankings and their Spearman correlation (FEWL vs accuracy: +1 = same order). Each
-    multiple-choice record in ``recs`` is replaced by one naming the option each answer
-    matches."""
-    means = {n: mean_stderr([r.answers[n].fewl for r in recs])[0] for n in names}
-    out: dict[str, Any] = {"mean_fewl": means}
-    labelled = [i for i, item in enumerate(items) if "options" in item.metadata]
-    if labelled:
-        errors = {}
-        for name in names:
-            choices = choose_options(prep.similarity, [answer_sets[name][i] for i in labelled],
-                                     [items[i].metadata["options"] for i in labelled])
-            for i, choice in zip(labelled, choices, strict=True):
-                recs[i] = recs[i].with_answer_keys(name, choice=choice)
-            errors[name] = 1.0 - _accuracy([items[i] for i in labelled], choices)
-        scored = [n for n in names if not math.isnan(means[n])]  # no FEWL score: no rank
-        rho, p = spearman([means[n] for n in scored], [1.0 - errors[n] for n in scored])
-        out |= {"error_rate": errors, "n_labelled": len(labelled), "spearman": rho,
-                "spearman_p": p, "spearman_models": scored,
-                "match": "leading option letter, else the most similar option"}
-    order = sorted(names, key=lambda n: -means[n] if not math.isnan(means[n]) else math.inf)
-    out["rank_by_fewl"] = order
-    if "error_rate" in out:
-        out["rank_by_error"] = sorted(names, key=lambda n: out["error_rate"][n])
-    return out
 
 
 TABLE_ROWS: tuple[tuple[str, str], ...] = (
@@ -169,76 +134,6 @@ def combine_repeats(tables: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 merged[div][variant] = cell | {"accuracy": mean, "std": std, "repeats": values}
         out[comparison] = merged
     return out
-
-
-def tqa_metrics(similarity: Similarity, answers: Sequence[str | None],
-                correct: Sequence[Sequence[str]], incorrect: Sequence[Sequence[str]]) -> Floats:
-    """TruthfulQA's diff score of each answer (``tqa_metric``) with SIM as the similarity;
-    NaN for a missing answer. One table and one vectorised pass."""
-    texts: dict[str, int] = {}
-
-    def grid(rows: Sequence[Sequence[str]]) -> tuple[Any, Any]:
-        width = max((len(r) for r in rows), default=0) or 1
-        idx = np.zeros((len(rows), width), dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=bool)
-        for i, row in enumerate(rows):
-            for j, text in enumerate(row):
-                idx[i, j], mask[i, j] = texts.setdefault(text, len(texts)), True
-        return idx, mask
-
-    good, good_mask = grid(correct)
-    bad, bad_mask = grid(incorrect)
-    ok = np.array([bool(a and a.strip()) for a in answers])
-    ans = np.array([texts.setdefault(a, len(texts)) if a and a.strip() else 0 for a in answers],
-                   dtype=np.int64)
-    table = similarity.table(list(texts))
-
-    def sims(idx: Any, mask: Any) -> Any:
-        out = np.full(idx.shape, np.nan)
-        valid = mask & ok[:, None]
-        if valid.any():
-            a, b = np.broadcast_arrays(ans[:, None], idx)
-            out[valid] = table(a[valid], b[valid])
-        return out
-
-    found = tqa_metric(sims(good, good_mask), good_mask & ok[:, None], sims(bad, bad_mask),
-                       bad_mask & ok[:, None])
-    return found
-
-
-def sample_level(items: Sequence[Item], answer_sets: dict[str, list[str | None]],
-                 recs: list[FewlRecord], prep: Prepared, scores: FewlScores,
-                 divergence: str) -> dict[str, Any] | None:
-    """Table 5: for every two answer sources, on the questions with TruthfulQA labels, how
-    often the answer the TQA metric prefers also gets the higher FEWL, with the penalty
-    (FEWL) and without it (expertise λ, no penalty). None without such labels or sources.
-    Each labelled record in ``recs`` is replaced by one carrying its answers' TQA metric."""
-    rows = [i for i, item in enumerate(items)
-            if item.references and item.metadata.get("incorrect_answers")]
-    names = list(answer_sets)
-    if not rows or len(names) < 2:
-        return None
-    correct = [list(items[i].references) for i in rows]
-    incorrect = [[str(t) for t in items[i].metadata["incorrect_answers"]] for i in rows]
-    metric = {}
-    for name in names:
-        metric[name] = tqa_metrics(prep.similarity, [answer_sets[name][i] for i in rows], correct,
-                                   incorrect)
-        for k, i in enumerate(rows):
-            recs[i] = recs[i].with_answer_keys(name, tqa_metric=as_number(metric[name][k]))
-    pairs = []
-    for a, b in combinations(names, 2):
-        entry: dict[str, Any] = {"a": a, "b": b}
-        for key, variant in (("with_penalty", "fewl"), ("without_penalty",
-                                                        "multi_expertise_no_penalty")):
-            per = scores.sets
-            entry[key] = sample_level_agreement(
-                metric[a], metric[b], per[a][divergence][variant].fewl[rows],
-                per[b][divergence][variant].fewl[rows])
-        pairs.append(entry)
-    return {"n_questions": len(rows), "pairs": pairs,
-            "metric": "TruthfulQA diff: max SIM to a correct answer − max SIM to an incorrect "
-                      "one (SIM = the run's similarity)"}
 
 
 def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,

@@ -2,8 +2,8 @@
 
 The shared machinery of every mode (settings, answer sources, the batched generation stages,
 scoring and the run directory); the modes themselves are in :mod:`veracity.methods.fewl.modes`.
-Every generation stage is one batched client call across the dataset, and every stage can be
-replaced by a JSONL file.
+Every generation stage is one batched client call across the questions it is given (the
+whole dataset, or a chunk of a streamed run), and every stage can be replaced by a JSONL file.
 """
 
 from __future__ import annotations
@@ -223,12 +223,17 @@ def pairs_for(items: Sequence[Item], settings: FewlSettings, ctx: Context) -> Pa
         missing = "not in the pairs file"
         return PairOutcome(pairs, [""] * len(items), [0] * len(items),
                            [None if p else missing for p in pairs])
+    pair_settings = replace(settings.pairs, seed=settings.pairs.seed + settings.repeat)
+    return generate_pairs(ctx.client(pairs_model(settings)), [i.question for i in items],
+                          pair_settings, settings.pair_prompt)
+
+
+def pairs_model(settings: FewlSettings) -> str:
+    """The model that writes the pairs: --pairs-model, else the first reference."""
     model = settings.pairs_model or (settings.references[0] if settings.references else None)
     if model is None:
         raise ConfigError("pairs need a model (--pairs-model or --reference) or --pairs-file")
-    pair_settings = replace(settings.pairs, seed=settings.pairs.seed + settings.repeat)
-    return generate_pairs(ctx.client(model), [i.question for i in items], pair_settings,
-                          settings.pair_prompt)
+    return model
 
 
 @dataclass

@@ -1,16 +1,19 @@
-"""FEWL on recorded answers, references and pairs in bounded memory: chunks of questions
-through embed, score and write.
+"""FEWL runs in bounded memory: chunks of questions through generate, embed, score and write.
 
-The three files are indexed once into an SQLite file and looked up a chunk at a time; the
-question embeddings go, chunk by chunk, into a float32 file read back a block at a time, over
-which the K nearest questions are found by blocked matrix products (the row and column blocks
-of :func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in files
+What models write (answers, references, pairs) is asked a chunk of questions at a time, by
+the same functions as the in-memory run, and kept in SQLite tables by question position;
+answers, references and pairs given as files are indexed once into the same SQLite file and
+looked up by id (or question) a chunk at a time. The question embeddings go, chunk by chunk,
+into a float32 file read back a block at a time, over which the K nearest questions are found
+by blocked matrix products (the row and column blocks of
+:func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in files
 too; so are the references' embeddings, made once. Each chunk is then scored together with
 the neighbours it needs, its records appended to samples.jsonl (and references.jsonl,
 pairs.jsonl, answers/) as they come, and the aggregates kept as exact running sums
 (:class:`~veracity.methods.fewl.running.RunningFewl`).
-Every embedding is cached as it is made, so a rerun after an interruption embeds nothing
-twice. The index files live in the run directory while it runs and are removed at the end.
+Every generation and embedding is cached as it is made, so a rerun after an interruption
+calls no model and embeds nothing twice. The tables and files live in the run directory while
+it runs and are removed at the end.
 """
 
 from __future__ import annotations
@@ -26,17 +29,22 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.data.labelled import pair_rows, text_rows
-from veracity.errors import DataError
+from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import Neighbours, neighbour_blocks, unit_rows
 from veracity.methods.fewl.pairs import Pair, PairOutcome
+from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
     Prepared,
     answers_file,
+    answers_from,
     build_records,
+    pairs_for,
+    pairs_model,
     question_spec,
+    references_for,
     results_head,
     run_config,
     score_sets,
@@ -53,11 +61,13 @@ from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
-from veracity.streaming import SampleWriter, chunks
+from veracity.streaming import SampleWriter, chunks, one_bar
 from veracity.types import Item
 
 CHUNK = 1024
 """Questions scored at once (with the neighbours they need)."""
+GENERATE_CHUNK = 256
+"""Questions whose answers, references and pairs are asked of the models at once."""
 INDEX_DIR = "fewl-index.tmp"
 """Where the run keeps its lookup tables and mapped arrays while it runs."""
 _LOOKUP = 400  # keys per SQL query (under SQLite's bound on parameters)
@@ -65,10 +75,11 @@ _ANSWER_FIELDS = ("answers", "candidates", "answer")
 
 
 def streamable(sources: Sequence[AnswerSource], settings: FewlSettings) -> bool:
-    """Whether a run needs no model at all and can be read as streams: answers, references
-    and pairs from files, and the nearest-neighbour penalty."""
-    return (all(s.path is not None for s in sources) and settings.references_file is not None
-            and settings.pairs_file is not None and settings.neighbours_mode == "nearest")
+    """Whether a run can go chunk by chunk: answers, references and pairs from models or
+    files (not answers handed over in memory), and the nearest-neighbour penalty (the random
+    one draws from every question at once, so it stays in memory)."""
+    return (all(s.path is not None or s.model is not None for s in sources)
+            and settings.neighbours_mode == "nearest")
 
 
 class KeyedRows:
@@ -113,28 +124,134 @@ class KeyedRows:
         return out
 
 
+class Generated:
+    """The values of each question by position, appended a chunk at a time as a model
+    writes them (a question's own row whatever its id: duplicate ids stay apart)."""
+
+    def __init__(self, db: sqlite3.Connection, table: str) -> None:
+        self.db, self.table, self.rows = db, table, 0
+        db.execute(f"CREATE TABLE {table} (seq INTEGER PRIMARY KEY, value TEXT)")
+
+    def append(self, values: Sequence[Any]) -> None:
+        self.db.executemany(f"INSERT INTO {self.table} (seq, value) VALUES (?, ?)",
+                            [(self.rows + i, json.dumps(v, ensure_ascii=False))
+                             for i, v in enumerate(values)])
+        self.db.commit()
+        self.rows += len(values)
+
+    def get(self, positions: Sequence[int]) -> list[Any]:
+        """The values at these positions, in that order."""
+        found: dict[int, Any] = {}
+        for start in range(0, len(positions), _LOOKUP):
+            part = list(dict.fromkeys(positions[start:start + _LOOKUP]))
+            marks = ",".join("?" * len(part))
+            for seq, value in self.db.execute(
+                    f"SELECT seq, value FROM {self.table} WHERE seq IN ({marks})", part):
+                found[seq] = json.loads(value)
+        return [found[p] for p in positions]
+
+
+Column = KeyedRows | Generated
+
+
+def _texts(column: Column, positions: Sequence[int], items: Sequence[Item],
+           what: str) -> list[list[str]]:
+    if isinstance(column, KeyedRows):
+        return column.texts(items, what)
+    return [list(v) for v in column.get(positions)]
+
+
 class _Inputs:
-    """The run's three kinds of file, indexed once."""
+    """The run's answers, references and pairs: files indexed once, and what models write,
+    generated chunk by chunk into tables of their own (:meth:`generate`)."""
 
     def __init__(self, db: sqlite3.Connection, sources: Sequence[AnswerSource],
                  settings: FewlSettings) -> None:
-        assert settings.references_file is not None and settings.pairs_file is not None
-        self.answers = {s.name: KeyedRows(db, f"answers_{i}", s.path,
-                                          text_rows(s.path, _ANSWER_FIELDS, stream=True))
-                        for i, s in enumerate(sources) if s.path is not None}
-        self.references = KeyedRows(db, "refs", settings.references_file,
-                                    text_rows(settings.references_file, ("references",),
-                                              stream=True))
-        self.pairs = KeyedRows(db, "pairs", settings.pairs_file,
-                               pair_rows(settings.pairs_file, stream=True))
+        self.answers: dict[str, Column] = {
+            s.name: KeyedRows(db, f"answers_{i}", s.path,
+                              text_rows(s.path, _ANSWER_FIELDS, stream=True))
+            if s.path is not None else Generated(db, f"answers_{i}")
+            for i, s in enumerate(sources)}
+        refs_file, pairs_file = settings.references_file, settings.pairs_file
+        self.references: Column = (
+            Generated(db, "refs") if refs_file is None else
+            KeyedRows(db, "refs", refs_file, text_rows(refs_file, ("references",), stream=True)))
+        self.pairs: Column = (
+            Generated(db, "pairs") if pairs_file is None else
+            KeyedRows(db, "pairs", pairs_file, pair_rows(pairs_file, stream=True)))
+        self.reference_names: list[str] | None = None
+        """The reference models' slots, when they are generated."""
 
-    def answer_sets(self, items: Sequence[Item]) -> dict[str, list[str | None]]:
-        return {name: [(a[0] if a else None) for a in rows.texts(items, "answers")]
-                for name, rows in self.answers.items()}
+    def generated(self) -> bool:
+        return any(isinstance(c, Generated)
+                   for c in (*self.answers.values(), self.references, self.pairs))
 
-    def pairs_of(self, items: Sequence[Item]) -> list[list[Pair]]:
-        return [[Pair(str(w), str(c)) for w, c in (found or [])]
-                for found in self.pairs.get(items)]
+    def check_files(self, items: Sequence[Item], chunk_size: int) -> None:
+        """Every question has its answers and references in the files given: a DataError
+        naming the first one missing, before any model is called."""
+        for start in range(0, len(items), chunk_size):
+            part = items[start:start + chunk_size]
+            for column in (*self.answers.values(), self.references):
+                if isinstance(column, KeyedRows):
+                    column.texts(part, "references" if column is self.references else "answers")
+
+    def generate(self, items: Sequence[Item], sources: Sequence[AnswerSource],
+                 settings: FewlSettings, ctx: Context, chunk_size: int) -> None:
+        """The model stages of :func:`~veracity.methods.fewl.modes.run_fewl` (answers,
+        references, pairs: the same functions and requests) a chunk of questions at a time;
+        every generation is cached as it arrives."""
+        for start in range(0, len(items), chunk_size):
+            part = items[start:start + chunk_size]
+            for source in sources:
+                column = self.answers[source.name]
+                if isinstance(column, Generated):
+                    column.append([(a[0] if a else None)
+                                   for a in answers_from(source, part, settings, ctx)])
+            if isinstance(self.references, Generated):
+                refs, self.reference_names = references_for(part, settings, ctx)
+                self.references.append(refs)
+            if isinstance(self.pairs, Generated):
+                got = pairs_for(part, settings, ctx)
+                self.pairs.append([[[[p.wrong, p.corrected] for p in pairs], raw, attempts, error]
+                                   for pairs, raw, attempts, error in zip(
+                                       got.pairs, got.raw, got.attempts, got.errors,
+                                       strict=True)])
+
+    def check_answers(self, positions: Sequence[int], items: Sequence[Item]) -> None:
+        for column in self.answers.values():
+            _texts(column, positions, items, "answers")
+
+    def references_of(self, positions: Sequence[int], items: Sequence[Item]) -> list[list[str]]:
+        return _texts(self.references, positions, items, "references")
+
+    def pair_counts(self, positions: Sequence[int], items: Sequence[Item]) -> list[int]:
+        if isinstance(self.pairs, KeyedRows):
+            return [len(found or ()) for found in self.pairs.get(items)]
+        return [len(row[0]) for row in self.pairs.get(positions)]
+
+    def answer_sets(self, positions: Sequence[int],
+                    items: Sequence[Item]) -> dict[str, list[str | None]]:
+        out: dict[str, list[str | None]] = {}
+        for name, column in self.answers.items():
+            if isinstance(column, KeyedRows):
+                out[name] = [(a[0] if a else None) for a in column.texts(items, "answers")]
+            else:
+                out[name] = column.get(positions)
+        return out
+
+    def pair_outcome(self, positions: Sequence[int], items: Sequence[Item]) -> PairOutcome:
+        """The pairs of these questions as :func:`~veracity.methods.fewl.run.pairs_for` gave
+        them: from the file, or as generated (raw replies, attempts, errors)."""
+        if isinstance(self.pairs, KeyedRows):
+            pairs = [[Pair(str(w), str(c)) for w, c in (found or [])]
+                     for found in self.pairs.get(items)]
+            missing = "not in the pairs file"
+            return PairOutcome(pairs, [""] * len(items), [0] * len(items),
+                               [None if p else missing for p in pairs])
+        rows = self.pairs.get(positions)
+        return PairOutcome([[Pair(w, c) for w, c in row[0]] for row in rows],
+                           [row[1] for row in rows], [row[2] for row in rows],
+                           [row[3] for row in rows])
 
 
 class RowFile:
@@ -194,14 +311,13 @@ class _Index:
         self.ref_vectors = RowFile(work / "references.f32", np.float32) if by_vector else None
         for start in range(0, n, chunk_size):
             part = items[start:start + chunk_size]
-            for rows in inputs.answers.values():
-                rows.texts(part, "answers")  # every question answered, before any scoring
-            refs = inputs.references.texts(part, "references")
-            pairs = inputs.pairs.get(part)
+            at = range(start, start + len(part))
+            inputs.check_answers(at, part)  # every question answered, before any scoring
+            refs = inputs.references_of(at, part)
             self.eligible[start:start + len(part)] = [any(r.strip() for r in row)
                                                       for row in refs]
             self.widths = (max(self.widths[0], *(len(r) for r in refs)),
-                           max(self.widths[1], *(len(p or ()) for p in pairs)))
+                           max(self.widths[1], *inputs.pair_counts(at, part)))
             questions.append(embedder.embed([item.question for item in part]))
             if by_vector is not None and self.ref_vectors is not None:
                 flat = [t for row in refs for t in row if t]
@@ -277,59 +393,102 @@ def _local(items: Sequence[Item], start: int, stop: int,
 
 def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                    similarity: Similarity, names: list[str], settings: FewlSettings,
-                   chunk_size: int) -> Iterator[list[FewlRecord]]:
+                   chunk_size: int, tally: RankTally | None) -> Iterator[list[FewlRecord]]:
     for start in range(0, len(items), chunk_size):
         stop = min(start + chunk_size, len(items))
         wanted, neighbours = _local(items, start, stop, index)
         local = [items[g] for g in wanted]
         size = stop - start
-        sets = inputs.answer_sets(local[:size])
+        sets = inputs.answer_sets(wanted[:size], local[:size])
         answer_sets = {name: values + [None] * (len(local) - size)
                        for name, values in sets.items()}
-        pairs = inputs.pairs_of(local[:size]) + [[] for _ in local[size:]]
-        missing = "not in the pairs file"
-        refs = inputs.references.texts(local, "references")
-        prep = Prepared(refs, names,
-                        PairOutcome(pairs, [""] * len(local), [0] * len(local),
-                                    [None if p else missing for p in pairs]),
-                        _primed(similarity, index, wanted, refs), neighbours)
+        # the neighbours lend their references only: no answers, no pairs
+        own = inputs.pair_outcome(wanted[:size], local[:size])
+        others = len(local) - size
+        pairs = PairOutcome(own.pairs + [[] for _ in range(others)],
+                            own.raw + [""] * others, own.attempts + [0] * others,
+                            own.errors + [None] * others)
+        refs = inputs.references_of(wanted, local)
+        prep = Prepared(refs, names, pairs, _primed(similarity, index, wanted, refs), neighbours)
         scores = score_sets(local, answer_sets, prep, settings, widths=index.widths)
-        yield build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
+        records = build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
+        if tally is not None:
+            tally.add(local[:size], sets, records, scores, prep.similarity)
+        yield records
+
+
+def _total(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
+           inputs: _Inputs) -> int | None:
+    """The requests the model stages send; None when pair retries make it unknown."""
+    n = len(items)
+    total = n * sum(1 for s in sources if isinstance(inputs.answers[s.name], Generated))
+    if isinstance(inputs.references, Generated):
+        total += n * settings.reference_samples * len(settings.references)
+    if isinstance(inputs.pairs, Generated):
+        if settings.pairs.retries:
+            return None
+        total += n
+    return total
 
 
 def stream_fewl(
     items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
-    ctx: Context, out: Path, dataset: str, extra: dict[str, Any],
-    chunk_size: int = CHUNK,
+    ctx: Context, out: Path, dataset: str, extra: dict[str, Any], mode: str = "run",
+    chunk_size: int = CHUNK, generate_chunk: int = GENERATE_CHUNK,
 ) -> RunResult[FewlRecord]:
-    """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run``) on files only, chunk by
-    chunk: the same run directory, records and aggregates."""
+    """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run`` or ``rank``) chunk by
+    chunk: the same run directory, records and aggregates. What comes from models is generated
+    ``generate_chunk`` questions at a time into the run's lookup tables, then scored as
+    recorded files are."""
     check_run_target(out)
     settings.check()
     if not items:
         raise DataError("no questions to score")
-    assert settings.references_file is not None
+    if any(s.path is None and s.model is None for s in sources):
+        raise ConfigError("a streamed FEWL run takes answers from models or files")
+    if settings.pairs_file is None:
+        pairs_model(settings)  # a ConfigError before any model call
     work = out / INDEX_DIR
     if work.exists():
-        shutil.rmtree(work)  # left by an interrupted run: rebuilt (its embeddings are cached)
+        shutil.rmtree(work)  # left by an interrupted run: rebuilt (every call in it cached)
     work.mkdir(parents=True)
     db = sqlite3.connect(work / "lookup.sqlite")
     try:
         inputs = _Inputs(db, sources, settings)
+        if inputs.generated():
+            inputs.check_files(items, chunk_size)
+            specs = [s.model for s in sources if s.model is not None]
+            if settings.references_file is None:
+                specs += settings.references
+            if settings.pairs_file is None:
+                specs.append(pairs_model(settings))
+            clients = list({id(c): c for c in (ctx.client(s) for s in specs)}.values())
+            with one_bar(clients, ctx.progress, "fewl: generations",
+                         _total(items, sources, settings, inputs)):
+                inputs.generate(items, sources, settings, ctx, generate_chunk)
         similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
                                      settings.mapping, settings.similarity_label)
         index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
-        names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
-        config = run_config("run", dataset, len(items), similarity, names, settings, ctx, extra)
+        if inputs.reference_names is not None:
+            names = inputs.reference_names
+        else:
+            assert settings.references_file is not None
+            names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
+        config = run_config(mode, dataset, len(items), similarity, names, settings, ctx, extra)
         run = RunDir.create(out, "fewl", config, ctx.started)
-        running = RunningFewl([s.name for s in sources])
+        sources_names = [s.name for s in sources]
+        running = RunningFewl(sources_names)
+        tally = RankTally(sources_names, settings.divergence) if mode == "rank" else None
         count = _write(run, _scored_chunks(items, inputs, index, similarity, names, settings,
-                                           chunk_size), running, [s.name for s in sources])
+                                           chunk_size, tally), running, sources_names)
     finally:
         db.close()
     shutil.rmtree(work)
-    results = results_head("run", dataset, len(items), running.failed, similarity, settings)
+    results = results_head(mode, dataset, len(items), running.failed, similarity, settings)
     results["models"] = running.summaries()
+    if tally is not None:
+        results["ranking"] = tally.result({n: results["models"][n]["mean"]
+                                           for n in sources_names})
     run.update_config({"model_options": ctx.options_record()})
     run.write_results(results)
     run.finish(ctx.stats())
