@@ -11,9 +11,10 @@ import numpy as np
 
 from veracity.correctness import Labelled, label_answers
 from veracity.errors import DataError
-from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
+from veracity.methods.consistency.core import ConsistencySettings
 from veracity.methods.consistency.records import ConsistencyRecord
 from veracity.methods.consistency.running import RunningConsistency
+from veracity.methods.consistency.scored import consistency_records, results_of
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.stats import auroc, bootstrap_aurocs, percentile_ci
@@ -27,22 +28,6 @@ def summarise(records: Sequence[ConsistencyRecord]) -> dict[str, Any]:
     running = RunningConsistency()
     running.add(records)
     return running.result()
-
-
-def consistency_records(items: Sequence[Item], model: str, embedder: str,
-                        settings: ConsistencySettings, ctx: Context) -> list[ConsistencyRecord]:
-    """Score these questions (greedy answer, M samples, embeddings) into records."""
-    found = consistency_scores([i.question for i in items], ctx.client(model),
-                               ctx.embedder(embedder), settings)
-    return [
-        ConsistencyRecord(
-            id=item.id, prompt=item.question, answer=score.greedy, score=score.score,
-            samples=score.samples, cosines=score.cosines, m=settings.m,
-            temperature=settings.temperature, seed=settings.seed, model=model, embedder=embedder,
-            references=item.references,
-            error=None if score.score is not None else "empty greedy answer: nothing to compare")
-        for item, score in zip(items, found, strict=True)
-    ]
 
 
 def run_consistency(items: Sequence[Item], model: str, embedder: str,
@@ -59,13 +44,6 @@ def run_consistency(items: Sequence[Item], model: str, embedder: str,
     records = consistency_records(items, model, embedder, settings, ctx)
     return RunResult(tuple(records), results_of(model, embedder, dataset, settings,
                                                 summarise(records)), None)
-
-
-def results_of(model: str, embedder: str, dataset: str, settings: ConsistencySettings,
-               summary: dict[str, Any]) -> dict[str, Any]:
-    """results.json of a run with this summary."""
-    return {"method": "consistency", "model": model, "embedder": embedder, "dataset": dataset,
-            "settings": settings.describe(), **summary}
 
 
 def validate_consistency(path: Path, ctx: Context, judge: str | None = None,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from veracity.methods.consistency.core import ConsistencySettings
 from veracity.methods.consistency.records import ConsistencyRecord
-from veracity.methods.consistency.run import consistency_records, results_of
 from veracity.methods.consistency.running import RunningConsistency
+from veracity.methods.consistency.scored import consistency_records, results_of
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
