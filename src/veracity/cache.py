@@ -34,6 +34,27 @@ CREATE INDEX IF NOT EXISTS entries_kind_spec ON entries (kind, spec);
 """
 _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements small
 
+# Keys are hashes, so each put lands on random pages of the key index: once the index outgrows a
+# transaction, every row dirties a page of its own, written to the WAL and again at each
+# checkpoint. A WAL of 8192 pages (32 MiB) between checkpoints lets a checkpoint write a page
+# changed by many commits once, and flushes the file a eighth as often; a 64 MiB page cache
+# keeps the index's inner pages and recent leaves in memory instead of reading them again.
+_PRAGMAS = (
+    "PRAGMA cache_size = -65536",
+    "PRAGMA wal_autocheckpoint = 8192",
+    "PRAGMA journal_size_limit = 67108864",
+)
+# An entry already there with the same value is left alone instead of deleted and inserted again
+# (which INSERT OR REPLACE does, rewriting its pages and both indexes); a different value still
+# replaces it, as before.
+_UPSERT = """
+INSERT INTO entries (key, kind, spec, value, created) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    kind = excluded.kind, spec = excluded.spec, value = excluded.value, created = excluded.created
+WHERE entries.value IS NOT excluded.value OR entries.kind IS NOT excluded.kind
+    OR entries.spec IS NOT excluded.spec
+"""
+
 
 def cache_key(payload: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of ``payload``."""
@@ -68,6 +89,8 @@ def _open(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
+            for pragma in _PRAGMAS:
+                conn.execute(pragma)
             conn.execute(f"PRAGMA busy_timeout = {int(1000 * timeout)}")  # for the rest of its life
             return conn
         except sqlite3.OperationalError as exc:
@@ -119,11 +142,12 @@ class Cache:
 
     def _put(self, kind: str, spec: str, items: Iterable[tuple[str, Any]]) -> None:
         now = time.time()
-        rows = [(key, kind, spec, value, now) for key, value in items]
+        # in key order, so rows that share a page of the key index are written one after another
+        rows = sorted(((key, kind, spec, value, now) for key, value in items), key=lambda r: r[0])
         if not rows:
             return
         with self._lock, self._conn:
-            self._conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
+            self._conn.executemany(_UPSERT, rows)
 
     def get_json(self, keys: Sequence[str]) -> dict[str, Any]:
         """Decoded JSON values of the keys that are present."""
