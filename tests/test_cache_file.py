@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +100,24 @@ def test_every_put_survives_the_process_dying_right_after_it(tmp_path: Path) -> 
     vectors = reader.get_vectors([cache_key({"v": 39, "i": 7})])
     assert vectors[cache_key({"v": 39, "i": 7})].tolist() == [7.0] * 8
     reader.close()
+
+
+def test_the_log_is_copied_into_the_file_in_the_background_and_close_stops_it(
+        tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = Cache(path)
+    empty = path.stat().st_size
+    rows = 3 * 4096  # three wakes of the checkpointer; far below the log size a commit acts on
+    for g in range(rows // 256):
+        cache.put_json("generation", "fake/x",
+                       {cache_key({"g": g, "i": i}): {"text": "x" * 100} for i in range(256)})
+    deadline = time.monotonic() + 30
+    while path.stat().st_size < 1_000_000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert path.stat().st_size >= 1_000_000 > empty  # pages were written back while open
+    assert [t.name for t in threading.enumerate()].count("veracity-cache-checkpoint") == 1
+    cache.close()
+    assert "veracity-cache-checkpoint" not in [t.name for t in threading.enumerate()]
+    again = Cache(path)
+    assert len(again.get_json([cache_key({"g": g, "i": 0}) for g in range(rows // 256)])) == 48
+    again.close()
