@@ -194,7 +194,10 @@ class Cache:
             if self._unchecked >= _CHECKPOINT_ROWS:
                 self._unchecked = 0
                 if self._checkpointer is None:
-                    self._checkpointer = _Checkpointer(self.path)
+                    try:
+                        self._checkpointer = _Checkpointer(self.path)
+                    except (OSError, sqlite3.Error):
+                        return  # the put is stored; commits checkpoint the log themselves
                 self._checkpointer.wake()
 
     def get_json(self, keys: Sequence[str]) -> dict[str, Any]:
