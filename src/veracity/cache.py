@@ -34,6 +34,30 @@ CREATE INDEX IF NOT EXISTS entries_kind_spec ON entries (kind, spec);
 """
 _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements small
 
+# Keys are hashes, so each put lands on random pages of the key index: once the index outgrows a
+# transaction, every row dirties a page of its own, written to the WAL and again, at a random
+# place of an ever larger file, by the checkpoint. The commit itself stays flat; the checkpoint
+# is what grows with the file. So a thread of the writing process checkpoints in the background
+# (a put never waits for it), and a commit checkpoints itself only if the log reaches 16384
+# pages (64 MiB), which bounds the log when the thread falls behind. A 64 MiB page cache keeps
+# the index's inner pages and recent leaves in memory instead of reading them again.
+_PRAGMAS = (
+    "PRAGMA cache_size = -65536",
+    "PRAGMA wal_autocheckpoint = 16384",
+    "PRAGMA journal_size_limit = 67108864",
+)
+_CHECKPOINT_ROWS = 4096  # rows put between background checkpoints: about as many log pages
+# An entry already there with the same value is left alone instead of deleted and inserted again
+# (which INSERT OR REPLACE does, rewriting its pages and both indexes); a different value still
+# replaces it, as before.
+_UPSERT = """
+INSERT INTO entries (key, kind, spec, value, created) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    kind = excluded.kind, spec = excluded.spec, value = excluded.value, created = excluded.created
+WHERE entries.value IS NOT excluded.value OR entries.kind IS NOT excluded.kind
+    OR entries.spec IS NOT excluded.spec
+"""
+
 
 def cache_key(payload: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of ``payload``."""
@@ -68,6 +92,8 @@ def _open(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
+            for pragma in _PRAGMAS:
+                conn.execute(pragma)
             conn.execute(f"PRAGMA busy_timeout = {int(1000 * timeout)}")  # for the rest of its life
             return conn
         except sqlite3.OperationalError as exc:
@@ -80,6 +106,42 @@ def _open(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
             raise
         time.sleep(pause)
         pause = min(2 * pause, 0.5)
+
+
+class _Checkpointer:
+    """Copies the write-ahead log into the database file on a thread and connection of its own.
+
+    Durability does not depend on it: a put is in the log (and survives the process) when it
+    returns; a checkpoint cut short by the process ending is finished by the next one.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._conn = _open(path)
+        self._wake = threading.Event()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="veracity-cache-checkpoint",
+                                        daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            try:  # PASSIVE: never waits for readers or writers, copies what it can
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.Error:
+                pass  # busy: the next wake tries again, and commits bound the log meanwhile
+
+    def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        self._thread.join()
+        self._conn.close()
 
 
 @dataclass(frozen=True)
@@ -103,6 +165,8 @@ class Cache:
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cache {self.path}: cannot open it ({exc})") from None
         self._lock = threading.Lock()
+        self._checkpointer: _Checkpointer | None = None  # started by the first put
+        self._unchecked = 0  # rows put since the checkpointer was last woken
 
     def _get(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -119,11 +183,22 @@ class Cache:
 
     def _put(self, kind: str, spec: str, items: Iterable[tuple[str, Any]]) -> None:
         now = time.time()
-        rows = [(key, kind, spec, value, now) for key, value in items]
+        # in key order, so rows that share a page of the key index are written one after another
+        rows = sorted(((key, kind, spec, value, now) for key, value in items), key=lambda r: r[0])
         if not rows:
             return
-        with self._lock, self._conn:
-            self._conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
+        with self._lock:
+            with self._conn:
+                self._conn.executemany(_UPSERT, rows)
+            self._unchecked += len(rows)
+            if self._unchecked >= _CHECKPOINT_ROWS:
+                self._unchecked = 0
+                if self._checkpointer is None:
+                    try:
+                        self._checkpointer = _Checkpointer(self.path)
+                    except (OSError, sqlite3.Error):
+                        return  # the put is stored; commits checkpoint the log themselves
+                self._checkpointer.wake()
 
     def get_json(self, keys: Sequence[str]) -> dict[str, Any]:
         """Decoded JSON values of the keys that are present."""
@@ -166,4 +241,7 @@ class Cache:
 
     def close(self) -> None:
         with self._lock:
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
             self._conn.close()
