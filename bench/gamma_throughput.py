@@ -192,8 +192,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     print_moves(name, "draft_vs_standard_sequential", items, our_gammas, draft_gammas)
     print(f"{name}_draft_tokens_accepted: {stats.accepted / max(stats.proposed, 1):.3f} share "
           f"({stats.accepted}/{stats.proposed}, {stats.forward_passes} verification passes)")
-    if stats.row_cost is not None:
-        print(f"{name}_draft_row_cost_measured: {stats.row_cost:.2f} of a one-token pass")
+    if stats.pass_cost:
+        timed = ", ".join(f"{rows}: {cost:.2f}" for rows, cost in stats.pass_cost.items() if rows <= 17)
+        print(f"{name}_draft_pass_cost_measured: {{{timed}}} one-token passes by rows")
     if stable:
         subset = [items[k] for k in stable]
         _, stable_draft_seconds, _, _ = veracity_run(subset, settings, embedder, decode="draft")

@@ -137,31 +137,37 @@ def test_whatever_the_draft_the_answer_is_the_greedy_one(
     assert model.kv[: len(done.tokens)] == done.tokens[: len(model.kv)]
 
 
-def test_a_row_costs_what_the_timed_passes_say() -> None:
+def test_a_pass_costs_what_was_timed_between_the_sizes_timed_and_a_prior_past_them() -> None:
     proposer = Proposer()
-    assert proposer.row_cost() == 0.5  # until passes are timed
+    assert proposer.pass_cost(5) == 3.0  # nothing timed: half a pass a row
     proposer.timed(1, 0.010)
-    proposer.timed(5, 0.030)  # 4 more rows took 0.020 s more than one
-    assert proposer.row_cost() == pytest.approx(0.5)
+    proposer.timed(5, 0.030)
+    assert proposer.pass_cost(5) == pytest.approx(3.0)
+    assert proposer.pass_cost(3) == pytest.approx(2.0)  # halfway between 1 and 5 rows
+    assert proposer.pass_cost(9) == pytest.approx(5.0)  # 3.0, then 0.5 a row past 5 rows
     proposer.timed(1, 0.030)  # moving averages: 0.010 + 0.05 * 0.020
-    assert proposer.one_row == pytest.approx(0.011)
+    assert proposer.seconds[1] == pytest.approx(0.011)
+    assert proposer.row_costs() == {1: 1.0, 5: pytest.approx(2.727, abs=1e-3)}
 
 
 def test_the_length_proposed_is_the_one_with_the_largest_expected_saving() -> None:
     proposer = Proposer()
-    proposer.one_row, proposer.per_row = 0.010, 0.005  # a row costs half a pass
+    proposer.timed(1, 0.010)
+    proposer.timed(2, 0.015)  # a row costs half a pass (and past two rows, the prior's half)
     # the rest of the request's own draft: 7 in 10 accepted before any is seen; proposing a
     # first token saves 0.7 - 0.5 = 0.2 passes, a second 0.49 - 0.5 < 0
     assert proposer.length("rest", 10) == 1
-    proposer.per_row = 0.002  # a row costs a fifth of a pass: reach 0.7, 0.49, 0.343, 0.240,
-    # 0.168; savings 0.5, 0.79, 0.933, 0.973, 0.941: four
+    proposer.timed(33, 0.010 + 0.002 * 32)  # a fifth of a pass a row, up to 33 rows
+    proposer.seconds[2] = 0.012
+    # reach 0.7, 0.49, 0.343, 0.240, 0.168; savings 0.5, 0.79, 0.933, 0.973, 0.941: four
     assert proposer.length("rest", 10) == 4
     assert proposer.length("rest", 3) == 3
 
 
 def test_a_kind_that_never_pays_is_tried_again_now_and_then() -> None:
     proposer = Proposer()
-    proposer.one_row, proposer.per_row = 0.010, 0.005
+    proposer.timed(1, 0.010)
+    proposer.timed(2, 0.015)
     # realigned drafts: one in two before any is seen, 0.5 - 0.5 saves nothing
     assert [proposer.length("realigned", 8) for _ in range(EXPLORE)] == [0] * (EXPLORE - 1) + [1]
     for _ in range(40):  # then accepted all the time: worth proposing long drafts
@@ -182,7 +188,6 @@ def test_adaptive_proposals_stop_paying_for_drafts_that_fail() -> None:
     other = [[1, 2, 3, 30, 31, 32, 4, 5, 6, 40, 41, 42, 7, 8, 9, 50, 51, 52]]
     fixed = sum(Scripted(truth).decode([], more=other)[1].proposed for _ in range(20))
     proposer = Proposer()
-    proposer.one_row, proposer.per_row = 0.010, 0.005
     adaptive = 0
     for _ in range(20):
         done, stats = Scripted(truth).decode([], more=other, proposer=proposer)

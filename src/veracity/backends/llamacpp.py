@@ -411,6 +411,8 @@ class LlamaCppBackend:
             return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
         self._prompt_ids = ids
         self._recent.append(done.tokens)
+        if self._proposer is not None:
+            self.draft_stats.pass_cost = self._proposer.row_costs()
         return Generation(text=done.text.decode("utf-8", "ignore"), finish_reason=done.finish_reason,
                           prompt_tokens=len(ids), completion_tokens=len(done.tokens))
 

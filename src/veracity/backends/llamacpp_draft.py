@@ -34,9 +34,8 @@ class DraftStats:
     proposed: int = 0
     accepted: int = 0
     forward_passes: int = 0
-    row_cost: float | None = None
-    """What one more batch row costs against a pass of one token, as measured (adaptive
-    proposals only)."""
+    pass_cost: dict[int, float] = field(default_factory=dict)
+    """A pass over that many tokens, in one-token passes, as timed (adaptive proposals only)."""
 
 
 DEPTHS = 64
@@ -50,28 +49,48 @@ _EWMA = 0.05
 class Proposer:
     """How many draft tokens to propose: those expected to pay for their batch rows.
 
-    A proposed token costs one more row in the pass, a fraction ``row_cost`` of a pass of
-    one token (timed as the decoder runs); an accepted one saves a whole pass. The chance
-    that the token at each depth is accepted, given those before it were, is counted per
-    kind of draft (the rest of the request's own draft, or a draft found by realignment), so
-    the length proposed is the one with the largest expected saving. Only for decoders where
-    the answer cannot depend on what is proposed (a batch-invariant model): otherwise the
-    answer would depend on earlier requests.
+    A pass over 1 + k tokens costs more than a pass over one; an accepted draft token saves a
+    whole pass. The passes are timed as the decoder runs (a moving average per number of
+    rows: on a CPU the second row costs far more than the ninth), and the chance that the
+    token at each depth is accepted, given those before it were, is counted per kind of draft
+    (the rest of the request's own draft, or a draft found by realignment); the length
+    proposed is the one with the largest expected saving. Only for decoders where the answer
+    cannot depend on what is proposed (a batch-invariant model): otherwise the answer would
+    depend on earlier requests.
     """
 
     tested: dict[str, list[int]] = field(default_factory=dict)
     passed: dict[str, list[int]] = field(default_factory=dict)
-    one_row: float | None = None
-    per_row: float | None = None
+    seconds: dict[int, float] = field(default_factory=dict)
+    """Moving average of a pass's seconds, by its number of rows."""
     idle: dict[str, int] = field(default_factory=dict)
 
     PRIOR = {"rest": (7, 3), "realigned": (1, 1)}
     """(accepted, rejected) pseudo-counts before any are seen, per kind."""
+    PRIOR_ROW = 0.5
+    """A row's cost, as a share of a one-row pass, where no pass of that size was timed."""
 
-    def row_cost(self) -> float:
-        if self.one_row is None or self.per_row is None or self.one_row <= 0:
-            return 0.5
-        return min(2.0, max(0.0, self.per_row / self.one_row))
+    def pass_cost(self, rows: int) -> float:
+        """A pass over ``rows`` tokens, in one-row passes: as timed, else between the nearest
+        sizes timed, else PRIOR_ROW a row past the largest."""
+        one = self.seconds.get(1)
+        if one is None or one <= 0:
+            return 1 + self.PRIOR_ROW * (rows - 1)
+        if rows in self.seconds:
+            return self.seconds[rows] / one
+        below = max(b for b in self.seconds if b < rows)
+        above = [b for b in self.seconds if b > rows]
+        if not above:
+            return self.seconds[below] / one + self.PRIOR_ROW * (rows - below)
+        high = min(above)
+        share = (rows - below) / (high - below)
+        return (self.seconds[below] + share * (self.seconds[high] - self.seconds[below])) / one
+
+    def row_costs(self) -> dict[int, float]:
+        """Each timed size's pass, in one-row passes (for run.json and the benches)."""
+        one = self.seconds.get(1)
+        return {} if not one else {b: round(self.seconds[b] / one, 3)
+                                   for b in sorted(self.seconds)}
 
     def length(self, kind: str, limit: int) -> int:
         """The number of draft tokens of ``kind`` to propose now, at most ``limit``."""
@@ -80,12 +99,13 @@ class Proposer:
         good, bad = self.PRIOR.get(kind, (1, 1))
         tested = self.tested.get(kind, [])
         passed = self.passed.get(kind, [])
-        cost, reach, gain, best, best_gain = self.row_cost(), 1.0, 0.0, 0, 0.0
+        reach, saved, best, best_gain = 1.0, 0.0, 0, 0.0
         for depth in range(min(limit, DEPTHS)):
             seen = tested[depth] if depth < len(tested) else 0
             kept = passed[depth] if depth < len(passed) else 0
             reach *= (kept + good) / (seen + good + bad)
-            gain += reach - cost
+            saved += reach
+            gain = saved - (self.pass_cost(depth + 2) - self.pass_cost(1))
             if gain > best_gain:
                 best, best_gain = depth + 1, gain
         if best == 0:  # now and then one token anyway, or the estimates never change
@@ -106,13 +126,8 @@ class Proposer:
 
     def timed(self, rows: int, seconds: float) -> None:
         """A pass of ``rows`` tokens took ``seconds``."""
-        if rows == 1:
-            self.one_row = seconds if self.one_row is None else \
-                self.one_row + _EWMA * (seconds - self.one_row)
-        elif self.one_row is not None:
-            extra = (seconds - self.one_row) / (rows - 1)
-            self.per_row = extra if self.per_row is None else \
-                self.per_row + _EWMA * (extra - self.per_row)
+        before = self.seconds.get(rows)
+        self.seconds[rows] = seconds if before is None else before + _EWMA * (seconds - before)
 
 
 @dataclass(frozen=True)
@@ -231,17 +246,16 @@ def draft_decode(
         cap, kind = min(max_batch - 1, max(room, 0)), ""
         if proposer is None:
             proposal = next_draft(out, draft, min(length, cap), more)
-        else:
+        else:  # asked first: the search for a realignment costs more than a decode's share
             kind = "rest" if len(out) <= len(draft) and list(draft[: len(out)]) == out \
                 else "realigned"
-            proposal = next_draft(out, draft, cap, more)
-            proposal = proposal[: proposer.length(kind, len(proposal))]
+            wanted = proposer.length(kind, cap)
+            proposal = next_draft(out, draft, wanted, more) if wanted else []
         evaluated = len(out) - 1  # tokens of the output already in the KV cache
         began = time.perf_counter()
         choices = forward([nxt, *proposal])
         if proposer is not None:
             proposer.timed(1 + len(proposal), time.perf_counter() - began)
-            stats.row_cost = proposer.row_cost()
         stats.forward_passes += 1
         stats.proposed += len(proposal)
         accepted = 0
