@@ -246,7 +246,7 @@ def draft_decode(
         cap, kind = min(max_batch - 1, max(room, 0)), ""
         if proposer is None:
             proposal = next_draft(out, draft, min(length, cap), more)
-        else:  # asked first: the search for a realignment costs more than a decode's share
+        else:  # asked first, so no time is spent searching for a draft that will not be used
             kind = "rest" if len(out) <= len(draft) and list(draft[: len(out)]) == out \
                 else "realigned"
             wanted = proposer.length(kind, cap)
