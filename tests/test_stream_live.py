@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -137,25 +137,34 @@ def test_deception_with_out_streams_and_reports(tmp_path: Path) -> None:
     assert "easy" in html and "mixed" in html
 
 
-def test_deception_interrupted_mid_chunk_resumes_without_a_repeated_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sent: list[tuple[str, str, int]] = []
-    stop = {"after": 30}
+def _ctrl_c_once_answered(monkeypatch: pytest.MonkeyPatch, answered: int,
+                          key: Callable[[GenRequest], object]) -> list[object]:
+    """The fake backend raises Ctrl-C once, on the first call after ``answered`` requests;
+    returns the list of ``key`` of every request it answers, before and after."""
+    sent: list[object] = []
+    stop = {"after": answered}
     original = fake.FakeBackend.generate
 
     def counted(self: fake.FakeBackend, requests: Sequence[GenRequest]) -> list[Outcome]:
         if len(sent) >= stop["after"]:
             stop["after"] = 10**9
             raise KeyboardInterrupt
-        sent.extend((r.messages[-1].content, r.prefill, r.sample_index) for r in requests)
+        sent.extend(key(r) for r in requests)
         return original(self, requests)
 
+    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    return sent
+
+
+def test_deception_interrupted_mid_chunk_resumes_without_a_repeated_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     items, out = _mc_items(30), tmp_path / "run"
     with Context(cache=None) as ctx:
         fresh = run_deception("fake/deceive-flaky", SPEC, ctx, items=items)
         total = ctx.model_calls()
-    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    sent = _ctrl_c_once_answered(monkeypatch, 30,
+                                 lambda r: (r.messages[-1].content, r.prefill, r.sample_index))
     # 10 items a chunk (20 answers and their retries), a few at a time to the backend: Ctrl-C
     # once 30 are answered falls in the second chunk
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx, \
@@ -242,19 +251,8 @@ def test_consistency_summary_by_hand() -> None:
 def test_consistency_interrupted_mid_chunk_resumes_without_a_repeated_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent: list[tuple[str, int, float]] = []
-    stop = {"after": 30}
-    original = fake.FakeBackend.generate
-
-    def counted(self: fake.FakeBackend, requests: Sequence[GenRequest]) -> list[Outcome]:
-        if len(sent) >= stop["after"]:
-            stop["after"] = 10**9
-            raise KeyboardInterrupt
-        sent.extend((r.messages[-1].content, r.sample_index, r.sampling.temperature)
-                    for r in requests)
-        return original(self, requests)
-
-    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    sent = _ctrl_c_once_answered(
+        monkeypatch, 30, lambda r: (r.messages[-1].content, r.sample_index, r.sampling.temperature))
     items, settings, out = _questions(20), ConsistencySettings(m=3), tmp_path / "run"
     shown = Recorded()
     # 5 questions x 4 answers a chunk: Ctrl-C once 30 are answered falls in the second chunk
