@@ -187,8 +187,9 @@ def test_bad_settings_fail_before_any_model_call(tmp_path: Path) -> None:
         assert ctx.model_calls() == 0
 
 
+@pytest.mark.parametrize("neighbours_mode", ["nearest", "random"])
 def test_interrupted_mid_generation_resumes_without_a_repeated_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, neighbours_mode: str
 ) -> None:
     sent: list[tuple[Any, ...]] = []
     stop = {"after": 10**9}
@@ -204,6 +205,7 @@ def test_interrupted_mid_generation_resumes_without_a_repeated_call(
 
     monkeypatch.setattr(fake.FakeBackend, "generate", counted)
     items, sources, settings = _setup(tmp_path, 20)
+    settings = replace(settings, neighbours_mode=neighbours_mode)
     with _ctx(None) as ctx:
         whole = run_fewl(items, sources, settings, ctx, dataset="qs")
     total = len(sent)
