@@ -105,6 +105,39 @@ def test_streamed_equals_whole_run_in_any_chunk_size(tmp_path: Path) -> None:
     assert [a["answer"] for a in answers if a["id"] == "q6"] == [""] and len(answers) == 53
 
 
+def test_random_neighbours_from_files_streamed_byte_for_byte_as_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from veracity.methods.fewl import modes
+
+    items, sources, settings = _files(tmp_path, 53)
+    drawing = replace(settings, neighbours_mode="random", seed=9)
+    with monkeypatch.context() as patch, Context(cache=None) as ctx:
+        patch.setattr(modes, "streamable", lambda *_: False)
+        memory = run_fewl(items, sources, drawing, ctx, tmp_path / "memory", "qs")
+    files = {}
+    for chunk in (1, 5, 1000):
+        with Context(cache=None) as ctx:
+            streamed = stream_fewl(items, sources, drawing, ctx, tmp_path / f"c{chunk}", "qs",
+                                   {"answers": []}, chunk_size=chunk)
+        assert streamed.results == memory.results
+        files[chunk] = {p.name: p.read_bytes() for p in sorted((tmp_path / f"c{chunk}").rglob("*"))
+                        if p.is_file() and p.name not in ("run.json", "report.html")}
+    expected = {p.name: p.read_bytes() for p in sorted((tmp_path / "memory").rglob("*"))
+                if p.is_file() and p.name not in ("run.json", "report.html")}
+    assert {"samples.jsonl", "results.json", "stable.jsonl", "drifting.jsonl"} <= set(expected)
+    assert files[1] == files[5] == files[1000] == expected
+    records = memory.records_json()
+    # never a question without references, never itself, never above the threshold
+    assert all(n not in ("q4", "q13") and n != r["id"] for r in records for n in r["neighbours"])
+    assert all(c <= 0.8 for r in records for c in r["neighbour_cosine"])
+    with Context(cache=None) as ctx:
+        nearest = run_fewl(items, sources, settings, ctx)
+    assert [r["neighbours"] for r in records] != [r["neighbours"] for r in nearest.records_json()]
+
+
 def test_cli_route_scores_files_streamed_as_in_memory(tmp_path: Path) -> None:
     from veracity.methods.fewl.cli import fewl
 

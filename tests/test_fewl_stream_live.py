@@ -114,18 +114,64 @@ def test_live_streamed_equals_in_memory_in_any_chunk_size(tmp_path: Path) -> Non
     assert set(models) == {"fake/stable", "given", "fake/unstable"}
 
 
-def test_cli_route_streams_live_runs_and_keeps_random_neighbours_in_memory(
+def test_cli_route_streams_live_runs_with_nearest_and_random_neighbours(
     tmp_path: Path,
 ) -> None:
     items, sources, settings = _setup(tmp_path, 12)
+    drawing = replace(settings, neighbours_mode="random")
     with _ctx(None) as ctx:
         streamed = run_fewl(items, sources, settings, ctx, tmp_path / "a", "qs")
         whole = run_fewl(items, sources, settings, ctx, None, "qs")
-        drawn = run_fewl(items, sources, replace(settings, neighbours_mode="random"), ctx,
-                         tmp_path / "b", "qs")
+        drawn = run_fewl(items, sources, drawing, ctx, tmp_path / "b", "qs")
+        drawn_whole = run_fewl(items, sources, drawing, ctx, None, "qs")
     assert isinstance(streamed.records, StoredRecords)
     assert streamed.records_json() == whole.records_json()
-    assert not isinstance(drawn.records, StoredRecords)  # in memory
+    assert isinstance(drawn.records, StoredRecords)
+    assert drawn.records_json() == drawn_whole.records_json()
+    assert drawn.results == drawn_whole.results
+
+
+def _run_files(run: Path) -> dict[str, bytes]:
+    """Every file a run wrote but its timestamps and the report."""
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*"))
+            if p.is_file() and p.name not in ("run.json", "report.html")}
+
+
+def test_random_neighbours_streamed_byte_for_byte_as_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same draws, records and aggregates in chunks of 1, 5 and the whole run as in
+    memory, and the draws are not the nearest questions."""
+    from veracity.methods.fewl import modes
+
+    items, sources, settings = _setup(tmp_path, 26)
+    drawing = replace(settings, neighbours_mode="random", seed=3)
+    cache = tmp_path / "cache.sqlite"
+    with _ctx(cache) as ctx:
+        nearest = run_fewl(items, sources, settings, ctx, None, "qs")
+    with monkeypatch.context() as patch, _ctx(cache) as ctx:
+        patch.setattr(modes, "streamable", lambda *_: False)
+        memory = run_fewl(items, sources, drawing, ctx, tmp_path / "memory", "qs")
+    assert not isinstance(memory.records, StoredRecords)
+    runs = {}
+    for chunk, generate in ((1, 1), (5, 3), (1000, 1000)):
+        with _ctx(cache) as ctx:
+            out = tmp_path / f"chunk-{chunk}"
+            runs[chunk] = stream_fewl(items, sources, drawing, ctx, out, "qs", {"answers": []},
+                                      chunk_size=chunk, generate_chunk=generate)
+            assert ctx.model_calls() == 0
+    expected = _run_files(tmp_path / "memory")
+    assert {"samples.jsonl", "results.json", "references.jsonl", "pairs.jsonl"} <= set(expected)
+    for chunk, result in runs.items():
+        assert _run_files(tmp_path / f"chunk-{chunk}") == expected, chunk
+        assert result.results == memory.results
+    records = memory.records_json()
+    drawn = [r["neighbours"] for r in records]
+    assert drawn != [r["neighbours"] for r in nearest.records_json()]
+    assert all(len(r["neighbours"]) == 4 and max(r["neighbour_cosine"]) <= 0.8 for r in records)
+    for run in ("memory", "chunk-5"):
+        info = json.loads((tmp_path / run / "run.json").read_text())
+        assert info["config"]["settings"]["neighbours_mode"] == "random"
 
 
 def test_bad_settings_fail_before_any_model_call(tmp_path: Path) -> None:
@@ -141,8 +187,9 @@ def test_bad_settings_fail_before_any_model_call(tmp_path: Path) -> None:
         assert ctx.model_calls() == 0
 
 
+@pytest.mark.parametrize("neighbours_mode", ["nearest", "random"])
 def test_interrupted_mid_generation_resumes_without_a_repeated_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, neighbours_mode: str
 ) -> None:
     sent: list[tuple[Any, ...]] = []
     stop = {"after": 10**9}
@@ -158,6 +205,7 @@ def test_interrupted_mid_generation_resumes_without_a_repeated_call(
 
     monkeypatch.setattr(fake.FakeBackend, "generate", counted)
     items, sources, settings = _setup(tmp_path, 20)
+    settings = replace(settings, neighbours_mode=neighbours_mode)
     with _ctx(None) as ctx:
         whole = run_fewl(items, sources, settings, ctx, dataset="qs")
     total = len(sent)

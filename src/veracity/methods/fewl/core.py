@@ -361,30 +361,30 @@ def random_neighbours(
     near_duplicate: float = 0.8,
     eligible: npt.ArrayLike | None = None,
     seed: int = 0,
+    block: int = 1024,
+    column_block: int = COLUMN_BLOCK,
 ) -> Neighbours:
     """k other questions drawn at random (without replacement, seeded) among those whose
     cosine to the question is at most ``near_duplicate``: the paper's Table 8 ablation of the
-    nearest neighbours. Fewer than k available: the remaining slots are masked out."""
+    nearest neighbours. Fewer than k available: the remaining slots are masked out.
+
+    Rows go ``block`` at a time, as a streamed run reads them
+    (:func:`veracity.methods.fewl.random_search.random_neighbour_blocks`).
+    """
+    # imported here: that module builds on this one's Neighbours and blocks
+    from veracity.methods.fewl.random_search import random_neighbour_blocks
+
     if k < 0:
         raise ConfigError(f"number of neighbours must be >= 0, got {k}")
-    v = np.asarray(question_vectors, dtype=np.float64)
-    n = v.shape[0]
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
-    ok = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
-    rng = np.random.default_rng(seed)
-    index = np.zeros((n, k), dtype=np.int64)
-    cosine = np.full((n, k), np.nan)
-    mask = np.zeros((n, k), dtype=bool)
-    for row in range(n):
-        cos = unit @ unit[row]
-        allowed = ok & (cos <= near_duplicate)
-        allowed[row] = False
-        pool = np.flatnonzero(allowed)
-        chosen = rng.choice(pool, size=min(k, pool.size), replace=False) if pool.size else pool
-        width = chosen.size
-        index[row, :width], mask[row, :width], cosine[row, :width] = chosen, True, cos[chosen]
-    return Neighbours(index, mask, cosine)
+    unit = unit_rows(question_vectors)
+    parts = [nb for _, nb in random_neighbour_blocks(lambda a, b: unit[a:b], unit.shape[0], k,
+                                                     near_duplicate, eligible, seed, block,
+                                                     column_block)]
+    if not parts:
+        return Neighbours(np.zeros((0, k), np.int64), np.zeros((0, k), bool), np.zeros((0, k)))
+    return Neighbours(np.concatenate([p.index for p in parts]),
+                      np.concatenate([p.mask for p in parts]),
+                      np.concatenate([p.cosine for p in parts]))
 
 
 def measurement_accuracy(better: npt.ArrayLike, worse: npt.ArrayLike) -> dict[str, float | int]:

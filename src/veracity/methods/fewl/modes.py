@@ -47,7 +47,7 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
              ) -> RunResult[FewlRecord]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them.
 
-    A ``run`` into a directory with the nearest-neighbour penalty goes chunk by chunk, in
+    A ``run`` or ``rank`` into a directory (nearest or random neighbours) goes chunk by chunk, in
     bounded memory (:mod:`veracity.methods.fewl.run_stream`): models asked a chunk of
     questions at a time, files read as streams; the same records and aggregates."""
     if out is not None:

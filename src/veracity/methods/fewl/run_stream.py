@@ -6,7 +6,8 @@ answers, references and pairs given as files are indexed once into the same SQLi
 looked up by id (or question) a chunk at a time. The question embeddings go, chunk by chunk,
 into a float32 file read back a block at a time, over which the K nearest questions are found
 by blocked matrix products (the row and column blocks of
-:func:`veracity.methods.fewl.core.select_neighbours`, so the same digits) and kept in files
+:func:`veracity.methods.fewl.core.select_neighbours`, so the same digits), or K random ones
+drawn as :func:`veracity.methods.fewl.core.random_neighbours` draws them, and kept in files
 too; so are the references' embeddings, made once. Each chunk is then scored together with
 the neighbours it needs, its records appended to samples.jsonl (and references.jsonl,
 pairs.jsonl, answers/) as they come, and the aggregates kept as exact running sums
@@ -32,6 +33,7 @@ from veracity.data.labelled import pair_rows, text_rows
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import Neighbours, neighbour_blocks, unit_rows
 from veracity.methods.fewl.pairs import Pair, PairOutcome
+from veracity.methods.fewl.random_search import random_neighbour_blocks
 from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
@@ -76,10 +78,9 @@ _ANSWER_FIELDS = ("answers", "candidates", "answer")
 
 def streamable(sources: Sequence[AnswerSource], settings: FewlSettings) -> bool:
     """Whether a run can go chunk by chunk: answers, references and pairs from models or
-    files (not answers handed over in memory), and the nearest-neighbour penalty (the random
-    one draws from every question at once, so it stays in memory)."""
+    files (not answers handed over in memory), with nearest or random neighbours."""
     return (all(s.path is not None or s.model is not None for s in sources)
-            and settings.neighbours_mode == "nearest")
+            and settings.neighbours_mode in ("nearest", "random"))
 
 
 class KeyedRows:
@@ -328,8 +329,14 @@ class _Index:
         self.index = RowFile(work / "neighbours.i64", np.int64, k)
         self.mask = RowFile(work / "neighbours.mask", np.bool_, k)
         self.cosine = RowFile(work / "neighbours.f64", np.float64, k)
-        for _, nb in neighbour_blocks(lambda a, b: unit_rows(questions.read(a, b)), n, k,
-                                      settings.near_duplicate, self.eligible):
+        def read(a: int, b: int) -> npt.NDArray[np.float64]:
+            return unit_rows(questions.read(a, b))
+
+        found = (random_neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible,
+                                         settings.stochastic_seed())
+                 if settings.neighbours_mode == "random" else
+                 neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible))
+        for _, nb in found:
             self.index.append(nb.index)
             self.mask.append(nb.mask)
             self.cosine.append(nb.cosine)
