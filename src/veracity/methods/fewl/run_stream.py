@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -391,15 +391,22 @@ def _local(items: Sequence[Item], start: int, stop: int,
         np.concatenate([nb_cosine, np.full((pad, k), np.nan)]))
 
 
+AnswerSets = Callable[[Sequence[int], Sequence[Item]], dict[str, list[str | None]]]
+"""The answer sets of some questions (by position and item), as ``score_sets`` takes them."""
+
+
 def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                    similarity: Similarity, names: list[str], settings: FewlSettings,
-                   chunk_size: int, tally: RankTally | None) -> Iterator[list[FewlRecord]]:
+                   chunk_size: int, tally: RankTally | None,
+                   answer_sets_of: AnswerSets | None = None) -> Iterator[list[FewlRecord]]:
+    """Each chunk's records; the answers scored are the inputs' sources unless
+    ``answer_sets_of`` gives them (select: the candidates)."""
     for start in range(0, len(items), chunk_size):
         stop = min(start + chunk_size, len(items))
         wanted, neighbours = _local(items, start, stop, index)
         local = [items[g] for g in wanted]
         size = stop - start
-        sets = inputs.answer_sets(wanted[:size], local[:size])
+        sets = (answer_sets_of or inputs.answer_sets)(wanted[:size], local[:size])
         answer_sets = {name: values + [None] * (len(local) - size)
                        for name, values in sets.items()}
         # the neighbours lend their references only: no answers, no pairs
