@@ -391,22 +391,23 @@ def _local(items: Sequence[Item], start: int, stop: int,
         np.concatenate([nb_cosine, np.full((pad, k), np.nan)]))
 
 
-AnswerSets = Callable[[Sequence[int], Sequence[Item]], dict[str, list[str | None]]]
-"""The answer sets of some questions (by position and item), as ``score_sets`` takes them."""
+GivenAnswers = Callable[[int, int], dict[str, list[str | None]]]
+"""start, stop -> answer sets of questions start..stop that come with the items."""
 
 
 def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                    similarity: Similarity, names: list[str], settings: FewlSettings,
                    chunk_size: int, tally: RankTally | None,
-                   answer_sets_of: AnswerSets | None = None) -> Iterator[list[FewlRecord]]:
-    """Each chunk's records; the answers scored are the inputs' sources unless
-    ``answer_sets_of`` gives them (select: the candidates)."""
+                   given: GivenAnswers | None = None) -> Iterator[list[FewlRecord]]:
+    """Records of each chunk; ``given`` adds answer sets (select: the candidates)."""
     for start in range(0, len(items), chunk_size):
         stop = min(start + chunk_size, len(items))
         wanted, neighbours = _local(items, start, stop, index)
         local = [items[g] for g in wanted]
         size = stop - start
-        sets = (answer_sets_of or inputs.answer_sets)(wanted[:size], local[:size])
+        sets = inputs.answer_sets(wanted[:size], local[:size])
+        if given is not None:
+            sets |= given(start, stop)
         answer_sets = {name: values + [None] * (len(local) - size)
                        for name, values in sets.items()}
         # the neighbours lend their references only: no answers, no pairs

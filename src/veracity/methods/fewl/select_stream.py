@@ -160,8 +160,11 @@ class _Candidates:
             self.column.append(answers_from(self.source, items, settings, ctx, samples,
                                             temperature))
 
-    def sets(self, positions: Sequence[int], items: Sequence[Item]) -> dict[str, list[str | None]]:
-        return candidate_sets(_texts(self.column, positions, items, "answers"), self.width)
+    def sets(self, items: Sequence[Item], start: int,
+             stop: int) -> dict[str, list[str | None]]:
+        """The candidate slots of questions start..stop."""
+        return candidate_sets(_texts(self.column, range(start, stop), items[start:stop],
+                                     "answers"), self.width)
 
 
 class _Chosen:
@@ -284,7 +287,7 @@ def stream_select(
         tally = SelectionTally(similarity)
         chosen = _Chosen(db)
         scored = _scored_chunks(items, inputs, index, similarity, names, settings, chunk_size,
-                                None, candidates.sets)
+                                None, lambda start, stop: candidates.sets(items, start, stop))
         count = _write(run, _selected(items, scored, tally, chosen), running, sets)
         _exports(run, items, index, chosen, icl_examples, min_fewl, settings.answer_template,
                  chunk_size)
