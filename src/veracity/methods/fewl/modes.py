@@ -24,9 +24,7 @@ from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
     Prepared,
-    aggregate_values,
     answers_from,
-    as_number,
     build_records,
     finish_run,
     model_summaries,
@@ -35,7 +33,13 @@ from veracity.methods.fewl.run import (
     score_sets,
 )
 from veracity.methods.fewl.run_stream import stream_fewl, streamable
-from veracity.methods.fewl.similarity import choose_options
+from veracity.methods.fewl.select_stream import (
+    SelectionTally,
+    candidate_sets,
+    kept,
+    pick_best,
+    stream_select,
+)
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.store import check_run_target
@@ -79,11 +83,6 @@ def _describe(source: AnswerSource) -> dict[str, Any]:
     out: dict[str, Any] = {"name": source.name, "model": source.model,
                            "path": str(source.path) if source.path else None}
     return out | ({"given": True} if source.texts is not None else {})
-
-
-def _accuracy(items: Sequence[Item], choices: Sequence[str | None]) -> float:
-    return float(np.mean([c == item.metadata["correct"] for item, c in zip(items, choices,
-                                                                           strict=True)]))
 
 
 TABLE_ROWS: tuple[tuple[str, str], ...] = (
@@ -187,45 +186,39 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
                 temperature: float = 0.7, icl_examples: int = 3,
                 min_fewl: float | None = None) -> RunResult[FewlRecord]:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
-    answers of each question's nearest neighbours, and a chat-format fine-tuning set."""
+    answers of each question's nearest neighbours, and a chat-format fine-tuning set.
+
+    Into a directory with the nearest-neighbour penalty it goes chunk by chunk, in bounded
+    memory (:func:`~veracity.methods.fewl.select_stream.stream_select`); the same outputs."""
     if out is not None:
         check_run_target(out)  # before any model call
+    if source.model is not None and samples < 1:
+        raise ConfigError(f"samples must be at least 1, got {samples}")
     if source.model is not None and samples > 1 and temperature <= 0:
         raise ConfigError("several candidates from one model need --temperature > 0")
+    extra = {"candidates": _describe(source) | {"samples": samples, "temperature": temperature}}
+    if out is not None and streamable([source], settings):
+        return stream_select(items, source, settings, ctx, out, dataset, extra, samples,
+                             temperature, icl_examples, min_fewl)
     candidates = answers_from(source, items, settings, ctx, samples, temperature)
     width = max(len(c) for c in candidates)
-    sets: dict[str, list[str | None]] = {
-        f"candidate-{k}": [c[k] if k < len(c) else None for c in candidates] for k in range(width)}
+    if width == 0:
+        raise DataError(f"{source.path}: no candidate answers")
+    sets = candidate_sets(candidates, width)
     prep = prepare_inputs(items, settings, ctx)
     scores = score_sets(items, sets, prep, settings)
-    recs = build_records(items, sets, prep, scores, settings, variants=False)
-    matrix = np.stack([scores.sets[n][settings.divergence]["fewl"].fewl for n in sets], axis=1)
-    best: list[int | None] = [None if np.isnan(row).all() else int(np.nanargmax(row))
-                              for row in matrix]
-    chosen: list[str | None] = []
-    for i, (rec, index) in enumerate(zip(recs, best, strict=True)):
-        recs[i] = replace(rec, value=None if index is None else as_number(matrix[i, index]),
-                          answer=None if index is None else candidates[i][index],
-                          extra={**rec.extra, "selected": index})
-        chosen.append(recs[i].answer)
+    recs = [pick_best(r) for r in build_records(items, sets, prep, scores, settings,
+                                                variants=False)]
+    tally = SelectionTally(prep.similarity)
+    tally.add(items, recs)
     results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
-                               "selection": aggregate_values([r.value for r in recs])}
-    mc = [item for item in items if "options" in item.metadata]
-    if mc:
-        options = [item.metadata["options"] for item in mc]
-        first = choose_options(prep.similarity, [a for a, i in zip(sets["candidate-0"], items,
-                               strict=True) if "options" in i.metadata], options)
-        picked = choose_options(prep.similarity, [a for a, i in zip(chosen, items, strict=True)
-                                if "options" in i.metadata], options)
-        results["selection"] |= {"accuracy_first_candidate": _accuracy(mc, first),
-                                 "accuracy_selected": _accuracy(mc, picked), "n_labelled": len(mc)}
+                               "selection": tally.result()}
     outcome = finish_run("select", dataset, items, recs, results, prep, settings, ctx, out,
-                         {"candidates": _describe(source) | {"samples": samples,
-                                                             "temperature": temperature}})
+                         extra)
     if outcome.run is not None:
         nb = prep.neighbours
-        keep = [a is not None and (min_fewl is None or (r.value is not None and r.value >=
-                min_fewl)) for a, r in zip(chosen, recs, strict=True)]
+        chosen = [r.answer for r in recs]
+        keep = [kept(r.answer, r.value, min_fewl) for r in recs]
         shots = [[int(k) for k, m in zip(nb.index[i], nb.mask[i], strict=True) if m and keep[k]]
                  [:icl_examples] for i in range(len(items))]
         questions = [(item.id, item.question) for item in items]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -398,15 +398,23 @@ def _local(items: Sequence[Item], start: int, stop: int,
         np.concatenate([nb_cosine, np.full((pad, k), np.nan)]))
 
 
+GivenAnswers = Callable[[int, int], dict[str, list[str | None]]]
+"""start, stop -> answer sets of questions start..stop that come with the items."""
+
+
 def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                    similarity: Similarity, names: list[str], settings: FewlSettings,
-                   chunk_size: int, tally: RankTally | None) -> Iterator[list[FewlRecord]]:
+                   chunk_size: int, tally: RankTally | None,
+                   given: GivenAnswers | None = None) -> Iterator[list[FewlRecord]]:
+    """Records of each chunk; ``given`` adds answer sets (select: the candidates)."""
     for start in range(0, len(items), chunk_size):
         stop = min(start + chunk_size, len(items))
         wanted, neighbours = _local(items, start, stop, index)
         local = [items[g] for g in wanted]
         size = stop - start
         sets = inputs.answer_sets(wanted[:size], local[:size])
+        if given is not None:
+            sets |= given(start, stop)
         answer_sets = {name: values + [None] * (len(local) - size)
                        for name, values in sets.items()}
         # the neighbours lend their references only: no answers, no pairs
