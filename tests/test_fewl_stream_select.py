@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +105,12 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.parametrize("neighbours_mode", ["nearest", "random"])
 def test_sampled_candidates_streamed_equal_in_memory_in_any_chunk_size(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, neighbours_mode: str
 ) -> None:
     items, _, settings = _setup(tmp_path, 23)
+    settings = replace(settings, neighbours_mode=neighbours_mode)
     source = AnswerSource("fake/unstable", model="fake/unstable")
     with _ctx(tmp_path / "cache.sqlite") as ctx:
         whole = _in_memory(monkeypatch, items, source, settings, ctx, tmp_path / "whole", "qs",
