@@ -114,8 +114,10 @@ class ItemStore(Sequence[Item]):
     (10, 'q9', ['q2', 'q5'])
     """
 
-    def __init__(self, file: _File, table: str, size: int, page: int = PAGE,
-                 cached_pages: int = CACHED_PAGES) -> None:
+    def __init__(self, file: _File, table: str, size: int, page: int | None = None,
+                 cached_pages: int | None = None) -> None:
+        page = PAGE if page is None else page
+        cached_pages = CACHED_PAGES if cached_pages is None else cached_pages
         if page < 1 or cached_pages < 1:
             raise ValueError("page size and cached pages must be at least 1")
         self._file, self._table, self._size = file, table, size
@@ -125,8 +127,9 @@ class ItemStore(Sequence[Item]):
         """Queries made so far (tests check that sequential access costs one per page)."""
 
     @classmethod
-    def build(cls, items: Iterable[Item], directory: Path | None = None, page: int = PAGE,
-              cached_pages: int = CACHED_PAGES, batch: int = PAGE) -> ItemStore:
+    def build(cls, items: Iterable[Item], directory: Path | None = None,
+              page: int | None = None, cached_pages: int | None = None,
+              batch: int = PAGE) -> ItemStore:
         """A store holding ``items`` (read once, ``batch`` at a time) in a new temporary
         folder under ``directory`` (default: the system's)."""
         file = _File(directory)
