@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 PAGE = 4096
 """Items read back per query."""
-CACHED_PAGES = 4
+CACHED_PAGES = 2
 """Recent pages kept: a chunk that straddles two pages reads each once."""
 LARGE_FILE = 32 * 2**20
 """Dataset files above this size (bytes) are read into a store, smaller ones into a list: at
@@ -189,7 +189,8 @@ class ItemStore(Sequence[Item]):
 
     def __getitem__(self, index: int | slice) -> Item | list[Item]:
         if isinstance(index, slice):
-            return self.take(range(self._size)[index])
+            positions = range(self._size)[index]
+            return self.take(positions, whole_pages=abs(positions.step) == 1)
         if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError(f"item store indices must be integers or slices, not "
                             f"{type(index).__name__}")
@@ -202,15 +203,17 @@ class ItemStore(Sequence[Item]):
         for number in range((self._size + self._page - 1) // self._page):
             yield from self._page_at(number)
 
-    def take(self, positions: Iterable[int]) -> list[Item]:
+    def take(self, positions: Iterable[int], whole_pages: bool = False) -> list[Item]:
         """The items at these positions (0-based, in range), in that order: runs of positions
-        read by pages, scattered ones by a query for a few hundred at a time."""
+        read by pages (every page touched with ``whole_pages``), scattered ones by a query for
+        a few hundred at a time."""
         wanted = list(positions)
         for p in wanted:
             if not 0 <= p < self._size:
                 raise IndexError(f"item index {p} out of range for {self._size} items")
         counts = Counter(p // self._page for p in wanted)
-        dense = max(1, self._page // 16)  # from this many on, a page is read whole and kept
+        # from this many positions on, a page is read whole (and kept for the next chunk)
+        dense = 1 if whole_pages else max(1, self._page // 16)
         pages = {n: self._page_at(n) for n, c in counts.items()
                  if c >= dense or n in self._pages}
         found: dict[int, Item] = {}
