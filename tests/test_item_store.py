@@ -10,6 +10,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -107,6 +108,8 @@ def test_indices_and_slices_behave_as_on_a_list(tmp_path: Path) -> None:
             [items[p].question for p in positions]
         assert [x.question for x in take(items, positions)] == \
             [x.question for x in take(store, positions)]
+        assert store[np.int64(-2)] == items[-2]
+        assert store.take(np.array(positions)) == [items[p] for p in positions]
 
 
 def test_sequential_access_costs_one_query_per_page(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ few recent pages, so a run that walks its items in chunks holds only those pages
 from __future__ import annotations
 
 import json
+import operator
 import shutil
 import sqlite3
 import tempfile
@@ -191,9 +192,7 @@ class ItemStore(Sequence[Item]):
         if isinstance(index, slice):
             positions = range(self._size)[index]
             return self.take(positions, whole_pages=abs(positions.step) == 1)
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"item store indices must be integers or slices, not "
-                            f"{type(index).__name__}")
+        index = operator.index(index)  # numpy integers too, as a list takes them
         position = index + self._size if index < 0 else index
         if not 0 <= position < self._size:
             raise IndexError(f"item index {index} out of range for {self._size} items")
@@ -207,7 +206,7 @@ class ItemStore(Sequence[Item]):
         """The items at these positions (0-based, in range), in that order: runs of positions
         read by pages (every page touched with ``whole_pages``), scattered ones by a query for
         a few hundred at a time."""
-        wanted = list(positions)
+        wanted = [operator.index(p) for p in positions]
         for p in wanted:
             if not 0 <= p < self._size:
                 raise IndexError(f"item index {p} out of range for {self._size} items")
