@@ -394,3 +394,74 @@ def test_streamed_fewl_reads_neighbours_from_other_chunks_of_a_store(tmp_path: P
     assert any(abs(int(n.lstrip("q")) - int(r["id"].lstrip("q"))) > 8
                for r in records for n in r["neighbours"])
     assert scattered < 200  # pages and a few batched lookups, not a query per neighbour
+
+
+# --- multiple-choice items -------------------------------------------------------------------
+
+
+def _mc_file(path: Path, n: int) -> Path:
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            fh.write(json.dumps({
+                "id": f"m{i}", "subject": f"subject_{i % 3}",
+                "question": f"Item {i}: which river is number {i * 13 % 97}?",
+                "options": [f"river {i}", f"lake {i + 1}", f"sea {i + 2}", f"none {i}"],
+                "answer": "ABCD"[i * 7 % 4] if i % 2 else i * 7 % 4,
+                "misleading_start": f"Let's reason step by step. Surely it is the lake {i}."})
+                     + "\n")
+    return path
+
+
+def test_mc_items_round_trip_and_stream_like_the_list_loader(tmp_path: Path) -> None:
+    from veracity.data.mc import load_mc_jsonl, stream_mc_jsonl
+    from veracity.data.stored import MCStore
+
+    path = _mc_file(tmp_path / "mc.jsonl", 30)
+    for subjects, limit in ((None, None), (["subject_1", "subject_2"], 4)):
+        want = load_mc_jsonl(path, subjects, limit)
+        assert list(stream_mc_jsonl(path, subjects, limit)) == want
+        with MCStore.build(stream_mc_jsonl(path, subjects, limit), tmp_path) as store:
+            assert list(store) == want and store[-1] == want[-1]
+            assert list(store.select(Selection(None, Sample(5, 2)))) == \
+                Selection(None, Sample(5, 2)).apply(want)
+    for bad in (b'{"question": "q", "options": ["a", "b", "c", "d"]}\n',
+                b'{"question": "q", "options": ["a", "b"], "answer": "A"}\n',
+                b'{"question": "q", "options": ["a", "b", "c", "d"], "answer": "E"}\n',
+                b'{"question": "q", "options": ["a", "b", "c", "d"], "answer": "A"}\n{]\n'):
+        path.write_bytes(bad)
+        with pytest.raises(DataError) as listed:
+            load_mc_jsonl(path)
+        with pytest.raises(DataError) as streamed:
+            list(stream_mc_jsonl(path))
+        assert str(streamed.value) == str(listed.value)
+    _mc_file(path, 6)
+    with pytest.raises(DataError, match="no items for subject") as listed:
+        load_mc_jsonl(path, ["subject_9"])
+    with pytest.raises(DataError) as streamed:
+        list(stream_mc_jsonl(path, ["subject_9"]))
+    assert str(streamed.value) == str(listed.value)
+
+
+@pytest.mark.parametrize("select", [[], ["--sample", "13", "--sample-seed", "3"],
+                                    ["--limit-per-subject", "5", "--subjects", "subject_0,subject_2"]])
+def test_deception_run_over_a_store_equals_the_run_over_the_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, select: list[str]) -> None:
+    path = _mc_file(tmp_path / "mc.jsonl", 36)
+    args = ["deception", "run", "--dataset", f"mc-jsonl:{path}", "--model", "fake/deceive",
+            "--no-cache", "--json", *select]
+    _cli(*args, "--out", str(tmp_path / "list"))
+    with monkeypatch.context() as patch:
+        _on_disk(patch)
+        built: list[Any] = []
+        real = stored.MCStore.build
+
+        def spy(*a: Any, **kw: Any) -> Any:
+            built.append(real(*a, **kw))
+            return built[-1]
+
+        patch.setattr(stored.MCStore, "build", spy)
+        _cli(*args, "--out", str(tmp_path / "store"))
+    assert len(built) == 1
+    listed, on_store = _files(tmp_path / "list"), _files(tmp_path / "store")
+    assert on_store == listed
+    assert len(listed["samples"].splitlines()) == listed["config"]["selection"]["n_selected"]

@@ -22,15 +22,24 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, Self, TypeVar, overload
 
 from veracity.data.labelled import LABELLED_KINDS
+from veracity.data.mc import load_mc, parse_dataset_spec, stream_mc_jsonl
 from veracity.data.qa import STREAMED, dataset_source, load_items
 from veracity.data.sample import Selection
 from veracity.errors import DataError
-from veracity.types import Item
+from veracity.types import Item, MCItem
 
 T = TypeVar("T")
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+R = TypeVar("R", bound=_Identified)
 
 PAGE = 4096
 """Items read back per query."""
@@ -56,7 +65,7 @@ def _plain(value: Any) -> bool:
     return False
 
 
-def _encode(item: Item) -> str:
+def _encode_item(item: Item) -> str:
     if not _plain(item.metadata):
         raise DataError(f"item {item.id}: metadata must hold JSON values only (strings, numbers, "
                         "booleans, null, lists, objects with string keys) to be stored")
@@ -68,9 +77,19 @@ def _encode(item: Item) -> str:
         raise DataError(f"item {item.id}: metadata holds NaN or an infinity") from None
 
 
-def _decode(text: str) -> Item:
+def _decode_item(text: str) -> Item:
     id_, question, references, metadata = json.loads(text)
     return Item(id_, question, tuple(references), metadata)
+
+
+def _encode_mc(item: MCItem) -> str:
+    return json.dumps([item.id, item.subject, item.question, list(item.options), item.answer,
+                       item.misleading_start], ensure_ascii=True, separators=(",", ":"))
+
+
+def _decode_mc(text: str) -> MCItem:
+    id_, subject, question, options, answer, misleading = json.loads(text)
+    return MCItem(id_, subject, question, tuple(options), answer, misleading)
 
 
 class _File:
@@ -106,14 +125,16 @@ def _remove(db: sqlite3.Connection, folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-class ItemStore(Sequence[Item]):
-    """Items in an SQLite file, in order: ``len``, ``store[i]`` (negative too), ``store[a:b]``
-    (a list), iteration, and :meth:`take` for scattered positions.
+class RowStore(Sequence[R]):
+    """Values in an SQLite file, in order: ``len``, ``store[i]`` (negative too), ``store[a:b]``
+    (a list), iteration, and :meth:`take` for scattered positions (subclasses say how a value
+    is written as JSON text)."""
 
-    >>> with ItemStore.build(Item(f"q{i}", f"question {i}") for i in range(10)) as store:
-    ...     len(store), store[-1].id, [x.id for x in store[2:8:3]]
-    (10, 'q9', ['q2', 'q5'])
-    """
+    def _encode(self, value: R) -> str:
+        raise NotImplementedError
+
+    def _decode(self, text: str) -> R:
+        raise NotImplementedError
 
     def __init__(self, file: _File, table: str, size: int, page: int | None = None,
                  cached_pages: int | None = None) -> None:
@@ -123,21 +144,22 @@ class ItemStore(Sequence[Item]):
             raise ValueError("page size and cached pages must be at least 1")
         self._file, self._table, self._size = file, table, size
         self._page, self._cached = page, cached_pages
-        self._pages: OrderedDict[int, list[Item]] = OrderedDict()
+        self._pages: OrderedDict[int, list[R]] = OrderedDict()
         self.queries = 0
         """Queries made so far (tests check that sequential access costs one per page)."""
 
     @classmethod
-    def build(cls, items: Iterable[Item], directory: Path | None = None,
+    def build(cls, items: Iterable[R], directory: Path | None = None,
               page: int | None = None, cached_pages: int | None = None,
-              batch: int = PAGE) -> ItemStore:
+              batch: int = PAGE) -> Self:
         """A store holding ``items`` (read once, ``batch`` at a time) in a new temporary
         folder under ``directory`` (default: the system's)."""
         file = _File(directory)
         try:
             table = file.new_table()
+            store = cls(file, table, 0, page, cached_pages)
             source, size = iter(items), 0
-            while rows := [(size + k, _encode(item))
+            while rows := [(size + k, store._encode(item))
                            for k, item in enumerate(islice(source, batch))]:
                 file.db.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
                 size += len(rows)
@@ -145,14 +167,15 @@ class ItemStore(Sequence[Item]):
         except BaseException:
             file.close()
             raise
-        return cls(file, table, size, page, cached_pages)
+        store._size = size
+        return store
 
     def close(self) -> None:
         """Remove the file (this store's and its views')."""
         self._pages.clear()
         self._file.close()
 
-    def __enter__(self) -> ItemStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -168,7 +191,7 @@ class ItemStore(Sequence[Item]):
             self.queries += 1
             return self._file.db.execute(sql, args).fetchall()
 
-    def _page_at(self, number: int) -> list[Item]:
+    def _page_at(self, number: int) -> list[R]:
         found = self._pages.get(number)
         if found is not None:
             self._pages.move_to_end(number)
@@ -176,19 +199,19 @@ class ItemStore(Sequence[Item]):
         start = number * self._page
         rows = self._query(f"SELECT pos, data FROM {self._table} WHERE pos >= ? AND pos < ? "
                            "ORDER BY pos", (start, min(start + self._page, self._size)))
-        got = [_decode(data) for _, data in rows]
+        got = [self._decode(data) for _, data in rows]
         self._pages[number] = got
         while len(self._pages) > self._cached:
             self._pages.popitem(last=False)
         return got
 
     @overload
-    def __getitem__(self, index: int) -> Item: ...
+    def __getitem__(self, index: int) -> R: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[Item]: ...
+    def __getitem__(self, index: slice) -> list[R]: ...
 
-    def __getitem__(self, index: int | slice) -> Item | list[Item]:
+    def __getitem__(self, index: int | slice) -> R | list[R]:
         if isinstance(index, slice):
             positions = range(self._size)[index]
             return self.take(positions, whole_pages=abs(positions.step) == 1)
@@ -198,11 +221,11 @@ class ItemStore(Sequence[Item]):
             raise IndexError(f"item index {index} out of range for {self._size} items")
         return self._page_at(position // self._page)[position % self._page]
 
-    def __iter__(self) -> Iterator[Item]:
+    def __iter__(self) -> Iterator[R]:
         for number in range((self._size + self._page - 1) // self._page):
             yield from self._page_at(number)
 
-    def take(self, positions: Iterable[int], whole_pages: bool = False) -> list[Item]:
+    def take(self, positions: Iterable[int], whole_pages: bool = False) -> list[R]:
         """The items at these positions (0-based, in range), in that order: runs of positions
         read by pages (every page touched with ``whole_pages``), scattered ones by a query for
         a few hundred at a time."""
@@ -215,7 +238,7 @@ class ItemStore(Sequence[Item]):
         dense = 1 if whole_pages else max(1, self._page // 16)
         pages = {n: self._page_at(n) for n, c in counts.items()
                  if c >= dense or n in self._pages}
-        found: dict[int, Item] = {}
+        found: dict[int, R] = {}
         loose = []
         for p in dict.fromkeys(wanted):
             page = pages.get(p // self._page)
@@ -228,20 +251,20 @@ class ItemStore(Sequence[Item]):
             marks = ",".join("?" * len(part))
             for pos, data in self._query(
                     f"SELECT pos, data FROM {self._table} WHERE pos IN ({marks})", part):
-                found[pos] = _decode(data)
+                found[pos] = self._decode(data)
         return [found[p] for p in wanted]
 
     def ids(self) -> Sequence[str]:
         """The items' ids, read as they are asked for."""
         return _Ids(self)
 
-    def select(self, selection: Selection) -> ItemStore:
+    def select(self, selection: Selection) -> Self:
         """What ``selection.apply`` would keep of these items, in the same order: the first
         ``limit`` (a view of this store), then the seeded sample of them (copied into a table
         of its own in the same file)."""
         pool = self._size if selection.limit is None else min(selection.limit, self._size)
         if selection.sample is None:
-            return ItemStore(self._file, self._table, pool, self._page, self._cached)
+            return type(self)(self._file, self._table, pool, self._page, self._cached)
         positions = selection.sample.positions(pool)
         table = self._file.new_table()
         for start in range(0, len(positions), self._page):
@@ -251,7 +274,7 @@ class ItemStore(Sequence[Item]):
                 self._file.db.executemany(f"INSERT INTO {table} VALUES (?, ?)",
                                           [(start + k, rows[p]) for k, p in enumerate(part)])
         self._file.db.commit()
-        return ItemStore(self._file, table, len(positions), self._page, self._cached)
+        return type(self)(self._file, table, len(positions), self._page, self._cached)
 
     def _raw(self, positions: Sequence[int]) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -263,8 +286,33 @@ class ItemStore(Sequence[Item]):
         return out
 
 
+class ItemStore(RowStore[Item]):
+    """Free-form questions in a :class:`RowStore`.
+
+    >>> with ItemStore.build(Item(f"q{i}", f"question {i}") for i in range(10)) as store:
+    ...     len(store), store[-1].id, [x.id for x in store[2:8:3]]
+    (10, 'q9', ['q2', 'q5'])
+    """
+
+    def _encode(self, value: Item) -> str:
+        return _encode_item(value)
+
+    def _decode(self, text: str) -> Item:
+        return _decode_item(text)
+
+
+class MCStore(RowStore[MCItem]):
+    """Multiple-choice items in a :class:`RowStore`."""
+
+    def _encode(self, value: MCItem) -> str:
+        return _encode_mc(value)
+
+    def _decode(self, text: str) -> MCItem:
+        return _decode_mc(text)
+
+
 class _Ids(Sequence[str]):
-    def __init__(self, store: ItemStore) -> None:
+    def __init__(self, store: RowStore[Any]) -> None:
         self._store = store
 
     def __len__(self) -> int:
@@ -278,8 +326,8 @@ class _Ids(Sequence[str]):
 
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
-            return [item.id for item in self._store[index]]
-        return self._store[index].id
+            return [str(item.id) for item in self._store[index]]
+        return str(self._store[index].id)
 
     def __iter__(self) -> Iterator[str]:
         return (item.id for item in self._store)
@@ -287,8 +335,8 @@ class _Ids(Sequence[str]):
 
 def take(items: Sequence[T], positions: Sequence[int]) -> list[T]:
     """``[items[p] for p in positions]``, in few queries when ``items`` is a store."""
-    if isinstance(items, ItemStore):
-        return items.take(positions)  # type: ignore[return-value]  # T is Item here
+    if isinstance(items, RowStore):
+        return items.take(positions)
     return [items[p] for p in positions]
 
 
@@ -323,5 +371,27 @@ def selected_items(spec: str, selection: Selection, question_field: str | None =
     with ItemStore.build(source) as store:
         if not store:
             raise DataError(f"dataset '{spec}' has no questions")
+        kept = store.select(selection)
+        yield kept, selection.record(len(store), kept.ids())
+
+
+@contextmanager
+def selected_mc(spec: str, subjects: Sequence[str] | None, limit_per_subject: int | None,
+                selection: Selection, threshold: int | None = None,
+                ) -> Iterator[tuple[Sequence[MCItem], dict[str, Any]]]:
+    """:func:`selected_items` for multiple-choice datasets: a large ``mc-jsonl:`` file read
+    into an :class:`MCStore`, anything else loaded whole by :func:`~veracity.data.mc.load_mc`."""
+    parsed = parse_dataset_spec(spec)
+    path, limit = parsed.path, LARGE_FILE if threshold is None else threshold
+    if parsed.kind != "mc-jsonl" or not path.is_file() or path.stat().st_size <= limit:
+        items = load_mc(parsed, subjects, limit_per_subject)
+        chosen = selection.apply(items)
+        yield chosen, selection.record(len(items), [item.id for item in chosen])
+        return
+    if limit_per_subject is not None and limit_per_subject < 1:
+        raise DataError("limit per subject must be at least 1")
+    with MCStore.build(stream_mc_jsonl(path, subjects, limit_per_subject)) as store:
+        if not store:
+            raise DataError(f"dataset '{parsed}' has no items")
         kept = store.select(selection)
         yield kept, selection.record(len(store), kept.ids())
