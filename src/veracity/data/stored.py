@@ -46,7 +46,7 @@ PAGE = 4096
 CACHED_PAGES = 2
 """Recent pages kept: a chunk that straddles two pages reads each once."""
 LARGE_FILE = 32 * 2**20
-"""Dataset files above this size (bytes) are read into a store, smaller ones into a list: at
+"""Dataset files above this size (32 MiB) are read into a store, smaller ones into a list: at
 about five times the file's size in memory as a list (625 bytes per 120-byte line), 32 MB of
 JSONL is some 160 MB of items, beyond what a streamed run itself holds, while below it the
 list is faster to build and reads no disk."""
