@@ -5,7 +5,8 @@ of an id, a question and one answer): over 600 MB before a run starts. A store r
 one record at a time into an SQLite file and gives the items back a page at a time, keeping a
 few recent pages, so a run that walks its items in chunks holds only those pages.
 :func:`selected_items` applies ``--limit`` / ``--sample`` to a store exactly as
-:meth:`~veracity.data.sample.Selection.apply` does to a list, and keeps small files as lists.
+:meth:`~veracity.data.sample.Selection.apply` does to a list, and keeps small files as lists;
+:class:`MCStore` and :func:`selected_mc` do the same for multiple-choice items.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ PAGE = 4096
 CACHED_PAGES = 2
 """Recent pages kept: a chunk that straddles two pages reads each once."""
 LARGE_FILE = 32 * 2**20
-"""Dataset files above this size (32 MiB) are read into a store, smaller ones into a list: at
-about five times the file's size in memory as a list (625 bytes per 120-byte line), 32 MB of
-JSONL is some 160 MB of items, beyond what a streamed run itself holds, while below it the
-list is faster to build and reads no disk."""
+"""Dataset files above this size (32 MiB) are read into a store, smaller ones into a list.
+Loading a list peaks at about ten times the file's size (1.18 GB for a 116 MB file of a million
+short questions: the whole text, then 625 bytes an item), so 32 MiB costs some 330 MB, more
+than a streamed run itself holds (about 170 MB); below it the list is faster to build (24.6
+against 37.5 µs an item, bench/scale_items_load.py) and touches no disk."""
 _IN_BATCH = 900  # positions per "IN (...)" query, below SQLite's oldest limit on parameters
 _ELSEWHERE = (*LABELLED_KINDS, "haltt4llm")  # FEWL reads these with labelled loaders
 
