@@ -7,6 +7,7 @@ surrogate (``"\\ud800"``), which is not text and cannot be written back as UTF-8
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -27,6 +28,34 @@ def read_text(path: Path, what: str = "dataset file") -> str:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def text_lines(path: Path, what: str = "dataset file") -> Iterator[str]:
+    """The lines of :func:`read_text`'s text (newlines translated to ``\\n``, kept), read one
+    at a time, with the same errors: a bad byte is named by its offset in the file."""
+    if not path.is_file():
+        raise DataError(f"{what} not found: {path}")
+    try:
+        with path.open("rb") as fh:
+            offset = 0
+            for raw in fh:
+                if offset == 0 and raw.startswith(codecs.BOM_UTF8):
+                    raw = raw[len(codecs.BOM_UTF8):]  # offsets count from after it, as there
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:  # "\n" never ends a multi-byte character
+                    raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte "
+                                    f"{offset + exc.start})") from None
+                offset += len(raw)
+                if "\r" not in text:
+                    yield text
+                    continue
+                parts = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+                yield from (part + "\n" for part in parts[:-1])
+                if parts[-1]:
+                    yield parts[-1]
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
@@ -99,6 +128,11 @@ def read_objects(path: Path, what: str = "dataset file", surrogates: bool = Fals
                  ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) per non-blank line; a clear DataError on anything else."""
     yield from _objects(io.StringIO(read_text(path, what)), path, surrogates)
+
+
+def line_objects(path: Path, what: str = "dataset file") -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`read_objects` reading one line at a time, with its very errors."""
+    yield from _objects(text_lines(path, what), path, False)
 
 
 def stream_objects(path: Path, what: str = "dataset file", surrogates: bool = False,

@@ -15,12 +15,12 @@ import csv
 import gzip
 import io
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from veracity.data.jsonl import read_objects
+from veracity.data.jsonl import line_objects, read_objects
 from veracity.errors import DataError
 from veracity.paths import user_path
 from veracity.text import csv_cell, csv_uncell, short
@@ -245,9 +245,22 @@ def load_mc_jsonl(
     path: Path, subjects: Sequence[str] | None = None, limit_per_subject: int | None = None
 ) -> list[MCItem]:
     """JSONL: question, options (4), answer (A-D or 0-3); optional subject, misleading_start, id."""
-    items: list[MCItem] = []
+    return list(_mc_jsonl_items(path, read_objects(path), subjects, limit_per_subject))
+
+
+def stream_mc_jsonl(
+    path: Path, subjects: Sequence[str] | None = None, limit_per_subject: int | None = None
+) -> Iterator[MCItem]:
+    """:func:`load_mc_jsonl` one line at a time: the same items and errors."""
+    return _mc_jsonl_items(path, line_objects(path), subjects, limit_per_subject)
+
+
+def _mc_jsonl_items(
+    path: Path, records: Iterable[tuple[int, dict[str, Any]]], subjects: Sequence[str] | None,
+    limit_per_subject: int | None,
+) -> Iterator[MCItem]:
     counts: dict[str, int] = {}
-    for number, record in read_objects(path):
+    for number, record in records:
         where = f"{path}, line {number}"
         for name in ("question", "options", "answer"):
             if name not in record:
@@ -258,19 +271,18 @@ def load_mc_jsonl(
         counts[subject] = counts.get(subject, 0) + 1
         if limit_per_subject is not None and counts[subject] > limit_per_subject:
             continue
-        items.append(MCItem(
+        yield MCItem(
             id=_optional_text(record, "id", where) or f"{subject}/{number}",
             subject=subject,
             question=_text(record["question"], "question", f"{where}, field 'question'"),
             options=_options(record["options"], where),
             answer=_jsonl_answer(record["answer"], f"{where}, field 'answer'"),
             misleading_start=_optional_text(record, "misleading_start", where),
-        ))
+        )
     if subjects is not None:
         missing = [s for s in subjects if s not in counts]
         if missing:
             raise DataError(f"{path}: no items for subject(s) {', '.join(missing)}")
-    return items
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from veracity.data.jsonl import csv_reader, load_json_file, read_objects, read_text
+from veracity.data.jsonl import csv_reader, line_objects, load_json_file, read_objects, text_lines
 from veracity.errors import DataError
 from veracity.paths import user_path
 from veracity.types import Item
@@ -59,8 +59,9 @@ def _id(value: Any, default: str, where: str) -> str:
     return str(value).strip()
 
 
-def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
-    reader = csv_reader(path)
+def _csv_records(path: Path, reader: csv.DictReader[str] | None = None,
+                 ) -> Iterator[tuple[int, dict[str, str]]]:
+    reader = csv_reader(path) if reader is None else reader
     try:
         if not reader.fieldnames:
             raise DataError(f"{path}: empty CSV file (no header)")
@@ -162,39 +163,52 @@ def load_progqa(path: Path, question_field: str = "prompt") -> list[Item]:
     return items
 
 
-def load_jsonl(path: Path, question_field: str = "question") -> list[Item]:
-    """Any JSONL file with a question field; ``id`` and ``references``/``answer`` are optional."""
-    items = []
-    for number, record in read_objects(path):
+def _jsonl_items(path: Path, records: Iterable[tuple[int, dict[str, Any]]],
+                 question_field: str) -> Iterator[Item]:
+    for number, record in records:
         where = f"{path}, line {number}"
         if question_field not in record:
             raise DataError(f"{where}: no '{question_field}' field (use --question-field)")
-        items.append(
-            Item(
-                id=_id(record.get("id"), f"line-{number}", where),
-                question=_question(record[question_field], f"{where}, field '{question_field}'"),
-                references=_references(record, where),
-                metadata={k: v for k, v in record.items() if k not in (question_field, "id")},
-            )
+        yield Item(
+            id=_id(record.get("id"), f"line-{number}", where),
+            question=_question(record[question_field], f"{where}, field '{question_field}'"),
+            references=_references(record, where),
+            metadata={k: v for k, v in record.items() if k not in (question_field, "id")},
         )
-    return items
+
+
+def _csv_items(path: Path, rows: Iterable[tuple[int, dict[str, str]]],
+               question_field: str) -> Iterator[Item]:
+    for number, row in rows:
+        where = f"{path}, line {number}"
+        if question_field not in row:
+            raise DataError(f"{path}: no '{question_field}' column (use --question-field)")
+        yield Item(
+            id=str(row.get("id") or f"line-{number}"),
+            question=_question(row[question_field], f"{where}, column '{question_field}'"),
+            references=_references(dict(row), where),
+        )
+
+
+def load_jsonl(path: Path, question_field: str = "question") -> list[Item]:
+    """Any JSONL file with a question field; ``id`` and ``references``/``answer`` are optional."""
+    return list(_jsonl_items(path, read_objects(path), question_field))
 
 
 def load_csv(path: Path, question_field: str = "question") -> list[Item]:
     """Any CSV file with a header naming the question column."""
-    items = []
-    for number, row in _csv_records(path):
-        where = f"{path}, line {number}"
-        if question_field not in row:
-            raise DataError(f"{path}: no '{question_field}' column (use --question-field)")
-        items.append(
-            Item(
-                id=str(row.get("id") or f"line-{number}"),
-                question=_question(row[question_field], f"{where}, column '{question_field}'"),
-                references=_references(dict(row), where),
-            )
-        )
-    return items
+    return list(_csv_items(path, _csv_records(path), question_field))
+
+
+def stream_jsonl(path: Path, question_field: str = "question") -> Iterator[Item]:
+    """:func:`load_jsonl` one line at a time: the same items and errors, never the whole file."""
+    return _jsonl_items(path, line_objects(path), question_field)
+
+
+def stream_csv(path: Path, question_field: str = "question") -> Iterator[Item]:
+    """:func:`load_csv` one row at a time: the same items and errors, never the whole file."""
+    rows = _csv_records(path, csv.DictReader(text_lines(path), strict=True))
+    return _csv_items(path, rows, question_field)
 
 
 LOADERS: dict[str, Callable[..., list[Item]]] = {
@@ -235,21 +249,29 @@ def _guess_kind(path: Path) -> str:
     if path.suffix == ".json":
         return "webquestions"
     if path.suffix == ".csv":
-        header = read_text(path).partition("\n")[0]
+        header = next(text_lines(path), "").rstrip("\n")  # the first line, not the whole file
         return "truthfulqa" if "Best Answer" in header else "csv"
     raise DataError(f"cannot tell the format of {path}; use one of {', '.join(_KINDS)} as kind:PATH")
 
 
-def load_items(spec: str, limit: int | None = None, question_field: str | None = None) -> list[Item]:
-    """Load a dataset spec into items, keeping the first ``limit``."""
+def dataset_source(spec: str) -> tuple[str, Path]:
+    """The loader kind and file of a dataset spec (``builtin``: an empty path)."""
     kind, sep, rest = spec.partition(":")
     if spec == "builtin" or kind == "builtin":
-        kind, path = "builtin", Path()
-    elif sep and kind in LOADERS:
-        path = user_path(rest)
-    else:
-        path = user_path(spec)
-        kind = _guess_kind(path)
+        return "builtin", Path()
+    if sep and kind in LOADERS:
+        return kind, user_path(rest)
+    path = user_path(spec)
+    return _guess_kind(path), path
+
+
+STREAMED: dict[str, Callable[..., Iterator[Item]]] = {"jsonl": stream_jsonl, "csv": stream_csv}
+"""The loaders that can read a file one record at a time (the formats that get large)."""
+
+
+def load_items(spec: str, limit: int | None = None, question_field: str | None = None) -> list[Item]:
+    """Load a dataset spec into items, keeping the first ``limit``."""
+    kind, path = dataset_source(spec)
     loader = LOADERS[kind]
     items = loader(path, question_field) if question_field else loader(path)
     if not items:

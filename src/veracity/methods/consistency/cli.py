@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +16,12 @@ from veracity.cli.options import (
     common_options,
     default_out,
     handles_errors,
-    pick,
     pop_selection,
     record_selection,
     sample_options,
 )
 from veracity.cli.output import echo, safe
-from veracity.data.qa import load_items
+from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.consistency.core import ConsistencySettings
 from veracity.methods.consistency.run import run_consistency, validate_consistency
@@ -62,16 +63,17 @@ def consistency(prompts: tuple[str, ...], **kw: Any) -> None:
     if selection.active and not kw["dataset"]:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     chosen: dict[str, Any] | None = None
+    held = ExitStack()
     if prompts:
-        items = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+        items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
         dataset, out = "prompts", kw["out"]
     else:
-        items, chosen = pick(load_items(kw["dataset"], None, kw["question_field"]), selection,
-                             lambda item: item.id)
+        items, chosen = held.enter_context(selected_items(  # large files: on disk
+            kw["dataset"], selection, kw["question_field"]))
         dataset = kw["dataset"]
         out = kw["out"] or default_out("consistency", dataset.split(":")[-1], kw["model"])
     settings = ConsistencySettings(kw["m"], kw["temperature"], kw["max_tokens"], kw["seed"])
-    with command_run(kw) as cmd:
+    with held, command_run(kw) as cmd:
         outcome = run_consistency(items, kw["model"], kw["embedder"], settings, cmd.ctx, out,
                                   dataset)
     record_selection(outcome.run, chosen)

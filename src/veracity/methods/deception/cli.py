@@ -14,13 +14,12 @@ from veracity.cli.options import (
     common_options,
     default_out,
     handles_errors,
-    pick,
     pop_selection,
     record_selection,
     sample_options,
 )
 from veracity.cli.output import echo
-from veracity.data.mc import load_mc
+from veracity.data.stored import selected_mc
 from veracity.errors import ConfigError
 from veracity.methods.deception.core import (
     DEFAULT_MAX_TOKENS,
@@ -177,9 +176,9 @@ def run(**kw: Any) -> None:
                                  system_prompt=kw["system_prompt"])
     out = kw["out"] or default_out("deception", kw["dataset"].split(":", 1)[-1], kw["model"])
     # a sample is drawn from what --subjects and --limit-per-subject leave
-    items, chosen = pick(load_mc(kw["dataset"], _subjects(kw["subjects"]), kw["limit_per_subject"]),
-                         pop_selection(kw, limit=None), lambda item: item.id)
-    with command_run(kw) as cmd:
+    held = selected_mc(kw["dataset"], _subjects(kw["subjects"]),  # large files: on disk
+                       kw["limit_per_subject"], pop_selection(kw, limit=None))
+    with held as (items, chosen), command_run(kw) as cmd:
         outcome = run_deception(kw["model"], kw["dataset"], cmd.ctx, settings, out,
                                 _subjects(kw["subjects"]), kw["limit_per_subject"], items)
     record_selection(outcome.run, chosen)

@@ -73,11 +73,12 @@ def run_deception(
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
     if items is None:
         items = load_mc(spec, subjects, limit_per_subject)
-    missing = [item.id for item in items if not item.misleading_start]
-    if missing:
+    missing = (item.id for item in items if not item.misleading_start)  # one pass, no list
+    first = next(missing, None)
+    if first is not None:
         raise DataError(
-            f"dataset '{spec}' has {len(missing)} item(s) without a misleading opening "
-            f"(first: {missing[0]}); build them with `veracity deception make-dataset`"
+            f"dataset '{spec}' has {1 + sum(1 for _ in missing)} item(s) without a misleading "
+            f"opening (first: {first}); build them with `veracity deception make-dataset`"
         )
     client = ctx.client(model)
     if out is not None:  # chunk by chunk, records written as each chunk is answered

@@ -21,6 +21,7 @@ from veracity.cli.options import (
 )
 from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
+from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS
 from veracity.methods.fewl.modes import TABLE_ROWS, run_fewl, run_fewl_select, run_fewl_validate
@@ -271,8 +272,9 @@ def rank_cmd(**kw: Any) -> None:
 def _scored(mode: str, kw: dict[str, Any]) -> None:
     settings = settings_from(kw)
     sources = [answer_source(a) for a in kw["answers"]]
-    items, chosen = load_selected(kw)
-    with command_run(kw) as cmd:
+    held = selected_items(kw["dataset"], pop_selection(kw),  # large files: on disk
+                          load=lambda: load_questions(kw["dataset"]))
+    with held as (items, chosen), command_run(kw) as cmd:
         outcome = run_fewl(items, sources, settings, cmd.ctx, kw["out"] or default_out(mode,
                            kw["dataset"]), kw["dataset"], mode)
     _finish(outcome, cmd, chosen)

@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.data.labelled import pair_rows, text_rows
+from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import Neighbours, neighbour_blocks, unit_rows
 from veracity.methods.fewl.pairs import Pair, PairOutcome
@@ -410,7 +411,7 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
     for start in range(0, len(items), chunk_size):
         stop = min(start + chunk_size, len(items))
         wanted, neighbours = _local(items, start, stop, index)
-        local = [items[g] for g in wanted]
+        local = take(items, wanted)  # a store reads the scattered neighbours in few queries
         size = stop - start
         sets = inputs.answer_sets(wanted[:size], local[:size])
         if given is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,13 +20,13 @@ from veracity.cli.options import (
     common_options,
     default_out,
     handles_errors,
-    pick,
     pop_selection,
     record_selection,
     sample_options,
 )
 from veracity.cli.output import echo
-from veracity.data.qa import PROGRAMMING, load_items
+from veracity.data.qa import PROGRAMMING
+from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration import read_calibration
 from veracity.methods.gamma.control import CONTROLS
@@ -313,7 +314,7 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
     if selection.active and not kw["dataset"]:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     validity: dict[str, Any] | None = None
-    with command_run(kw) as cmd:
+    with command_run(kw) as cmd, ExitStack() as held:
         ctx = cmd.ctx
         if kw["recorded"]:
             _refuse_generation_options()
@@ -325,12 +326,12 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
             if prompts:
                 for index, prompt in enumerate(prompts, 1):
                     check_prompt(prompt, f"prompt {index}")
-                items = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+                items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
                 dataset = "prompts"
                 out = kw["out"]
             else:
-                items, chosen = pick(load_items(kw["dataset"], None, kw["question_field"]),
-                                     selection, lambda item: item.id)
+                items, chosen = held.enter_context(selected_items(  # large files: on disk
+                    kw["dataset"], selection, kw["question_field"]))
                 dataset = kw["dataset"]
                 out = kw["out"] or default_out("gamma", dataset.split(":")[-1], kw["model"])
             settings = GammaSettings(
@@ -344,8 +345,9 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
             outcome = run_gamma(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
                                 calibration, kw["force"], kw["domain"])
             # a Programming QA reference is a whole worked answer, not a gold answer to match
-            judged = [i for i in items if i.references and i.metadata.get("domain") != PROGRAMMING]
-            if kw["validity"] and outcome.run is not None and judged:
+            judged = kw["validity"] and outcome.run is not None and any(
+                i.references and i.metadata.get("domain") != PROGRAMMING for i in items)
+            if judged and outcome.run is not None:
                 validity = first_screen_validity(outcome.run.path, settings, ctx)
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
