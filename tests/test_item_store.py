@@ -465,3 +465,21 @@ def test_deception_run_over_a_store_equals_the_run_over_the_list(
     listed, on_store = _files(tmp_path / "list"), _files(tmp_path / "store")
     assert on_store == listed
     assert len(listed["samples"].splitlines()) == listed["config"]["selection"]["n_selected"]
+
+
+def test_fewl_select_over_a_store_equals_the_select_over_the_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _questions_file(tmp_path / "q.jsonl", 30)
+    args = ["fewl", "select", "--dataset", f"jsonl:{path}", "--candidates", "fake/unstable",
+            "--samples", "2", "--reference", "fake/pairs", "--pairs", "2", "--neighbours", "3",
+            "--similarity", "hash/default", "--no-cache", "--limit", "25"]
+    _cli(*args, "--out", str(tmp_path / "list"))
+    with monkeypatch.context() as patch:
+        built = _on_disk(patch)
+        _cli(*args, "--out", str(tmp_path / "store"))
+    assert len(built) == 1
+    listed, on_store = _files(tmp_path / "list"), _files(tmp_path / "store")
+    assert on_store == listed
+    for name in ("icl_prompts.jsonl", "finetune.jsonl"):
+        text = (tmp_path / "list" / name).read_text(encoding="utf-8")
+        assert text and text == (tmp_path / "store" / name).read_text(encoding="utf-8")

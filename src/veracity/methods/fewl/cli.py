@@ -323,8 +323,9 @@ def select_cmd(**kw: Any) -> None:
     source = answer_source(kw["candidates"])
     if source.model is None and kw["samples"] != 4:
         raise ConfigError("--samples applies to a candidate model, not a file")
-    items, chosen = load_selected(kw)
-    with command_run(kw) as cmd:
+    held = selected_items(kw["dataset"], pop_selection(kw),  # large files: on disk
+                          load=lambda: load_questions(kw["dataset"]))
+    with held as (items, chosen), command_run(kw) as cmd:
         outcome = run_fewl_select(items, source, settings, cmd.ctx, kw["out"] or default_out(
             "select", kw["dataset"]), kw["dataset"], kw["samples"], kw["temperature"],
             kw["icl_examples"], kw["min_fewl"])

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from veracity.data.labelled import finetune_set, icl_prompts, text_rows
+from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
@@ -220,7 +221,7 @@ def _exports(run: RunDir, items: Sequence[Item], index: _Index, chosen: _Chosen,
             keep = {g: kept(*found[g], min_fewl) for g in wanted}
             shots = [[at[int(k)] for k, m in zip(nb_index[i], nb_mask[i], strict=True)
                       if m and keep[int(k)]][:icl_examples] for i in range(stop - start)]
-            questions = [(items[g].id, items[g].question) for g in wanted]
+            questions = [(item.id, item.question) for item in take(items, wanted)]
             icl.write(icl_prompts(questions, [found[g][0] for g in wanted],
                                   [found[g][1] for g in wanted],
                                   shots + [[] for _ in others], template)[:len(own)])
