@@ -202,7 +202,14 @@ def stream_fewl_validate(
         return sets
 
     def labels(positions: Sequence[int]) -> list[tuple[str, list[str]]]:
-        return [(items[g].better, [text for _, text in items[g].worse]) for g in positions]
+        # a chunk's own questions come first; the neighbours after them lend their references
+        # only (their ideal λ is never read), so they carry the first question's labels, texts
+        # the chunk embeds anyway, rather than having labels of their own embedded
+        start = positions[0]
+        stop = min(start + chunk_size, len(items))
+        own = [(items[g].better, [text for _, text in items[g].worse])
+               for g in positions[:stop - start]]
+        return own + [own[0]] * (len(positions) - len(own))
 
     work = out / INDEX_DIR
     if work.exists():
