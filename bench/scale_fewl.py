@@ -16,8 +16,15 @@ the A/B of peak RSS. Printed per size: wall time, items/s and the child's peak R
 then the slope of each against item count and, as the judged ratio, recorded items/s at the
 largest size over items/s at the smallest.
 
+Validate: ``fewl validate`` on generated CHALE files (three labelled answers a question) with
+J = 2 sampled references and R = 5 pairs from ``fake/pairs``, K = 25 and two repeats, streamed
+into a run directory and in memory (no run directory), interleaved, each with a fresh cache
+(the fake backend's record of every request, a test aid, bounded in both): wall time and peak
+RSS of each at every size (``--validate-sizes``), and the growth of peak RSS per item.
+
     python bench/scale_fewl.py [--sizes 10000 100000] [--live-sizes 2000 10000]
-                               [--whole-up-to 10000] [--smoke] [--keep DIR]
+                               [--validate-sizes 2000 10000] [--whole-up-to 10000] [--smoke]
+                               [--keep DIR]
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
-from fewl_fixtures import FewlFiles, write_fewl  # noqa: E402
+from fewl_fixtures import FewlFiles, write_chale, write_fewl  # noqa: E402
 
 CHILD = """
 import json, sys
@@ -67,6 +74,32 @@ with Context(cache=Cache(Path(cache))) as ctx:
 print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls}))
 """
 
+VALIDATE_CHILD = """
+import json, sys
+from collections import deque
+from pathlib import Path
+from veracity.cache import Cache
+from veracity.data.labelled import load_labelled
+from veracity.methods.fewl.modes import run_fewl_validate
+from veracity.methods.fewl.pairs import PairSettings
+from veracity.methods.fewl.run import FewlSettings
+from veracity.runs.common import Context
+
+dataset, out, cache = sys.argv[1:4]
+items = load_labelled(f"chale:{dataset}")
+settings = FewlSettings(references=("fake/pairs",), reference_samples=2, pairs_model="fake/pairs",
+                        similarity="hash/default", question_embedder="hash/default",
+                        neighbours=25, pairs=PairSettings(r=5))
+with Context(cache=Cache(Path(cache))) as ctx:
+    # the fake backend keeps every request for tests to inspect: bounded here, so the peak
+    # RSS is veracity's own
+    ctx.client("fake/pairs").backend.history = deque(maxlen=1)
+    result = run_fewl_validate(items, settings, ctx, None if out == "-" else Path(out),
+                               "chale", repeats=2)
+print(json.dumps({"validation": result.results["validation"],
+                  "models": result.results["models"]}, sort_keys=True))
+"""
+
 
 def run_child(kind: str, files: FewlFiles, out: str,
               cache: Path) -> tuple[float, int, dict[str, Any]]:
@@ -83,6 +116,45 @@ def run_child(kind: str, files: FewlFiles, out: str,
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"scoring failed:\n{output[-3000:]}")
     return wall, usage.ru_maxrss * 1024, json.loads(output.strip().splitlines()[-1])
+
+
+def run_validate(dataset: Path, out: str, cache: Path) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS in bytes, the aggregates as JSON) of one validation in a child."""
+    began = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", VALIDATE_CHILD, str(dataset), out, str(cache)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - began
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"validation failed:\n{output[-3000:]}")
+    return wall, usage.ru_maxrss * 1024, output.strip().splitlines()[-1]
+
+
+def measure_validate(sizes: list[int], root: Path) -> list[dict[str, Any]]:
+    """Each size validated streamed and in memory, interleaved, each with a fresh cache; the
+    aggregates of the two must be equal."""
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        work = root / f"validate-n{size}"
+        shutil.rmtree(work, ignore_errors=True)
+        dataset = write_chale(work, size)
+        row: dict[str, Any] = {"items": size}
+        found = {}
+        for way in ("streamed", "whole"):
+            out = str(work / "run") if way == "streamed" else "-"
+            wall, rss, found[way] = run_validate(dataset, out, work / f"cache-{way}.sqlite")
+            row[way] = {"wall": wall, "items_s": size / wall, "rss": rss}
+        assert found["streamed"] == found["whole"], "streamed validation != in memory"
+        print(f"\n[validate, {size} items, 2 repeats] load average {os.getloadavg()[0]:.2f}",
+              flush=True)
+        for way in ("streamed", "whole"):
+            r = row[way]
+            print(f"validate_{way}_wall_{size}: {r['wall']:.2f} s", flush=True)
+            print(f"validate_{way}_peak_rss_{size}: {r['rss'] / 1e6:.0f} MB", flush=True)
+        rows.append(row)
+    return rows
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -147,14 +219,18 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--live-sizes", type=int, nargs="*", default=[2_000, 10_000],
                         help="sizes of the live case (none: skip it)")
+    parser.add_argument("--validate-sizes", type=int, nargs="*", default=[2_000, 10_000],
+                        help="sizes of the fewl validate case (none: skip it)")
     parser.add_argument("--whole-up-to", type=int, default=10_000,
                         help="also score sizes up to this many items in memory (A/B)")
     parser.add_argument("--smoke", action="store_true",
-                        help="300 and 1,500 recorded, 200 and 600 live items, in seconds")
+                        help="300 and 1,500 recorded, 200 and 600 live, 150 and 450 "
+                             "validated items, in seconds")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args()
     sizes = [300, 1_500] if args.smoke else sorted(args.sizes)
     live_sizes = [200, 600] if args.smoke else sorted(args.live_sizes)
+    validate_sizes = [150, 450] if args.smoke else sorted(args.validate_sizes)
     whole_up_to = 1_500 if args.smoke else args.whole_up_to
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     root = args.keep or Path(tempfile.mkdtemp(prefix="veracity-fewl-scale-"))
@@ -162,6 +238,7 @@ def main() -> None:
     try:
         rows = measure("recorded", sizes, whole_up_to, root, "")
         live = measure("live", live_sizes, whole_up_to, root, "live_") if live_sizes else []
+        validated = measure_validate(validate_sizes, root) if validate_sizes else []
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -172,6 +249,19 @@ def main() -> None:
         print(f"live_items_per_s_ratio: "
               f"{live[-1]['streamed']['items_s'] / live[0]['streamed']['items_s']:.3f} "
               "(largest over smallest size)")
+    if validated:
+        print("\nfewl validate (2 repeats): streamed vs in memory\n| items | streamed wall s | "
+              "streamed peak RSS MB | in memory wall s | in memory peak RSS MB |\n"
+              "|---|---|---|---|---|")
+        for r in validated:
+            s, w = r["streamed"], r["whole"]
+            print(f"| {r['items']:,} | {s['wall']:.1f} | {s['rss'] / 1e6:.0f} | {w['wall']:.1f} | "
+                  f"{w['rss'] / 1e6:.0f} |")
+        first, last = validated[0], validated[-1]
+        grow = {way: (last[way]["rss"] - first[way]["rss"]) / (last["items"] - first["items"])
+                if last["items"] != first["items"] else 0.0 for way in ("streamed", "whole")}
+        print(f"validate_streamed_rss_growth: {grow['streamed']:.0f} bytes per item")
+        print(f"validate_whole_rss_growth: {grow['whole']:.0f} bytes per item")
     print(f"items_per_s_ratio: {rows[-1]['streamed']['items_s'] / rows[0]['streamed']['items_s']:.3f} "
           "(largest over smallest size)")
 

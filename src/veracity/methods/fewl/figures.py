@@ -23,7 +23,7 @@ import numpy.typing as npt
 from veracity.client import LLMClient
 from veracity.correctness import Labelled, judge_verdicts
 from veracity.errors import BackendError
-from veracity.methods.fewl.core import select_neighbours
+from veracity.methods.fewl.core import Neighbours, select_neighbours
 from veracity.types import GenRequest, Sampling
 
 FIGURE_TWO_NEIGHBOURS = 10
@@ -62,17 +62,30 @@ def figure_two(judge: LLMClient, questions: Sequence[str], golds: Sequence[str],
                k: int = FIGURE_TWO_NEIGHBOURS) -> dict[str, Any]:
     """Per question, how many of its k nearest neighbours' gold answers the judge accepts."""
     nb = select_neighbours(vectors, k, near_duplicate)
-    slots = [(i, int(j)) for i in range(len(questions))
+    return figure_two_data(judge.spec, judged_neighbours(judge, questions, golds, 0, nb), k)
+
+
+def judged_neighbours(judge: LLMClient, questions: Sequence[str], golds: Sequence[str],
+                      first: int, nb: Neighbours) -> list[int | None]:
+    """For questions first, first + 1, ... (whose neighbours ``nb`` holds), how many
+    neighbours' gold answers the judge accepts; None where a verdict is missing. One batched
+    judge call; ``questions`` and ``golds`` are indexed by question number."""
+    rows = nb.index.shape[0]
+    slots = [(i, int(j)) for i in range(rows)
              for j, ok in zip(nb.index[i], nb.mask[i], strict=True) if ok]
-    verdicts = judge_verdicts([Labelled(questions[i], golds[j], (golds[i],)) for i, j in slots],
-                              judge) if slots else []
-    correct: list[list[bool | None]] = [[] for _ in questions]
+    verdicts = judge_verdicts([Labelled(questions[first + i], golds[j], (golds[first + i],))
+                               for i, j in slots], judge) if slots else []
+    correct: list[list[bool | None]] = [[] for _ in range(rows)]
     for (i, _), verdict in zip(slots, verdicts, strict=True):
         correct[i].append(verdict.correct)
-    counts = [None if not row or any(v is None for v in row) else sum(bool(v) for v in row)
-              for row in correct]
+    return [None if not row or any(v is None for v in row) else sum(bool(v) for v in row)
+            for row in correct]
+
+
+def figure_two_data(judge: str, counts: Sequence[int | None], k: int) -> dict[str, Any]:
+    """Figure 2's results from every question's count of accepted neighbour answers."""
     judged = [c for c in counts if c is not None]
-    return {"k": k, "judge": judge.spec, "per_question": counts,
+    return {"k": k, "judge": judge, "per_question": list(counts),
             "histogram": count_histogram(counts, k),
             "mean_correct": float(np.mean(judged)) if judged else None,
             "n_questions": len(judged),
@@ -82,23 +95,42 @@ def figure_two(judge: LLMClient, questions: Sequence[str], golds: Sequence[str],
 def figure_three(judge: LLMClient, questions: Sequence[str], golds: Sequence[str],
                  references: Sequence[Sequence[str]], names: Sequence[str]) -> dict[str, Any]:
     """Each reference answer rated 0 / 1 / 2; per reference slot the count of each rating."""
-    slots = [(i, j) for i, row in enumerate(references) for j, text in enumerate(row)
-             if text.strip()]
-    sampling = Sampling(temperature=0.0, max_tokens=8)
-    requests = [GenRequest.user(RATING_PROMPT.format(question=questions[i], gold=golds[i],
-                                                     answer=references[i][j]), sampling)
-                for i, j in slots]
-    replies = judge.generate_each(requests, "fewl: figure 3 ratings") if requests else []
-    per: dict[str, dict[str, Any]] = {}
-    for (_, j), reply in zip(slots, replies, strict=True):
-        rating = None if isinstance(reply, BackendError) else parse_rating(reply.text)
-        name = names[j] if j < len(names) else f"#{j}"
-        entry = per.setdefault(name, {"counts": [0, 0, 0], "unrated": 0})
-        if rating is None:
-            entry["unrated"] += 1
-        else:
-            entry["counts"][rating] += 1
-    for entry in per.values():
-        n = sum(entry["counts"])
-        entry["mean"] = (entry["counts"][1] + 2 * entry["counts"][2]) / n if n else None
-    return {"judge": judge.spec, "references": per}
+    ratings = ReferenceRatings(judge)
+    ratings.add(questions, golds, references, names)
+    return ratings.result()
+
+
+class ReferenceRatings:
+    """Figure 3's counts, added a chunk of questions at a time (one batched judge call each)."""
+
+    def __init__(self, judge: LLMClient) -> None:
+        self.judge = judge
+        self.per: dict[str, dict[str, Any]] = {}
+
+    def add(self, questions: Sequence[str], golds: Sequence[str],
+            references: Sequence[Sequence[str]], names: Sequence[str]) -> None:
+        """Rate the non-empty references of these questions."""
+        slots = [(i, j) for i, row in enumerate(references) for j, text in enumerate(row)
+                 if text.strip()]
+        sampling = Sampling(temperature=0.0, max_tokens=8)
+        requests = [GenRequest.user(RATING_PROMPT.format(question=questions[i], gold=golds[i],
+                                                         answer=references[i][j]), sampling)
+                    for i, j in slots]
+        replies = self.judge.generate_each(requests, "fewl: figure 3 ratings") if requests else []
+        for (_, j), reply in zip(slots, replies, strict=True):
+            rating = None if isinstance(reply, BackendError) else parse_rating(reply.text)
+            name = names[j] if j < len(names) else f"#{j}"
+            entry = self.per.setdefault(name, {"counts": [0, 0, 0], "unrated": 0})
+            if rating is None:
+                entry["unrated"] += 1
+            else:
+                entry["counts"][rating] += 1
+
+    def result(self) -> dict[str, Any]:
+        """Figure 3's results: counts, unrated and mean rating per reference slot."""
+        per = {}
+        for name, entry in self.per.items():
+            n = sum(entry["counts"])
+            per[name] = {"counts": list(entry["counts"]), "unrated": entry["unrated"],
+                         "mean": (entry["counts"][1] + 2 * entry["counts"][2]) / n if n else None}
+        return {"judge": self.judge.spec, "references": per}

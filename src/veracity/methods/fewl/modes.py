@@ -141,13 +141,20 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
     as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
     records are those of the first repeat). With a ``judge`` model, also the data of the
-    paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.figures`)."""
+    paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.figures`). Into a directory
+    with the nearest-neighbour penalty it goes chunk by chunk, in bounded memory
+    (:mod:`veracity.methods.fewl.validate_stream`): the same records and aggregates."""
     if out is not None:
         check_run_target(out)  # before any model call
     if not items:
         raise DataError("no labelled questions")
     if repeats < 1:
         raise ConfigError(f"repeats must be at least 1, got {repeats}")
+    if out is not None and streamable((), settings):
+        # imported here: the streamed validation builds on this module's table helpers
+        from veracity.methods.fewl.validate_stream import stream_fewl_validate
+
+        return stream_fewl_validate(items, settings, ctx, out, dataset, repeats, judge)
     plain = [Item(x.id, x.question, (x.gold,)) for x in items]
     sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
     for name, _ in items[0].worse:

@@ -24,7 +24,7 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.core import Neighbours, neighbour_blocks, unit_rows
+from veracity.methods.fewl.core import FewlScores, Neighbours, neighbour_blocks, unit_rows
 from veracity.methods.fewl.pairs import Pair, PairOutcome
 from veracity.methods.fewl.random_search import random_neighbour_blocks
 from veracity.methods.fewl.ranking import RankTally
@@ -306,6 +306,8 @@ class _Index:
         self.eligible = np.zeros(n, dtype=bool)
         self.widths = (0, 0)
         questions = RowFile(work / "questions.f32", np.float32)
+        self.questions = questions
+        """The question vectors, as the embedder gave them."""
         # every reference embedded once, here, into a file: a chunk reads its neighbours'
         # from it instead of embedding them again
         by_vector = similarity.embedder if isinstance(similarity, EmbeddingSimilarity) else None
@@ -399,15 +401,27 @@ def _local(items: Sequence[Item], start: int, stop: int,
         np.concatenate([nb_cosine, np.full((pad, k), np.nan)]))
 
 
+class ChunkTally(Protocol):
+    """Counts a streamed run keeps beside its records, fed a chunk of questions at a time."""
+
+    def add(self, items: Sequence[Item], answer_sets: dict[str, list[str | None]],
+            recs: list[FewlRecord], scores: FewlScores, similarity: Similarity) -> None:
+        """One chunk: its questions, answers, records and scores (rows 0..len(items)-1)."""
+
+
+Labels = Callable[[Sequence[int]], list[tuple[str, list[str]]]]
+"""Positions -> the labelled (better, worse answers) of those questions."""
 GivenAnswers = Callable[[int, int], dict[str, list[str | None]]]
 """start, stop -> answer sets of questions start..stop that come with the items."""
 
 
 def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                    similarity: Similarity, names: list[str], settings: FewlSettings,
-                   chunk_size: int, tally: RankTally | None,
-                   given: GivenAnswers | None = None) -> Iterator[list[FewlRecord]]:
-    """Records of each chunk; ``given`` adds answer sets (select: the candidates)."""
+                   chunk_size: int, tally: ChunkTally | None, given: GivenAnswers | None = None,
+                   labels: Labels | None = None,
+                   variants: bool = False) -> Iterator[list[FewlRecord]]:
+    """Records of each chunk; ``given`` adds answer sets, ``labels`` the labelled answers
+    of ideal λ, ``variants`` the ablations (as ``fewl validate`` scores)."""
     for start in range(0, len(items), chunk_size):
         stop = min(start + chunk_size, len(items))
         wanted, neighbours = _local(items, start, stop, index)
@@ -426,8 +440,11 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                             own.errors + [None] * others)
         refs = inputs.references_of(wanted, local)
         prep = Prepared(refs, names, pairs, _primed(similarity, index, wanted, refs), neighbours)
-        scores = score_sets(local, answer_sets, prep, settings, widths=index.widths)
-        records = build_records(local, answer_sets, prep, scores, settings, variants=False)[:size]
+        scores = score_sets(local, answer_sets, prep, settings,
+                            labelled=None if labels is None else labels(wanted),
+                            widths=index.widths)
+        records = build_records(local, answer_sets, prep, scores, settings,
+                                variants=variants)[:size]
         if tally is not None:
             tally.add(local[:size], sets, records, scores, prep.similarity)
         yield records
