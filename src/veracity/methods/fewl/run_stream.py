@@ -23,6 +23,7 @@ import json
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -464,6 +465,29 @@ def _total(items: Sequence[Item], sources: Sequence[AnswerSource], settings: Few
     return total
 
 
+def fresh_work(out: Path) -> Path:
+    """The run's work folder, empty: what an interrupted run left there is rebuilt (every call
+    in it is cached)."""
+    work = out / INDEX_DIR
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    return work
+
+
+def generation_bar(ctx: Context, settings: FewlSettings, models: Sequence[str],
+                   total: int | None) -> AbstractContextManager[None]:
+    """One progress bar over every model a streamed run asks: ``models``, then the reference
+    and pair models unless their outputs come from files."""
+    specs = list(models)
+    if settings.references_file is None:
+        specs += settings.references
+    if settings.pairs_file is None:
+        specs.append(pairs_model(settings))
+    clients = list({id(c): c for c in (ctx.client(s) for s in specs)}.values())
+    return one_bar(clients, ctx.progress, "fewl: generations", total)
+
+
 def stream_fewl(
     items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
     ctx: Context, out: Path, dataset: str, extra: dict[str, Any], mode: str = "run",
@@ -481,23 +505,14 @@ def stream_fewl(
         raise ConfigError("a streamed FEWL run takes answers from models or files")
     if settings.pairs_file is None:
         pairs_model(settings)  # a ConfigError before any model call
-    work = out / INDEX_DIR
-    if work.exists():
-        shutil.rmtree(work)  # left by an interrupted run: rebuilt (every call in it cached)
-    work.mkdir(parents=True)
+    work = fresh_work(out)
     db = sqlite3.connect(work / "lookup.sqlite")
     try:
         inputs = _Inputs(db, sources, settings)
         if inputs.generated():
             inputs.check_files(items, chunk_size)
-            specs = [s.model for s in sources if s.model is not None]
-            if settings.references_file is None:
-                specs += settings.references
-            if settings.pairs_file is None:
-                specs.append(pairs_model(settings))
-            clients = list({id(c): c for c in (ctx.client(s) for s in specs)}.values())
-            with one_bar(clients, ctx.progress, "fewl: generations",
-                         _total(items, sources, settings, inputs)):
+            models = [s.model for s in sources if s.model is not None]
+            with generation_bar(ctx, settings, models, _total(items, sources, settings, inputs)):
                 inputs.generate(items, sources, settings, ctx, generate_chunk)
         similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
                                      settings.mapping, settings.similarity_label)

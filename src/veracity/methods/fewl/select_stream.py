@@ -41,7 +41,6 @@ from veracity.methods.fewl.run_stream import (
     _LOOKUP,
     CHUNK,
     GENERATE_CHUNK,
-    INDEX_DIR,
     Generated,
     KeyedRows,
     _Index,
@@ -50,6 +49,8 @@ from veracity.methods.fewl.run_stream import (
     _texts,
     _total,
     _write,
+    fresh_work,
+    generation_bar,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, choose_options, load_similarity
@@ -58,7 +59,7 @@ from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.stats import bootstrap_ci
 from veracity.store import RunDir, check_run_target, dumps
-from veracity.streaming import FloatColumn, MomentSums, SampleWriter, one_bar
+from veracity.streaming import FloatColumn, MomentSums, SampleWriter
 from veracity.types import Item
 
 
@@ -247,10 +248,7 @@ def stream_select(
         raise ConfigError(f"samples must be at least 1, got {samples}")
     if settings.pairs_file is None:
         pairs_model(settings)  # a ConfigError before any model call
-    work = out / INDEX_DIR
-    if work.exists():
-        shutil.rmtree(work)  # left by an interrupted run: rebuilt (every call in it cached)
-    work.mkdir(parents=True)
+    work = fresh_work(out)
     db = sqlite3.connect(work / "lookup.sqlite")
     try:
         candidates = _Candidates(db, source, samples)
@@ -258,16 +256,11 @@ def stream_select(
         candidates.check(items, chunk_size)
         inputs.check_files(items, chunk_size)
         if source.model is not None or inputs.generated():
-            specs = [source.model] if source.model is not None else []
-            if settings.references_file is None:
-                specs += settings.references
-            if settings.pairs_file is None:
-                specs.append(pairs_model(settings))
-            clients = list({id(c): c for c in (ctx.client(s) for s in specs)}.values())
             total = _total(items, [], settings, inputs)
             if total is not None and source.model is not None:
                 total += len(items) * samples
-            with one_bar(clients, ctx.progress, "fewl: generations", total):
+            models = [source.model] if source.model is not None else []
+            with generation_bar(ctx, settings, models, total):
                 for start in range(0, len(items), generate_chunk):
                     part = items[start:start + generate_chunk]
                     candidates.generate(part, settings, ctx, samples, temperature)

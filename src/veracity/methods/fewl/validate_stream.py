@@ -45,12 +45,13 @@ from veracity.methods.fewl.run import (
 from veracity.methods.fewl.run_stream import (
     CHUNK,
     GENERATE_CHUNK,
-    INDEX_DIR,
     _Index,
     _Inputs,
     _scored_chunks,
     _total,
     _write,
+    fresh_work,
+    generation_bar,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
@@ -58,7 +59,6 @@ from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
-from veracity.streaming import one_bar
 from veracity.types import Item
 
 
@@ -211,10 +211,7 @@ def stream_fewl_validate(
                for g in positions[:stop - start]]
         return own + [own[0]] * (len(positions) - len(own))
 
-    work = out / INDEX_DIR
-    if work.exists():
-        shutil.rmtree(work)  # left by an interrupted run: rebuilt (every call in it cached)
-    work.mkdir(parents=True)
+    work = fresh_work(out)
     tables: list[dict[str, Any]] = []
     running = RunningFewl(set_names)
     run: RunDir | None = None
@@ -277,12 +274,7 @@ def _generate(plain: Sequence[Item], inputs: _Inputs, settings: FewlSettings, ct
     if not inputs.generated():
         return
     inputs.check_files(plain, chunk_size)
-    specs = list(settings.references) if settings.references_file is None else []
-    if settings.pairs_file is None:
-        specs.append(pairs_model(settings))
-    clients = list({id(c): c for c in (ctx.client(s) for s in specs)}.values())
-    with one_bar(clients, ctx.progress, "fewl: generations",
-                 _total(plain, (), settings, inputs)):
+    with generation_bar(ctx, settings, [], _total(plain, (), settings, inputs)):
         inputs.generate(plain, (), settings, ctx, generate_chunk)
 
 
