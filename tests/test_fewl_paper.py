@@ -20,14 +20,13 @@ from veracity.data.labelled import load_labelled
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import (
     VARIANTS,
-    random_neighbours,
     sample_level_agreement,
     score_texts,
     select_neighbours,
     single_best_weights,
     tqa_metric,
 )
-from veracity.methods.fewl.modes import TABLE_ROWS, combine_repeats, run_fewl_validate
+from veracity.methods.fewl.modes import run_fewl_validate
 from veracity.methods.fewl.pairs import (
     PAIR_PROMPT,
     PairPrompt,
@@ -36,8 +35,10 @@ from veracity.methods.fewl.pairs import (
     pair_prompt,
     parse_pairs,
 )
+from veracity.methods.fewl.random_search import random_neighbours
 from veracity.methods.fewl.run import FewlSettings
 from veracity.methods.fewl.similarity import EmbeddingSimilarity
+from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
 from veracity.store import RunDir
 

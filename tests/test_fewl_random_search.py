@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from veracity.errors import ConfigError
-from veracity.methods.fewl.core import Neighbours, random_neighbours, unit_rows
-from veracity.methods.fewl.random_search import random_neighbour_blocks
+from veracity.methods.fewl.core import Neighbours, unit_rows
+from veracity.methods.fewl.random_search import random_neighbour_blocks, random_neighbours
 from veracity.methods.fewl.run_stream import RowFile
 
 

@@ -24,11 +24,12 @@ from veracity.data.labelled import load_labelled, load_questions
 from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS
-from veracity.methods.fewl.modes import TABLE_ROWS, run_fewl, run_fewl_select, run_fewl_validate
+from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
 from veracity.methods.fewl.similarity import MAPPINGS
+from veracity.methods.fewl.validation import TABLE_ROWS
 from veracity.runs.result import RunResult
 from veracity.text import slug
 

@@ -355,38 +355,6 @@ def neighbour_blocks(
         yield start, nearest_block(rows, start, unit, n, k, near_duplicate, ok, column_block)
 
 
-def random_neighbours(
-    question_vectors: npt.ArrayLike,
-    k: int,
-    near_duplicate: float = 0.8,
-    eligible: npt.ArrayLike | None = None,
-    seed: int = 0,
-    block: int = 1024,
-    column_block: int = COLUMN_BLOCK,
-) -> Neighbours:
-    """k other questions drawn at random (without replacement, seeded) among those whose
-    cosine to the question is at most ``near_duplicate``: the paper's Table 8 ablation of the
-    nearest neighbours. Fewer than k available: the remaining slots are masked out.
-
-    Rows go ``block`` at a time, as a streamed run reads them
-    (:func:`veracity.methods.fewl.random_search.random_neighbour_blocks`).
-    """
-    # imported here: that module builds on this one's Neighbours and blocks
-    from veracity.methods.fewl.random_search import random_neighbour_blocks
-
-    if k < 0:
-        raise ConfigError(f"number of neighbours must be >= 0, got {k}")
-    unit = unit_rows(question_vectors)
-    parts = [nb for _, nb in random_neighbour_blocks(lambda a, b: unit[a:b], unit.shape[0], k,
-                                                     near_duplicate, eligible, seed, block,
-                                                     column_block)]
-    if not parts:
-        return Neighbours(np.zeros((0, k), np.int64), np.zeros((0, k), bool), np.zeros((0, k)))
-    return Neighbours(np.concatenate([p.index for p in parts]),
-                      np.concatenate([p.mask for p in parts]),
-                      np.concatenate([p.cosine for p in parts]))
-
-
 def measurement_accuracy(better: npt.ArrayLike, worse: npt.ArrayLike) -> dict[str, float | int]:
     """Share of questions where the better answer scores higher (ties count ½).
 

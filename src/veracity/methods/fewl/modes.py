@@ -4,7 +4,6 @@ ICL prompts and a fine-tuning set)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +39,8 @@ from veracity.methods.fewl.select_stream import (
     pick_best,
     stream_select,
 )
+from veracity.methods.fewl.validate_stream import stream_fewl_validate
+from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.store import check_run_target
@@ -85,19 +86,6 @@ def _describe(source: AnswerSource) -> dict[str, Any]:
     return out | ({"given": True} if source.texts is not None else {})
 
 
-TABLE_ROWS: tuple[tuple[str, str], ...] = (
-    ("single", "Single"),
-    ("single_penalty", "Single + Penalty"),
-    ("multi_uniform_no_penalty", "Multi + No Penalty (uniform λ, §4.1)"),
-    ("multi_expertise_no_penalty", "Multi + No Penalty (expertise λ, C.8)"),
-    ("single_best_no_penalty", "Single-best + No Penalty (C.8)"),
-    ("fewl", "FEWL"),
-    ("fewl_uniform", "FEWL (uniform λ)"),
-    ("fewl_ideal", "FEWL (ideal λ)"),
-)
-"""The rows of Tables 1, 3 and 10 (plus C.8 and Table 2's weightings), variant -> label."""
-
-
 def _comparisons(items: Sequence[LabelledItem], scores: Any) -> dict[str, Any]:
     """Measurement accuracy per comparison (better vs each worse answer), divergence, variant."""
     better = items[0].better_name
@@ -112,27 +100,6 @@ def _comparisons(items: Sequence[LabelledItem], scores: Any) -> dict[str, Any]:
                 comparison[div][variant] = measurement_accuracy(terms.fewl, worse)
         table[f"{better} vs {name}"] = comparison
     return table
-
-
-def combine_repeats(tables: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per cell: ``accuracy`` = the mean over repeats, ``std`` = their sample standard
-    deviation (None for one repeat), ``repeats`` = each repeat's accuracy; n and ties of the
-    first repeat."""
-    out: dict[str, Any] = {}
-    for comparison, first in tables[0].items():
-        merged: dict[str, Any] = {"identical_skipped": first["identical_skipped"]}
-        for div, cells in first.items():
-            if div == "identical_skipped":
-                continue
-            merged[div] = {}
-            for variant, cell in cells.items():
-                values = [t[comparison][div][variant]["accuracy"] for t in tables]
-                finite = [v for v in values if not math.isnan(v)]
-                mean = float(np.mean(finite)) if finite else math.nan
-                std = float(np.std(finite, ddof=1)) if len(finite) > 1 else None
-                merged[div][variant] = cell | {"accuracy": mean, "std": std, "repeats": values}
-        out[comparison] = merged
-    return out
 
 
 def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
@@ -151,9 +118,6 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
     if repeats < 1:
         raise ConfigError(f"repeats must be at least 1, got {repeats}")
     if out is not None and streamable((), settings):
-        # imported here: the streamed validation builds on this module's table helpers
-        from veracity.methods.fewl.validate_stream import stream_fewl_validate
-
         return stream_fewl_validate(items, settings, ctx, out, dataset, repeats, judge)
     plain = [Item(x.id, x.question, (x.gold,)) for x in items]
     sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}

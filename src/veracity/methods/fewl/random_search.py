@@ -28,6 +28,7 @@ from veracity.methods.fewl.core import (
     Floats,
     Ints,
     Neighbours,
+    unit_rows,
 )
 
 
@@ -112,3 +113,31 @@ def _place(rows: Floats, first: int, columns: ColumnBlock, n: int, near_duplicat
             cosine[row, slot] = cos[row, col]
         before += here
     return Neighbours(index, drawn, cosine)
+
+
+def random_neighbours(
+    question_vectors: npt.ArrayLike,
+    k: int,
+    near_duplicate: float = 0.8,
+    eligible: npt.ArrayLike | None = None,
+    seed: int = 0,
+    block: int = 1024,
+    column_block: int = COLUMN_BLOCK,
+) -> Neighbours:
+    """k other questions drawn at random (without replacement, seeded) among those whose
+    cosine to the question is at most ``near_duplicate``: the paper's Table 8 ablation of the
+    nearest neighbours. Fewer than k available: the remaining slots are masked out.
+
+    Rows go ``block`` at a time, as a streamed run reads them (:func:`random_neighbour_blocks`).
+    """
+    if k < 0:
+        raise ConfigError(f"number of neighbours must be >= 0, got {k}")
+    unit = unit_rows(question_vectors)
+    parts = [nb for _, nb in random_neighbour_blocks(lambda a, b: unit[a:b], unit.shape[0], k,
+                                                     near_duplicate, eligible, seed, block,
+                                                     column_block)]
+    if not parts:
+        return Neighbours(np.zeros((0, k), np.int64), np.zeros((0, k), bool), np.zeros((0, k)))
+    return Neighbours(np.concatenate([p.index for p in parts]),
+                      np.concatenate([p.mask for p in parts]),
+                      np.concatenate([p.cosine for p in parts]))

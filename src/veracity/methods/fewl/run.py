@@ -26,7 +26,6 @@ from veracity.methods.fewl.core import (
     Divergence,
     ExpertiseForm,
     FewlScores,
-    random_neighbours,
     score_texts,
     select_neighbours,
 )
@@ -37,6 +36,7 @@ from veracity.methods.fewl.pairs import (
     PairSettings,
     generate_pairs,
 )
+from veracity.methods.fewl.random_search import random_neighbours
 from veracity.methods.fewl.records import FewlAnswer, FewlRecord
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import (

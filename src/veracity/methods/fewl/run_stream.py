@@ -7,7 +7,7 @@ looked up by id (or question) a chunk at a time. The question embeddings go, chu
 into a float32 file read back a block at a time, over which the K nearest questions are found
 by blocked matrix products (the row and column blocks of
 :func:`veracity.methods.fewl.core.select_neighbours`, so the same digits), or K random ones
-drawn as :func:`veracity.methods.fewl.core.random_neighbours` draws them, and kept in files
+drawn as :func:`veracity.methods.fewl.random_search.random_neighbours` draws them, and kept in files
 too; so are the references' embeddings, made once. Each chunk is then scored together with
 the neighbours it needs, its records appended to samples.jsonl (and references.jsonl,
 pairs.jsonl, answers/) as they come, and the aggregates kept as exact running sums

@@ -34,7 +34,6 @@ from veracity.methods.fewl.figures import (
     figure_two_data,
     judged_neighbours,
 )
-from veracity.methods.fewl.modes import TABLE_ROWS, combine_repeats
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
     FewlSettings,
@@ -55,6 +54,7 @@ from veracity.methods.fewl.run_stream import (
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
+from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
