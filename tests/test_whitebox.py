@@ -322,3 +322,46 @@ def test_cli_embedding_ball_needs_a_white_box_backend() -> None:
     result = CliRunner().invoke(main, ["gamma", "What is 2+2?", "--model", "fake/stable", "--embedder",
                                        "hash/default", "--ball", "embedding"])
     assert result.exit_code != 0 and "inputs_embeds" in result.output
+
+
+def test_embedding_ball_streams_chunk_by_chunk_as_the_whole_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from veracity.methods.gamma.core import GammaSettings
+    from veracity.methods.gamma.run import run_gamma
+    from veracity.methods.gamma.run_stream import stream_gamma
+    from veracity.runs.common import Context
+    from veracity.runs.streamed import StoredRecords
+
+    monkeypatch.setitem(MODELS, "scripted", Provider("scripted", f"{__name__}:load_scripted", "", ""))
+    words = ("what", "is", "six", "seven", "name", "a", "red", "fruit", "please", "blue")
+    items = [Item(f"q{i}", " ".join(words[(i + j) % len(words)] for j in range(3 + i % 4)))
+             for i in range(9)]
+    settings = GammaSettings(n=3, ball="embedding", radius=2.5, shape="sphere", seed=4)
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
+        whole = run_gamma(items, "scripted/x", "hash/default", settings, ctx)  # in memory
+        calls = ctx.model_calls()
+        assert calls == 9 * 4
+        routed = run_gamma(items, "scripted/x", "hash/default", settings, ctx,
+                           tmp_path / "routed")
+        small = stream_gamma(items, "scripted/x", "hash/default", settings, ctx,
+                             tmp_path / "small", "prompts", chunk_size=2)
+        assert ctx.model_calls() == calls  # every ball point cached by the first run
+    assert isinstance(routed.records, StoredRecords)
+    assert small.results["aggregate"] == whole.results["aggregate"] == routed.results["aggregate"]
+    assert [r.to_json() for r in small.records] == whole.records_json()
+    assert (tmp_path / "small" / "samples.jsonl").read_bytes() == \
+        (tmp_path / "routed" / "samples.jsonl").read_bytes()
+    assert {r.answer for r in whole.records} and any(
+        a.startswith("Drifted") for r in whole.records for a in r.perturbed_answers)
+
+
+def test_streamed_embedding_ball_refuses_a_black_box_model_before_writing(tmp_path: Path) -> None:
+    from veracity.methods.gamma.core import GammaSettings
+    from veracity.methods.gamma.run_stream import stream_gamma
+    from veracity.runs.common import Context
+
+    settings = GammaSettings(n=2, ball="embedding")
+    with Context(cache=None) as ctx, pytest.raises(CapabilityError, match="inputs_embeds"):
+        stream_gamma(ITEMS, "fake/stable", "hash/default", settings, ctx, tmp_path / "run",
+                     "prompts")
+    assert not (tmp_path / "run").exists()

@@ -86,8 +86,8 @@ def run_gamma(
     """
     if settings.control is not None and settings.control not in CONTROLS:
         raise ConfigError(f"unknown control '{settings.control}'; known: {', '.join(CONTROLS)}")
-    if out is not None and calibration is None and settings.control is None \
-            and settings.ball != EMBEDDING:  # chunk by chunk, in bounded memory
+    if out is not None and calibration is None and settings.control is None:
+        # chunk by chunk, in bounded memory
         from veracity.methods.gamma.run_stream import stream_gamma
 
         return stream_gamma(items, model, embedder, settings, ctx, out, dataset, domain)

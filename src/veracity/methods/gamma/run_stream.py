@@ -13,12 +13,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
 from veracity.methods.gamma.core import (
+    EMBEDDING,
     Form,
     GammaSettings,
     check_prompt,
@@ -30,6 +32,7 @@ from veracity.methods.gamma.core import (
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.running import RunningGamma
+from veracity.methods.gamma.whitebox import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
@@ -67,16 +70,29 @@ def _finish(run: RunDir, results: dict[str, Any], count: int,
     return RunResult(StoredRecords(run.path / "samples.jsonl", GammaRecord, count), results, run)
 
 
+def _measured(items: Sequence[Item], client: LLMClient, cached: CachedEmbedder,
+              settings: GammaSettings, paraphraser: LLMClient | None) -> list[GammaRecord]:
+    """One chunk's records, under the settings' ball."""
+    if settings.ball == EMBEDDING:  # each item's ball seeded on its own: chunks change nothing
+        return whitebox_gamma(items, client, cached, n=settings.n, radius=settings.radius,
+                              seed=settings.seed, form=settings.form,
+                              shape=cast(Shape, settings.shape),
+                              scope=cast(Scope, settings.scope), sampling=settings.sampling)
+    return measure_gamma(items, client, cached, settings, paraphraser)
+
+
 def stream_gamma(
     items: Sequence[Item], model: str, embedder: str, settings: GammaSettings, ctx: Context,
     out: Path, dataset: str, domain: str | None = None, chunk_size: int = LIVE_CHUNK,
 ) -> RunResult[GammaRecord]:
-    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (no control, no calibration,
-    not the white-box ball): the same records and aggregates."""
+    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (no control, no
+    calibration): the same records and aggregates."""
     check_run_target(out)  # before any model call
     for item in items:
         check_prompt(item.question, f"item {item.id}")
     client = ctx.client(model)
+    if settings.ball == EMBEDDING:
+        check_ball(client, settings.n, settings.radius, settings.shape, settings.scope)
     cached = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     domain = domain or domain_of(dataset)
@@ -88,7 +104,7 @@ def stream_gamma(
     }
     run = RunDir.create(out, "gamma", config, ctx.started)
     running = RunningGamma(settings.applied_threshold)
-    batches = (measure_gamma(chunk, client, cached, settings, paraphraser)
+    batches = (_measured(chunk, client, cached, settings, paraphraser)
                for chunk in chunks(items, chunk_size))
     # the paraphrases are asked in stages of their own, as many as it takes: no total then
     total = None if paraphraser is not None or settings.ball == PARAPHRASE \

@@ -147,6 +147,18 @@ def _check(n: int, radius: float, shape: str, scope: str) -> None:
         raise ConfigError("the simplex ball needs at least 2 points")
 
 
+def check_ball(backend: Backend | LLMClient, n: int, radius: float, shape: str,
+               scope: str) -> EmbeddingModel:
+    """The white-box model behind ``backend``, once the ball's settings and the backend's
+    access to its input embeddings are checked (before any model call)."""
+    _check(n, float(radius), shape, scope)
+    model = backend.backend if isinstance(backend, LLMClient) else backend
+    require(model, "inputs_embeds", "the white-box (embedding) ball")
+    if not isinstance(model, EmbeddingModel):
+        raise CapabilityError(f"backend '{model.spec}' does not expose its input embeddings")
+    return model
+
+
 def whitebox_gamma(
     items: Sequence[Item],
     backend: Backend | LLMClient,
@@ -169,11 +181,7 @@ def whitebox_gamma(
     wrapped in one with ``cache`` and ``progress``.
     """
     radius = float(radius)  # 1 and 1.0 must share cache keys
-    _check(n, radius, shape, scope)
-    model = backend.backend if isinstance(backend, LLMClient) else backend
-    require(model, "inputs_embeds", "the white-box (embedding) ball")
-    if not isinstance(model, EmbeddingModel):
-        raise CapabilityError(f"backend '{model.spec}' does not expose its input embeddings")
+    model = check_ball(backend, n, radius, shape, scope)
     client = backend if isinstance(backend, LLMClient) else LLMClient(backend, cache, progress)
     for item in items:
         check_prompt(item.question, f"item {item.id}")
