@@ -5,6 +5,7 @@ aggregates are running sums (:class:`~veracity.methods.gamma.running.RunningGamm
 to the last digit to the whole run's. Every answer is cached as it arrives, so a run cut
 short in the middle of a chunk resumes with no repeated model call. The embedder's memory of
 vectors is bounded (:class:`~veracity.client.CachedEmbedder`), so it does not grow either.
+A calibration curve is chosen before any model call and applied to each chunk as it is written.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
+from veracity.methods.gamma.calibration import Calibration, Curve
 from veracity.methods.gamma.core import (
     Form,
     GammaSettings,
@@ -29,6 +31,7 @@ from veracity.methods.gamma.core import (
 )
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
 from veracity.methods.gamma.running import RunningGamma
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
@@ -48,6 +51,23 @@ def _named(settings: GammaSettings) -> dict[str, Any]:
     cut = settings.cut
     return {"threshold_form": settings.form,
             "threshold_given": {"value": cut.value, "form": cut.form}}
+
+
+def _choose(calibration: Calibration | None, results: dict[str, Any],
+            force: bool) -> tuple[Curve | None, dict[str, Any] | None]:
+    """The curve for this run and what results.json records of it; a mismatch is refused
+    unless ``force``. Nothing without a calibration."""
+    if calibration is None:
+        return None, None
+    curve, choice = calibration.select(run_key(results), force)
+    return curve, choice | {"thresholds": curve.thresholds, "curve": curve.to_dict()}
+
+
+def _calibrated(batches: Iterable[list[GammaRecord]],
+                curve: Curve | None) -> Iterator[list[GammaRecord]]:
+    """Each batch with P(correct) and the calibrated verdict when there is a curve."""
+    for records in batches:
+        yield records if curve is None else apply_calibration(records, curve)
 
 
 def _write(run: RunDir, batches: Iterable[list[GammaRecord]],
@@ -70,9 +90,10 @@ def _finish(run: RunDir, results: dict[str, Any], count: int,
 def stream_gamma(
     items: Sequence[Item], model: str, embedder: str, settings: GammaSettings, ctx: Context,
     out: Path, dataset: str, domain: str | None = None, chunk_size: int = LIVE_CHUNK,
+    calibration: Calibration | None = None, force: bool = False,
 ) -> RunResult[GammaRecord]:
-    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (no control, no calibration,
-    not the white-box ball): the same records and aggregates."""
+    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (no control, not the
+    white-box ball): the same records and aggregates, calibrated when ``calibration``."""
     check_run_target(out)  # before any model call
     for item in items:
         check_prompt(item.question, f"item {item.id}")
@@ -80,25 +101,31 @@ def stream_gamma(
     cached = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     domain = domain or domain_of(dataset)
-    config = {
+    results: dict[str, Any] = {
+        "method": "gamma", "model": client.spec, "embedder": cached.spec, "dataset": dataset,
+        "domain": domain, "settings": settings.describe()}
+    curve, calibrated = _choose(calibration, results, force)  # before any model call
+    config: dict[str, Any] = {
         "model": client.spec, "model_identity": client.backend.identity(),
         "embedder": cached.spec, "dataset": dataset, "domain": domain, "n_items": len(items),
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
+    if calibrated is not None:
+        config["calibration"] = {k: v for k, v in calibrated.items() if k != "curve"}
     run = RunDir.create(out, "gamma", config, ctx.started)
     running = RunningGamma(settings.applied_threshold)
-    batches = (measure_gamma(chunk, client, cached, settings, paraphraser)
-               for chunk in chunks(items, chunk_size))
+    batches = _calibrated((measure_gamma(chunk, client, cached, settings, paraphraser)
+                           for chunk in chunks(items, chunk_size)), curve)
     # the paraphrases are asked in stages of their own, as many as it takes: no total then
     total = None if paraphraser is not None or settings.ball == PARAPHRASE \
         else len(items) * (settings.n + 1)
     with one_bar([client, *([paraphraser] if paraphraser else [])], ctx.progress,
                  "gamma: answers", total):
         count = _write(run, batches, running)
-    results = {"method": "gamma", "model": client.spec, "embedder": cached.spec,
-               "dataset": dataset, "domain": domain, "settings": settings.describe(),
-               "aggregate": running.result() | _named(settings)}
+    results["aggregate"] = running.result() | _named(settings)
+    if calibrated is not None:
+        results["calibration"] = calibrated
     run.update_config({"model_options": ctx.options_record()})
     return _finish(run, results, count, ctx)
 
@@ -122,13 +149,28 @@ def _score_recorded(rows: list[dict[str, Any]], settings: GammaSettings, model: 
             for row, value, cos in zip(rows, values, cosines, strict=True)]
 
 
+def _n_of(sizes: set[int]) -> int | str:
+    """N of a recorded file: one size, or the range of sizes it mixes."""
+    low, high = min(sizes), max(sizes)
+    return low if low == high else f"{low}-{high}"
+
+
+def _described_n(path: Path) -> int | str:
+    """N of a recorded file, from one pass over it that keeps only the sizes seen."""
+    return _n_of({len(row["perturbed_answers"]) for row in recorded_rows(path)})
+
+
 def stream_gamma_recorded(
     path: Path, embedder: str, ctx: Context, form: Form = "sin", threshold: float = 0.05,
     out: Path | None = None, threshold_form: Form | None = None,
-    chunk_size: int = RECORDED_CHUNK,
+    chunk_size: int = RECORDED_CHUNK, calibration: Calibration | None = None,
+    force: bool = False,
 ) -> RunResult[GammaRecord]:
-    """:func:`veracity.methods.gamma.run.run_gamma_recorded` reading the file as a stream (no
-    calibration): the same run directory, in memory that does not grow with the file."""
+    """:func:`veracity.methods.gamma.run.run_gamma_recorded` reading the file as a stream: the
+    same run directory, in memory that does not grow with the file.
+
+    With ``calibration`` the file is read twice: first for its N (part of the curve's key),
+    so a mismatch is refused before anything is embedded."""
     if out is None:
         raise DataError("a streamed run needs a run directory to write its records into")
     check_run_target(out)
@@ -143,21 +185,25 @@ def stream_gamma_recorded(
                              ball=ball)
     dataset = f"recorded:{path.name}"
     described: dict[str, Any] = {
-        "n": None, "ball": ball, "form": form, "threshold": settings.applied_threshold,
+        "n": None if calibration is None else _described_n(path), "ball": ball, "form": form,
+        "threshold": settings.applied_threshold,
         "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
     }
+    results: dict[str, Any] = {"method": "gamma", "model": model, "embedder": cached.spec,
+                               "dataset": dataset, "domain": domain_of(dataset),
+                               "settings": described}
+    curve, calibrated = _choose(calibration, results, force)  # before anything is embedded
     config = {"recorded": str(path), "embedder": cached.spec, "model": model,
               "dataset": dataset, "settings": described, "model_options": ctx.options_record()}
     run = RunDir.create(out, "gamma", config, ctx.started)
     running = RunningGamma(settings.applied_threshold)
     sizes: set[int] = set()
-    batches = (_score_recorded(chunk, settings, model, cached, form, sizes)
-               for chunk in chunks(chain([first], rows), chunk_size))
+    batches = _calibrated((_score_recorded(chunk, settings, model, cached, form, sizes)
+                           for chunk in chunks(chain([first], rows), chunk_size)), curve)
     count = _write(run, batches, running)
-    low, high = min(sizes), max(sizes)
-    described["n"] = low if low == high else f"{low}-{high}"
-    results = {"method": "gamma", "model": model, "embedder": cached.spec, "dataset": dataset,
-               "domain": domain_of(dataset), "settings": described,
-               "aggregate": running.result() | _named(settings)}
+    described["n"] = _n_of(sizes)
+    results["aggregate"] = running.result() | _named(settings)
+    if calibrated is not None:
+        results["calibration"] = calibrated
     run.update_config({"settings": described, "model_options": ctx.options_record()})
     return _finish(run, results, count, ctx)
