@@ -29,6 +29,7 @@ from veracity.methods.gamma.run_stream import stream_gamma, stream_gamma_recorde
 from veracity.methods.gamma.running import RunningGamma
 from veracity.report import build_report, sidecar
 from veracity.runs.common import Context
+from veracity.runs.streamed import StoredRecords
 from veracity.streaming import ExactSum, FloatColumn, MomentSums, chunks
 from veracity.types import Item
 
@@ -228,6 +229,67 @@ def test_streamed_calibration_mismatch_is_refused_before_any_call(tmp_path: Path
                                calibration=mixed)
         assert ctx.embedder("hash/default").stats.requests == 0  # nothing embedded
         assert not (tmp_path / "rec").exists()
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_streamed_null_control_equals_the_whole_run(tmp_path: Path, size: int,
+                                                    calibrated: bool) -> None:
+    settings, items = GammaSettings(n=3, control="numeric"), _items(11)
+    calibration = _calibration("fake/unstable", "hash/256", "ascii-control", 3) \
+        if calibrated else None
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
+        whole = gamma_in_memory(items, "fake/unstable", "hash/default", settings, ctx,
+                                tmp_path / "whole", "prompts", calibration)
+        streamed = run_gamma(items, "fake/unstable", "hash/default", settings, ctx,
+                             tmp_path / "run", calibration=calibration) if size == 1000 else \
+            stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, tmp_path / "run",
+                         "prompts", chunk_size=size, calibration=calibration)
+    _same_run_dirs(tmp_path / "run", tmp_path / "whole")
+    assert isinstance(streamed.records, StoredRecords) and whole.run is not None
+    control = streamed.results["control"]
+    assert control["n_scored"] == 11 and control["n"] == 3
+    nulls = [r.gamma_null for r in streamed.records]
+    assert all(v is not None for v in nulls) and len(set(nulls)) > 1  # replicates differ
+    assert control["mean_gamma_null"] == pytest.approx(sum(nulls) / 11, rel=1e-14)
+
+
+def test_streamed_null_control_resumes_with_exactly_the_missing_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veracity.backends import fake
+
+    sent: list[tuple[str, int]] = []
+    stop = {"after": 115}
+    original = fake.FakeBackend.generate
+
+    def counted(self: fake.FakeBackend, requests: list) -> list:  # type: ignore[type-arg]
+        if len(sent) >= stop["after"]:
+            stop["after"] = 10**9
+            raise KeyboardInterrupt
+        sent.extend((r.messages[-1].content, r.sample_index) for r in requests)
+        return original(self, requests)
+
+    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    items, settings, out = _items(30), GammaSettings(n=3, control="numeric"), tmp_path / "run"
+    # a chunk is 10 x 4 prompts, then 10 x 3 replicates of the control: once 115 are answered
+    # the Ctrl-C falls in the second chunk's control
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx, \
+            pytest.raises(KeyboardInterrupt):
+        stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out, "prompts",
+                     chunk_size=10)
+    assert len(_lines(out / "samples.jsonl")) == 10
+    before = len(sent)
+    assert 110 < before < 140
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
+        resumed = stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out,
+                               "prompts", chunk_size=10)
+        assert ctx.model_calls() == 210 - before
+    assert len(sent) == len(set(sent)) == 210  # every request once, over both attempts
+    with Context(cache=None) as ctx:
+        fresh = gamma_in_memory(items, "fake/unstable", "hash/default", settings, ctx)
+    assert resumed.results["control"] == fresh.results["control"]
+    assert [r.to_json() for r in resumed.records] == fresh.records_json()
 
 
 def test_interrupted_mid_chunk_resumes_without_a_repeated_call(

@@ -86,8 +86,7 @@ def run_gamma(
     """
     if settings.control is not None and settings.control not in CONTROLS:
         raise ConfigError(f"unknown control '{settings.control}'; known: {', '.join(CONTROLS)}")
-    if out is not None and settings.control is None \
-            and settings.ball != EMBEDDING:  # chunk by chunk, in bounded memory
+    if out is not None and settings.ball != EMBEDDING:  # chunk by chunk, in bounded memory
         from veracity.methods.gamma.run_stream import stream_gamma
 
         return stream_gamma(items, model, embedder, settings, ctx, out, dataset, domain,
@@ -101,7 +100,7 @@ def gamma_in_memory(
     out: Path | None = None, dataset: str = "prompts", calibration: Calibration | None = None,
     force: bool = False, domain: str | None = None,
 ) -> RunResult[GammaRecord]:
-    """:func:`run_gamma` with the whole run in memory (the null control, the embedding ball)."""
+    """:func:`run_gamma` with the whole run in memory (the embedding ball needs it)."""
     if out is not None:
         check_run_target(out)  # before any model call
     client = ctx.client(model)

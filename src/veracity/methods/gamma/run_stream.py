@@ -5,7 +5,8 @@ aggregates are running sums (:class:`~veracity.methods.gamma.running.RunningGamm
 to the last digit to the whole run's. Every answer is cached as it arrives, so a run cut
 short in the middle of a chunk resumes with no repeated model call. The embedder's memory of
 vectors is bounded (:class:`~veracity.client.CachedEmbedder`), so it does not grow either.
-A calibration curve is chosen before any model call and applied to each chunk as it is written.
+A calibration curve is chosen before any model call and applied to each chunk as it is written;
+the numeric null control answers each chunk's prompts again and keeps running sums too.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
 from veracity.methods.gamma.calibration import Calibration, Curve
+from veracity.methods.gamma.control import RunningControl, null_control, variations
 from veracity.methods.gamma.core import (
     Form,
     GammaSettings,
@@ -70,12 +73,14 @@ def _calibrated(batches: Iterable[list[GammaRecord]],
         yield records if curve is None else apply_calibration(records, curve)
 
 
-def _write(run: RunDir, batches: Iterable[list[GammaRecord]],
-           running: RunningGamma) -> int:
+def _write(run: RunDir, batches: Iterable[list[GammaRecord]], running: RunningGamma,
+           control: RunningControl | None = None) -> int:
     """Append each batch of records to samples.jsonl as it comes; how many were written."""
     with SampleWriter(run.path / "samples.jsonl") as writer:
         for records in batches:
             running.add(records)
+            if control is not None:
+                control.add(records)
             writer.write(r.to_json() for r in records)
         return writer.count
 
@@ -87,13 +92,25 @@ def _finish(run: RunDir, results: dict[str, Any], count: int,
     return RunResult(StoredRecords(run.path / "samples.jsonl", GammaRecord, count), results, run)
 
 
+def _measured(chunk: Sequence[Item], client: LLMClient, cached: CachedEmbedder,
+              settings: GammaSettings, paraphraser: LLMClient | None,
+              control: RunningControl | None) -> list[GammaRecord]:
+    """One chunk's γ records, with the null control's fields when there is one."""
+    records = measure_gamma(chunk, client, cached, settings, paraphraser)
+    if control is None:
+        return records
+    return null_control(records, client, cached, settings.sampling, control.paths,
+                        settings.form)
+
+
 def stream_gamma(
     items: Sequence[Item], model: str, embedder: str, settings: GammaSettings, ctx: Context,
     out: Path, dataset: str, domain: str | None = None, chunk_size: int = LIVE_CHUNK,
     calibration: Calibration | None = None, force: bool = False,
 ) -> RunResult[GammaRecord]:
-    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (no control, not the
-    white-box ball): the same records and aggregates, calibrated when ``calibration``."""
+    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (not the white-box ball):
+    the same records and aggregates, with the null control of ``settings.control`` and
+    calibrated when ``calibration``."""
     check_run_target(out)  # before any model call
     for item in items:
         check_prompt(item.question, f"item {item.id}")
@@ -111,19 +128,27 @@ def stream_gamma(
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
+    control = None
+    if settings.control is not None:
+        control = RunningControl(variations(client, settings.n))
+        config["control"] = {"kind": "numeric", "n": len(control.paths),
+                             "variations": control.paths}
     if calibrated is not None:
         config["calibration"] = {k: v for k, v in calibrated.items() if k != "curve"}
     run = RunDir.create(out, "gamma", config, ctx.started)
     running = RunningGamma(settings.applied_threshold)
-    batches = _calibrated((measure_gamma(chunk, client, cached, settings, paraphraser)
+    batches = _calibrated((_measured(chunk, client, cached, settings, paraphraser, control)
                            for chunk in chunks(items, chunk_size)), curve)
-    # the paraphrases are asked in stages of their own, as many as it takes: no total then
+    # the paraphrases are asked in stages of their own, as many as it takes, and the control
+    # skips rejected items: no total then
     total = None if paraphraser is not None or settings.ball == PARAPHRASE \
-        else len(items) * (settings.n + 1)
+        or control is not None else len(items) * (settings.n + 1)
     with one_bar([client, *([paraphraser] if paraphraser else [])], ctx.progress,
                  "gamma: answers", total):
-        count = _write(run, batches, running)
+        count = _write(run, batches, running, control)
     results["aggregate"] = running.result() | _named(settings)
+    if control is not None:
+        results["control"] = control.result()
     if calibrated is not None:
         results["calibration"] = calibrated
     run.update_config({"model_options": ctx.options_record()})
