@@ -16,13 +16,20 @@ import pytest
 
 from veracity.cache import Cache
 from veracity.errors import ConfigError
+from veracity.methods.gamma.calibration import Calibration, fit_curve
 from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
+from veracity.methods.gamma.run import (
+    gamma_in_memory,
+    gamma_recorded_in_memory,
+    run_gamma,
+    run_gamma_recorded,
+)
 from veracity.methods.gamma.run_stream import stream_gamma, stream_gamma_recorded
 from veracity.methods.gamma.running import RunningGamma
 from veracity.report import build_report, sidecar
 from veracity.runs.common import Context
+from veracity.runs.streamed import StoredRecords
 from veracity.streaming import ExactSum, FloatColumn, MomentSums, chunks
 from veracity.types import Item
 
@@ -143,6 +150,146 @@ def test_streamed_recorded_equals_the_whole_file_in_memory(tmp_path: Path) -> No
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["finished"] and info["config"]["settings"]["n"] == 3
     assert streamed.results["aggregate"]["n_unscored"] == 2  # answers 5 and 18 are empty
+
+
+def _calibration(model: str, embedder: str, ball: str, n: int) -> Calibration:
+    pytest.importorskip("sklearn")
+    key = {"model": model, "embedder": embedder, "form": "sin", "ball": ball, "n": n}
+    # spread where the fake model's γ on the hash embedder lies (about 0.85 to 1)
+    gammas = [0.5, 0.85, 0.9, 0.92, 0.94, 0.95, 0.96, 0.98, 0.99, 1.0]
+    correct = [True, True, False, True, True, False, True, False, False, False]
+    return Calibration([fit_curve(key, gammas, correct, ["labelled"], resamples=20)],
+                       source="cal.json")
+
+
+def _same_run_dirs(streamed: Path, whole: Path) -> None:
+    """results.json and samples.jsonl byte for byte, and the same config in run.json."""
+    for name in ("results.json", "samples.jsonl"):
+        assert (streamed / name).read_bytes() == (whole / name).read_bytes(), name
+    config = [json.loads((d / "run.json").read_text())["config"] for d in (streamed, whole)]
+    assert json.dumps(config[0]) == json.dumps(config[1])
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+@pytest.mark.parametrize("model", ["fake/unstable", "fake/stable"])  # the second one forced
+def test_streamed_calibrated_run_equals_the_whole_run(tmp_path: Path, size: int,
+                                                      model: str) -> None:
+    settings, items = GammaSettings(n=3), _items(11)
+    calibration = _calibration("fake/unstable", "hash/256", "ascii-control", 3)
+    forced = model != "fake/unstable"
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
+        gamma_in_memory(items, model, "hash/default", settings, ctx, tmp_path / "whole",
+                        "prompts", calibration, forced)
+        streamed = stream_gamma(items, model, "hash/default", settings, ctx, tmp_path / "run",
+                                "prompts", chunk_size=size, calibration=calibration,
+                                force=forced)
+    _same_run_dirs(tmp_path / "run", tmp_path / "whole")
+    assert streamed.results["calibration"]["forced"] is forced
+    curve = calibration.curves[0]
+    low, high = curve.verdict_thresholds()
+    for record in streamed.records:
+        assert record.gamma is not None and record.p_correct == curve.p_correct(record.gamma)
+        expected = "trustworthy" if record.gamma < low else \
+            "untrustworthy" if record.gamma >= high else "uncertain"
+        assert record.extra["verdict"] == expected
+    if not forced:  # the stable model's answers never vary: all trustworthy
+        assert len({r.extra["verdict"] for r in streamed.records}) == 2  # some of each side
+        assert len({r.p_correct for r in streamed.records}) > 5
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_streamed_calibrated_recorded_equals_the_whole_file(tmp_path: Path, size: int) -> None:
+    recorded = _recorded(tmp_path / "rec.jsonl", 31)
+    calibration = _calibration("recorded", "hash/256", "recorded", 3)
+    with Context(cache=None) as ctx:
+        gamma_recorded_in_memory(recorded, "hash/default", ctx, out=tmp_path / "whole",
+                                 calibration=calibration)
+        streamed = stream_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run",
+                                         chunk_size=size, calibration=calibration)
+    _same_run_dirs(tmp_path / "run", tmp_path / "whole")
+    ps = [r.p_correct for r in streamed.records]
+    assert ps.count(None) == 2 and len(set(ps)) > 2  # the two empty answers have no γ
+
+
+def test_streamed_calibration_mismatch_is_refused_before_any_call(tmp_path: Path) -> None:
+    calibration = _calibration("fake/unstable", "hash/256", "ascii-control", 2)  # not N = 3
+    with Context(cache=None) as ctx:
+        with pytest.raises(ConfigError, match=r"n \(2 vs 3\).*--force"):
+            run_gamma(_items(5), "fake/unstable", "hash/default", GammaSettings(n=3), ctx,
+                      tmp_path / "run", calibration=calibration)
+        assert ctx.model_calls() == 0 and not (tmp_path / "run").exists()
+    recorded = _recorded(tmp_path / "rec.jsonl", 7)
+    with open(recorded, "a", encoding="utf-8") as fh:  # the last line has N = 2: "2-3"
+        fh.write(json.dumps({"id": "r7", "prompt": "q?", "answer": "a b",
+                             "perturbed_answers": ["a", "b"]}) + "\n")
+    mixed = _calibration("recorded", "hash/256", "recorded", 3)
+    with Context(cache=None) as ctx:
+        with pytest.raises(ConfigError, match=r"n \(3 vs 2-3\)"):
+            run_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "rec",
+                               calibration=mixed)
+        assert ctx.embedder("hash/default").stats.requests == 0  # nothing embedded
+        assert not (tmp_path / "rec").exists()
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_streamed_null_control_equals_the_whole_run(tmp_path: Path, size: int,
+                                                    calibrated: bool) -> None:
+    settings, items = GammaSettings(n=3, control="numeric"), _items(11)
+    calibration = _calibration("fake/unstable", "hash/256", "ascii-control", 3) \
+        if calibrated else None
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
+        whole = gamma_in_memory(items, "fake/unstable", "hash/default", settings, ctx,
+                                tmp_path / "whole", "prompts", calibration)
+        streamed = run_gamma(items, "fake/unstable", "hash/default", settings, ctx,
+                             tmp_path / "run", calibration=calibration) if size == 1000 else \
+            stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, tmp_path / "run",
+                         "prompts", chunk_size=size, calibration=calibration)
+    _same_run_dirs(tmp_path / "run", tmp_path / "whole")
+    assert isinstance(streamed.records, StoredRecords) and whole.run is not None
+    control = streamed.results["control"]
+    assert control["n_scored"] == 11 and control["n"] == 3
+    nulls = [r.gamma_null for r in streamed.records]
+    assert all(v is not None for v in nulls) and len(set(nulls)) > 1  # replicates differ
+    assert control["mean_gamma_null"] == pytest.approx(sum(nulls) / 11, rel=1e-14)
+
+
+def test_streamed_null_control_resumes_with_exactly_the_missing_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veracity.backends import fake
+
+    sent: list[tuple[str, int]] = []
+    stop = {"after": 115}
+    original = fake.FakeBackend.generate
+
+    def counted(self: fake.FakeBackend, requests: list) -> list:  # type: ignore[type-arg]
+        if len(sent) >= stop["after"]:
+            stop["after"] = 10**9
+            raise KeyboardInterrupt
+        sent.extend((r.messages[-1].content, r.sample_index) for r in requests)
+        return original(self, requests)
+
+    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    items, settings, out = _items(30), GammaSettings(n=3, control="numeric"), tmp_path / "run"
+    # a chunk is 10 x 4 prompts, then 10 x 3 replicates of the control: once 115 are answered
+    # the Ctrl-C falls in the second chunk's control
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx, \
+            pytest.raises(KeyboardInterrupt):
+        stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out, "prompts",
+                     chunk_size=10)
+    assert len(_lines(out / "samples.jsonl")) == 10
+    before = len(sent)
+    assert 110 < before < 140
+    with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
+        resumed = stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out,
+                               "prompts", chunk_size=10)
+        assert ctx.model_calls() == 210 - before
+    assert len(sent) == len(set(sent)) == 210  # every request once, over both attempts
+    with Context(cache=None) as ctx:
+        fresh = gamma_in_memory(items, "fake/unstable", "hash/default", settings, ctx)
+    assert resumed.results["control"] == fresh.results["control"]
+    assert [r.to_json() for r in resumed.records] == fresh.records_json()
 
 
 def test_interrupted_mid_chunk_resumes_without_a_repeated_call(

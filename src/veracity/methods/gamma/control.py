@@ -11,7 +11,7 @@ is scored from the ball's answers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from veracity.errors import ConfigError
 from veracity.methods.gamma.core import Form, score_answers
 from veracity.methods.gamma.records import GammaRecord
 from veracity.stats import mean_stderr
+from veracity.streaming import FloatColumn
 from veracity.types import Generation, GenRequest, Sampling
 
 CONTROLS = ("numeric",)
@@ -95,10 +96,23 @@ def add_null_control(
     Items the model rejected are skipped.
     """
     paths = variations(client, n)
+    out = null_control(records, client, embedder, sampling, paths, form)
+    return out, summarise(out, paths)
+
+
+def null_control(
+    records: Sequence[GammaRecord],
+    client: LLMClient,
+    embedder: CachedEmbedder,
+    sampling: Sampling,
+    paths: Sequence[dict[str, Any]],
+    form: Form,
+) -> list[GammaRecord]:
+    """The records of :func:`add_null_control`, for one chunk of a run along its ``paths``."""
     out = [r.with_extra(gamma_null=None, gamma_above_null=None, null_answers=[]) for r in records]
     todo = [k for k, r in enumerate(out) if r.error is None or not r.error.no_answer]
     if not todo:
-        return out, summarise(out, paths)
+        return out
     outcomes = null_generations([out[k].prompt for k in todo], client, sampling, paths)
     texts = [[o.text.strip() if isinstance(o, Generation) else "" for o in row] for row in outcomes]
     values = score_answers([out[k].answer for k in todo], texts, embedder, form)
@@ -111,31 +125,61 @@ def add_null_control(
             continue
         above = None if value is None or record.gamma is None else bool(record.gamma > value)
         out[k] = record.with_extra(gamma_null=value, gamma_above_null=above, null_answers=answers)
-    return out, summarise(out, paths)
+    return out
 
 
 def summarise(records: Sequence[GammaRecord], paths: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means of gamma and gamma_null over items that have both, and the share of items whose
     gamma exceeds the 95th percentile of the run's gamma_null."""
-    both = [r for r in records if r.gamma is not None and r.gamma_null is not None]
-    g = np.array([r.gamma for r in both], dtype=np.float64)
-    null = np.array([r.gamma_null for r in both], dtype=np.float64)
-    mean_g, se_g = mean_stderr(list(g))
-    mean_null, se_null = mean_stderr(list(null))
-    p95 = float(np.quantile(null, 0.95)) if null.size else math.nan
-    identical = [all(a == r.answer for a in r.extra["null_answers"]) for r in both]
-    return {
-        "kind": "numeric",
-        "n": len(paths),
-        "variations": [dict(p) for p in paths],
-        "n_scored": len(both),
-        "mean_gamma": mean_g,
-        "stderr_gamma": se_g,
-        "mean_gamma_null": mean_null,
-        "stderr_gamma_null": se_null,
-        "mean_gamma_minus_null": float((g - null).mean()) if both else math.nan,
-        "gamma_null_p95": p95,
-        "share_above_null_p95": float((g > p95).mean()) if both else math.nan,
-        "share_above_own_null": float((g > null).mean()) if both else math.nan,
-        "share_null_identical": float(np.mean(identical)) if both else math.nan,
-    }
+    running = RunningControl(paths)
+    running.add(records)
+    return running.result()
+
+
+class RunningControl:
+    """:func:`summarise` fed in any number of chunks, with the same digits.
+
+    The 95th percentile of γ_null is over the whole run, so γ and γ_null of the items that
+    have both are kept as two float columns (16 bytes an item); no record is kept.
+    """
+
+    def __init__(self, paths: Sequence[dict[str, Any]]) -> None:
+        self.paths = [dict(p) for p in paths]
+        self.gamma = FloatColumn()
+        self.null = FloatColumn()
+        self.n_identical = 0
+
+    def add(self, records: Iterable[GammaRecord]) -> None:
+        """One chunk of records with the control's fields."""
+        g: list[float] = []
+        null: list[float] = []
+        for r in records:
+            if r.gamma is not None and r.gamma_null is not None:
+                g.append(r.gamma)
+                null.append(r.gamma_null)
+                self.n_identical += all(a == r.answer for a in r.extra["null_answers"])
+        self.gamma.extend(g)
+        self.null.extend(null)
+
+    def result(self) -> dict[str, Any]:
+        """The run's ``control`` section."""
+        g, null = self.gamma.array(), self.null.array()
+        both = int(g.size)
+        mean_g, se_g = mean_stderr(list(g))
+        mean_null, se_null = mean_stderr(list(null))
+        p95 = float(np.quantile(null, 0.95)) if both else math.nan
+        return {
+            "kind": "numeric",
+            "n": len(self.paths),
+            "variations": [dict(p) for p in self.paths],
+            "n_scored": both,
+            "mean_gamma": mean_g,
+            "stderr_gamma": se_g,
+            "mean_gamma_null": mean_null,
+            "stderr_gamma_null": se_null,
+            "mean_gamma_minus_null": float((g - null).mean()) if both else math.nan,
+            "gamma_null_p95": p95,
+            "share_above_null_p95": float((g > p95).mean()) if both else math.nan,
+            "share_above_own_null": float((g > null).mean()) if both else math.nan,
+            "share_null_identical": self.n_identical / both if both else math.nan,
+        }

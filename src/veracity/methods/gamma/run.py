@@ -86,11 +86,21 @@ def run_gamma(
     """
     if settings.control is not None and settings.control not in CONTROLS:
         raise ConfigError(f"unknown control '{settings.control}'; known: {', '.join(CONTROLS)}")
-    if out is not None and calibration is None and settings.control is None:
-        # chunk by chunk, in bounded memory
+    if out is not None:  # chunk by chunk, in bounded memory
         from veracity.methods.gamma.run_stream import stream_gamma
 
-        return stream_gamma(items, model, embedder, settings, ctx, out, dataset, domain)
+        return stream_gamma(items, model, embedder, settings, ctx, out, dataset, domain,
+                            calibration=calibration, force=force)
+    return gamma_in_memory(items, model, embedder, settings, ctx, out, dataset, calibration,
+                           force, domain)
+
+
+def gamma_in_memory(
+    items: Sequence[Item], model: str, embedder: str, settings: GammaSettings, ctx: Context,
+    out: Path | None = None, dataset: str = "prompts", calibration: Calibration | None = None,
+    force: bool = False, domain: str | None = None,
+) -> RunResult[GammaRecord]:
+    """:func:`run_gamma` with the whole run in memory (no run directory, or to compare)."""
     if out is not None:
         check_run_target(out)  # before any model call
     client = ctx.client(model)
@@ -146,10 +156,21 @@ def run_gamma_recorded(
 ) -> RunResult[GammaRecord]:
     """Score recorded generations with no model at all; ``threshold`` is in ``threshold_form``
     (default: the paper's paper-code for the angle forms)."""
-    if out is not None and calibration is None:  # read as a stream, in bounded memory
+    if out is not None:  # read as a stream, in bounded memory
         from veracity.methods.gamma.run_stream import stream_gamma_recorded
 
-        return stream_gamma_recorded(path, embedder, ctx, form, threshold, out, threshold_form)
+        return stream_gamma_recorded(path, embedder, ctx, form, threshold, out, threshold_form,
+                                     calibration=calibration, force=force)
+    return gamma_recorded_in_memory(path, embedder, ctx, form, threshold, out, calibration,
+                                    force, threshold_form)
+
+
+def gamma_recorded_in_memory(
+    path: Path, embedder: str, ctx: Context, form: Form = "sin", threshold: float = 0.05,
+    out: Path | None = None, calibration: Calibration | None = None, force: bool = False,
+    threshold_form: Form | None = None,
+) -> RunResult[GammaRecord]:
+    """:func:`run_gamma_recorded` with the whole file in memory."""
     if out is not None:
         check_run_target(out)  # before any model call
     rows = read_recorded(path)

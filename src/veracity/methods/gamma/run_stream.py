@@ -5,6 +5,8 @@ aggregates are running sums (:class:`~veracity.methods.gamma.running.RunningGamm
 to the last digit to the whole run's. Every answer is cached as it arrives, so a run cut
 short in the middle of a chunk resumes with no repeated model call. The embedder's memory of
 vectors is bounded (:class:`~veracity.client.CachedEmbedder`), so it does not grow either.
+A calibration curve is chosen before any model call and applied to each chunk as it is written;
+the numeric null control answers each chunk's prompts again and keeps running sums too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
+from veracity.methods.gamma.calibration import Calibration, Curve
+from veracity.methods.gamma.control import RunningControl, null_control, variations
 from veracity.methods.gamma.core import (
     EMBEDDING,
     Form,
@@ -31,6 +35,7 @@ from veracity.methods.gamma.core import (
 )
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
 from veracity.methods.gamma.running import RunningGamma
 from veracity.methods.gamma.whitebox import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context
@@ -53,12 +58,31 @@ def _named(settings: GammaSettings) -> dict[str, Any]:
             "threshold_given": {"value": cut.value, "form": cut.form}}
 
 
-def _write(run: RunDir, batches: Iterable[list[GammaRecord]],
-           running: RunningGamma) -> int:
+def _choose(calibration: Calibration | None, results: dict[str, Any],
+            force: bool) -> tuple[Curve | None, dict[str, Any] | None]:
+    """The curve for this run and what results.json records of it; a mismatch is refused
+    unless ``force``. Nothing without a calibration."""
+    if calibration is None:
+        return None, None
+    curve, choice = calibration.select(run_key(results), force)
+    return curve, choice | {"thresholds": curve.thresholds, "curve": curve.to_dict()}
+
+
+def _calibrated(batches: Iterable[list[GammaRecord]],
+                curve: Curve | None) -> Iterator[list[GammaRecord]]:
+    """Each batch with P(correct) and the calibrated verdict when there is a curve."""
+    for records in batches:
+        yield records if curve is None else apply_calibration(records, curve)
+
+
+def _write(run: RunDir, batches: Iterable[list[GammaRecord]], running: RunningGamma,
+           control: RunningControl | None = None) -> int:
     """Append each batch of records to samples.jsonl as it comes; how many were written."""
     with SampleWriter(run.path / "samples.jsonl") as writer:
         for records in batches:
             running.add(records)
+            if control is not None:
+                control.add(records)
             writer.write(r.to_json() for r in records)
         return writer.count
 
@@ -70,23 +94,32 @@ def _finish(run: RunDir, results: dict[str, Any], count: int,
     return RunResult(StoredRecords(run.path / "samples.jsonl", GammaRecord, count), results, run)
 
 
-def _measured(items: Sequence[Item], client: LLMClient, cached: CachedEmbedder,
-              settings: GammaSettings, paraphraser: LLMClient | None) -> list[GammaRecord]:
-    """One chunk's records, under the settings' ball."""
+def _measured(chunk: Sequence[Item], client: LLMClient, cached: CachedEmbedder,
+              settings: GammaSettings, paraphraser: LLMClient | None,
+              control: RunningControl | None) -> list[GammaRecord]:
+    """One chunk's γ records under the settings' ball, with the null control's fields when
+    there is one."""
     if settings.ball == EMBEDDING:  # each item's ball seeded on its own: chunks change nothing
-        return whitebox_gamma(items, client, cached, n=settings.n, radius=settings.radius,
-                              seed=settings.seed, form=settings.form,
-                              shape=cast(Shape, settings.shape),
-                              scope=cast(Scope, settings.scope), sampling=settings.sampling)
-    return measure_gamma(items, client, cached, settings, paraphraser)
+        records = whitebox_gamma(chunk, client, cached, n=settings.n, radius=settings.radius,
+                                 seed=settings.seed, form=settings.form,
+                                 shape=cast(Shape, settings.shape),
+                                 scope=cast(Scope, settings.scope), sampling=settings.sampling)
+    else:
+        records = measure_gamma(chunk, client, cached, settings, paraphraser)
+    if control is None:
+        return records
+    return null_control(records, client, cached, settings.sampling, control.paths,
+                        settings.form)
 
 
 def stream_gamma(
     items: Sequence[Item], model: str, embedder: str, settings: GammaSettings, ctx: Context,
     out: Path, dataset: str, domain: str | None = None, chunk_size: int = LIVE_CHUNK,
+    calibration: Calibration | None = None, force: bool = False,
 ) -> RunResult[GammaRecord]:
-    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk (no control, no
-    calibration): the same records and aggregates."""
+    """:func:`veracity.methods.gamma.run.run_gamma` chunk by chunk, under any ball: the same
+    records and aggregates, with the null control of ``settings.control`` and calibrated when
+    ``calibration``."""
     check_run_target(out)  # before any model call
     for item in items:
         check_prompt(item.question, f"item {item.id}")
@@ -96,25 +129,39 @@ def stream_gamma(
     cached = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     domain = domain or domain_of(dataset)
-    config = {
+    results: dict[str, Any] = {
+        "method": "gamma", "model": client.spec, "embedder": cached.spec, "dataset": dataset,
+        "domain": domain, "settings": settings.describe()}
+    curve, calibrated = _choose(calibration, results, force)  # before any model call
+    config: dict[str, Any] = {
         "model": client.spec, "model_identity": client.backend.identity(),
         "embedder": cached.spec, "dataset": dataset, "domain": domain, "n_items": len(items),
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
+    control = None
+    if settings.control is not None:
+        control = RunningControl(variations(client, settings.n))
+        config["control"] = {"kind": "numeric", "n": len(control.paths),
+                             "variations": control.paths}
+    if calibrated is not None:
+        config["calibration"] = {k: v for k, v in calibrated.items() if k != "curve"}
     run = RunDir.create(out, "gamma", config, ctx.started)
     running = RunningGamma(settings.applied_threshold)
-    batches = (_measured(chunk, client, cached, settings, paraphraser)
-               for chunk in chunks(items, chunk_size))
-    # the paraphrases are asked in stages of their own, as many as it takes: no total then
+    batches = _calibrated((_measured(chunk, client, cached, settings, paraphraser, control)
+                           for chunk in chunks(items, chunk_size)), curve)
+    # the paraphrases are asked in stages of their own, as many as it takes, and the control
+    # skips rejected items: no total then
     total = None if paraphraser is not None or settings.ball == PARAPHRASE \
-        else len(items) * (settings.n + 1)
+        or control is not None else len(items) * (settings.n + 1)
     with one_bar([client, *([paraphraser] if paraphraser else [])], ctx.progress,
                  "gamma: answers", total):
-        count = _write(run, batches, running)
-    results = {"method": "gamma", "model": client.spec, "embedder": cached.spec,
-               "dataset": dataset, "domain": domain, "settings": settings.describe(),
-               "aggregate": running.result() | _named(settings)}
+        count = _write(run, batches, running, control)
+    results["aggregate"] = running.result() | _named(settings)
+    if control is not None:
+        results["control"] = control.result()
+    if calibrated is not None:
+        results["calibration"] = calibrated
     run.update_config({"model_options": ctx.options_record()})
     return _finish(run, results, count, ctx)
 
@@ -138,13 +185,28 @@ def _score_recorded(rows: list[dict[str, Any]], settings: GammaSettings, model: 
             for row, value, cos in zip(rows, values, cosines, strict=True)]
 
 
+def _n_of(sizes: set[int]) -> int | str:
+    """N of a recorded file: one size, or the range of sizes it mixes."""
+    low, high = min(sizes), max(sizes)
+    return low if low == high else f"{low}-{high}"
+
+
+def _described_n(path: Path) -> int | str:
+    """N of a recorded file, from one pass over it that keeps only the sizes seen."""
+    return _n_of({len(row["perturbed_answers"]) for row in recorded_rows(path)})
+
+
 def stream_gamma_recorded(
     path: Path, embedder: str, ctx: Context, form: Form = "sin", threshold: float = 0.05,
     out: Path | None = None, threshold_form: Form | None = None,
-    chunk_size: int = RECORDED_CHUNK,
+    chunk_size: int = RECORDED_CHUNK, calibration: Calibration | None = None,
+    force: bool = False,
 ) -> RunResult[GammaRecord]:
-    """:func:`veracity.methods.gamma.run.run_gamma_recorded` reading the file as a stream (no
-    calibration): the same run directory, in memory that does not grow with the file."""
+    """:func:`veracity.methods.gamma.run.run_gamma_recorded` reading the file as a stream: the
+    same run directory, in memory that does not grow with the file.
+
+    With ``calibration`` the file is read twice: first for its N (part of the curve's key),
+    so a mismatch is refused before anything is embedded."""
     if out is None:
         raise DataError("a streamed run needs a run directory to write its records into")
     check_run_target(out)
@@ -159,21 +221,25 @@ def stream_gamma_recorded(
                              ball=ball)
     dataset = f"recorded:{path.name}"
     described: dict[str, Any] = {
-        "n": None, "ball": ball, "form": form, "threshold": settings.applied_threshold,
+        "n": None if calibration is None else _described_n(path), "ball": ball, "form": form,
+        "threshold": settings.applied_threshold,
         "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
     }
+    results: dict[str, Any] = {"method": "gamma", "model": model, "embedder": cached.spec,
+                               "dataset": dataset, "domain": domain_of(dataset),
+                               "settings": described}
+    curve, calibrated = _choose(calibration, results, force)  # before anything is embedded
     config = {"recorded": str(path), "embedder": cached.spec, "model": model,
               "dataset": dataset, "settings": described, "model_options": ctx.options_record()}
     run = RunDir.create(out, "gamma", config, ctx.started)
     running = RunningGamma(settings.applied_threshold)
     sizes: set[int] = set()
-    batches = (_score_recorded(chunk, settings, model, cached, form, sizes)
-               for chunk in chunks(chain([first], rows), chunk_size))
+    batches = _calibrated((_score_recorded(chunk, settings, model, cached, form, sizes)
+                           for chunk in chunks(chain([first], rows), chunk_size)), curve)
     count = _write(run, batches, running)
-    low, high = min(sizes), max(sizes)
-    described["n"] = low if low == high else f"{low}-{high}"
-    results = {"method": "gamma", "model": model, "embedder": cached.spec, "dataset": dataset,
-               "domain": domain_of(dataset), "settings": described,
-               "aggregate": running.result() | _named(settings)}
+    described["n"] = _n_of(sizes)
+    results["aggregate"] = running.result() | _named(settings)
+    if calibrated is not None:
+        results["calibration"] = calibrated
     run.update_config({"settings": described, "model_options": ctx.options_record()})
     return _finish(run, results, count, ctx)
