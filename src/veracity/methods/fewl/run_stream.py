@@ -465,6 +465,14 @@ def _total(items: Sequence[Item], sources: Sequence[AnswerSource], settings: Few
     return total
 
 
+def reference_names(inputs: _Inputs, settings: FewlSettings, index: _Index) -> list[str]:
+    """The reference slots' names: the reference models', or the references file's columns."""
+    if inputs.reference_names is not None:
+        return inputs.reference_names
+    assert settings.references_file is not None
+    return [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
+
+
 def fresh_work(out: Path) -> Path:
     """The run's work folder, empty: what an interrupted run left there is rebuilt (every call
     in it is cached)."""
@@ -517,11 +525,7 @@ def stream_fewl(
         similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
                                      settings.mapping, settings.similarity_label)
         index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
-        if inputs.reference_names is not None:
-            names = inputs.reference_names
-        else:
-            assert settings.references_file is not None
-            names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
+        names = reference_names(inputs, settings, index)
         config = run_config(mode, dataset, len(items), similarity, names, settings, ctx, extra)
         run = RunDir.create(out, "fewl", config, ctx.started)
         sources_names = [s.name for s in sources]

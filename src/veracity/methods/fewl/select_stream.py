@@ -51,6 +51,7 @@ from veracity.methods.fewl.run_stream import (
     _write,
     fresh_work,
     generation_bar,
+    reference_names,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, choose_options, load_similarity
@@ -268,11 +269,7 @@ def stream_select(
         similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
                                      settings.mapping, settings.similarity_label)
         index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
-        if inputs.reference_names is not None:
-            names = inputs.reference_names
-        else:
-            assert settings.references_file is not None
-            names = [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
+        names = reference_names(inputs, settings, index)
         config = run_config("select", dataset, len(items), similarity, names, settings, ctx,
                             extra)
         run = RunDir.create(out, "fewl", config, ctx.started)

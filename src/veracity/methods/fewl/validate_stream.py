@@ -51,6 +51,7 @@ from veracity.methods.fewl.run_stream import (
     _write,
     fresh_work,
     generation_bar,
+    reference_names,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
@@ -229,11 +230,7 @@ def stream_fewl_validate(
             similarity = load_similarity(current.similarity, ctx.embedder, ctx.scorer,
                                          current.mapping, current.similarity_label)
             index = _Index(here, plain, inputs, current, ctx, chunk_size, similarity)
-            if inputs.reference_names is not None:
-                names = inputs.reference_names
-            else:
-                assert current.references_file is not None
-                names = [f"{current.references_file.name}#{j}" for j in range(index.widths[0])]
+            names = reference_names(inputs, current, index)
             tally = MeasurementTally(better, worse)
             batches = _scored_chunks(plain, inputs, index, similarity, names, current,
                                      chunk_size, tally, given, labels, variants=r == 0)
