@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from veracity.errors import ConfigError
+from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import Neighbours, unit_rows
 from veracity.methods.fewl.random_search import random_neighbour_blocks, random_neighbours
 from veracity.methods.fewl.run_stream import RowFile
@@ -119,3 +119,16 @@ def test_no_questions_no_neighbours_and_a_negative_k_refused() -> None:
         random_neighbours(np.ones((2, 3)), -1)
     with pytest.raises(ConfigError, match="must be >= 0"):
         list(random_neighbour_blocks(lambda a, b: np.ones((b - a, 3)), 2, -1))
+
+
+def test_row_file_takes_rows_in_any_order_by_positioned_reads(tmp_path: Path) -> None:
+    matrix = np.arange(40, dtype=np.float32).reshape(10, 4)
+    stored = RowFile(tmp_path / "rows.f32", np.float32)
+    stored.append(matrix[:6])
+    stored.append(matrix[6:])
+    for rows in ([3, 4, 5, 0, 1, 9, 9, 2], [7], list(range(10)), [9, 8, 7]):
+        at = np.array(rows, dtype=np.int64)
+        np.testing.assert_array_equal(stored.take(at), matrix[at])
+    assert stored.take(np.zeros(0, dtype=np.int64)).shape == (0, 4)
+    with pytest.raises(DataError, match="past its end"):
+        stored.take(np.array([8, 9, 10], dtype=np.int64))

@@ -20,6 +20,7 @@ it runs and are removed at the end.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -285,15 +286,23 @@ class RowFile:
                            offset=start * width * self.dtype.itemsize).reshape(-1, width)
 
     def take(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-        """Rows by number, in that order, through a mapping dropped before returning."""
+        """Rows by number, in that order: each run of consecutive rows one positioned read (a
+        mapping of the file would count every page it touched in the resident size, and a
+        chunk's neighbours touch pages all over the file)."""
+        width = self.width or 0
+        out = np.zeros((rows.size, width), dtype=self.dtype)
         if rows.size == 0 or not self.rows:
-            return np.zeros((rows.size, self.width or 0), dtype=self.dtype)
-        mapped = np.memmap(self.path, dtype=self.dtype, mode="r",
-                           shape=(self.rows, self.width or 0))
-        try:
-            return np.array(mapped[rows])
-        finally:
-            del mapped
+            return out
+        size = width * self.dtype.itemsize
+        cuts = (np.flatnonzero(np.diff(rows) != 1) + 1).tolist()
+        with self.path.open("rb", buffering=0) as fh:
+            for first, last in zip([0, *cuts], [*cuts, rows.size], strict=True):
+                want = (last - first) * size
+                data = os.pread(fh.fileno(), want, int(rows[first]) * size)
+                if len(data) != want:
+                    raise DataError(f"{self.path}: rows {int(rows[first])}.. are past its end")
+                out[first:last] = np.frombuffer(data, dtype=self.dtype).reshape(-1, width)
+        return out
 
 
 class _Index:
