@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from veracity.backends import fake
+from interrupting import CtrlCOnce
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cache import Cache
 from veracity.client import LLMClient
@@ -191,19 +191,9 @@ def test_bad_settings_fail_before_any_model_call(tmp_path: Path) -> None:
 def test_interrupted_mid_generation_resumes_without_a_repeated_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, neighbours_mode: str
 ) -> None:
-    sent: list[tuple[Any, ...]] = []
-    stop = {"after": 10**9}
-    original = fake.FakeBackend.generate
-
-    def counted(self: fake.FakeBackend, requests: list[GenRequest]) -> Any:
-        if len(sent) >= stop["after"]:
-            stop["after"] = 10**9
-            raise KeyboardInterrupt
-        sent.extend((self.spec, r.messages[-1].content, r.sample_index, r.sampling.seed,
-                     r.sampling.temperature) for r in requests)
-        return original(self, requests)
-
-    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    interrupt = CtrlCOnce(monkeypatch, lambda b, r: (
+        b.spec, r.messages[-1].content, r.sample_index, r.sampling.seed, r.sampling.temperature))
+    sent = interrupt.sent
     items, sources, settings = _setup(tmp_path, 20)
     settings = replace(settings, neighbours_mode=neighbours_mode)
     with _ctx(None) as ctx:
@@ -214,7 +204,7 @@ def test_interrupted_mid_generation_resumes_without_a_repeated_call(
     out, cache = tmp_path / "run", tmp_path / "cache.sqlite"
     # 6 questions a chunk: 2 x 6 answers, 4 x 6 references, 6 pairs and retries; stopped
     # in the middle of the second chunk's generations
-    stop["after"] = 50
+    interrupt.after = 50
     with _ctx(cache) as ctx, pytest.raises(KeyboardInterrupt):
         stream_fewl(items, sources, settings, ctx, out, "qs", {}, chunk_size=4,
                     generate_chunk=6)

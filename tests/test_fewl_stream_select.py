@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from veracity.backends import fake
+from interrupting import CtrlCOnce
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cache import Cache
 from veracity.client import LLMClient
@@ -209,19 +209,9 @@ def test_missing_candidates_named_before_any_model_call(tmp_path: Path) -> None:
 def test_interrupted_select_resumes_with_exactly_the_missing_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent: list[tuple[Any, ...]] = []
-    stop = {"after": 10**9}
-    original = fake.FakeBackend.generate
-
-    def counted(self: fake.FakeBackend, requests: list[GenRequest]) -> Any:
-        if len(sent) >= stop["after"]:
-            stop["after"] = 10**9
-            raise KeyboardInterrupt
-        sent.extend((self.spec, r.messages[-1].content, r.sample_index, r.sampling.seed,
-                     r.sampling.temperature) for r in requests)
-        return original(self, requests)
-
-    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    interrupt = CtrlCOnce(monkeypatch, lambda b, r: (
+        b.spec, r.messages[-1].content, r.sample_index, r.sampling.seed, r.sampling.temperature))
+    sent = interrupt.sent
     items, _, settings = _setup(tmp_path, 20)
     source = AnswerSource("fake/unstable", model="fake/unstable")
     with _ctx(None) as ctx:
@@ -234,7 +224,7 @@ def test_interrupted_select_resumes_with_exactly_the_missing_calls(
     extra = {"candidates": whole.run.info["config"]["candidates"]}
     # 6 questions a generation chunk: 18 candidates, 12 references, 6 pairs (+ retries);
     # stopped in the middle of the second chunk
-    stop["after"] = 45
+    interrupt.after = 45
     with _ctx(cache) as ctx, pytest.raises(KeyboardInterrupt):
         stream_select(items, source, settings, ctx, out, "qs", extra, 3, 0.7, chunk_size=4,
                       generate_chunk=6)

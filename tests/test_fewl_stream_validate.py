@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from veracity.backends import fake
+from interrupting import CtrlCOnce
 from veracity.backends.fake import FakeBackend, stable
 from veracity.cache import Cache
 from veracity.client import LLMClient
@@ -179,19 +179,9 @@ def test_streamed_validate_equals_in_memory_byte_for_byte(
 def test_interrupted_streamed_validate_resumes_with_exactly_the_missing_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sent: list[tuple[Any, ...]] = []
-    stop = {"after": 10**9}
-    original = fake.FakeBackend.generate
-
-    def counted(self: fake.FakeBackend, requests: list[GenRequest]) -> Any:
-        if len(sent) >= stop["after"]:
-            stop["after"] = 10**9
-            raise KeyboardInterrupt
-        sent.extend((r.messages[-1].content, r.sample_index, r.sampling.seed,
-                     r.sampling.temperature) for r in requests)
-        return original(self, requests)
-
-    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
+    interrupt = CtrlCOnce(monkeypatch, lambda b, r: (
+        r.messages[-1].content, r.sample_index, r.sampling.seed, r.sampling.temperature))
+    sent = interrupt.sent
     items = load_labelled(f"chale:{_chale(tmp_path, 12)}")
     settings = _settings()
     with _ctx(None) as ctx:
@@ -200,7 +190,7 @@ def test_interrupted_streamed_validate_resumes_with_exactly_the_missing_calls(
     assert len(set(sent)) == total
     sent.clear()
     out, cache = tmp_path / "run", tmp_path / "cache.sqlite"
-    stop["after"] = total * 3 // 4  # in the second repeat, after the first wrote its records
+    interrupt.after = total * 3 // 4  # in the second repeat, after the first wrote its records
     with _ctx(cache) as ctx, pytest.raises(KeyboardInterrupt):
         stream_fewl_validate(items, settings, ctx, out, "toy", 2, chunk_size=4,
                              generate_chunk=3)

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from interrupting import CtrlCOnce
 from test_stream_progress import Recorded
-from veracity.backends import fake
 from veracity.backends.base import Outcome
 from veracity.backends.fake import FakeBackend, deceive, deceive_flaky
 from veracity.cache import Cache
@@ -141,19 +141,7 @@ def _ctrl_c_once_answered(monkeypatch: pytest.MonkeyPatch, answered: int,
                           key: Callable[[GenRequest], object]) -> list[object]:
     """The fake backend raises Ctrl-C once, on the first call after ``answered`` requests;
     returns the list of ``key`` of every request it answers, before and after."""
-    sent: list[object] = []
-    stop = {"after": answered}
-    original = fake.FakeBackend.generate
-
-    def counted(self: fake.FakeBackend, requests: Sequence[GenRequest]) -> list[Outcome]:
-        if len(sent) >= stop["after"]:
-            stop["after"] = 10**9
-            raise KeyboardInterrupt
-        sent.extend(key(r) for r in requests)
-        return original(self, requests)
-
-    monkeypatch.setattr(fake.FakeBackend, "generate", counted)
-    return sent
+    return CtrlCOnce(monkeypatch, lambda _, r: key(r), answered).sent
 
 
 def test_deception_interrupted_mid_chunk_resumes_without_a_repeated_call(
