@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 from fewl_fixtures import FewlFiles, write_fewl  # noqa: E402
+from measured import measured_child  # noqa: E402
 
 K = 25
 
@@ -67,17 +67,8 @@ WAYS = (("streamed_random", "random", True), ("streamed_nearest", "nearest", Tru
 def run_child(mode: str, files: FewlFiles, out: str,
               cache: Path) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS in bytes, the source's summary) of one scoring in a child."""
-    began = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", CHILD, mode, *map(str, files), out,
-                              str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
-    assert child.stdout is not None
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - began
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"scoring failed:\n{output[-3000:]}")
-    return wall, usage.ru_maxrss * 1024, json.loads(output.strip().splitlines()[-1])
+    wall, rss, line = measured_child(CHILD, [mode, *map(str, files), out, str(cache)], "scoring")
+    return wall, rss, json.loads(line)
 
 
 def search_times(files: FewlFiles, repeats: int) -> dict[str, float]:

@@ -34,15 +34,14 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 from fewl_fixtures import FewlFiles, write_chale, write_fewl  # noqa: E402
+from measured import measured_child  # noqa: E402
 
 CHILD = """
 import json, sys
@@ -105,31 +104,14 @@ def run_child(kind: str, files: FewlFiles, out: str,
               cache: Path) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS in bytes, the source's summary and the model calls) of one
     scoring in a child: ``kind`` recorded (files) or live (the fake backend)."""
-    began = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, kind, *map(str, files), out, str(cache)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert child.stdout is not None
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - began
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"scoring failed:\n{output[-3000:]}")
-    return wall, usage.ru_maxrss * 1024, json.loads(output.strip().splitlines()[-1])
+    wall, rss, line = measured_child(CHILD, [kind, *map(str, files), out, str(cache)], "scoring")
+    return wall, rss, json.loads(line)
 
 
 def run_validate(dataset: Path, out: str, cache: Path) -> tuple[float, int, str]:
     """(wall seconds, peak RSS in bytes, the aggregates as JSON) of one validation in a child."""
-    began = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", VALIDATE_CHILD, str(dataset), out, str(cache)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert child.stdout is not None
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - began
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"validation failed:\n{output[-3000:]}")
-    return wall, usage.ru_maxrss * 1024, output.strip().splitlines()[-1]
+    wall, rss, line = measured_child(VALIDATE_CHILD, [str(dataset), out, str(cache)], "validation")
+    return wall, rss, line
 
 
 def measure_validate(sizes: list[int], root: Path) -> list[dict[str, Any]]:

@@ -25,15 +25,14 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 from fewl_fixtures import FewlFiles, write_fewl  # noqa: E402
+from measured import measured_child  # noqa: E402
 
 SAMPLES = 4
 
@@ -84,19 +83,10 @@ def write_candidates(files: FewlFiles, path: Path, seed: int = 0) -> Path:
 def run_child(way: str, files: FewlFiles, candidates: Path, out: Path, cache: Path,
               chunk: int, k: int) -> tuple[float, int, dict[str, Any]]:
     """(wall seconds, peak RSS in bytes, the selection block and output digest) of one run."""
-    began = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, way, str(files.dataset), str(candidates),
-         str(files.references), str(files.pairs), str(out), str(cache), str(chunk),
-         str(k)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert child.stdout is not None
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - began
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"selection failed:\n{output[-3000:]}")
-    return wall, usage.ru_maxrss * 1024, json.loads(output.strip().splitlines()[-1])
+    args = [way, str(files.dataset), str(candidates), str(files.references), str(files.pairs),
+            str(out), str(cache), str(chunk), str(k)]
+    wall, rss, line = measured_child(CHILD, args, "selection")
+    return wall, rss, json.loads(line)
 
 
 def main() -> None:
