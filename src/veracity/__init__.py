@@ -13,7 +13,7 @@ from veracity.errors import (
     VeracityError,
 )
 from veracity.methods.gamma.api import Truster, gamma, score_gamma, trust
-from veracity.methods.gamma.calibration import read_calibration
+from veracity.methods.gamma.calibration.core import read_calibration
 from veracity.methods.gamma.core import gamma_from_embeddings
 from veracity.methods.gamma.trust import TrustScore
 from veracity.registry import load_embedder, load_model

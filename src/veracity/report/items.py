@@ -66,13 +66,3 @@ def item_table(
     said = esc(caption) if caption else f"All {len(rows)} rows"
     return (f"<p class='muted'>{said}; click a column to sort.{hint}</p>"
             f"<div class='vtable' data-src=\"{esc(name)}\"></div>{json_block(name, spec)}")
-
-
-def gamma_comparison(
-    name: str, items: str, runs: Sequence[str], pair: tuple[int, int], upper: float
-) -> str:
-    """γ of run A against run B over the items of table ``items`` both answered (same id
-    and prompt), with the items they disagree on most; ``runs`` labels each ``_run``."""
-    spec = {"items": items, "runs": [{"label": label} for label in runs],
-            "default_pair": list(pair), "upper": upper}
-    return f"<div class='vcompare' data-src=\"{esc(name)}\"></div>{json_block(name, spec)}"

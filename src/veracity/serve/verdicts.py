@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import KEY_FIELDS, Calibration, Curve, describe_key
+from veracity.methods.gamma.calibration.core import KEY_FIELDS, Calibration, Curve, describe_key
 from veracity.methods.gamma.core import Form
 from veracity.methods.gamma.trust import (
     AUTHORS_SOURCE,

@@ -29,7 +29,7 @@ from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
 from veracity.methods.fewl.similarity import MAPPINGS
-from veracity.methods.fewl.validation import TABLE_ROWS
+from veracity.methods.fewl.validation.core import TABLE_ROWS
 from veracity.runs.result import RunResult
 from veracity.text import slug
 

@@ -16,7 +16,6 @@ from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import (
     measurement_accuracy,
 )
-from veracity.methods.fewl.figures import figure_three, figure_two
 from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
@@ -40,7 +39,8 @@ from veracity.methods.fewl.select_stream import (
     stream_select,
 )
 from veracity.methods.fewl.validate_stream import stream_fewl_validate
-from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.figures import figure_three, figure_two
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.store import check_run_target
@@ -108,7 +108,7 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
     as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
     records are those of the first repeat). With a ``judge`` model, also the data of the
-    paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.figures`). Into a directory
+    paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.validation.figures`). Into a directory
     with the nearest-neighbour penalty it goes chunk by chunk, in bounded memory
     (:mod:`veracity.methods.fewl.validate_stream`): the same records and aggregates."""
     if out is not None:

@@ -28,12 +28,6 @@ from veracity.client import LLMClient
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import FewlScores, neighbour_blocks, unit_rows
-from veracity.methods.fewl.figures import (
-    FIGURE_TWO_NEIGHBOURS,
-    ReferenceRatings,
-    figure_two_data,
-    judged_neighbours,
-)
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
     FewlSettings,
@@ -55,7 +49,13 @@ from veracity.methods.fewl.run_stream import (
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
-from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.figures import (
+    FIGURE_TWO_NEIGHBOURS,
+    ReferenceRatings,
+    figure_two_data,
+    judged_neighbours,
+)
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
@@ -277,7 +277,7 @@ def _generate(plain: Sequence[Item], inputs: _Inputs, settings: FewlSettings, ct
 
 def _figures(judge: LLMClient, items: Sequence[LabelledItem], inputs: _Inputs, index: _Index,
              settings: FewlSettings, names: list[str], chunk_size: int) -> dict[str, Any]:
-    """Figures 2 and 3 (:mod:`veracity.methods.fewl.figures`): each question's ten nearest
+    """Figures 2 and 3 (:mod:`veracity.methods.fewl.validation.figures`): each question's ten nearest
     neighbours found over the index's question vectors a block at a time and their gold
     answers judged; the references of the first repeat rated a chunk at a time."""
     questions, golds = _Texts(items, "question"), _Texts(items, "gold")

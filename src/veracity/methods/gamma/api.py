@@ -11,7 +11,7 @@ from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import Calibration, Curve, as_calibration
+from veracity.methods.gamma.calibration.core import Calibration, Curve, as_calibration
 from veracity.methods.gamma.control import CONTROLS, add_null_control
 from veracity.methods.gamma.core import Form, GammaSettings, check_prompt, measure_gamma, score_answers
 from veracity.methods.gamma.records import GammaRecord

@@ -28,7 +28,7 @@ from veracity.cli.output import echo
 from veracity.data.qa import PROGRAMMING
 from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import read_calibration
+from veracity.methods.gamma.calibration.core import read_calibration
 from veracity.methods.gamma.control import CONTROLS
 from veracity.methods.gamma.core import ALL_FORMS, EMBEDDING, LENGTH, GammaSettings, check_prompt
 from veracity.methods.gamma.paraphrase import PARAPHRASE
@@ -172,7 +172,7 @@ def first_screen_validity(run: Path, settings: GammaSettings, ctx: Any) -> dict[
     """Correctness of each answer against the references and the AUROC of γ (validation.json
     in the run, so the report shows both); None when no answer could be labelled."""
     from veracity.errors import DataError
-    from veracity.methods.gamma.validate import ValidateSettings, validate_gamma
+    from veracity.methods.gamma.validation.core import ValidateSettings, validate_gamma
 
     check = ValidateSettings(baseline_samples=0, resamples=1000, threshold=settings.threshold,
                              threshold_form=settings.cut.form)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import Curve
+from veracity.methods.gamma.calibration.core import Curve
 from veracity.methods.gamma.core import FORMS, Form, check_prompt, score_answers
 from veracity.methods.gamma.paraphrase import PARAPHRASE, paraphrase_ball
 from veracity.perturb import perturb
