@@ -31,7 +31,7 @@ from veracity.cache import Cache
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, DataError
 from veracity.methods.gamma.calibration.core import read_calibration
-from veracity.methods.gamma.trust import TrustScore
+from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.backends.base import Outcome
 from veracity.errors import BackendError, ConfigError
-from veracity.methods.gamma.trust import TrustScore
+from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest

@@ -3,7 +3,7 @@ and §5's mitigation by in-context examples and fine-tuning in sub-folders (decl
 the registry)."""
 
 from veracity.method import Command, FakeMode, MethodSpec, ReportSection
-from veracity.methods.fewl import mitigation
+from veracity.methods.fewl import mitigation, validation
 
 METHODS = (
     MethodSpec("fewl", "FEWL", "veracity.methods.fewl.records:FewlRecord",
@@ -13,6 +13,7 @@ METHODS = (
                api=("veracity.methods.fewl.api:fewl", "veracity.methods.fewl.api:score_fewl"),
                commands=(Command("veracity.methods.fewl.cli:fewl"),),
                fake_modes=(FakeMode("pairs", "veracity.methods.fewl.pairs:fake_pairs"),),
-               run_files=("references.jsonl", "pairs.jsonl", "icl_prompts.jsonl", "finetune.jsonl")),
+               run_files=("references.jsonl", "pairs.jsonl", "icl_prompts.jsonl", "finetune.jsonl"))
+    .with_parts(validation.PART),
     *mitigation.METHODS,
 )

@@ -20,15 +20,15 @@ from veracity.cli.output import echo
 from veracity.methods.gamma.attack.core import ATTACK_MAX_N, AttackSettings, visible
 from veracity.methods.gamma.attack.records import AttackStep
 from veracity.methods.gamma.attack.run import run_attack
-from veracity.methods.gamma.cli import (
+from veracity.methods.gamma.core import ALL_FORMS
+from veracity.methods.gamma.paraphrase import PARAPHRASE
+from veracity.methods.gamma.presets import (
     DEFAULT_EMBEDDER,
     DEFAULT_MODEL,
     apply_preset,
     preset_option,
     record_preset,
 )
-from veracity.methods.gamma.core import ALL_FORMS
-from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.store import dumps
 from veracity.text import slug
 from veracity.types import Sampling

@@ -9,8 +9,8 @@ from typing import Any
 
 from veracity.errors import DataError
 from veracity.methods.gamma.calibration.core import KEY_FIELDS, Calibration, Curve, fit_curve
+from veracity.methods.gamma.calibration.trust import verdict
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.trust import verdict
 from veracity.store import VALIDATION_FILE, RunDir, dumps
 
 

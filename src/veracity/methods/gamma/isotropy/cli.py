@@ -23,17 +23,17 @@ from veracity.cli.options import (
 )
 from veracity.cli.output import echo
 from veracity.data.qa import load_items
-from veracity.methods.gamma.cli import (
+from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.isotropy.core import DEFAULT_CONE
+from veracity.methods.gamma.isotropy.run import run_isotropy
+from veracity.methods.gamma.paraphrase import PARAPHRASE
+from veracity.methods.gamma.presets import (
     DEFAULT_EMBEDDER,
     DEFAULT_MODEL,
     apply_preset,
     preset_option,
     record_preset,
 )
-from veracity.methods.gamma.core import GammaSettings
-from veracity.methods.gamma.isotropy.core import DEFAULT_CONE
-from veracity.methods.gamma.isotropy.run import run_isotropy
-from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.store import dumps
 from veracity.types import Sampling
 

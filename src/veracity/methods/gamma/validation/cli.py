@@ -18,8 +18,8 @@ from veracity.cli.options import (
     sample_options,
 )
 from veracity.cli.output import echo
-from veracity.methods.gamma.cli import apply_preset, preset_option, threshold_text
 from veracity.methods.gamma.core import ALL_FORMS, Form
+from veracity.methods.gamma.presets import apply_preset, preset_option, threshold_text
 from veracity.methods.gamma.validation.annotate import export_sheet, resolve_rubric
 from veracity.methods.gamma.validation.core import (
     SHEET_FILE,
