@@ -29,12 +29,7 @@ def models() -> None:
             if p.extra:
                 needs += f" (pip install 'veracity[{p.extra}]')"
             status = "ready" if p.installed() else "missing"
-            examples = p.examples
-            if p.name == "fake" and title == "Models":
-                from veracity.backends.fake import mode_names
-
-                examples = ", ".join(f"fake/{m}" for m in mode_names())
-            echo(f"  {examples:<44} {status}")
+            echo(f"  {p.listing():<44} {status}")
             echo(f"  {'':<44} {p.description}")
             echo(f"  {'':<44} needs: {needs}")
             for option in declared(p):

@@ -134,11 +134,11 @@ def serve(**kw: Any) -> None:
     except ImportError as exc:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
-    from veracity.registry import parse_embedder_options, parse_options, split_spec
+    from veracity.registry import parse_embedder_options, parse_options, resolve
 
-    options = parse_embedder_options(kw["embedder_option"]).get(split_spec(kw["embedder"])[0], {})
+    options = parse_embedder_options(kw["embedder_option"]).get(resolve(kw["embedder"]).provider, {})
     parsed = parse_options(kw["model_option"])
-    model_options = parsed.get(split_spec(kw["model"])[0], {})
+    model_options = parsed.get(resolve(kw["model"]).provider, {})
     unused = [p for p in kw["model_option"]
               if kw["upstream"] or p.partition("=")[0].strip() not in model_options]
     if unused:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from veracity.data.labelled import LabelledItem, finetune_set, icl_prompts
+from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import (
     measurement_accuracy,
@@ -38,6 +38,7 @@ from veracity.methods.fewl.select_stream import (
     pick_best,
     stream_select,
 )
+from veracity.methods.fewl.selection.core import finetune_set, icl_prompts
 from veracity.methods.fewl.validate_stream import stream_fewl_validate
 from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
 from veracity.methods.fewl.validation.figures import figure_three, figure_two

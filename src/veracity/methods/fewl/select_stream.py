@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from veracity.data.labelled import finetune_set, icl_prompts, text_rows
+from veracity.data.labelled import text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.records import FewlRecord
@@ -54,6 +54,7 @@ from veracity.methods.fewl.run_stream import (
     reference_names,
 )
 from veracity.methods.fewl.running import RunningFewl
+from veracity.methods.fewl.selection.core import finetune_set, icl_prompts
 from veracity.methods.fewl.similarity import Similarity, choose_options, load_similarity
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult

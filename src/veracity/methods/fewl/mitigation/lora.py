@@ -26,6 +26,7 @@ from veracity.backends.llamacpp import bundled_gguf_path
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.mitigation.prompts import templated_examples
 from veracity.paths import user_path
+from veracity.registry import resolve
 
 METHODS = ("lora", "full")
 
@@ -97,9 +98,10 @@ def _libraries() -> tuple[Any, Any, Any, Any]:
 
 def base_location(spec: str) -> tuple[str, dict[str, Any]]:
     """Directory and ``from_pretrained`` keywords of an ``hf/...`` base (nothing downloaded)."""
-    if not spec.startswith("hf/"):
+    ref = resolve(spec)
+    if ref.provider != "hf":
         raise ConfigError(f"the base model must be hf/PATH or hf/default, got '{spec}'")
-    name = spec.removeprefix("hf/")
+    name = ref.name
     if name in ("", "default"):
         gguf = bundled_gguf_path("train")
         return str(gguf.parent), {"gguf_file": gguf.name, "local_files_only": True}
