@@ -4,7 +4,8 @@ settings of a publication (``--preset paper``) applied where no option was given
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -74,3 +75,29 @@ def threshold_text(agg: dict[str, Any]) -> str:
     if given and (given["form"] != form or given["value"] != value):
         shown += f"; given {given['value']:g} {given['form']}"
     return shown + (")" if form else "")
+
+
+Opts = TypeVar("Opts")
+
+
+def with_preset(options: Opts, command: str) -> tuple[Opts, dict[str, Any] | None]:
+    """A command's options (a dataclass with a ``preset`` field) with its preset's settings
+    where no option was given on the command line; prints what was applied (to stderr) and
+    returns the record for run.json."""
+    name = cast(str | None, cast(Any, options).preset)
+    if name is None:
+        return options, None
+    context = click.get_current_context()
+    applied: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
+    for key, value in PRESETS[name][command].items():
+        if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
+            kept[key] = getattr(options, key)
+        else:
+            applied[key] = value
+    shown = ", ".join(f"{k.replace('_', '-')}={v}" for k, v in applied.items())
+    echo(f"preset {name}: {shown}" + (
+        f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})" if kept else ""),
+        err=True)
+    return cast(Opts, replace(cast(Any, options), **applied)), {"name": name, "applied": applied,
+                                                            "overridden": kept}

@@ -3,31 +3,33 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
+    CommonOptions,
     ball_choice,
     common_options,
     default_out,
     handles_errors,
+    options_as,
 )
 from veracity.cli.output import echo
 from veracity.methods.gamma.attack.core import ATTACK_MAX_N, AttackSettings, visible
 from veracity.methods.gamma.attack.records import AttackStep
 from veracity.methods.gamma.attack.run import run_attack
-from veracity.methods.gamma.core import ALL_FORMS
+from veracity.methods.gamma.core import ALL_FORMS, Form
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.presets import (
     DEFAULT_EMBEDDER,
     DEFAULT_MODEL,
-    apply_preset,
     preset_option,
     record_preset,
+    with_preset,
 )
 from veracity.store import dumps
 from veracity.text import slug
@@ -47,6 +49,38 @@ def _echo_step(record: AttackStep) -> None:
     suffix = record.suffix if record.suffix is not None else record.prompt
     shown = "(start)" if record.step == 0 else _flat(suffix, 28)
     echo(f"{record.step:>4} {_gamma(record.gamma)}  {shown:<28}  {_flat(record.answer, 60)}")
+
+
+@dataclass(frozen=True)
+class AttackOptions:
+    """``veracity attack``'s options."""
+
+    prompt: str
+    model: str
+    embedder: str
+    steps: int
+    n: int
+    allow_large_n: bool
+    max_calls: int | None
+    charset: str
+    ball: str
+    paraphraser: str | None
+    descend: bool
+    seed: int
+    form: Form
+    max_tokens: int
+    out: Path | None
+    as_json: bool
+    preset: str | None
+    common: CommonOptions = CommonOptions()
+
+    def settings(self) -> AttackSettings:
+        return AttackSettings(
+            steps=self.steps, n=self.n, charset=self.charset, ball=self.ball,
+            descend=self.descend, seed=self.seed, max_calls=self.max_calls, form=self.form,
+            sampling=Sampling(temperature=0.0, max_tokens=self.max_tokens),
+            paraphraser=self.paraphraser, allow_large_n=self.allow_large_n,
+        )
 
 
 def _slug(text: str) -> str:
@@ -80,28 +114,24 @@ def _slug(text: str) -> str:
 @preset_option("attack")
 @common_options
 @handles_errors
-def attack(**kw: Any) -> None:
+@options_as(AttackOptions)
+def attack(o: AttackOptions) -> None:
     """Adversarial γ search: append random characters, move to the largest γ, repeat.
 
     Each step costs N x (N + 1) generations (one cached batch); the trajectory shows where
     the answers start to drift.
     """
-    preset = apply_preset(kw, "attack")
-    settings = AttackSettings(
-        steps=kw["steps"], n=kw["n"], charset=kw["charset"], ball=kw["ball"],
-        descend=kw["descend"], seed=kw["seed"], max_calls=kw["max_calls"], form=kw["form"],
-        sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
-        paraphraser=kw["paraphraser"], allow_large_n=kw["allow_large_n"],
-    )
-    out = kw["out"] or default_out("attack", _slug(kw["prompt"]), kw["model"])
-    with command_run(kw) as cmd:
-        if not kw["as_json"]:
+    o, preset = with_preset(o, "attack")
+    settings = o.settings()
+    out = o.out or default_out("attack", _slug(o.prompt), o.model)
+    with command_run(o.common) as cmd:
+        if not o.as_json:
             echo(f"{'step':>4} {'γ':>7}  {'appended':<28}  answer")
-        outcome = run_attack(kw["prompt"], kw["model"], kw["embedder"], settings, cmd.ctx, out,
-                             None if kw["as_json"] else _echo_step)
+        outcome = run_attack(o.prompt, o.model, o.embedder, settings, cmd.ctx, out,
+                             None if o.as_json else _echo_step)
     record_preset(outcome.run, preset)
     r = outcome.results
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps(outcome.records_json(), indent=2))
     else:
         best = r["best"]
@@ -111,4 +141,4 @@ def attack(**kw: Any) -> None:
             f", final γ {_gamma(r['final']['gamma'])}, best γ {_gamma(best['gamma'])} at step "
             f"{best['step']}\n{r['requested_calls']} generations requested: {cmd.calls_line()}"
         )
-    write_report(outcome.run, f"veracity attack: {kw['prompt'][:60]}", kw["as_json"])
+    write_report(outcome.run, f"veracity attack: {o.prompt[:60]}", o.as_json)

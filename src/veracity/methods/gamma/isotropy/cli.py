@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -11,15 +11,17 @@ from veracity.checks import MAX_N
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
+    CommonOptions,
     Finite,
     ball_choice,
     common_options,
     default_out,
     handles_errors,
+    options_as,
     pick,
-    pop_selection,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo
 from veracity.data.qa import load_items
@@ -30,12 +32,43 @@ from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.presets import (
     DEFAULT_EMBEDDER,
     DEFAULT_MODEL,
-    apply_preset,
     preset_option,
     record_preset,
+    with_preset,
 )
 from veracity.store import dumps
 from veracity.types import Sampling
+
+
+@dataclass(frozen=True)
+class IsotropyOptions:
+    """``veracity isotropy``'s options."""
+
+    dataset: str
+    model: str
+    embedder: str
+    ball: str
+    paraphraser: str | None
+    n: int
+    allow_large_n: bool
+    cone: float
+    seed: int
+    max_tokens: int
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    out: Path | None
+    as_json: bool
+    preset: str | None
+    common: CommonOptions = CommonOptions()
+
+    def settings(self) -> GammaSettings:
+        return GammaSettings(
+            n=self.n, ball=self.ball, seed=self.seed,
+            sampling=Sampling(temperature=0.0, max_tokens=self.max_tokens),
+            paraphraser=self.paraphraser, allow_large_n=self.allow_large_n,
+        )
 
 
 @click.command()
@@ -62,27 +95,24 @@ from veracity.types import Sampling
 @preset_option("isotropy")
 @common_options
 @handles_errors
-def isotropy(**kw: Any) -> None:
+@options_as(IsotropyOptions)
+def isotropy(o: IsotropyOptions) -> None:
     """Is the ball centred? Angles of perturbed answers and prompts around the originals.
 
     Uses the same (cached) generations as `veracity gamma` with the same ball, N and seed.
     """
-    preset = apply_preset(kw, "isotropy")
-    items, chosen = pick(load_items(kw["dataset"], None, kw["question_field"]),
-                         pop_selection(kw), lambda item: item.id)
-    settings = GammaSettings(
-        n=kw["n"], ball=kw["ball"], seed=kw["seed"],
-        sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
-        paraphraser=kw["paraphraser"], allow_large_n=kw["allow_large_n"],
-    )
-    out = kw["out"] or default_out("isotropy", kw["dataset"].split(":")[-1], kw["model"])
-    with command_run(kw) as cmd:
-        outcome = run_isotropy(items, kw["model"], kw["embedder"], settings, cmd.ctx, kw["cone"],
-                               out, kw["dataset"])
+    o, preset = with_preset(o, "isotropy")
+    items, chosen = pick(load_items(o.dataset, None, o.question_field),
+                         selection_of(o.sample, o.sample_seed, o.limit), lambda item: item.id)
+    settings = o.settings()
+    out = o.out or default_out("isotropy", o.dataset.split(":")[-1], o.model)
+    with command_run(o.common) as cmd:
+        outcome = run_isotropy(items, o.model, o.embedder, settings, cmd.ctx, o.cone,
+                               out, o.dataset)
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
     agg = outcome.results["aggregate"]
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps(outcome.results, indent=2))
     else:
         cone = agg["cone"]
@@ -102,7 +132,7 @@ def isotropy(**kw: Any) -> None:
             f"model {outcome.results['model']}, embedder {outcome.results['embedder']}\n"
             f"{cmd.calls_line()}"
         )
-    write_report(outcome.run, f"veracity isotropy: {kw['dataset']}", kw["as_json"])
+    write_report(outcome.run, f"veracity isotropy: {o.dataset}", o.as_json)
 
 
 def _num(value: float | None) -> str:
