@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,17 @@ from veracity.cli.lifecycle import command_run
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
+    CommonOptions,
     Finite,
     common_options,
     handles_errors,
-    pop_selection,
+    options_as,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo
 from veracity.methods.gamma.core import ALL_FORMS, Form
-from veracity.methods.gamma.presets import apply_preset, preset_option, threshold_text
+from veracity.methods.gamma.presets import preset_option, threshold_text, with_preset
 from veracity.methods.gamma.validation.annotate import export_sheet, resolve_rubric
 from veracity.methods.gamma.validation.core import (
     SHEET_FILE,
@@ -41,6 +44,51 @@ def _num(value: Any, digits: int = 3) -> str:
 def _ci(block: dict[str, Any]) -> str:
     low, high = block["ci"]
     return f"{_num(block['auroc'])}  [{_num(low)}, {_num(high)}]"
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """``veracity validate gamma``'s options."""
+
+    run: Path
+    judge: str | None
+    baseline_samples: int
+    temperature: float
+    threshold: float
+    threshold_form: Form | None
+    bins: int
+    resamples: int
+    seed: int
+    embedder: str | None
+    model: str | None
+    dataset: str | None
+    sample: int | None
+    sample_seed: int
+    out: Path | None
+    as_json: bool
+    common: CommonOptions = CommonOptions()
+
+    def settings(self) -> ValidateSettings:
+        sample = selection_of(self.sample, self.sample_seed).sample
+        return ValidateSettings(judge=self.judge, embedder=self.embedder, model=self.model,
+                                dataset=self.dataset, baseline_samples=self.baseline_samples,
+                                temperature=self.temperature, threshold=self.threshold,
+                                bins=self.bins, resamples=self.resamples, seed=self.seed,
+                                sample=sample.k if sample else None,
+                                sample_seed=sample.seed if sample else 0,
+                                threshold_form=self.threshold_form)
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """``veracity annotate export``'s options."""
+
+    run: Path
+    out: Path
+    rubric: str
+    sample: int | None
+    sample_seed: int
+    preset: str | None
 
 
 def _rebuild_report(path: Path) -> Path:
@@ -81,7 +129,8 @@ def validate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @common_options
 @handles_errors
-def validate_gamma_command(run: Path, **kw: Any) -> None:
+@options_as(ValidateOptions)
+def validate_gamma_command(o: ValidateOptions) -> None:
     """AUROC of γ for flagging incorrect answers of a gamma RUN, beside a baseline.
 
     Labels come from the dataset's references (TruthfulQA: nearest correct vs incorrect
@@ -89,19 +138,11 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
     baseline asks the same model the same questions M times at --temperature and scores the
     mean cosine to the greedy answer (UQLM's cosine scorer). Writes validation.json into RUN.
     """
-    as_json, out = kw.pop("as_json"), kw.pop("out")
-    sample = pop_selection(kw, limit=None).sample
-    settings = ValidateSettings(judge=kw["judge"], embedder=kw["embedder"], model=kw["model"],
-                                dataset=kw["dataset"], baseline_samples=kw["baseline_samples"],
-                                temperature=kw["temperature"], threshold=kw["threshold"],
-                                bins=kw["bins"], resamples=kw["resamples"], seed=kw["seed"],
-                                sample=sample.k if sample else None,
-                                sample_seed=sample.seed if sample else 0,
-                                threshold_form=kw.pop("threshold_form"))
-    with command_run(kw) as cmd:
-        results = validate_gamma(run, settings, cmd.ctx, out)
+    run, settings = o.run, o.settings()
+    with command_run(o.common) as cmd:
+        results = validate_gamma(run, settings, cmd.ctx, o.out)
     report = _rebuild_report(run)
-    if as_json:
+    if o.as_json:
         echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
         return
     acc = results["accuracy"]
@@ -143,12 +184,13 @@ def annotate() -> None:
 @sample_options
 @preset_option("annotate export")
 @handles_errors
-def annotate_export(run: Path, out: Path, rubric: str, **kw: Any) -> None:
+@options_as(ExportOptions)
+def annotate_export(o: ExportOptions) -> None:
     """Write a rating sheet for every answer of RUN (or a random --sample of them)."""
-    directory, records = open_gamma_run(run)
-    preset = apply_preset(kw, "annotate export")
-    selection = pop_selection(kw, limit=None)
-    chosen = resolve_rubric(rubric)
+    directory, records = open_gamma_run(o.run)
+    o, preset = with_preset(o, "annotate export")
+    selection = selection_of(o.sample, o.sample_seed)
+    run, out, chosen = o.run, o.out, resolve_rubric(o.rubric)
     rows = export_sheet(records, out, chosen, title=f"Rating sheet: {run.name}",
                         selection=selection)
     directory.write_json(SHEET_FILE, {
