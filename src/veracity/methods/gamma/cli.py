@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +16,16 @@ from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
+    CommonOptions,
     Finite,
     ball_choice,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo
 from veracity.data.qa import PROGRAMMING
@@ -30,15 +33,22 @@ from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration.core import read_calibration
 from veracity.methods.gamma.control import CONTROLS
-from veracity.methods.gamma.core import ALL_FORMS, EMBEDDING, LENGTH, GammaSettings, check_prompt
+from veracity.methods.gamma.core import (
+    ALL_FORMS,
+    EMBEDDING,
+    LENGTH,
+    Form,
+    GammaSettings,
+    check_prompt,
+)
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.presets import (
     DEFAULT_EMBEDDER,
     DEFAULT_MODEL,
-    apply_preset,
     preset_option,
     record_preset,
     threshold_text,
+    with_preset,
 )
 from veracity.methods.gamma.records import GammaRecord, GammaSummary
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
@@ -167,6 +177,51 @@ def print_control(control: dict[str, Any]) -> None:
     )
 
 
+@dataclass(frozen=True)
+class GammaOptions:
+    """``veracity gamma``'s options."""
+
+    prompts: tuple[str, ...]
+    dataset: str | None
+    recorded: Path | None
+    model: str
+    embedder: str
+    n: int
+    allow_large_n: bool
+    seed: int
+    form: Form
+    ball: str
+    radius: float
+    shape: str
+    scope: str
+    paraphraser: str | None
+    max_tokens: int
+    threshold: float
+    threshold_form: Form | None
+    control: str | None
+    calibration: Path | None
+    force: bool
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    domain: str | None
+    validity: bool
+    out: Path | None
+    as_json: bool
+    preset: str | None
+    common: CommonOptions = CommonOptions()
+
+    def settings(self) -> GammaSettings:
+        return GammaSettings(
+            n=self.n, ball=self.ball, seed=self.seed, form=self.form,
+            sampling=Sampling(temperature=0.0, max_tokens=self.max_tokens),
+            threshold=self.threshold, threshold_form=self.threshold_form,
+            paraphraser=self.paraphraser, radius=self.radius, shape=self.shape,
+            scope=self.scope, control=self.control, allow_large_n=self.allow_large_n,
+        )
+
+
 _GENERATION_OPTIONS = ("model", "n", "allow_large_n", "seed", "ball", "max_tokens", "paraphraser", "radius",
                        "shape", "scope", "limit", "sample", "sample_seed", "question_field",
                        "control")
@@ -241,61 +296,55 @@ def _refuse_generation_options() -> None:
 @preset_option("gamma")
 @common_options
 @handles_errors
-def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
+@options_as(GammaOptions)
+def gamma(o: GammaOptions) -> None:
     """Harmonic γ of each answer: 0 = stable (trustworthy), larger = unstable.
 
     Give prompts as arguments, or --dataset, or --recorded.
     """
-    sources = sum(bool(x) for x in (prompts, kw["dataset"], kw["recorded"]))
+    sources = sum(bool(x) for x in (o.prompts, o.dataset, o.recorded))
     if sources != 1:
         raise ConfigError("give prompts, or --dataset SPEC, or --recorded FILE (exactly one)")
-    if kw["force"] and not kw["calibration"]:
+    if o.force and not o.calibration:
         raise ConfigError("--force only applies to --calibration FILE")
-    calibration = read_calibration(kw["calibration"]) if kw["calibration"] else None
-    preset = apply_preset(kw, "gamma")
-    selection = pop_selection(kw)
+    calibration = read_calibration(o.calibration) if o.calibration else None
+    o, preset = with_preset(o, "gamma")
+    selection = selection_of(o.sample, o.sample_seed, o.limit)
     chosen: dict[str, Any] | None = None
-    if selection.active and not kw["dataset"]:
+    if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     validity: dict[str, Any] | None = None
-    with command_run(kw) as cmd, ExitStack() as held:
+    with command_run(o.common) as cmd, ExitStack() as held:
         ctx = cmd.ctx
-        if kw["recorded"]:
+        if o.recorded:
             _refuse_generation_options()
-            out = kw["out"]
-            outcome = run_gamma_recorded(kw["recorded"], kw["embedder"], ctx, kw["form"],
-                                         kw["threshold"], out, calibration, kw["force"],
-                                         kw["threshold_form"])
+            out = o.out
+            outcome = run_gamma_recorded(o.recorded, o.embedder, ctx, o.form, o.threshold, out,
+                                         calibration, o.force, o.threshold_form)
         else:
-            if prompts:
-                for index, prompt in enumerate(prompts, 1):
+            if o.dataset is None:
+                for index, prompt in enumerate(o.prompts, 1):
                     check_prompt(prompt, f"prompt {index}")
-                items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+                items: Sequence[Item] = [Item(f"prompt-{i}", p)
+                                         for i, p in enumerate(o.prompts, 1)]
                 dataset = "prompts"
-                out = kw["out"]
+                out = o.out
             else:
                 items, chosen = held.enter_context(selected_items(  # large files: on disk
-                    kw["dataset"], selection, kw["question_field"]))
-                dataset = kw["dataset"]
-                out = kw["out"] or default_out("gamma", dataset.split(":")[-1], kw["model"])
-            settings = GammaSettings(
-                n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
-                sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
-                threshold=kw["threshold"], threshold_form=kw["threshold_form"],
-                paraphraser=kw["paraphraser"],
-                radius=kw["radius"], shape=kw["shape"], scope=kw["scope"], control=kw["control"],
-                allow_large_n=kw["allow_large_n"],
-            )
-            outcome = run_gamma(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
-                                calibration, kw["force"], kw["domain"])
+                    o.dataset, selection, o.question_field))
+                dataset = o.dataset
+                out = o.out or default_out("gamma", dataset.split(":")[-1], o.model)
+            settings = o.settings()
+            outcome = run_gamma(items, o.model, o.embedder, settings, ctx, out, dataset,
+                                calibration, o.force, o.domain)
             # a Programming QA reference is a whole worked answer, not a gold answer to match
-            judged = kw["validity"] and outcome.run is not None and any(
+            judged = o.validity and outcome.run is not None and any(
                 i.references and i.metadata.get("domain") != PROGRAMMING for i in items)
             if judged and outcome.run is not None:
                 validity = first_screen_validity(outcome.run.path, settings, ctx)
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
-    if kw["as_json"]:
+    if o.as_json:
         extra = {name: outcome.results[name] for name in ("control", "calibration")
                  if name in outcome.results}
         if "calibration" in extra:
@@ -305,4 +354,4 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
         echo(dumps(shown, indent=2))
     else:
         print_summary(outcome, cmd.calls_line(), validity)
-    write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", kw["as_json"])
+    write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", o.as_json)
