@@ -18,7 +18,6 @@ from veracity.cli.options import (
     handles_errors,
     options_as,
     pick,
-    pop_selection,
     record_selection,
     sample_options,
     selection_of,
@@ -39,14 +38,6 @@ from veracity.runs.result import RunResult
 from veracity.text import slug
 
 F = TypeVar("F", bound=Callable[..., Any])
-_SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
-             "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
-             "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
-             "question_embedder", "neighbours", "near_duplicate", "tau", "expertise",
-             "pair_prompt", "neighbours_mode",
-             "divergence",
-             "max_tokens", "answer_template", "seed")
-
 
 questions_dataset = click.option(
     "--dataset", required=True,
@@ -218,11 +209,6 @@ class SelectOptions(FewlOptions):
     min_fewl: float | None
 
 
-def settings_from(kw: dict[str, Any]) -> FewlSettings:
-    """FewlSettings from the parsed options (removes them from ``kw``)."""
-    return FewlParameters(**{name: kw.pop(name) for name in _SETTINGS}).settings()
-
-
 def default_out(mode: str, dataset: str) -> Path:
     stem = Path(dataset.split(":", 1)[-1]).stem or dataset
     return Path("runs") / slug(f"fewl-{mode}-{stem}")
@@ -303,12 +289,6 @@ def _sample_level(ranking: dict[str, Any]) -> None:
         w, wo = pair["with_penalty"], pair["without_penalty"]
         echo(f"  {pair['a']} vs {pair['b']}: with penalty {w['agree']}/{w['n']}, "
              f"without {wo['agree']}/{wo['n']}")
-
-
-def load_selected(kw: dict[str, Any], labelled: bool = False) -> tuple[list[Any], dict[str, Any]]:
-    """The --dataset's questions left by --limit and --sample, and the record of that choice."""
-    items: list[Any] = load_labelled(kw["dataset"]) if labelled else load_questions(kw["dataset"])
-    return pick(items, pop_selection(kw), lambda item: str(item.id))
 
 
 def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun, chosen: dict[str, Any]) -> None:

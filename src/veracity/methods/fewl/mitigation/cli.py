@@ -4,6 +4,7 @@ answers (as examples, or as fine-tuning targets) and measure it with a judge's w
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +14,16 @@ from veracity.cli.options import (
     Finite,
     common_options,
     handles_errors,
-    make_context,
-    pop_common,
+    options_as,
     record_selection,
 )
 from veracity.cli.output import echo
 from veracity.errors import DataError
 from veracity.methods.fewl.cli import (
+    FewlOptions,
     default_out,
     fewl_options,
-    load_selected,
     questions_dataset,
-    settings_from,
 )
 from veracity.methods.fewl.mitigation.core import MitigationSettings
 from veracity.methods.fewl.mitigation.examples import FORMATS, POOLS
@@ -65,19 +64,61 @@ def print_table(results: dict[str, Any], versus: str) -> None:
         echo(f"{results['base_name']} accuracy {base['mean']:.3f} over {base['n']} questions")
 
 
-def _settings(kw: dict[str, Any], model: str, extra: dict[str, Any],
-              default_rules: tuple[str, ...] = RULES) -> MitigationSettings:
-    rules = tuple(kw.pop("selected_by")) or default_rules
-    candidates = kw.pop("candidates") or model
-    from_dataset = candidates == "dataset"
-    lists = labelled_candidates(kw["dataset"], kw["seed"]) if from_dataset else None
-    return MitigationSettings(
-        fewl=settings_from(kw), candidates=AnswerSource("dataset") if from_dataset
-        else answer_source(candidates),
-        judge=kw.pop("judge"), rules=rules, samples=kw.pop("samples"),
-        temperature=kw.pop("temperature"), split=kw.pop("split"), extra=extra,
-        candidate_lists=lists,
-        **_judge_prompt(kw.pop("judge_prompt")))
+@dataclass(frozen=True, kw_only=True)
+class MitigationOptions(FewlOptions):
+    """What ``fewl icl`` and ``fewl finetune`` share (:func:`mitigation_options`)."""
+
+    judge: str
+    judge_prompt: Path | None
+    candidates: str | None
+    samples: int
+    temperature: float
+    split: float
+    selected_by: tuple[str, ...]
+
+    def mitigation(self, model: str, extra: dict[str, Any],
+                   default_rules: tuple[str, ...] = RULES) -> MitigationSettings:
+        rules = tuple(self.selected_by) or default_rules
+        candidates = self.candidates or model
+        from_dataset = candidates == "dataset"
+        lists = labelled_candidates(self.dataset, self.seed) if from_dataset else None
+        return MitigationSettings(
+            fewl=self.settings(), candidates=AnswerSource("dataset") if from_dataset
+            else answer_source(candidates),
+            judge=self.judge, rules=rules, samples=self.samples,
+            temperature=self.temperature, split=self.split, extra=extra,
+            candidate_lists=lists, **_judge_prompt(self.judge_prompt))
+
+
+@dataclass(frozen=True, kw_only=True)
+class IclOptions(MitigationOptions):
+    """``veracity fewl icl``'s options."""
+
+    model: str
+    examples: int
+    pool: str
+    example_format: str
+    icl_template: Path | None
+    zero_shot: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetuneOptions(MitigationOptions):
+    """``veracity fewl finetune``'s options."""
+
+    base: str
+    method: str
+    base_chat_template: str | None
+    preset: str | None
+    epochs: float
+    max_steps: int | None
+    lora_r: int
+    learning_rate: float | None
+    batch_size: int
+    max_length: int
+    save_steps: int
+    threads: int | None
+    merge: bool
 
 
 def _judge_prompt(path: Path | None) -> dict[str, str]:
@@ -146,28 +187,27 @@ def mitigation_options(func: Any) -> Any:
 @fewl_options
 @common_options
 @handles_errors
-def icl_cmd(**kw: Any) -> None:
+@options_as(IclOptions)
+def icl_cmd(o: IclOptions) -> None:
     """FEWL-guided in-context learning (Table 6): K nearest pool questions as examples with the
     answer each rule picks; the judge compares FEWL-guided and baseline-guided answers head to
     head in both orders; accuracy on labels."""
     from veracity.methods.fewl.mitigation.icl import IclSettings, fewl_icl
 
-    common = pop_common(kw)
-    model = kw.pop("model")
-    icl = IclSettings(examples=kw.pop("examples"), pool=kw.pop("pool"),
-                      format=kw.pop("example_format"), zero_shot=kw.pop("zero_shot"),
-                      **_icl_template(kw.pop("icl_template")))
-    settings = _settings(kw, model, {"model": model}, ("fewl", "baseline"))
-    items, chosen = load_selected(kw)
-    ctx = make_context(**common)
+    model = o.model
+    icl = IclSettings(examples=o.examples, pool=o.pool, format=o.example_format,
+                      zero_shot=o.zero_shot, **_icl_template(o.icl_template))
+    settings = o.mitigation(model, {"model": model}, ("fewl", "baseline"))
+    items, chosen = o.selected()
+    ctx = o.common.context()
     started = time.perf_counter()
     try:
         outcome = fewl_icl(items, settings, model, icl, ctx,
-                           kw["out"] or default_out("icl", kw["dataset"]), kw["dataset"])
+                           o.out or default_out("icl", o.dataset), o.dataset)
         print_table6(outcome.results)
         if outcome.results["rows"]:
             print_table(outcome.results, "ICL")
-        _done(outcome, started, ctx, f"veracity FEWL icl: {kw['dataset']}", chosen)
+        _done(outcome, started, ctx, f"veracity FEWL icl: {o.dataset}", chosen)
     finally:
         ctx.close()
 
@@ -187,23 +227,23 @@ PAPER = {"method": "full", "epochs": 10.0, "split": 0.8,
 (ground truth, baseline, FEWL), TruthfulQA split 80 / 20; prompts as raw text."""
 
 
-def _preset(kw: dict[str, Any]) -> dict[str, Any] | None:
+def _preset(o: FinetuneOptions) -> tuple[FinetuneOptions, dict[str, Any] | None]:
     """--preset paper: its settings where no option was given on the command line."""
-    name = kw.pop("preset", None)
+    name = o.preset
     if name is None:
-        return None
+        return o, None
     context = click.get_current_context()
     applied: dict[str, Any] = {}
     kept: dict[str, Any] = {}
     for key, value in PAPER.items():
         if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
-            kept[key] = kw[key]
+            kept[key] = getattr(o, key)
         else:
-            kw[key] = applied[key] = value
+            applied[key] = value
     echo(f"preset {name}: " + ", ".join(f"{k.replace('_', '-')}={v}" for k, v in applied.items())
          + (f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})"
             if kept else ""), err=True)
-    return {"name": name, "applied": applied, "overridden": kept}
+    return replace(o, **applied), {"name": name, "applied": applied, "overridden": kept}
 
 
 @click.command("finetune")
@@ -238,32 +278,32 @@ def _preset(kw: dict[str, Any]) -> dict[str, Any] | None:
 @fewl_options
 @common_options
 @handles_errors
-def finetune_cmd(**kw: Any) -> None:
+@options_as(FinetuneOptions)
+def finetune_cmd(o: FinetuneOptions) -> None:
     """Label-free fine-tuning (Table 7): a LoRA adapter or a fully fine-tuned model per selection
     rule (TRL SFT) on the training split's chosen answers; the judge compares fine-tuned and base
     answers on the test split in both orders."""
     from veracity.methods.fewl.mitigation.finetune import fewl_finetune
     from veracity.methods.fewl.mitigation.lora import LoraSettings
 
-    preset = _preset(kw)
-    common = pop_common(kw)
-    base, method = kw.pop("base"), kw.pop("method")
-    rate = kw.pop("learning_rate") or (2e-5 if method == "full" else 2e-4)
-    lora = LoraSettings(epochs=kw.pop("epochs"), max_steps=kw.pop("max_steps") or -1,
-                        lora_r=kw["lora_r"], lora_alpha=2 * kw.pop("lora_r"),
-                        learning_rate=rate, batch_size=kw.pop("batch_size"),
-                        max_length=kw.pop("max_length"), save_steps=kw.pop("save_steps"),
-                        seed=kw["seed"], device=common.get("device"), threads=kw.pop("threads"),
-                        method=method, chat_template=kw.pop("base_chat_template"))
-    merge = kw.pop("merge")
-    settings = _settings(kw, base, {"base": base, "merge": merge, "method": method})
-    items, chosen = load_selected(kw)
-    ctx = make_context(**common)
+    o, preset = _preset(o)
+    base, method = o.base, o.method
+    rate = o.learning_rate or (2e-5 if method == "full" else 2e-4)
+    lora = LoraSettings(epochs=o.epochs, max_steps=o.max_steps or -1,
+                        lora_r=o.lora_r, lora_alpha=2 * o.lora_r,
+                        learning_rate=rate, batch_size=o.batch_size,
+                        max_length=o.max_length, save_steps=o.save_steps,
+                        seed=o.seed, device=o.common.device, threads=o.threads,
+                        method=method, chat_template=o.base_chat_template)
+    merge = o.merge
+    settings = o.mitigation(base, {"base": base, "merge": merge, "method": method})
+    items, chosen = o.selected()
+    ctx = o.common.context()
     started = time.perf_counter()
-    out: Path = kw["out"] or default_out("finetune", kw["dataset"])
+    out: Path = o.out or default_out("finetune", o.dataset)
     try:
-        outcome = fewl_finetune(items, settings, base, lora, ctx, out, kw["dataset"], merge,
-                                progress=not common.get("quiet"))
+        outcome = fewl_finetune(items, settings, base, lora, ctx, out, o.dataset, merge,
+                                progress=not o.common.quiet)
         for rule, t in outcome.results["training"].items():
             saved = t["adapter"] or t["merged"]
             echo(f"{rule}: {t['steps']} steps on {t['examples']} examples in {t['seconds']:.0f} s"
@@ -272,6 +312,6 @@ def finetune_cmd(**kw: Any) -> None:
         print_table(outcome.results, "fine-tuned")
         if preset is not None and outcome.run is not None:
             outcome.run.update_config({"preset": preset})
-        _done(outcome, started, ctx, f"veracity FEWL finetune: {kw['dataset']}", chosen)
+        _done(outcome, started, ctx, f"veracity FEWL finetune: {o.dataset}", chosen)
     finally:
         ctx.close()
