@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -213,7 +213,8 @@ def options_as(cls: type[S]) -> Callable[[Callable[[S], None]], Callable[..., No
     """A command that takes its options as one frozen dataclass ``cls`` (a field per option,
     typed): click's keyword arguments become its fields, the common options its ``common``
     field. The dataclass builds the method's settings, so no command reads an untyped dict."""
-    common_names = {f.name for f in fields(CommonOptions)}
+    takes_common = "common" in {f.name for f in fields(cast(Any, cls))}
+    common_names = {f.name for f in fields(CommonOptions)} if takes_common else set()
 
     def wrap(func: Callable[[S], None]) -> Callable[..., None]:
         @functools.wraps(func)
