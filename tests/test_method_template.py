@@ -237,3 +237,32 @@ def test_a_renamed_copy_of_consistency_works_after_its_registration_line(tmp_pat
                             text=True, timeout=600, check=False)
     assert broken.returncode != 0
     assert f"veracity.methods.{name}" in broken.stdout
+
+
+def _commands(command: click.Command, path: str = "veracity") -> list[tuple[str, click.Command]]:
+    found = [(path, command)]
+    if isinstance(command, click.Group):
+        for name in command.list_commands(click.Context(command)):
+            sub = command.get_command(click.Context(command), name)
+            assert sub is not None
+            found += _commands(sub, f"{path} {name}")
+    return found
+
+
+def test_no_command_takes_untyped_keywords() -> None:
+    """Every command's function takes named, typed parameters (most one options dataclass),
+    never ``**kw``."""
+    import inspect
+
+    from veracity.cli import main
+
+    loose = []
+    for path, command in _commands(main):
+        if command.callback is None:
+            continue
+        inner = inspect.unwrap(command.callback)
+        params = inspect.signature(inner).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            loose.append(path)
+    assert len(_commands(main)) > 30
+    assert not loose, loose

@@ -40,16 +40,17 @@ def _num(value: Any, digits: int = 3) -> str:
               help="HTML report to write (default: the --out file with .html).")
 @click.option("--json", "as_json", is_flag=True, help="Print the calibration as JSON.")
 @handles_errors
-def calibrate_command(runs: tuple[Path, ...], out: Path, report_path: Path | None, as_json: bool,
-                      **kw: Any) -> None:
+def calibrate_command(runs: tuple[Path, ...], out: Path, target_precision: float,
+                      target_recall: float, resamples: int, holdout: float, bins: int, seed: int,
+                      report_path: Path | None, as_json: bool) -> None:
     """Fit P(correct) as a monotone function of γ on validated gamma RUNS.
 
     Each RUN needs labels (veracity validate gamma RUN). One isotonic curve per model, embedder,
     form, ball and N, with bootstrap bands, verdict thresholds for the targets, and the
     expected calibration error on a held-out part. Use it with `veracity gamma --calibration`.
     """
-    calibration = calibrate(list(runs), out, kw["target_precision"], kw["target_recall"],
-                            kw["resamples"], kw["holdout"], kw["bins"], kw["seed"])
+    calibration = calibrate(list(runs), out, target_precision, target_recall, resamples, holdout,
+                            bins, seed)
     report = write_calibration_report(calibration, report_path or out.with_suffix(".html"))
     if as_json:
         click.echo(dumps(calibration.to_dict(), indent=2))
