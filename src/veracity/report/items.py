@@ -1,5 +1,6 @@
-"""Interactive pieces of a report: item tables (sort, filter, drill-down, CSV) and the γ
-comparison of two runs. Python hands over data as JSON; ``static/report.js`` renders it.
+"""Interactive pieces of a report: item tables (sort, filter, drill-down, CSV). Python hands
+over data as JSON; ``static/report.js`` renders it, and a method's own script adds its
+drill-down and any view over a table (γ's comparison of two runs is in γ's ``drill.js``).
 
 A section adds a table with :func:`item_table` and gets back HTML to place where it wants;
 rows are plain dicts with one value per column, ``_d`` for the drill-down and ``_run`` for
