@@ -144,7 +144,7 @@ def test_method_fake_modes_answer_and_are_listed() -> None:
 
     brought = fake_modes()
     assert {"deceive", "deceive-flaky", "misleader", "pairs", "paraphraser", "judge",
-            "context"} <= set(brought)
+            "context", "slope"} <= set(brought)
     listing = CliRunner().invoke(main, ["models"]).output
     request = GenRequest.user("Rewrite the question below.\n\nQuestion: Why is the sky blue?")
     for name in [*brought, "echo"]:

@@ -74,20 +74,6 @@ def garbage(request: GenRequest) -> str:
     return " I am not sure, maybe B"
 
 
-def slope(request: GenRequest) -> str:
-    """A gamma landscape with a slope: each character outside printable ASCII in the prompt
-    makes every answer word more likely to depend on the exact prompt (certain from 12 on),
-    so appending exotic characters raises gamma and an adversarial search can climb."""
-    prompt = last_user(request)
-    noise = sum(1 for c in prompt if not " " <= c <= "~")
-    clean = "".join(c for c in prompt if " " <= c <= "~").strip()
-    words = babble(clean).split()
-    for i in range(len(words)):
-        if digest(f"{prompt}#{i}") % 12 < noise:
-            words[i] = babble(f"{prompt}#{i}", 1)
-    return " ".join(words)
-
-
 MODES: dict[str, Responder] = {
     # generic modes; a method's own (``fake/deceive``, ``fake/judge``, ...) are in its folder
     "echo": echo,
@@ -96,7 +82,6 @@ MODES: dict[str, Responder] = {
     "constant": constant,
     "empty": empty,
     "garbage": garbage,
-    "slope": slope,
 }
 
 

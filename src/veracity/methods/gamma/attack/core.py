@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from veracity.backends.fake import babble, digest, last_user
 from veracity.checks import MAX_N, check_count
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
@@ -29,7 +30,7 @@ from veracity.methods.gamma.core import Form, GammaSettings, check_prompt, measu
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord
 from veracity.perturb import resolve_ball
-from veracity.types import Item, Sampling
+from veracity.types import GenRequest, Item, Sampling
 
 OnStep = Callable[[AttackStep], None]
 ATTACK_MAX_N = 100
@@ -255,3 +256,17 @@ def aggregate(result: AttackResult, descend: bool = False) -> dict[str, Any]:
         "uphill_moves": sum(1 for m in moves if m > 0),
         "downhill_moves": sum(1 for m in moves if m < 0),
     }
+
+
+def fake_slope(request: GenRequest) -> str:
+    """A gamma landscape with a slope: each character outside printable ASCII in the prompt
+    makes every answer word more likely to depend on the exact prompt (certain from 12 on),
+    so appending exotic characters raises gamma and an adversarial search can climb."""
+    prompt = last_user(request)
+    noise = sum(1 for c in prompt if not " " <= c <= "~")
+    clean = "".join(c for c in prompt if " " <= c <= "~").strip()
+    words = babble(clean).split()
+    for i in range(len(words)):
+        if digest(f"{prompt}#{i}") % 12 < noise:
+            words[i] = babble(f"{prompt}#{i}", 1)
+    return " ".join(words)
