@@ -10,7 +10,7 @@ METHODS = (
                (ReportSection("veracity.methods.gamma.report:section"),),
                scripts=("veracity.methods.gamma:drill.js",),
                higher_is_better=False, primary_metric="gamma",
-               compare_json="veracity.methods.gamma.validation.table:table8",
+               compare_json="veracity.methods.gamma.validation.table:table8_json",
                api=("veracity.methods.gamma.api:gamma", "veracity.methods.gamma.api:score_gamma",
                     "veracity.methods.gamma.api:trust", "veracity.methods.gamma.api:Truster"),
                commands=(Command("veracity.methods.gamma.cli:gamma"),),

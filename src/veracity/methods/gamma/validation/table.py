@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from veracity.stats import binned_means
 from veracity.store import RATINGS_FILE, RunDir
 
 ALL_MODELS = "all models"
+Bin = dict[str, float | int]
+"""One γ bin of :func:`veracity.stats.binned_means`: lo, hi, n, mean, stderr."""
 
 
 def _number(value: Any) -> float | None:
@@ -50,152 +53,225 @@ def _ratings(run: RunDir) -> dict[str, Any] | None:
     return found
 
 
-def _threshold(agg: dict[str, Any], form: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CellThreshold:
+    """The threshold a cell's share below it is taken at: as applied, and as given."""
+
+    value: float
+    form: str
+    given: float
+    given_form: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run's Table 8 cell: γ statistics, and the ratings when the run holds ratings.json."""
+
+    run: str
+    model: str
+    domain: str
+    embedder: str
+    form: str
+    n: int
+    mean_gamma: float | None
+    stderr: float | None
+    share_below: float | None
+    threshold: CellThreshold
+    n_truncated: int | None
+    R: float | None = None
+    R_stderr: float | None = None
+    R_below: float | None = None
+    R_below_stderr: float | None = None
+    n_rated: int = 0
+    rubric: str | None = None
+
+
+@dataclass(frozen=True)
+class Ranked:
+    model: str
+    score: float
+    domains: int
+    """Domains the model's score is pooled over."""
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Models by a weighted mean over domains, or why the cells are not pooled."""
+
+    order: tuple[Ranked, ...]
+    not_pooled: str | None
+
+
+@dataclass(frozen=True)
+class Table8:
+    """Table 8 as data: ``cells[model][domain]`` and §4's two rankings."""
+
+    domains: list[str]
+    models: list[str]
+    cells: dict[str, dict[str, Cell]]
+    embedders: list[str]
+    by_rating: Ranking
+    by_certified: Ranking
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "domains": self.domains, "models": self.models,
+            "cells": {m: {d: asdict(c) for d, c in by.items()} for m, by in self.cells.items()},
+            "embedders": self.embedders,
+            "ranking": {"by_rating": asdict(self.by_rating),
+                        "by_certified": asdict(self.by_certified)},
+        }
+
+
+def _threshold(agg: Mapping[str, Any], form: str) -> CellThreshold:
     given = agg.get("threshold_given") or {"value": agg["threshold"], "form": form}
-    return {"value": float(agg["threshold"]), "form": agg.get("threshold_form") or form,
-            "given": float(given["value"]), "given_form": given["form"]}
+    return CellThreshold(float(agg["threshold"]), agg.get("threshold_form") or form,
+                         float(given["value"]), given["form"])
 
 
-def cell(run: RunDir) -> dict[str, Any]:
+def cell(run: RunDir) -> Cell:
     """One run's Table 8 cell: γ statistics, and ratings when the run holds ratings.json."""
     results = run.results
     agg = results["aggregate"]
     form = str(results["settings"]["form"])
-    out: dict[str, Any] = {
-        "run": str(run.path), "model": results["model"],
-        "domain": results.get("domain") or domain_of(str(results["dataset"])),
-        "embedder": results["embedder"], "form": form, "n": agg["n_scored"],
-        "mean_gamma": _number(agg["mean"]), "stderr": _number(agg["stderr"]),
-        "share_below": _number(agg["share_below_threshold"]), "threshold": _threshold(agg, form),
-        "n_truncated": agg.get("n_truncated"),
-        "R": None, "R_stderr": None, "R_below": None, "R_below_stderr": None, "n_rated": 0,
-        "rubric": None,
-    }
+    found = Cell(
+        run=str(run.path), model=results["model"],
+        domain=results.get("domain") or domain_of(str(results["dataset"])),
+        embedder=results["embedder"], form=form, n=agg["n_scored"],
+        mean_gamma=_number(agg["mean"]), stderr=_number(agg["stderr"]),
+        share_below=_number(agg["share_below_threshold"]), threshold=_threshold(agg, form),
+        n_truncated=agg.get("n_truncated"),
+    )
     rated = _ratings(run)
-    if rated is not None:
-        out |= {"R": _number(rated.get("mean_rating")),
-                "R_stderr": _number(rated.get("mean_rating_stderr")),
-                "R_below": _number(rated.get("mean_rating_below_threshold")),
-                "R_below_stderr": _number(rated.get("mean_rating_below_threshold_stderr")),
-                "n_rated": int(rated.get("n_rated") or 0),
-                "rubric": rated.get("rubric_id") or rated.get("rubric") or "unnamed"}
-    return out
+    if rated is None:
+        return found
+    return replace(found, R=_number(rated.get("mean_rating")),
+                   R_stderr=_number(rated.get("mean_rating_stderr")),
+                   R_below=_number(rated.get("mean_rating_below_threshold")),
+                   R_below_stderr=_number(rated.get("mean_rating_below_threshold_stderr")),
+                   n_rated=int(rated.get("n_rated") or 0),
+                   rubric=rated.get("rubric_id") or rated.get("rubric") or "unnamed")
 
 
-def _weighted(cells: Sequence[dict[str, Any]], value: str, weight: str) -> float | None:
-    pairs = [(c[value], c[weight]) for c in cells if c[value] is not None and c[weight]]
+def _weighted(cells: Sequence[Cell], value: Callable[[Cell], float | None],
+              weight: Callable[[Cell], int]) -> float | None:
+    pairs = [(v, w) for c in cells if (v := value(c)) is not None and (w := weight(c))]
     total = sum(w for _, w in pairs)
     return sum(v * w for v, w in pairs) / total if total else None
 
 
-def _ranking(rows: dict[str, dict[str, dict[str, Any]]], value: str, weight: str,
-             key: str, what: str) -> dict[str, Any]:
+def _ranking(rows: dict[str, dict[str, Cell]], value: Callable[[Cell], float | None],
+             weight: Callable[[Cell], int], key: Callable[[Cell], object], what: str) -> Ranking:
     """Models by the weighted mean of ``value``; refused when the cells differ in ``key``."""
-    cells = [c for by_domain in rows.values() for c in by_domain.values() if c[value] is not None]
-    kinds = {json.dumps(c[key], sort_keys=True) for c in cells}
+    cells = [c for by_domain in rows.values() for c in by_domain.values() if value(c) is not None]
+    kinds = {json.dumps(_plain(key(c)), sort_keys=True) for c in cells}
     if len(kinds) > 1:
-        return {"order": [], "not_pooled": f"the cells differ in {what}: "
-                + "; ".join(sorted(kinds))}
+        return Ranking((), f"the cells differ in {what}: " + "; ".join(sorted(kinds)))
     scores = {model: _weighted(list(by_domain.values()), value, weight)
               for model, by_domain in rows.items()}
     order = sorted(((m, s) for m, s in scores.items() if s is not None), key=lambda x: -x[1])
-    return {"order": [{"model": m, "score": s, "domains": sum(
-        1 for c in rows[m].values() if c[value] is not None)} for m, s in order],
-            "not_pooled": None}
+    return Ranking(tuple(Ranked(m, s, sum(1 for c in rows[m].values() if value(c) is not None))
+                         for m, s in order), None)
 
 
-def table8(runs: Sequence[RunDir]) -> dict[str, Any]:
+def _plain(value: object) -> object:
+    return asdict(value) if isinstance(value, CellThreshold) else value
+
+
+def table8(runs: Sequence[RunDir]) -> Table8:
     """Table 8 as data: ``domains``, ``models``, ``cells[model][domain]`` and the rankings."""
     gamma_runs = [run for run in runs if run.method == "gamma"]
     if not gamma_runs:
         raise DataError("Table 8 compares gamma runs, and none is given")
-    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    rows: dict[str, dict[str, Cell]] = {}
     domains: list[str] = []
     for run in gamma_runs:
         c = cell(run)
-        model = c["model"]
-        if c["domain"] in rows.get(model, {}):  # a second run of the same pair: its own row
+        model = c.model
+        if c.domain in rows.get(model, {}):  # a second run of the same pair: its own row
             model = f"{model} [{run.path.name}]"
-        rows.setdefault(model, {})[c["domain"]] = c
-        if c["domain"] not in domains:
-            domains.append(c["domain"])
-    embedders = sorted({c["embedder"] for by in rows.values() for c in by.values()})
-    return {
-        "domains": domains,
-        "models": list(rows),
-        "cells": rows,
-        "embedders": embedders,
-        "ranking": {
-            "by_rating": _ranking(rows, "R", "n_rated", "rubric", "rubric"),
-            "by_certified": _ranking(rows, "share_below", "n", "threshold", "threshold"),
-        },
-    }
+        rows.setdefault(model, {})[c.domain] = c
+        if c.domain not in domains:
+            domains.append(c.domain)
+    embedders = sorted({c.embedder for by in rows.values() for c in by.values()})
+    return Table8(
+        domains=domains, models=list(rows), cells=rows, embedders=embedders,
+        by_rating=_ranking(rows, lambda c: c.R, lambda c: c.n_rated, lambda c: c.rubric,
+                           "rubric"),
+        by_certified=_ranking(rows, lambda c: c.share_below, lambda c: c.n,
+                              lambda c: c.threshold, "threshold"),
+    )
+
+
+def table8_json(runs: Sequence[RunDir]) -> dict[str, Any]:
+    """``veracity report --json`` for gamma runs: :func:`table8` as JSON."""
+    return table8(runs).to_json()
 
 
 def _fmt(value: float | None, digits: int = 3, scale: float = 1.0) -> str:
     return "—" if value is None else f"{value * scale:.{digits}f}"
 
 
-def _cell_html(c: dict[str, Any] | None) -> str:
+def _cell_html(c: Cell | None) -> str:
     if c is None:
         return "—"
-    lines = [f"⟨γ⟩ {_fmt(c['mean_gamma'], 4)} ± {_fmt(c['stderr'], 4)}",
-             f"%γ&lt;{c['threshold']['given']:g}: {_fmt(c['share_below'], 1, 100)}%"]
-    if c["R"] is not None:
-        lines += [f"R {_fmt(c['R'], 2)} ± {_fmt(c['R_stderr'], 2)}",
-                  f"R<sub>γ&lt;{c['threshold']['given']:g}</sub> {_fmt(c['R_below'], 2)}"]
-    if c.get("n_truncated"):
-        lines.append(f"{c['n_truncated']} truncated")
+    lines = [f"⟨γ⟩ {_fmt(c.mean_gamma, 4)} ± {_fmt(c.stderr, 4)}",
+             f"%γ&lt;{c.threshold.given:g}: {_fmt(c.share_below, 1, 100)}%"]
+    if c.R is not None:
+        lines += [f"R {_fmt(c.R, 2)} ± {_fmt(c.R_stderr, 2)}",
+                  f"R<sub>γ&lt;{c.threshold.given:g}</sub> {_fmt(c.R_below, 2)}"]
+    if c.n_truncated:
+        lines.append(f"{c.n_truncated} truncated")
     return "<br>".join(lines)
 
 
-def _ranking_html(name: str, ranking: dict[str, Any], scale: float, unit: str) -> str:
-    if ranking["not_pooled"]:
-        return f"<p><b>{esc(name)}</b>: not pooled, {esc(ranking['not_pooled'])}.</p>"
-    if not ranking["order"]:
+def _ranking_html(name: str, ranking: Ranking, scale: float, unit: str) -> str:
+    if ranking.not_pooled:
+        return f"<p><b>{esc(name)}</b>: not pooled, {esc(ranking.not_pooled)}.</p>"
+    if not ranking.order:
         return f"<p><b>{esc(name)}</b>: no run has the values.</p>"
-    shown = ", ".join(f"{k}. {esc(r['model'])} ({r['score'] * scale:.{2 if scale == 1 else 1}f}"
-                      f"{unit}, {r['domains']} domain{'s' * (r['domains'] != 1)})"
-                      for k, r in enumerate(ranking["order"], 1))
+    shown = ", ".join(f"{k}. {esc(r.model)} ({r.score * scale:.{2 if scale == 1 else 1}f}"
+                      f"{unit}, {r.domains} domain{'s' * (r.domains != 1)})"
+                      for k, r in enumerate(ranking.order, 1))
     return f"<p><b>{esc(name)}</b>: {shown}</p>"
 
 
-def table8_html(data: dict[str, Any]) -> str:
+def table8_html(data: Table8) -> str:
     """Table 8's layout, with the rankings under it."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in ["model", *data["domains"]])
+    head = "".join(f"<th>{esc(h)}</th>" for h in ["model", *data.domains])
     body = "".join(
         f"<tr><td>{esc(model)}</td>"
-        + "".join(f"<td class='num'>{_cell_html(data['cells'][model].get(d))}</td>"
-                  for d in data["domains"]) + "</tr>"
-        for model in data["models"])
+        + "".join(f"<td class='num'>{_cell_html(data.cells[model].get(d))}</td>"
+                  for d in data.domains) + "</tr>"
+        for model in data.models)
     html = (f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
             "</table></div>")
-    forms = {json.dumps(c["threshold"], sort_keys=True) for by in data["cells"].values()
+    forms = {json.dumps(asdict(c.threshold), sort_keys=True) for by in data.cells.values()
              for c in by.values()}
     note = ("thresholds: " + "; ".join(
         f"{t['value']:.4g} {t['form']} (given {t['given']:g} {t['given_form']})"
         for t in (json.loads(f) for f in sorted(forms))))
-    return (html + f"<p class='muted'>{esc(note)}; embedders: {esc(', '.join(data['embedders']))}"
+    return (html + f"<p class='muted'>{esc(note)}; embedders: {esc(', '.join(data.embedders))}"
             " (γ depends on the embedder).</p>"
             + _ranking_html("ranked by quality (R, weighted over domains)",
-                            data["ranking"]["by_rating"], 1, "")
+                            data.by_rating, 1, "")
             + _ranking_html("ranked by certified trustworthiness (%γ below the threshold, "
-                            "weighted over domains)", data["ranking"]["by_certified"], 100, "%"))
+                            "weighted over domains)", data.by_certified, 100, "%"))
 
 
 def _gammas(run: RunDir) -> list[float]:
     return [s.gamma for s in read_records(GammaRecord, run.samples()) if s.gamma is not None]
 
 
-def distributions_html(runs: Sequence[RunDir], data: dict[str, Any]) -> str:
+def distributions_html(runs: Sequence[RunDir], data: Table8) -> str:
     """Figures 3-4: γ distributions per domain, the models overlaid (density histograms)."""
     by_path = {str(run.path): run for run in runs}
-    domains = data["domains"]
+    domains = data.domains
     plt = pyplot()
     fig, axes = plt.subplots(1, len(domains), figsize=(4.8 * len(domains), 3.4), squeeze=False)
     for ax, domain in zip(axes[0], domains, strict=True):
-        cells = [(m, data["cells"][m][domain]) for m in data["models"] if domain in data["cells"][m]]
-        values = {m: _gammas(by_path[c["run"]]) for m, c in cells}
+        cells = [(m, data.cells[m][domain]) for m in data.models if domain in data.cells[m]]
+        values = {m: _gammas(by_path[c.run]) for m, c in cells}
         top = max([v for vs in values.values() for v in vs] or [1.0])
         edges = np.linspace(0.0, max(top, 1e-6), 21)
         for model, vs in values.items():
@@ -209,7 +285,7 @@ def distributions_html(runs: Sequence[RunDir], data: dict[str, Any]) -> str:
     return figure(fig, "gamma distributions per domain")
 
 
-def rating_bins(runs: Sequence[RunDir], bins: int = 10) -> dict[str, dict[str, Any]]:
+def rating_bins(runs: Sequence[RunDir], bins: int = 10) -> dict[str, dict[str, list[Bin]]]:
     """Figure 1's data per model and domain, plus the pooled ``all models`` row: the mean
     rating per γ bin, from each run's ratings.json (runs without ratings are left out)."""
     points: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -220,16 +296,16 @@ def rating_bins(runs: Sequence[RunDir], bins: int = 10) -> dict[str, dict[str, A
         c = cell(run)
         pairs = [(float(i["gamma"]), float(i["mean_rating"])) for i in rated.get("items", [])
                  if i.get("gamma") is not None]
-        for model in (c["model"], ALL_MODELS):
-            points.setdefault((model, c["domain"]), []).extend(pairs)
-    out: dict[str, dict[str, Any]] = {}
+        for model in (c.model, ALL_MODELS):
+            points.setdefault((model, c.domain), []).extend(pairs)
+    out: dict[str, dict[str, list[Bin]]] = {}
     for (model, domain), pairs in points.items():
         xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
         out.setdefault(model, {})[domain] = binned_means(xs, ys, gamma_edges(xs, bins))
     return out
 
 
-def figure1_html(binned: dict[str, dict[str, Any]]) -> str:
+def figure1_html(binned: dict[str, dict[str, list[Bin]]]) -> str:
     """Figure 1: mean rating against γ, one row per model and a pooled row for all models."""
     if not binned:
         return ""
