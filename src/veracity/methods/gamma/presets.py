@@ -3,8 +3,8 @@ settings of a publication (``--preset paper``) applied where no option was given
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 import click
@@ -15,7 +15,9 @@ from veracity.store import RunDir
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_MODEL = "llamacpp/default"
 DEFAULT_EMBEDDER = "st/default"
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+Settings = Mapping[str, object]
+"""Option name (a field of the command's options dataclass) to value."""
+PRESETS: dict[str, dict[str, Settings]] = {
     "paper": {
         # §3-4: N = 10 ASCII control-character ball points, temperature 0 (always), answers up
         # to 1,024 tokens, γ in the authors' sqrt(1 - cos) form with Table 8's 0.05
@@ -32,6 +34,19 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 """Named bundles of settings; ``--preset NAME`` applies one, explicit options still win."""
 
 
+@dataclass(frozen=True)
+class PresetRecord:
+    """A preset as a run was made with it: what it set, and what was given explicitly."""
+
+    name: str
+    applied: Settings
+    overridden: Settings
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "applied": dict(self.applied),
+                "overridden": dict(self.overridden)}
+
+
 def preset_option(command: str) -> Callable[[F], F]:
     """``--preset paper`` for ``command`` (a key of each preset)."""
     shown = ", ".join(f"{k.replace('_', '-')}={v}" for k, v in PRESETS["paper"][command].items())
@@ -40,31 +55,10 @@ def preset_option(command: str) -> Callable[[F], F]:
                              "options given explicitly still win. Recorded in run.json.")
 
 
-def apply_preset(kw: dict[str, Any], command: str) -> dict[str, Any] | None:
-    """Put the preset's settings into ``kw`` where no option was given on the command line;
-    print what was applied (to stderr) and return the record for run.json."""
-    name = kw.pop("preset", None)
-    if name is None:
-        return None
-    context = click.get_current_context()
-    applied: dict[str, Any] = {}
-    kept: dict[str, Any] = {}
-    for key, value in PRESETS[name][command].items():
-        if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
-            kept[key] = kw[key]
-        else:
-            kw[key] = applied[key] = value
-    shown = ", ".join(f"{k.replace('_', '-')}={v}" for k, v in applied.items())
-    echo(f"preset {name}: {shown}" + (
-        f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})" if kept else ""),
-        err=True)
-    return {"name": name, "applied": applied, "overridden": kept}
-
-
-def record_preset(run: RunDir | None, preset: dict[str, Any] | None) -> None:
+def record_preset(run: RunDir | None, preset: PresetRecord | None) -> None:
     """The preset a run was made with, in its run.json (``config.preset``)."""
     if run is not None and preset is not None:
-        run.update_config({"preset": preset})
+        run.update_config({"preset": preset.to_json()})
 
 
 def threshold_text(agg: dict[str, Any]) -> str:
@@ -80,7 +74,7 @@ def threshold_text(agg: dict[str, Any]) -> str:
 Opts = TypeVar("Opts")
 
 
-def with_preset(options: Opts, command: str) -> tuple[Opts, dict[str, Any] | None]:
+def with_preset(options: Opts, command: str) -> tuple[Opts, PresetRecord | None]:
     """A command's options (a dataclass with a ``preset`` field) with its preset's settings
     where no option was given on the command line; prints what was applied (to stderr) and
     returns the record for run.json."""
@@ -88,8 +82,8 @@ def with_preset(options: Opts, command: str) -> tuple[Opts, dict[str, Any] | Non
     if name is None:
         return options, None
     context = click.get_current_context()
-    applied: dict[str, Any] = {}
-    kept: dict[str, Any] = {}
+    applied: dict[str, object] = {}
+    kept: dict[str, object] = {}
     for key, value in PRESETS[name][command].items():
         if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
             kept[key] = getattr(options, key)
@@ -99,5 +93,5 @@ def with_preset(options: Opts, command: str) -> tuple[Opts, dict[str, Any] | Non
     echo(f"preset {name}: {shown}" + (
         f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})" if kept else ""),
         err=True)
-    return cast(Opts, replace(cast(Any, options), **applied)), {"name": name, "applied": applied,
-                                                            "overridden": kept}
+    return (cast(Opts, replace(cast(Any, options), **applied)),
+            PresetRecord(name, applied, kept))

@@ -196,7 +196,7 @@ def annotate_export(o: ExportOptions) -> None:
     directory.write_json(SHEET_FILE, {
         "sheet": str(out), "rubric": chosen.name, "rubric_id": chosen.id, "n_rows": len(rows),
         "selection": selection.record(len(records), [r.item_id for r in rows]),
-        "preset": preset})
+        "preset": None if preset is None else preset.to_json()})
     code = sum(r.kind == "code" for r in rows)
     echo(f"{len(rows)} answers ({code} with the coding rubric) -> {out}")
 
