@@ -108,7 +108,7 @@ def _measured(chunk: Sequence[Item], client: LLMClient, cached: CachedEmbedder,
         records = measure_gamma(chunk, client, cached, settings, paraphraser)
     if control is None:
         return records
-    return null_control(records, client, cached, settings.sampling, control.paths,
+    return null_control(records, client, cached, settings.sampling, control.compute_paths,
                         settings.form)
 
 
@@ -142,8 +142,8 @@ def stream_gamma(
     control = None
     if settings.control is not None:
         control = RunningControl(variations(client, settings.n))
-        config["control"] = {"kind": "numeric", "n": len(control.paths),
-                             "variations": control.paths}
+        config["control"] = {"kind": "numeric", "n": len(control.compute_paths),
+                             "variations": [p.to_json() for p in control.compute_paths]}
     if calibrated is not None:
         config["calibration"] = {k: v for k, v in calibrated.items() if k != "curve"}
     run = RunDir.create(out, "gamma", config, ctx.started)
