@@ -136,26 +136,114 @@ def labelled_items(records: list[dict[str, Any]], config: dict[str, Any],
     return items
 
 
+@dataclass(frozen=True)
+class AurocBlock:
+    """AUROC for flagging incorrect answers, with its percentile bootstrap interval."""
+
+    auroc: float
+    ci: tuple[float, float]
+    n: int
+    n_incorrect: int
+    n_correct: int
+
+
+@dataclass(frozen=True)
+class Difference:
+    """γ's AUROC minus the baseline's, with the paired bootstrap interval."""
+
+    auroc: float
+    ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """Share of answers judged correct, with its bootstrap interval."""
+
+    accuracy: float
+    ci: tuple[float, float]
+    n: int
+
+
+@dataclass(frozen=True)
+class AccuracySection:
+    threshold: float
+    """In the run's form (``threshold_form``)."""
+    threshold_form: Form | None
+    all: Accuracy
+    scored: Accuracy
+    below_threshold: Accuracy
+    share_below_threshold: float
+    given: Threshold | None = None
+    """The threshold as the user gave it, when recorded."""
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"threshold": self.threshold, "threshold_form": self.threshold_form,
+               "all": asdict(self.all), "scored": asdict(self.scored),
+               "below_threshold": asdict(self.below_threshold),
+               "share_below_threshold": self.share_below_threshold}
+        if self.given is not None:
+            out["threshold_given"] = {"value": self.given.value, "form": self.given.form}
+        return out
+
+
+@dataclass(frozen=True)
+class AccuracyBin:
+    lo: float
+    hi: float
+    n: int
+    accuracy: float
+    stderr: float | None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """What :func:`aggregate` finds: AUROCs, accuracy below the threshold, binned accuracy."""
+
+    n_items: int
+    n_labelled: int
+    rules: dict[str, int]
+    """Answers labelled by each rule."""
+    n_unlabelled: int
+    gamma: AurocBlock
+    accuracy: AccuracySection
+    bins: list[AccuracyBin]
+    baseline: AurocBlock | None = None
+    difference: Difference | None = None
+    gamma_minus_null: AurocBlock | None = None
+    gamma_null: AurocBlock | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """validation.json's figures (the rules are recorded under ``labels``)."""
+        out: dict[str, Any] = {
+            "n_items": self.n_items, "n_labelled": self.n_labelled,
+            "n_unlabelled": self.n_unlabelled, "gamma": asdict(self.gamma),
+            "baseline": None if self.baseline is None else asdict(self.baseline),
+            "difference": None if self.difference is None else asdict(self.difference),
+        }
+        if self.gamma_minus_null is not None and self.gamma_null is not None:
+            out["gamma_minus_null"] = asdict(self.gamma_minus_null)
+            out["gamma_null"] = asdict(self.gamma_null)
+        return out | {"accuracy": self.accuracy.to_json(),
+                      "bins": [asdict(b) for b in self.bins]}
+
+
 def _auroc_block(scores: np.ndarray, incorrect: np.ndarray, boot: np.ndarray,
-                 level: float) -> dict[str, Any]:
-    low, high = percentile_ci(boot, level)
-    return {"auroc": auroc(list(scores), list(incorrect)), "ci": [low, high],
-            "n": int(incorrect.size), "n_incorrect": int(incorrect.sum()),
-            "n_correct": int((~incorrect).sum())}
+                 level: float) -> AurocBlock:
+    return AurocBlock(auroc(list(scores), list(incorrect)), percentile_ci(boot, level),
+                      int(incorrect.size), int(incorrect.sum()), int((~incorrect).sum()))
 
 
-def _accuracy(correct: Sequence[bool], level: float, seed: int) -> dict[str, Any]:
+def _accuracy(correct: Sequence[bool], level: float, seed: int) -> Accuracy:
     values = [float(c) for c in correct]
-    low, high = bootstrap_ci(values, level=level, seed=seed)
-    return {"accuracy": float(np.mean(values)) if values else math.nan, "ci": [low, high],
-            "n": len(values)}
+    return Accuracy(float(np.mean(values)) if values else math.nan,
+                    bootstrap_ci(values, level=level, seed=seed), len(values))
 
 
 def aggregate(
     gamma: Sequence[float | None], verdicts: Sequence[Verdict],
     baseline: Sequence[float | None] | None, settings: ValidateSettings,
     null: Sequence[float | None] | None = None,
-) -> dict[str, Any]:
+) -> Aggregate:
     """AUROCs with paired bootstrap CIs, accuracy below the threshold, binned accuracy.
 
     With ``null`` (the numeric control's gamma_null) also the AUROC of gamma - gamma_null and
@@ -184,41 +272,41 @@ def aggregate(
     boot = (bootstrap_aurocs(sets, list(incorrect), settings.resamples, settings.seed)
             if common else np.full((1, len(sets)), np.nan))
     column = {name: k for k, name in enumerate(named)}
-    out: dict[str, Any] = {
-        "n_items": len(verdicts),
-        "n_labelled": len(labelled),
-        "rules": {rule: sum(1 for k in labelled if verdicts[k].rule == rule)
-                  for rule in dict.fromkeys(str(verdicts[k].rule) for k in labelled)},
-        "n_unlabelled": len(verdicts) - len(labelled),
-        "gamma": _auroc_block(sets[0], incorrect, boot[:, 0], settings.level),
-        "baseline": None,
-        "difference": None,
-    }
+
+    def block(name: str) -> AurocBlock:
+        return _auroc_block(named[name], incorrect, boot[:, column[name]], settings.level)
+
+    gamma_block = block("gamma")
+    baseline_block = difference = None
     if baseline is not None:
-        out["baseline"] = _auroc_block(named["baseline"], incorrect, boot[:, column["baseline"]],
-                                       settings.level)
-        diff = out["gamma"]["auroc"] - out["baseline"]["auroc"]
-        out["difference"] = {"auroc": diff, "ci": list(percentile_ci(
-            boot[:, 0] - boot[:, column["baseline"]], settings.level))}
-    if null is not None:
-        for name in ("gamma_minus_null", "gamma_null"):
-            out[name] = _auroc_block(named[name], incorrect, boot[:, column[name]], settings.level)
+        baseline_block = block("baseline")
+        difference = Difference(gamma_block.auroc - baseline_block.auroc, percentile_ci(
+            boot[:, 0] - boot[:, column["baseline"]], settings.level))
     below = [k for k in with_gamma if float(gamma[k]) < settings.threshold]  # type: ignore[arg-type]
-    out["accuracy"] = {
-        "threshold": settings.threshold,
-        "threshold_form": settings.threshold_form,
-        "all": _accuracy([correct[k] for k in labelled], settings.level, settings.seed),
-        "scored": _accuracy([correct[k] for k in with_gamma], settings.level, settings.seed),
-        "below_threshold": _accuracy([correct[k] for k in below], settings.level, settings.seed),
-        "share_below_threshold": len(below) / len(with_gamma) if with_gamma else math.nan,
-    }
+    accuracy = AccuracySection(
+        threshold=settings.threshold,
+        threshold_form=settings.threshold_form,
+        all=_accuracy([correct[k] for k in labelled], settings.level, settings.seed),
+        scored=_accuracy([correct[k] for k in with_gamma], settings.level, settings.seed),
+        below_threshold=_accuracy([correct[k] for k in below], settings.level, settings.seed),
+        share_below_threshold=len(below) / len(with_gamma) if with_gamma else math.nan,
+    )
     xs = [float(gamma[k]) for k in with_gamma]  # type: ignore[arg-type]
     edges = gamma_edges(xs, settings.bins)
-    out["bins"] = [
-        {"lo": b["lo"], "hi": b["hi"], "n": b["n"], "accuracy": b["mean"], "stderr": b["stderr"]}
-        for b in binned_means(xs, [float(correct[k]) for k in with_gamma], edges)
-    ]
-    return out
+    return Aggregate(
+        n_items=len(verdicts),
+        n_labelled=len(labelled),
+        rules={rule: sum(1 for k in labelled if verdicts[k].rule == rule)
+               for rule in dict.fromkeys(str(verdicts[k].rule) for k in labelled)},
+        n_unlabelled=len(verdicts) - len(labelled),
+        gamma=gamma_block, baseline=baseline_block, difference=difference,
+        gamma_minus_null=None if null is None else block("gamma_minus_null"),
+        gamma_null=None if null is None else block("gamma_null"),
+        accuracy=accuracy,
+        bins=[AccuracyBin(float(b["lo"]), float(b["hi"]), int(b["n"]), float(b["mean"]),
+                          None if b["stderr"] is None else float(b["stderr"]))
+              for b in binned_means(xs, [float(correct[k]) for k in with_gamma], edges)],
+    )
 
 
 SHEET_FILE = "rating_sheet.json"
@@ -296,9 +384,9 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
     nulls = [r.get("gamma_null") for r in records] if "gamma_null" in records[0] else None
     form = run_form(config)
     cut = threshold_in(settings.threshold, settings.threshold_form, form)
-    results = aggregate(gammas, verdicts, baseline_scores,
-                        replace(settings, threshold=cut.to(form), threshold_form=form), nulls)
-    results["accuracy"]["threshold_given"] = {"value": cut.value, "form": cut.form}
+    agg = aggregate(gammas, verdicts, baseline_scores,
+                    replace(settings, threshold=cut.to(form), threshold_form=form), nulls)
+    agg = replace(agg, accuracy=replace(agg.accuracy, given=cut))
     results = {
         "method": "validate-gamma",
         "run": str(path),
@@ -307,11 +395,11 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         "dataset": config.get("dataset"),
         "gamma_form": config.get("settings", {}).get("form"),
         "settings": asdict(settings),
-        "labels": {"judge": settings.judge, "rules": results.pop("rules")},
+        "labels": {"judge": settings.judge, "rules": agg.rules},
         "baseline_settings": baseline_info,
         "excluded_model_errors": [r.get("id") for r, no in zip(every, rejected, strict=True) if no],
         "selection": settings.selection.record(n_run, [str(r.get("id")) for r in every]),
-        **results,
+        **agg.to_json(),
         "items": [
             {"id": r.get("id"), "gamma": r.get("gamma"), "gamma_null": r.get("gamma_null"),
              "correct": v.correct, "rule": v.rule,
