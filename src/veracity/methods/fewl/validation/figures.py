@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +28,40 @@ from veracity.methods.fewl.core import Neighbours, select_neighbours
 from veracity.types import GenRequest, Sampling
 
 FIGURE_TWO_NEIGHBOURS = 10
+
+
+class FigureTwo(TypedDict):
+    """Figure 2 as results.json holds it."""
+
+    k: int
+    judge: str
+    per_question: list[int | None]
+    histogram: list[int]
+    mean_correct: float | None
+    n_questions: int
+    unjudged: int
+
+
+class ReferenceRating(TypedDict):
+    """One reference slot's ratings in Figure 3."""
+
+    counts: list[int]
+    """Answers rated 0, 1 and 2."""
+    unrated: int
+    mean: float | None
+
+
+class FigureThree(TypedDict):
+    """Figure 3 as results.json holds it."""
+
+    judge: str
+    references: dict[str, ReferenceRating]
+
+
+@dataclass
+class _Tally:
+    counts: list[int] = field(default_factory=lambda: [0, 0, 0])
+    unrated: int = 0
 RATING_PROMPT = (
     "You are rating an answer to a question against a reference answer.\n\n"
     "Question: {question}\n"
@@ -59,7 +94,7 @@ def count_histogram(counts: Sequence[int | None], top: int) -> list[int]:
 
 def figure_two(judge: LLMClient, questions: Sequence[str], golds: Sequence[str],
                vectors: npt.ArrayLike, near_duplicate: float,
-               k: int = FIGURE_TWO_NEIGHBOURS) -> dict[str, Any]:
+               k: int = FIGURE_TWO_NEIGHBOURS) -> FigureTwo:
     """Per question, how many of its k nearest neighbours' gold answers the judge accepts."""
     nb = select_neighbours(vectors, k, near_duplicate)
     return figure_two_data(judge.spec, judged_neighbours(judge, questions, golds, 0, nb), k)
@@ -82,7 +117,7 @@ def judged_neighbours(judge: LLMClient, questions: Sequence[str], golds: Sequenc
             for row in correct]
 
 
-def figure_two_data(judge: str, counts: Sequence[int | None], k: int) -> dict[str, Any]:
+def figure_two_data(judge: str, counts: Sequence[int | None], k: int) -> FigureTwo:
     """Figure 2's results from every question's count of accepted neighbour answers."""
     judged = [c for c in counts if c is not None]
     return {"k": k, "judge": judge, "per_question": list(counts),
@@ -93,7 +128,7 @@ def figure_two_data(judge: str, counts: Sequence[int | None], k: int) -> dict[st
 
 
 def figure_three(judge: LLMClient, questions: Sequence[str], golds: Sequence[str],
-                 references: Sequence[Sequence[str]], names: Sequence[str]) -> dict[str, Any]:
+                 references: Sequence[Sequence[str]], names: Sequence[str]) -> FigureThree:
     """Each reference answer rated 0 / 1 / 2; per reference slot the count of each rating."""
     ratings = ReferenceRatings(judge)
     ratings.add(questions, golds, references, names)
@@ -105,7 +140,7 @@ class ReferenceRatings:
 
     def __init__(self, judge: LLMClient) -> None:
         self.judge = judge
-        self.per: dict[str, dict[str, Any]] = {}
+        self.per: dict[str, _Tally] = {}
 
     def add(self, questions: Sequence[str], golds: Sequence[str],
             references: Sequence[Sequence[str]], names: Sequence[str]) -> None:
@@ -120,17 +155,17 @@ class ReferenceRatings:
         for (_, j), reply in zip(slots, replies, strict=True):
             rating = None if isinstance(reply, BackendError) else parse_rating(reply.text)
             name = names[j] if j < len(names) else f"#{j}"
-            entry = self.per.setdefault(name, {"counts": [0, 0, 0], "unrated": 0})
+            entry = self.per.setdefault(name, _Tally())
             if rating is None:
-                entry["unrated"] += 1
+                entry.unrated += 1
             else:
-                entry["counts"][rating] += 1
+                entry.counts[rating] += 1
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> FigureThree:
         """Figure 3's results: counts, unrated and mean rating per reference slot."""
-        per = {}
+        per: dict[str, ReferenceRating] = {}
         for name, entry in self.per.items():
-            n = sum(entry["counts"])
-            per[name] = {"counts": list(entry["counts"]), "unrated": entry["unrated"],
-                         "mean": (entry["counts"][1] + 2 * entry["counts"][2]) / n if n else None}
+            n = sum(entry.counts)
+            per[name] = {"counts": list(entry.counts), "unrated": entry.unrated,
+                         "mean": (entry.counts[1] + 2 * entry.counts[2]) / n if n else None}
         return {"judge": self.judge.spec, "references": per}
