@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -44,6 +44,24 @@ class ControlPath:
         if self.variation is not None:
             return {"kind": "compute", **self.variation}
         return {"kind": "replicate", "replicate": self.replicate}
+
+
+class ControlSection(TypedDict):
+    """The run's ``control`` section in results.json."""
+
+    kind: str
+    n: int
+    variations: list[dict[str, Any]]
+    n_scored: int
+    mean_gamma: float
+    stderr_gamma: float
+    mean_gamma_null: float
+    stderr_gamma_null: float
+    mean_gamma_minus_null: float
+    gamma_null_p95: float
+    share_above_null_p95: float
+    share_above_own_null: float
+    share_null_identical: float
 
 
 def variations(client: LLMClient, n: int) -> list[ControlPath]:
@@ -103,7 +121,7 @@ def add_null_control(
     sampling: Sampling,
     n: int,
     form: Form,
-) -> tuple[list[GammaRecord], dict[str, Any]]:
+) -> tuple[list[GammaRecord], ControlSection]:
     """Answer each record's prompt along N compute paths and score gamma_null around the
     record's answer: the records with ``gamma_null``, ``gamma_above_null`` and ``null_answers``
     set, and the run's ``control`` section.
@@ -143,7 +161,7 @@ def null_control(
     return out
 
 
-def summarise(records: Sequence[GammaRecord], paths: Sequence[ControlPath]) -> dict[str, Any]:
+def summarise(records: Sequence[GammaRecord], paths: Sequence[ControlPath]) -> ControlSection:
     """Means of gamma and gamma_null over items that have both, and the share of items whose
     gamma exceeds the 95th percentile of the run's gamma_null."""
     running = RunningControl(paths)
@@ -176,7 +194,7 @@ class RunningControl:
         self.gamma.extend(g)
         self.null.extend(null)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ControlSection:
         """The run's ``control`` section."""
         g, null = self.gamma.array(), self.null.array()
         both = int(g.size)

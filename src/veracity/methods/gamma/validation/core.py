@@ -176,15 +176,6 @@ class AccuracySection:
     given: Threshold | None = None
     """The threshold as the user gave it, when recorded."""
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"threshold": self.threshold, "threshold_form": self.threshold_form,
-               "all": asdict(self.all), "scored": asdict(self.scored),
-               "below_threshold": asdict(self.below_threshold),
-               "share_below_threshold": self.share_below_threshold}
-        if self.given is not None:
-            out["threshold_given"] = {"value": self.given.value, "form": self.given.form}
-        return out
-
 
 @dataclass(frozen=True)
 class AccuracyBin:
@@ -223,8 +214,14 @@ class Aggregate:
         if self.gamma_minus_null is not None and self.gamma_null is not None:
             out["gamma_minus_null"] = asdict(self.gamma_minus_null)
             out["gamma_null"] = asdict(self.gamma_null)
-        return out | {"accuracy": self.accuracy.to_json(),
-                      "bins": [asdict(b) for b in self.bins]}
+        acc = self.accuracy
+        accuracy = {"threshold": acc.threshold, "threshold_form": acc.threshold_form,
+                    "all": asdict(acc.all), "scored": asdict(acc.scored),
+                    "below_threshold": asdict(acc.below_threshold),
+                    "share_below_threshold": acc.share_below_threshold}
+        if acc.given is not None:
+            accuracy["threshold_given"] = {"value": acc.given.value, "form": acc.given.form}
+        return out | {"accuracy": accuracy, "bins": [asdict(b) for b in self.bins]}
 
 
 def _auroc_block(scores: np.ndarray, incorrect: np.ndarray, boot: np.ndarray,

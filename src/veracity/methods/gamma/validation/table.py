@@ -113,15 +113,6 @@ class Table8:
     by_rating: Ranking
     by_certified: Ranking
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "domains": self.domains, "models": self.models,
-            "cells": {m: {d: asdict(c) for d, c in by.items()} for m, by in self.cells.items()},
-            "embedders": self.embedders,
-            "ranking": {"by_rating": asdict(self.by_rating),
-                        "by_certified": asdict(self.by_certified)},
-        }
-
 
 def _threshold(agg: Mapping[str, Any], form: str) -> CellThreshold:
     given = agg.get("threshold_given") or {"value": agg["threshold"], "form": form}
@@ -205,7 +196,14 @@ def table8(runs: Sequence[RunDir]) -> Table8:
 
 def table8_json(runs: Sequence[RunDir]) -> dict[str, Any]:
     """``veracity report --json`` for gamma runs: :func:`table8` as JSON."""
-    return table8(runs).to_json()
+    data = table8(runs)
+    return {
+        "domains": data.domains, "models": data.models,
+        "cells": {m: {d: asdict(c) for d, c in by.items()} for m, by in data.cells.items()},
+        "embedders": data.embedders,
+        "ranking": {"by_rating": asdict(data.by_rating),
+                    "by_certified": asdict(data.by_certified)},
+    }
 
 
 def _fmt(value: float | None, digits: int = 3, scale: float = 1.0) -> str:
