@@ -134,6 +134,7 @@ BUILTIN = (
     "veracity.methods.deception:METHODS",
     "veracity.methods.fewl:METHODS",
     "veracity.methods.consistency:METHODS",
+    "veracity.methods.logprob:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from veracity.errors import DataError
 from veracity.types import TokenLogprob
 
 
@@ -38,4 +41,29 @@ def token_logprobs(rows: npt.ArrayLike, tokens: Sequence[int], top: int,
             best = [int(i) for i in part[np.argsort(-logp[part], kind="stable")]]
         out.append(TokenLogprob(text_of(int(token)), float(logp[int(token)]),
                                 tuple((text_of(i), float(logp[i])) for i in best)))
+    return tuple(out)
+
+
+def parse_tokens(value: Any, where: str) -> tuple[TokenLogprob, ...]:
+    """Token log-probabilities as a recorded file holds them: a list with one entry per
+    token, either an OpenAI chat object ``{"token", "logprob", "top_logprobs": [{"token",
+    "logprob"}, ...]}`` or the cache's compact ``[token, logprob, [[alt, logprob], ...]]``."""
+    if not isinstance(value, list):
+        raise DataError(f"{where}: expected a list of tokens, got {type(value).__name__}")
+    out = []
+    for k, entry in enumerate(value):
+        try:
+            if isinstance(entry, dict):
+                top = entry.get("top_logprobs") or []
+                found = TokenLogprob(str(entry["token"]), float(entry["logprob"]),
+                                     tuple((str(a["token"]), float(a["logprob"])) for a in top))
+            else:
+                found = TokenLogprob.from_json(entry)
+        except (KeyError, TypeError, ValueError):
+            raise DataError(f"{where}, token {k + 1}: expected {{token, logprob, top_logprobs}} "
+                            "or [token, logprob, [[alternative, logprob], ...]]") from None
+        values = [found.logprob, *(lp for _, lp in found.top)]
+        if any(math.isnan(v) or v > 1e-9 for v in values):
+            raise DataError(f"{where}, token {k + 1}: log-probabilities are numbers <= 0")
+        out.append(found)
     return tuple(out)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from veracity.errors import DataError
-from veracity.types import TokenLogprob
+from veracity.errors import ConfigError, DataError
+from veracity.types import GenRequest, Sampling, TokenLogprob
 
 SIGNALS: dict[str, bool] = {
     "mean_logprob": True,
@@ -158,3 +158,39 @@ def logprob_scores(tokens: Sequence[TokenLogprob]) -> LogprobScores | None:
 def sequence_logprob(tokens: Sequence[TokenLogprob]) -> float:
     """Sum of the tokens' log-probabilities: log p(answer | prompt)."""
     return float(math.fsum(t.logprob for t in tokens))
+
+
+@dataclass(frozen=True)
+class LogprobSettings:
+    """How the greedy answer is asked for; every field is recorded with the results."""
+
+    max_tokens: int = 64
+    top_k: int = 5
+    """Alternatives returned at each position (for the entropy); 0 = none (no entropy)."""
+    signal: str = PRIMARY
+    """The signal a run's ``score`` holds (any key of :data:`SIGNALS`)."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ConfigError("the logprob baseline needs max_tokens >= 1")
+        if not 0 <= self.top_k <= 20:
+            raise ConfigError("top_k: 0 to 20 alternatives per token (OpenAI's limit is 20)")
+        if self.signal not in SIGNALS:
+            raise ConfigError(f"unknown log-probability signal '{self.signal}'; known: "
+                            f"{', '.join(SIGNALS)}")
+
+    @property
+    def higher_is_better(self) -> bool:
+        return SIGNALS[self.signal]
+
+    def describe(self) -> dict[str, object]:
+        return {"max_tokens": self.max_tokens, "top_k": self.top_k, "signal": self.signal,
+                "higher_is_better": self.higher_is_better,
+                "entropy": "over the top-k alternatives, renormalised"}
+
+
+def greedy_request(question: str, settings: LogprobSettings) -> GenRequest:
+    """The greedy answer's request, with its token log-probabilities: the one call this
+    baseline makes (another method's greedy answer is the same call when it asks the same)."""
+    return GenRequest.user(question, Sampling(temperature=0.0, max_tokens=settings.max_tokens),
+                           logprobs=settings.top_k)
