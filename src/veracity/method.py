@@ -135,6 +135,7 @@ BUILTIN = (
     "veracity.methods.fewl:METHODS",
     "veracity.methods.consistency:METHODS",
     "veracity.methods.logprob:METHODS",
+    "veracity.methods.length:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
 
