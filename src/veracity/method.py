@@ -136,6 +136,7 @@ BUILTIN = (
     "veracity.methods.consistency:METHODS",
     "veracity.methods.logprob:METHODS",
     "veracity.methods.length:METHODS",
+    "veracity.methods.semantic_entropy:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
 
