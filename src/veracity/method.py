@@ -137,6 +137,7 @@ BUILTIN = (
     "veracity.methods.logprob:METHODS",
     "veracity.methods.length:METHODS",
     "veracity.methods.semantic_entropy:METHODS",
+    "veracity.methods.p_true:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
 
