@@ -193,9 +193,9 @@ def _with_logprobs(reply: str | Generation, request: GenRequest) -> Generation:
         return generation
     tokens = []
     for k, token in enumerate(_TOKEN.findall(text)):
-        logprob = -(_digest(f"{text}#{k}") % 2000) / 1000.0
+        logprob = -(digest(f"{text}#{k}") % 2000) / 1000.0
         alternatives = [(token, logprob)] + [
-            (f" {_WORDS[(_digest(token) + j) % len(_WORDS)]}", logprob - j)
+            (f" {_WORDS[(digest(token) + j) % len(_WORDS)]}", logprob - j)
             for j in range(1, request.logprobs)]
         tokens.append(TokenLogprob(token, logprob, tuple(alternatives[: request.logprobs])))
     return replace(generation, logprobs=tuple(tokens))
