@@ -152,7 +152,7 @@ class RayBackend:
         assert caps is not None
         self.capabilities = Capabilities(
             prefill=caps.prefill, seed=caps.seed, inputs_embeds=False,
-            max_concurrency=settings.actors * settings.batch_size,
+            max_concurrency=settings.actors * settings.batch_size, logprobs=caps.logprobs,
         )
         self.batches_resent = 0
 
