@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -251,8 +251,25 @@ def _verdict(gold: str, normal: str, misleading: str) -> str:
     return "corrected by the opening" if misleading == gold else "wrong both times"
 
 
-def _item_rows(runs: list[RunDir], labels: list[str]) -> list[dict[str, Any]]:
-    rows = []
+class ItemRow(TypedDict):
+    """One item's row in the item table (``_d``: what its drill-down shows)."""
+
+    _run: int
+    run: str
+    id: str
+    subject: str
+    question: str
+    gold: str
+    normal: str
+    misleading: str
+    verdict: str
+    length: int
+    error: str | None
+    _d: dict[str, Any]
+
+
+def _item_rows(runs: list[RunDir], labels: list[str]) -> list[ItemRow]:
+    rows: list[ItemRow] = []
     for index, (run, label) in enumerate(zip(runs, labels, strict=True)):
         for s in read_records(DeceptionRecord, run.samples()):
             normal, misleading = s.normal, s.misleading
