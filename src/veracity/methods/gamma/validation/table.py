@@ -39,7 +39,21 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _ratings(run: RunDir) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Rated:
+    """What Table 8 and Figure 1 take from a run's ratings.json."""
+
+    R: float | None
+    R_stderr: float | None
+    R_below: float | None
+    R_below_stderr: float | None
+    n_rated: int
+    rubric: str
+    points: list[tuple[float, float]]
+    """(γ, mean rating) of each rated answer with a γ."""
+
+
+def _ratings(run: RunDir) -> Rated | None:
     target = run.path / RATINGS_FILE
     files = run.info.get("files")
     if not target.is_file() or (files is not None and RATINGS_FILE not in files):
@@ -50,7 +64,14 @@ def _ratings(run: RunDir) -> dict[str, Any] | None:
         raise DataError(f"{target} is not valid JSON: {exc}") from None
     if not isinstance(found, dict):
         raise DataError(f"{target}: expected a JSON object")
-    return found
+    return Rated(R=_number(found.get("mean_rating")),
+                 R_stderr=_number(found.get("mean_rating_stderr")),
+                 R_below=_number(found.get("mean_rating_below_threshold")),
+                 R_below_stderr=_number(found.get("mean_rating_below_threshold_stderr")),
+                 n_rated=int(found.get("n_rated") or 0),
+                 rubric=found.get("rubric_id") or found.get("rubric") or "unnamed",
+                 points=[(float(i["gamma"]), float(i["mean_rating"]))
+                         for i in found.get("items", []) if i.get("gamma") is not None])
 
 
 @dataclass(frozen=True)
@@ -136,12 +157,9 @@ def cell(run: RunDir) -> Cell:
     rated = _ratings(run)
     if rated is None:
         return found
-    return replace(found, R=_number(rated.get("mean_rating")),
-                   R_stderr=_number(rated.get("mean_rating_stderr")),
-                   R_below=_number(rated.get("mean_rating_below_threshold")),
-                   R_below_stderr=_number(rated.get("mean_rating_below_threshold_stderr")),
-                   n_rated=int(rated.get("n_rated") or 0),
-                   rubric=rated.get("rubric_id") or rated.get("rubric") or "unnamed")
+    return replace(found, R=rated.R, R_stderr=rated.R_stderr, R_below=rated.R_below,
+                   R_below_stderr=rated.R_below_stderr, n_rated=rated.n_rated,
+                   rubric=rated.rubric)
 
 
 def _weighted(cells: Sequence[Cell], value: Callable[[Cell], float | None],
@@ -292,8 +310,7 @@ def rating_bins(runs: Sequence[RunDir], bins: int = 10) -> dict[str, dict[str, l
         if rated is None:
             continue
         c = cell(run)
-        pairs = [(float(i["gamma"]), float(i["mean_rating"])) for i in rated.get("items", [])
-                 if i.get("gamma") is not None]
+        pairs = rated.points
         for model in (c.model, ALL_MODELS):
             points.setdefault((model, c.domain), []).extend(pairs)
     out: dict[str, dict[str, list[Bin]]] = {}
