@@ -80,7 +80,8 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
 @click.option("--title", default="veracity report", show_default=True)
 @click.option("--model-info", type=click.Path(path_type=Path, dir_okay=False),
               help="CSV with a header: model, params_b (size in billions), external scores "
-                   "(e.g. truthfulqa); compared against the deception runs.")
+                   "(e.g. truthfulqa); compared against the deception runs. 'paper': the "
+                   "DB-MMLU paper's Table 1 (size, MMLU, TruthfulQA of its ten models).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print each method's comparison of its runs as JSON, keyed by method (gamma: "
                    "the paper's Table 8, models x domains, with the rankings) instead of HTML.")

@@ -32,6 +32,7 @@ from veracity.methods.gamma.calibration import read_calibration
 from veracity.methods.gamma.control import CONTROLS
 from veracity.methods.gamma.core import ALL_FORMS, EMBEDDING, LENGTH, GammaSettings, check_prompt
 from veracity.methods.gamma.paraphrase import PARAPHRASE
+from veracity.methods.gamma.recorded import resolve_recorded
 from veracity.methods.gamma.records import GammaRecord, GammaSummary
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
@@ -43,6 +44,11 @@ from veracity.types import Item, Sampling
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_MODEL = "llamacpp/default"
 DEFAULT_EMBEDDER = "st/default"
+TABLE10_STEPS = 26
+"""Groups appended to the prompt in the last row of the γ paper's Table 10."""
+TABLE10_MAX_CODE = 0xC6D
+"""The largest code point among them (printed "\xc6d", read as U+0C6D)."""
+TABLE10_CHARSET = f"utf8:0-{TABLE10_MAX_CODE}"
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "paper": {
         # §3-4: N = 10 ASCII control-character ball points, temperature 0 (always), answers up
@@ -50,9 +56,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "gamma": {"n": 10, "ball": "ascii-control", "form": "paper-code", "max_tokens": 1024,
                   "threshold": 0.05, "threshold_form": "paper-code"},
         "isotropy": {"n": 10, "ball": "ascii-control", "max_tokens": 1024},
-        # §5: candidates and their γ balls from random UTF-8, as the authors' walker draws both
-        "attack": {"n": 10, "charset": "utf8", "ball": "utf8", "form": "paper-code",
-                   "max_tokens": 1024},
+        # §5: candidates and their γ balls from random UTF-8, as the authors' walker draws both;
+        # Table 10's last prompt carries 26 appended groups (26 steps) whose code points reach
+        # U+0C6D (its "\xc6d"), beyond the authors' code's 500: the range runs up to there
+        "attack": {"n": 10, "steps": TABLE10_STEPS, "charset": TABLE10_CHARSET,
+                   "ball": TABLE10_CHARSET, "form": "paper-code", "max_tokens": 1024},
         # §4: 100 randomly sampled questions per model x corpus are rated
         "annotate export": {"sample": 100},
     },
@@ -111,6 +119,8 @@ def print_summary(outcome: RunResult[GammaRecord], calls_line: str,
     null_head = f" {'γ_null':>7}" if control else ""
     null_head += f" {'P(ok)':>5}" if calibrated else ""
     null_head += f" {'right':>5}" if correct else ""
+    published = any("published_gamma" in r.extra for r in outcome.records)
+    null_head += f" {'paper':>7}" if published else ""
     echo(f"\n{'prompt':<62} {'gamma':>7}{null_head}  answer")
     for record in outcome.records[:25]:
         value = _value(record.gamma)
@@ -122,6 +132,8 @@ def print_summary(outcome: RunResult[GammaRecord], calls_line: str,
         if correct:
             verdict = correct.get(record.id)
             value += f" {'—' if verdict is None else 'yes' if verdict else 'no':>5}"
+        if published:
+            value += " " + _value(record.extra.get("published_gamma"))
         if record.extra.get("finish_reason") == LENGTH:
             value += " [cut]"
         said = f"[{record.error.message}]" if record.error else record.answer
@@ -244,7 +256,8 @@ def _refuse_generation_options() -> None:
 @click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, progqa:PATH "
                                 "(Programming QA JSONL), jsonl:PATH, csv:PATH.")
 @click.option("--recorded", type=click.Path(path_type=Path),
-              help="JSONL of recorded generations (prompt, answer, perturbed_answers): no model.")
+              help="JSONL of recorded generations (prompt, answer, perturbed_answers): no model. "
+                   "'paper': the γ paper's Tables 1 and 2, its published γ shown beside ours.")
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
 @click.option("-n", "--n", "n", type=click.IntRange(min=1), default=10, show_default=True,
@@ -272,8 +285,11 @@ def _refuse_generation_options() -> None:
               help="γ below this counts as trustworthy in the summary (Table 8's 0.05), written "
                    "in --threshold-form and converted to --form.")
 @click.option("--threshold-form", type=click.Choice(ALL_FORMS), default=None,
-              help="Form --threshold is written in (default: paper-code, the paper's, for the "
-                   "angle forms; magnitude for --form magnitude).")
+              help="Form --threshold is written in (default: paper-code for the angle forms; "
+                   "magnitude for --form magnitude). The paper's text and code disagree: its text "
+                   "defines γ as a sine (Algorithm 1 returns sin; §3 reads Table 3's 0.151 as "
+                   "arcsin(0.15) ≈ 8°), its authors' code computes sqrt(1 - cos); Table 8's 0.05 "
+                   "is read here in the code's form (= 0.0707 as a sine).")
 @click.option("--control", type=click.Choice(CONTROLS),
               help="numeric: answer each question N more times along other compute paths (no "
                    "input change) and report γ_null, the γ of numerical noise alone.")
@@ -319,7 +335,7 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
         if kw["recorded"]:
             _refuse_generation_options()
             out = kw["out"]
-            outcome = run_gamma_recorded(kw["recorded"], kw["embedder"], ctx, kw["form"],
+            outcome = run_gamma_recorded(resolve_recorded(kw["recorded"]), kw["embedder"], ctx, kw["form"],
                                          kw["threshold"], out, calibration, kw["force"],
                                          kw["threshold_form"])
         else:

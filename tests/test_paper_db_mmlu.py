@@ -1,0 +1,84 @@
+"""The DB-MMLU paper's Table 1 built in (--model-info paper) and, with its Table 3, every
+correlation the text states (§5.1-5.3, Figures A8-A11), pinned."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from veracity.data.model_info import SIZE_COLUMN, paper_model_info
+from veracity.methods.deception.compare import relations
+from veracity.methods.deception.paper import STATED, TABLE1, TABLE3, stated, table3_summaries
+from veracity.stats import t_two_tailed_p
+
+
+def test_table1_is_built_in_with_the_papers_values() -> None:
+    info = paper_model_info()
+    assert len(TABLE1) == 10 and list(TABLE1) == list(TABLE3)
+    assert info.columns == (SIZE_COLUMN, "mmlu", "truthfulqa")
+    assert "Open LLM Leaderboard" in str(info.path)  # Table 1's footnote: where the scores are from
+    assert info.value("Gemma-1.1-2b-it", SIZE_COLUMN) == 2.51
+    assert info.value("Phi-3-medium-4k-instruct", "mmlu") == 77.83
+    assert info.value("Solar-10.7B-Instruct", "truthfulqa") == 71.43
+    # Aya-23-8B and StarChat2-15B-v0.1 have no leaderboard scores ("-"), only a size
+    for model, size in (("Aya-23-8B", 8.03), ("StarChat2-15B-v0.1", 16.0)):
+        assert info.value(model, SIZE_COLUMN) == size
+        assert info.value(model, "mmlu") is None and info.value(model, "truthfulqa") is None
+
+
+def test_a_runs_model_spec_finds_its_row() -> None:
+    info = paper_model_info()
+    assert info.row("llamacpp/models/Phi-3-mini-4k-instruct-Q8_0.gguf") == "Phi-3-mini-4k-instruct"
+    assert info.row("hf/microsoft/phi-2") == "Phi-2"
+    assert info.row("hf/mistralai/Mistral-7B-Instruct-v0.2") == "Mistral-7b-instruct-v0.2"
+    assert info.row("fake/unstable") is None
+    info.check_models(["fake/unstable"])  # a built-in table is not checked against the runs
+
+
+def _by_key(key: str, x_label: str) -> tuple[float, float, int]:
+    found = [rel for rel in relations(table3_summaries(), paper_model_info())
+             if rel.key == key and rel.x_label == x_label]
+    assert len(found) == 1, (key, x_label)
+    fit = found[0].fit()
+    return fit["r"], fit["p"], found[0].n
+
+
+def test_a8_normal_against_misleading_accuracy() -> None:
+    r, _, n = _by_key("A8", "normal accuracy %")
+    assert n == 10 and round(r, 2) == 0.81 and r == pytest.approx(0.8089, abs=1e-4)
+
+
+def test_a9_susceptibility_against_truthfulqa_on_eight_models() -> None:
+    r, _, n = _by_key("A9", "truthfulqa")
+    assert n == 8  # Aya-23-8B and StarChat2-15B-v0.1 have no TruthfulQA score
+    assert round(r, 2) == -0.91 and r == pytest.approx(-0.9078, abs=1e-4)
+
+
+def test_a10_size_and_normal_accuracy_with_their_p_values() -> None:
+    r_size, p_size, n = _by_key("A10", "model size (billions of parameters)")
+    r_normal, p_normal, _ = _by_key("A10", "normal accuracy %")
+    assert n == 10
+    assert round(r_size, 2) == -0.45 and round(p_size, 2) == 0.19
+    assert round(r_normal, 2) == -0.54 and round(p_normal, 2) == 0.11
+    # the paper's 0.192 and 0.107 are the p of the rounded r (its footnote: t = r√(n−2)/√(1−r²))
+    for r, printed in ((-0.45, 0.192), (-0.54, 0.107)):
+        t = r * math.sqrt(8) / math.sqrt(1 - r * r)
+        assert round(t_two_tailed_p(t, 8), 3) == printed
+    assert p_size == pytest.approx(0.1891, abs=1e-4) and p_normal == pytest.approx(0.1096, abs=1e-4)
+
+
+def test_a11_susceptibility_against_consistency() -> None:
+    r, _, n = _by_key("A11", "consistency %")
+    assert n == 10 and round(r, 2) == -0.82
+    assert stated("A11", "consistency %") is not None
+    assert stated("A11", "consistency %").r is None  # type: ignore[union-attr]  # no number in the text
+
+
+def test_every_stated_value_is_what_table3_gives() -> None:
+    for (key, x_label), said in STATED.items():
+        r, p, _ = _by_key(key, x_label)
+        if said.r is not None:
+            assert round(r, 2) == said.r, (key, x_label)
+        if said.p is not None:
+            assert abs(p - said.p) < 0.005, (key, x_label)
