@@ -3,10 +3,15 @@ correlation the text states (§5.1-5.3, Figures A8-A11), pinned."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from veracity.cli import main
 from veracity.data.model_info import SIZE_COLUMN, paper_model_info
 from veracity.methods.deception.compare import relations
 from veracity.methods.deception.paper import STATED, TABLE1, TABLE3, stated, table3_summaries
@@ -82,3 +87,27 @@ def test_every_stated_value_is_what_table3_gives() -> None:
             assert round(r, 2) == said.r, (key, x_label)
         if said.p is not None:
             assert abs(p - said.p) < 0.005, (key, x_label)
+
+
+def test_report_with_paper_model_info_states_each_relation_in_words(tmp_path: Path) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "deception_compare"
+    runs = []
+    for name, model in (("alpha", "llamacpp/Phi-2-Q8_0.gguf"), ("beta", "hf/Gemma-1.1-2b-it"),
+                        ("gamma", "Solar-10.7B-Instruct")):
+        shutil.copytree(fixtures / name, tmp_path / name)
+        results = tmp_path / name / "results.json"
+        results.write_text(json.dumps(json.loads(results.read_text()) | {"model": model}))
+        runs.append(tmp_path / name)
+    out = CliRunner().invoke(main, ["report", *map(str, runs), "--model-info", "paper", "--out",
+                                    str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "A8: misleading accuracy % vs normal accuracy %: Pearson r = " in html
+    assert "the paper states r = +0.81 (§5.1)" in html
+    assert "A9: susceptibility vs truthfulqa: Pearson r = " in html
+    assert "the paper states r = -0.91 (§5.2, n = 8)" in html
+    assert "the paper states r = -0.45, p = 0.192 (§5.2)" in html
+    assert "the paper&#x27;s text states no r (§5.3 names the correlation only)" in html
+    # §5.1: the normal accuracy beside Table 1's 5-shot MMLU, per model
+    assert "Normal accuracy beside 5-shot MMLU (§5.1)" in html
+    assert "58.11" in html and "37.65" in html and "66.21" in html

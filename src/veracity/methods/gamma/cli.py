@@ -255,7 +255,7 @@ def _refuse_generation_options() -> None:
 @click.argument("prompts", nargs=-1)
 @click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, progqa:PATH "
                                 "(Programming QA JSONL), jsonl:PATH, csv:PATH.")
-@click.option("--recorded", type=click.Path(path_type=Path),
+@click.option("--recorded", type=click.Path(),
               help="JSONL of recorded generations (prompt, answer, perturbed_answers): no model. "
                    "'paper': the γ paper's Tables 1 and 2, its published γ shown beside ours.")
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")

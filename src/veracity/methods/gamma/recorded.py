@@ -20,11 +20,11 @@ PAPER = "paper"
 """``--recorded paper``: Tables 1 and 2 of the γ paper (a file named so is reached as ./paper)."""
 
 
-def resolve_recorded(path: Path) -> Path:
+def resolve_recorded(spec: str | Path) -> Path:
     """The recorded file a ``--recorded`` value names (``paper``: the packaged tables)."""
-    if str(path) == PAPER:
+    if isinstance(spec, str) and spec == PAPER:
         return Path(str(files("veracity.data") / "paper_gamma_tables.jsonl"))
-    return path
+    return Path(spec)
 
 
 def read_recorded(path: Path) -> list[dict[str, Any]]:
