@@ -27,6 +27,7 @@ from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS
 from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
+from veracity.methods.fewl.reference_list import REFERENCE_MODES
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
 from veracity.methods.fewl.similarity import MAPPINGS
 from veracity.methods.fewl.validation import TABLE_ROWS
@@ -34,7 +35,8 @@ from veracity.runs.result import RunResult
 from veracity.text import slug
 
 F = TypeVar("F", bound=Callable[..., Any])
-_SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
+_SETTINGS = ("reference", "reference_samples", "reference_temperature", "reference_mode",
+             "references_file",
              "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
              "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
              "question_embedder", "neighbours", "near_duplicate", "tau", "expertise",
@@ -62,6 +64,10 @@ def fewl_options(func: F) -> F:
         click.option("--reference-samples", type=click.IntRange(1, 100), default=1,
                      show_default=True, help="J answers per reference model (sampled when > 1)."),
         click.option("--reference-temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True),
+        click.option("--reference-mode", type=click.Choice(REFERENCE_MODES), default="samples",
+                     show_default=True,
+                     help="samples: J independent answers per reference; one-call: one request "
+                          "asking each reference for J diversified answers (the paper's §4.1)."),
         click.option("--references-file", type=click.Path(path_type=Path),
                      help="JSONL with id + references (e.g. a run's references.jsonl)."),
         click.option("--pairs", type=click.IntRange(1, 200), default=25, show_default=True,
@@ -111,12 +117,55 @@ def fewl_options(func: F) -> F:
     return func
 
 
+PAPER_PRESET: dict[str, Any] = {"reference_samples": 5, "reference_mode": "one-call", "pairs": 25}
+"""``fewl validate --preset paper``: five answers from one reference in one call (§4.1: "multi"
+generates five answers; C.6: two calls per question), 25 pairs (C.1's prompt asks for 25). The
+similarity is Vectara's HHEM in C.3, a model directory veracity cannot name for you: the preset
+keeps ``--similarity`` as given and says so."""
+PAPER_SIMILARITY = "Vectara's HHEM cross-encoder (C.3)"
+
+
+def apply_paper_preset(kw: dict[str, Any]) -> dict[str, Any] | None:
+    """Put the paper's settings into ``kw`` where no option was given; print and return what
+    was applied and what was kept."""
+    if kw.pop("preset", None) is None:
+        return None
+    if len(kw["reference"]) != 1 or kw["references_file"] is not None:
+        raise ConfigError("--preset paper asks one reference model for its answers: give exactly "
+                          "one --reference (and no --references-file)")
+    context = click.get_current_context()
+    applied: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
+    for key, value in PAPER_PRESET.items():
+        if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
+            kept[key] = kw[key]
+        else:
+            kw[key] = applied[key] = value
+    shown = ", ".join(f"{k.replace('_', '-')}={v}" for k, v in applied.items())
+    echo(f"preset paper: {shown}" + (
+        f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})" if kept else "")
+        + f"; similarity {kw['similarity']} (the paper's is {PAPER_SIMILARITY}: "
+          "--similarity cross-encoder/DIR, see the FEWL docs)", err=True)
+    return {"name": "paper", "applied": applied, "overridden": kept,
+            "similarity": {"used": kw["similarity"], "paper": PAPER_SIMILARITY}}
+
+
+def warn_single_reference(settings: FewlSettings) -> None:
+    """One reference answer per question makes every multi row a copy of the single row."""
+    if settings.references_file is None and len(settings.references) == 1 and (
+            settings.reference_samples == 1):
+        echo("note: one reference answer per question, so the multi rows repeat the single "
+             "ones; the paper asks its reference for 5 (--reference-samples 5 --reference-mode "
+             "one-call, or --preset paper)", err=True)
+
+
 def settings_from(kw: dict[str, Any]) -> FewlSettings:
     """FewlSettings from the parsed options (removes them from ``kw``)."""
     o = {name: kw.pop(name) for name in _SETTINGS}
     return FewlSettings(
         references=tuple(o["reference"]), reference_samples=o["reference_samples"],
-        reference_temperature=o["reference_temperature"], references_file=o["references_file"],
+        reference_temperature=o["reference_temperature"], reference_mode=o["reference_mode"],
+        references_file=o["references_file"],
         pairs=PairSettings(r=o["pairs"], temperature=o["pairs_temperature"],
                            max_tokens=o["pairs_max_tokens"], retries=o["pair_retries"],
                            min_pairs=o["min_pairs"], seed=o["seed"]),
@@ -288,6 +337,10 @@ def _scored(mode: str, kw: dict[str, Any]) -> None:
                    "random neighbours); the table shows mean ± std.")
 @click.option("--judge", help="Judge model spec for Figures 2 and 3: neighbours' gold answers "
                               "judged for each question, and each reference answer rated 0/1/2.")
+@click.option("--preset", type=click.Choice(["paper"]),
+              help="The paper's validation setting (§4.1, C.1, C.3, C.6): one reference asked "
+                   "for 5 diversified answers in one call, 25 pairs; options given explicitly "
+                   "still win. Recorded in run.json.")
 @fewl_options
 @common_options
 @handles_errors
@@ -295,12 +348,16 @@ def validate_cmd(**kw: Any) -> None:
     """Measurement accuracy on labelled answers (chale, truthfulqa, halueval): the share of
     questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl,
     printed in the layout of the paper's Table 1."""
+    preset = apply_paper_preset(kw)
     settings = settings_from(kw)
+    warn_single_reference(settings)
     repeats, judge = kw.pop("repeats"), kw.pop("judge")
     items, chosen = load_selected(kw, labelled=True)
     with command_run(kw) as cmd:
         outcome = run_fewl_validate(items, settings, cmd.ctx, kw["out"] or default_out(
             "validate", kw["dataset"]), kw["dataset"], repeats, judge)
+    if outcome.run is not None and preset is not None:
+        outcome.run.update_config({"preset": preset})
     _finish(outcome, cmd, chosen)
 
 

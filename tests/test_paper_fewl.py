@@ -1,0 +1,102 @@
+"""The FEWL paper's settings: J diversified references from one call (§4.1, C.6), `fewl
+validate --preset paper` (5 answers, 25 pairs, C.1/C.3), and the warning when every multi row
+would repeat the single row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from data_paths import FIXTURES
+from veracity.backends.fake import FakeBackend
+from veracity.client import LLMClient
+from veracity.data.labelled import load_labelled
+from veracity.methods.fewl.modes import run_fewl_validate
+from veracity.methods.fewl.pairs import PairSettings
+from veracity.methods.fewl.reference_list import list_prompt, parse_list
+from veracity.methods.fewl.run import FewlSettings
+from veracity.runs.common import Context
+from veracity.store import RunDir
+from veracity.types import GenRequest
+
+CHALE = f"chale:{FIXTURES / 'formats' / 'chale.json'}"
+
+
+def test_parse_list_reads_numbered_answers_and_leaves_gaps_empty() -> None:
+    reply = ("Here you go:\n1. Paris is the capital.\n2) The capital is Paris,\nwhich sits on the "
+             "Seine.\n**4.** Lyon.\n1. a repeat\n9. too many")
+    assert parse_list(reply, 5) == ["Paris is the capital.",
+                                    "The capital is Paris, which sits on the Seine.", "",
+                                    "Lyon.", ""]
+    assert parse_list("no numbers at all", 2) == ["", ""]
+    assert "5 different answers" in list_prompt("Why?", 5) and "Question: Why?" in list_prompt(
+        "Why?", 5)
+
+
+def _lister(calls: list[str]) -> Any:
+    def reply(request: GenRequest) -> str:
+        text = request.messages[-1].content
+        calls.append(text)
+        question = text.rsplit("Question: ", 1)[-1]
+        return "\n".join(f"{k}. answer {k} to {question}" for k in range(1, 6))
+    return reply
+
+
+def test_one_call_asks_each_reference_once_for_five_answers(cache: Any) -> None:
+    items = load_labelled(CHALE)
+    calls: list[str] = []
+    settings = FewlSettings(references=("test/lister",), reference_samples=5,
+                            reference_mode="one-call", pairs_model="fake/pairs",
+                            pairs=PairSettings(r=3), similarity="hash/default", neighbours=1)
+    with Context(cache=cache) as ctx:
+        ctx.clients["test/lister"] = LLMClient(FakeBackend(responder=_lister(calls)))
+        outcome = run_fewl_validate(items, settings, ctx, None, "chale")
+    assert len(calls) == len(items)  # one request per question, not five
+    assert all("5 different answers" in c for c in calls)
+    record = outcome.records[0]
+    assert len(record.references) == 5
+    assert record.references[2].startswith("answer 3 to ")
+
+
+def _validate(tmp_path: Path, *args: str) -> Any:
+    from veracity.methods.fewl.cli import fewl
+
+    return CliRunner().invoke(fewl, ["validate", "--dataset", CHALE, "--reference", "fake/pairs",
+                                     "--neighbours", "1", "--similarity", "hash/default",
+                                     "--cache", str(tmp_path / "cache.db"), *args],
+                              catch_exceptions=False)
+
+
+def test_validate_preset_paper_is_printed_and_recorded(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = _validate(tmp_path, "--preset", "paper", "--pairs", "4", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "preset paper: reference-samples=5, reference-mode=one-call" in result.output
+    assert "(given explicitly: pairs=4)" in result.output
+    assert "the paper's is Vectara's HHEM cross-encoder (C.3)" in result.output
+    config = RunDir.open(out).info["config"]
+    assert config["preset"]["applied"] == {"reference_samples": 5, "reference_mode": "one-call"}
+    assert config["preset"]["overridden"] == {"pairs": 4}
+    settings = json.loads((out / "run.json").read_text())["config"]["settings"]
+    assert (settings["reference_samples"], settings["reference_mode"], settings["R"]) == (
+        5, "one-call", 4)
+    # without explicit --pairs the preset's 25 is used (C.1 asks for 25 pairs)
+    from veracity.methods.fewl.cli import PAPER_PRESET
+    assert PAPER_PRESET["pairs"] == 25 and PAPER_PRESET["reference_samples"] == 5
+
+
+def test_validate_preset_paper_wants_one_reference(tmp_path: Path) -> None:
+    result = _validate(tmp_path, "--preset", "paper", "--reference", "fake/stable")
+    assert result.exit_code != 0 and "exactly one --reference" in result.output
+
+
+def test_one_reference_answer_warns_that_multi_repeats_single(tmp_path: Path) -> None:
+    result = _validate(tmp_path, "--pairs", "2", "--out", str(tmp_path / "w"))
+    assert result.exit_code == 0, result.output
+    assert "the multi rows repeat the single ones" in result.output
+    quiet = _validate(tmp_path, "--pairs", "2", "--reference-samples", "2", "--out",
+                      str(tmp_path / "q"))
+    assert "the multi rows repeat" not in quiet.output
