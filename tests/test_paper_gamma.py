@@ -113,3 +113,30 @@ def test_the_two_readings_of_gammas_form() -> None:
     assert isinstance(option, click.Option) and option.help is not None
     for passage in ("Algorithm 1", "§3", "arcsin(0.15)", "Table 8", "sqrt(1 - cos)"):
         assert passage in option.help, passage
+
+
+def test_appendix_a_anchors_are_the_papers_eight_scores() -> None:
+    from veracity.methods.gamma.anchors import PAPER_ANCHORS
+
+    assert len(PAPER_ANCHORS) == 8
+    assert [(a.table, a.score) for a in PAPER_ANCHORS] == [
+        (12, 5), (12, 5), (12, 3), (13, 5), (13, 4), (13, 1), (14, 3), (14, 5)]
+    assert [a.gamma for a in PAPER_ANCHORS] == [0.0001, 0.2663, 0.1952, 0.0749, 0.1583, 0.1706,
+                                               0.0851, 0.0317]
+    punt = PAPER_ANCHORS[1]  # MPT-7B's "I don't have that information" is rated 5
+    assert punt.model == "MPT-7B" and punt.score == 5 and not punt.summarised
+
+
+def test_annotate_export_anchors_paper(tmp_path: Path) -> None:
+    out = tmp_path / "g"
+    run("gamma", "--dataset", "builtin", "--limit", "2", "--model", "fake/unstable",
+        "--embedder", "hash/default", "-n", "2", "--out", str(out), "--json")
+    sheet = tmp_path / "sheet.html"
+    run("annotate", "export", str(out), "--out", str(sheet), "--anchors", "paper")
+    html = sheet.read_text(encoding="utf-8")
+    assert html.count("class='item anchor'") == 8
+    assert "γ = 0.2663" in html and "rated <b>1</b>" in html and "Table 14" in html
+    assert json.loads((out / "rating_sheet.json").read_text())["anchors"] == "paper"
+    refused = CliRunner().invoke(main, ["annotate", "export", str(out), "--out",
+                                        str(tmp_path / "s.csv"), "--anchors", "paper"])
+    assert refused.exit_code != 0 and "HTML sheet" in refused.output

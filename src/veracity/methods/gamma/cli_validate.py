@@ -18,6 +18,7 @@ from veracity.cli.options import (
     sample_options,
 )
 from veracity.cli.output import echo
+from veracity.methods.gamma.anchors import ANCHOR_CHOICES
 from veracity.methods.gamma.annotate import export_sheet, resolve_rubric
 from veracity.methods.gamma.cli import apply_preset, preset_option, threshold_text
 from veracity.methods.gamma.core import ALL_FORMS, Form
@@ -140,21 +141,24 @@ def annotate() -> None:
 @click.option("--rubric", default="auto", show_default=True, metavar="auto|qa|code|FILE",
               help="qa, code (programming questions), auto (code when the question is), or a "
                    "rubric FILE: six lines '0: ...' to '5: ...', or [qa] and [code] sections.")
+@click.option("--anchors", type=click.Choice(ANCHOR_CHOICES),
+              help="paper: the γ paper's eight rated answers (Appendix A, Tables 12-14) as "
+                   "worked examples above the answers (HTML sheets).")
 @sample_options
 @preset_option("annotate export")
 @handles_errors
-def annotate_export(run: Path, out: Path, rubric: str, **kw: Any) -> None:
+def annotate_export(run: Path, out: Path, rubric: str, anchors: str | None, **kw: Any) -> None:
     """Write a rating sheet for every answer of RUN (or a random --sample of them)."""
     directory, records = open_gamma_run(run)
     preset = apply_preset(kw, "annotate export")
     selection = pop_selection(kw, limit=None)
     chosen = resolve_rubric(rubric)
     rows = export_sheet(records, out, chosen, title=f"Rating sheet: {run.name}",
-                        selection=selection)
+                        selection=selection, anchors=anchors)
     directory.write_json(SHEET_FILE, {
         "sheet": str(out), "rubric": chosen.name, "rubric_id": chosen.id, "n_rows": len(rows),
         "selection": selection.record(len(records), [r.item_id for r in rows]),
-        "preset": preset})
+        "preset": preset, "anchors": anchors})
     code = sum(r.kind == "code" for r in rows)
     echo(f"{len(rows)} answers ({code} with the coding rubric) -> {out}")
 
