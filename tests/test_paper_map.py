@@ -99,9 +99,10 @@ def map_sections() -> dict[str, list[tuple[str, str, str]]]:
 
 
 def _mapped(items: str, word: str) -> set[int]:
+    """Numbers the items give to ``word`` (Table, Figure A, C.), ranges like 12–14 included."""
     found: set[int] = set()
-    pattern = rf"{re.escape(word)}s? ?(\d+)(?:\s*[–-]\s*{re.escape(word.split()[-1]) if ' ' in word else ''}(\d+))?"
-    for match in re.finditer(pattern, items):
+    prefix = "A" if word == "Figure A" else ""
+    for match in re.finditer(rf"{re.escape(word)}s? ?(\d+)(?:\s*[–-]\s*{prefix}(\d+))?", items):
         first, last = int(match.group(1)), int(match.group(2) or match.group(1))
         found.update(range(first, last + 1))
     return found
@@ -114,9 +115,7 @@ def test_the_paper_map_lists_every_table_and_figure_of_each_paper() -> None:
         items = " ".join(item for item, _, _ in sections[paper])
         for word, numbers in kinds.items():
             if word == "Figure A":
-                found = _mapped(items, "Figures A") | _mapped(items, "Figure A")
-                found |= {int(b) for a, b in re.findall(r"A(\d+)–A(\d+)", items)
-                          for b in range(int(a), int(b) + 1)}
+                found = _mapped(items.replace("Figures A", "Figure A"), word)
             else:
                 found = _mapped(re.sub(r"Figures? A\d+(–A\d+)?", "", items), word)
             assert numbers <= found, (paper, word, sorted(numbers - found))
