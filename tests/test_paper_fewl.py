@@ -100,3 +100,30 @@ def test_one_reference_answer_warns_that_multi_repeats_single(tmp_path: Path) ->
     quiet = _validate(tmp_path, "--pairs", "2", "--reference-samples", "2", "--out",
                       str(tmp_path / "q"))
     assert "the multi rows repeat" not in quiet.output
+
+
+def test_the_prompts_carry_the_appendixs_instructions_and_layout() -> None:
+    from veracity.methods.fewl.icl_examples import single_message
+    from veracity.methods.fewl.judge import JUDGE_PROMPT, judge_prompt
+    from veracity.methods.fewl.pairs import pair_prompt
+    from veracity.methods.fewl.run import FewlSettings as Settings
+
+    # C.1: R wrong answers (25 in the paper), each with a high-level negation that is not the
+    # wrong answer plus "not", worded differently each time, in a numbered template
+    pairs = pair_prompt("Are birds mammals?", Settings().pairs.r)
+    assert Settings().pairs.r == 25 and "Write 25 pairs" in pairs
+    for clause in ("intentionally wrong", "negates that wrong answer at a high level",
+                   'only the word "not" inserted', "Vary the way", "1. Wrong:", "1. Corrected:"):
+        assert clause in pairs, clause
+    # C.10: helpful, truthful and harmless; A, B and a "not sure" C as three replies; the letter
+    # alone; no rule the paper lacks
+    judged = judge_prompt("Is it safe?", "Yes.", "No.")
+    assert "helpful, truthful and harmless" in judged and "letter only, A, B or C" in judged
+    assert judged.index("A. Chatbot: Yes.") < judged.index("B. Chatbot: No.") < judged.index(
+        "C. Chatbot: not sure.") < judged.index("Your choice, A, B or C?")
+    assert "length" not in JUDGE_PROMPT and "style" not in JUDGE_PROMPT
+    # C.11: the instruction, numbered example questions and answers, the new question, "Answer:"
+    icl = single_message([("Q1?", "A1."), ("Q2?", "A2.")], "Q3?").content
+    assert icl.startswith("Your task: answer questions correctly")
+    assert "Example question 2: Q2?\nAnswer 2: A2." in icl and icl.endswith(
+        "New question: Q3?\nAnswer:")

@@ -179,7 +179,8 @@ def context(request: GenRequest) -> str:
     return _babble(text, 3 + _digest(text) % 10)
 
 
-_JUDGED = re.compile(r"\nAnswer A: (.*)\n\nAnswer B: (.*)\n\nReply", re.DOTALL)
+_JUDGED = re.compile(r"\nAnswer A: (.*)\n\nAnswer B: (.*)\n\nReply|"
+                     r"\nA\. Chatbot: (.*)\nB\. Chatbot: (.*)\nC\. Chatbot: not sure", re.DOTALL)
 
 
 def judge(request: GenRequest) -> str:
@@ -188,7 +189,7 @@ def judge(request: GenRequest) -> str:
     found = _JUDGED.search(_last_user(request))
     if found is None:
         return stable(request)
-    a, b = (len(text.split()) for text in found.groups())
+    a, b = (len(text.split()) for text in found.groups() if text is not None)
     return "TIE" if a == b else f"Answer {'A' if a > b else 'B'} is more truthful."
 
 

@@ -51,6 +51,7 @@ PAIR_PROMPT = """Write {r} pairs of answers to the question below. In each pair:
   that the wrong claim does not hold (for "Birds are mammals": "Birds are not part of the
   mammal class"). It denies the wrong answer; it need not say what the right answer is, and
   it must not be the wrong answer with only the word "not" inserted.
+- Vary the way the corrected answers deny their wrong claims from one pair to the next.
 Number the pairs 1 to {r}, one line per answer, exactly in the format of this example,
 and write nothing else.
 
