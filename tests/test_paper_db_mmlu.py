@@ -111,3 +111,16 @@ def test_report_with_paper_model_info_states_each_relation_in_words(tmp_path: Pa
     # §5.1: the normal accuracy beside Table 1's 5-shot MMLU, per model
     assert "Normal accuracy beside 5-shot MMLU (§5.1)" in html
     assert "58.11" in html and "37.65" in html and "66.21" in html
+
+
+def test_t_prime_is_read_as_the_questions_of_s_prime() -> None:
+    from veracity.methods.deception.core import subject_weighted_susceptibility
+
+    # (t_s, c_n^s, c_m^s): ratios 2 and 3 over 10 and 30 questions
+    counts = [(10, 8, 4), (30, 9, 3)]
+    # T′ = Σ t_s = 40: a question-weighted mean of the ratios, 10/40·2 + 30/40·3
+    assert subject_weighted_susceptibility(counts) == (pytest.approx(2.75), False)
+    # the literal "T′ = |S′|" (2 subjects) would give 10/2·2 + 30/2·3 = 55, growing with the
+    # subjects' sizes; equal ratios show the difference: our reading returns the ratio itself
+    assert subject_weighted_susceptibility([(10, 4, 2), (30, 6, 3)]) == (pytest.approx(2.0), False)
+    assert sum(t / 2 * n / m for t, n, m in counts) == pytest.approx(55.0)

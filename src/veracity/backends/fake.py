@@ -118,12 +118,18 @@ def misleader(request: GenRequest) -> str:
 
 
 _PAIRS_ASKED = re.compile(r"Write (\d+) pairs")
+_ANSWERS_ASKED = re.compile(r"Write (\d+) different answers")
 
 
 def pairs(request: GenRequest) -> str:
     """Answers FEWL pair prompts in the numbered Wrong / Corrected template (one pair fewer
-    than asked, after a chatty preamble); any other prompt like ``stable``."""
+    than asked, after a chatty preamble) and requests for J different answers as a numbered
+    list; any other prompt like ``stable``."""
     prompt = _last_user(request)
+    listed = _ANSWERS_ASKED.search(prompt)
+    if listed is not None:  # FEWL's one-call references: a numbered list of answers
+        return "\n".join(f"{i}. {_babble(f'{prompt}#answer{i}', 8)}"
+                         for i in range(1, int(listed.group(1)) + 1))
     asked = _PAIRS_ASKED.search(prompt)
     if asked is None:
         return stable(request)
