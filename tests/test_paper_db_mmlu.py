@@ -124,3 +124,41 @@ def test_t_prime_is_read_as_the_questions_of_s_prime() -> None:
     # subjects' sizes; equal ratios show the difference: our reading returns the ratio itself
     assert subject_weighted_susceptibility([(10, 4, 2), (30, 6, 3)]) == (pytest.approx(2.0), False)
     assert sum(t / 2 * n / m for t, n, m in counts) == pytest.approx(55.0)
+
+
+def test_result_variability_mean_and_sd_by_hand() -> None:
+    from veracity.methods.deception.repeats import spreads
+
+    runs = [{"normal_accuracy": 0.5, "misleading_accuracy": 0.2, "susceptibility": 2.5,
+             "consistency": 0.4},
+            {"normal_accuracy": 0.6, "misleading_accuracy": 0.3, "susceptibility": None,
+             "susceptibility_unbounded": True, "consistency": 0.4},
+            {"normal_accuracy": 0.7, "misleading_accuracy": 0.1, "susceptibility": 3.5,
+             "consistency": 0.4}]
+    found = spreads(runs)
+    assert found["normal_accuracy"].mean == pytest.approx(0.6)
+    assert found["normal_accuracy"].sd == pytest.approx(0.1)  # sample sd of .5, .6, .7
+    assert found["susceptibility"].values == (2.5, None, 3.5)  # ∞ is left out
+    assert found["susceptibility"].mean == pytest.approx(3.0)
+    assert found["susceptibility"].sd == pytest.approx(math.sqrt(0.5))
+    assert found["consistency"].sd == 0.0 and found["error_rate_normal"].mean is None
+
+
+def test_deception_run_repeats_at_the_papers_temperature(tmp_path: Path) -> None:
+    from data_paths import FIXTURES
+
+    dataset = f"db-mmlu:{FIXTURES / 'db-mmlu-mini'}"
+    out = tmp_path / "run"
+    args = ["deception", "run", "--model", "fake/deceive", "--dataset", dataset,
+            "--limit-per-subject", "2", "--out", str(out), "--cache", str(tmp_path / "c.db")]
+    result = CliRunner().invoke(main, [*args, "--repeats", "3"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "over 3 repeats (seeds 0-2), mean ± sd:" in result.output
+    record = json.loads((out / "repeats.json").read_text())
+    assert record["seeds"] == [0, 1, 2] and (tmp_path / "run-repeat-2" / "results.json").exists()
+    first = json.loads((out / "results.json").read_text())
+    assert record["metrics"]["normal_accuracy"]["values"][0] == first["normal_accuracy"]
+    assert record["metrics"]["normal_accuracy"]["n"] == 3
+    greedy = CliRunner().invoke(main, [*args[:-4], "--out", str(tmp_path / "g"), "--greedy",
+                                       "--repeats", "2"])
+    assert greedy.exit_code != 0 and "--greedy" in greedy.output
