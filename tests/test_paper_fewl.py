@@ -127,3 +127,45 @@ def test_the_prompts_carry_the_appendixs_instructions_and_layout() -> None:
     assert icl.startswith("Your task: answer questions correctly")
     assert "Example question 2: Q2?\nAnswer 2: A2." in icl and icl.endswith(
         "New question: Q3?\nAnswer:")
+
+
+def test_figure3_by_people_a_0_1_2_sheet_beside_the_judge(tmp_path: Path) -> None:
+    import csv
+
+    from veracity.cli import main
+
+    run = tmp_path / "run"
+    made = _validate(tmp_path, "--pairs", "2", "--reference-samples", "2", "--judge",
+                     "fake/stable", "--out", str(run))
+    assert made.exit_code == 0, made.output
+    sheet = tmp_path / "refs.csv"
+    out = CliRunner().invoke(main, ["fewl", "annotate", "export", str(run), "--references",
+                                    "--out", str(sheet)])
+    assert out.exit_code == 0, out.output
+    with sheet.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and rows[0]["scale"] == "0: wrong | 1: partly right | 2: right"
+    assert {r["reference"] for r in rows} == {"fake/pairs#0", "fake/pairs#1"}
+    # one rater: 2 for every #0 answer, 0 for #1 but the first, which gets 1
+    rated = tmp_path / "ann.csv"
+    firsts = [r for r in rows if r["reference"].endswith("#1")]
+    with rated.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["item_id", "answer_check", "rating"])
+        for r in rows:
+            value = "2" if r["reference"].endswith("#0") else ("1" if r is firsts[0] else "0")
+            writer.writerow([r["item_id"], r["answer_check"], value])
+    back = CliRunner().invoke(main, ["fewl", "annotate", "import", str(run), str(rated),
+                                     "--references"])
+    assert back.exit_code == 0, back.output
+    result = json.loads((run / "reference_ratings.json").read_text())
+    n0 = sum(r["reference"].endswith("#0") for r in rows)
+    assert result["references"]["fake/pairs#0"]["counts"] == [0, 0, n0]
+    assert result["references"]["fake/pairs#1"]["counts"] == [len(firsts) - 1, 1, 0]
+    assert result["references"]["fake/pairs#0"]["mean"] == 2.0
+    assert result["references"]["fake/pairs#0"]["judge"] is not None  # beside the judge's counts
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"item_id,rating\n{rows[0]['item_id']},5\n", encoding="utf-8")
+    refused = CliRunner().invoke(main, ["fewl", "annotate", "import", str(run), str(bad),
+                                        "--references"])
+    assert refused.exit_code != 0 and "not 0, 1 or 2" in refused.output
