@@ -61,11 +61,11 @@ def export_cmd(run: Path, out: Path, seed: int, references: bool) -> None:
     with --references, a 0/1/2 sheet of a fewl run's reference answers."""
     if references:
         directory = _fewl(run)
-        rows = export_references(list(directory.samples()), out)
-        directory.write_json(REFERENCE_SHEET, {"sheet": str(out), "n_rows": len(rows),
+        refs = export_references(list(directory.samples()), out)
+        directory.write_json(REFERENCE_SHEET, {"sheet": str(out), "n_rows": len(refs),
                                                "checks": {r.item_id: r.answer_check
-                                                          for r in rows}})
-        echo(f"{len(rows)} reference answers -> {out}")
+                                                          for r in refs}})
+        echo(f"{len(refs)} reference answers -> {out}")
         return
     directory = _mitigation(run)
     rows, key = export_pairs(list(directory.samples()), out, seed,
