@@ -65,7 +65,7 @@ def _numbers(text: str, word: str) -> set[int]:
 def test_every_table_and_figure_is_mapped_or_named_as_not_mapped() -> None:
     text = MAP.read_text(encoding="utf-8")
     mapped = " ".join(item for item, _ in commands())
-    rest = text[text.index("Not mapped here"):]
+    rest = text[text.index("Not mapped here"):].split("\n\n")[0]  # that paragraph
     tables, figures = _numbers(mapped + rest, "Table"), _numbers(mapped + rest, "Figure")
     assert set(range(1, 11)) <= tables, sorted(set(range(1, 11)) - tables)
     assert set(range(1, 5)) <= figures, sorted(set(range(1, 5)) - figures)
