@@ -140,3 +140,34 @@ def test_annotate_export_anchors_paper(tmp_path: Path) -> None:
     refused = CliRunner().invoke(main, ["annotate", "export", str(out), "--out",
                                         str(tmp_path / "s.csv"), "--anchors", "paper"])
     assert refused.exit_code != 0 and "HTML sheet" in refused.output
+
+
+def test_table8_as_published_and_the_texts_rankings() -> None:
+    from veracity.methods.gamma.paper_table8 import PUBLISHED, published, ranking, uncertain
+
+    assert uncertain("0.072(2)") == (0.072, 0.002)
+    assert uncertain("4.41(8)") == (4.41, pytest.approx(0.08))
+    assert uncertain("3.80(27)") == (3.80, pytest.approx(0.27))
+    assert [len(PUBLISHED[d]) for d in PUBLISHED] == [7, 5, 5]  # the 7B models: Web QA only
+    data = published()
+    assert data["Programming QA"]["Smaug-72B"]["mean_gamma"] == (0.216, pytest.approx(0.006))
+    assert data["Web QA"]["Smaug-72B"]["share_below"] > data["Web QA"]["GPT-4"]["share_below"]
+    # §4: by certified trustworthiness (%γ<0.05 over the domains) GPT-4, ChatGPT, Smaug-72B
+    assert [m for m, _ in ranking("share_below")][:3] == ["GPT-4", "ChatGPT", "Smaug-72B"]
+    # by quality R: the top three are GPT-4, Claude-2.1 and Smaug-72B (equal weights: 100
+    # answers rated per model and corpus)
+    equal = {d: 100.0 for d in PUBLISHED}
+    assert {m for m, _ in ranking("R", equal)[:3]} == {"GPT-4", "Claude-2.1", "Smaug-72B"}
+
+
+def test_the_report_shows_table8_as_published(tmp_path: Path) -> None:
+    from veracity.report import build_report
+
+    runs = []
+    for name in ("a", "b"):
+        runs.append(tmp_path / name)
+        run("gamma", "--dataset", "builtin", "--limit", "2", "--model", "fake/unstable",
+            "--embedder", "hash/default", "-n", "2", "--seed", str(len(runs)), "--out",
+            str(runs[-1]), "--json")
+    html = build_report(runs, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Table 8 as published, for reference" in html and "⟨γ⟩ 0.164(3)" in html
