@@ -169,3 +169,36 @@ def test_figure3_by_people_a_0_1_2_sheet_beside_the_judge(tmp_path: Path) -> Non
     refused = CliRunner().invoke(main, ["fewl", "annotate", "import", str(run), str(bad),
                                         "--references"])
     assert refused.exit_code != 0 and "not 0, 1 or 2" in refused.output
+
+
+def test_theorem_3_4_under_constant_expertise_the_best_source_scores_highest() -> None:
+    """A synthetic check of Theorem 3.4: answers from a finite space (Assumption 3.2), each
+    reference right with its own probability and otherwise a wrong answer drawn from the right
+    one (3.3), constant weights λ (3.1); in expectation FEWL ranks the always-right source
+    first and the others by how often they are right, under every divergence."""
+    import numpy as np
+
+    from veracity.methods.fewl.core import DIVERGENCES, fewl_terms
+
+    rng = np.random.default_rng(0)
+    questions, options, k = 4000, 6, 3
+    gold = rng.integers(0, options, questions)
+
+    def answers(p_right: float) -> np.ndarray:
+        wrong = (gold + rng.integers(1, options, questions)) % options  # never the gold one
+        return np.where(rng.random(questions) < p_right, gold, wrong)
+
+    references = np.stack([answers(p) for p in (0.8, 0.5, 0.3)], axis=1)  # (Q, J)
+    weights = np.tile([0.5, 0.3, 0.2], (questions, 1))  # constant expertise
+    neighbours = (np.arange(questions)[:, None] + rng.integers(1, questions, (questions, k))) \
+        % questions
+    means = {}
+    for divergence in DIVERGENCES:
+        for p_source in (1.0, 0.7, 0.4):
+            h = answers(p_source)
+            sims = (h[:, None] == references).astype(float)
+            lazy = (h[:, None, None] == references[neighbours]).astype(float)  # (Q, K, J)
+            terms = fewl_terms(weights, sims, lazy, np.ones_like(lazy, dtype=bool), divergence)
+            means[(divergence, p_source)] = float(np.mean(terms.fewl))
+        assert means[(divergence, 1.0)] > means[(divergence, 0.7)] > means[(divergence, 0.4)], (
+            divergence, means)
