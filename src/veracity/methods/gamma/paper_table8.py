@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from veracity.errors import InvalidValueError
+from veracity.report.html import esc
 
 DOMAINS = ("Web QA", "TruthfulQA", "Programming QA")
 QUESTIONS = {"Web QA": 1200, "TruthfulQA": 817, "Programming QA": 1000}
@@ -82,8 +83,6 @@ def ranking(value: str, weights: dict[str, float] | None = None) -> list[tuple[s
 
 def published_html() -> str:
     """The published table, one row per model, one cell per domain, for reference."""
-    from veracity.report.html import esc
-
     models = list(PUBLISHED["Web QA"])
     head = "".join(f"<th>{esc(h)}</th>" for h in ["model", *DOMAINS])
     rows = []
