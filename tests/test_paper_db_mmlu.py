@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from veracity.cli import main
 from veracity.data.model_info import SIZE_COLUMN, paper_model_info
-from veracity.methods.deception.compare import relations
-from veracity.methods.deception.paper import STATED, TABLE1, TABLE3, stated, table3_summaries
+from veracity.methods.deception.compare.core import relations
+from veracity.methods.deception.compare.paper import STATED, TABLE1, TABLE3, stated, table3_summaries
 from veracity.stats import t_two_tailed_p
 
 

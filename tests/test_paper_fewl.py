@@ -103,8 +103,8 @@ def test_one_reference_answer_warns_that_multi_repeats_single(tmp_path: Path) ->
 
 
 def test_the_prompts_carry_the_appendixs_instructions_and_layout() -> None:
-    from veracity.methods.fewl.icl_examples import single_message
-    from veracity.methods.fewl.judge import JUDGE_PROMPT, judge_prompt
+    from veracity.methods.fewl.mitigation.examples import single_message
+    from veracity.methods.fewl.mitigation.judge import JUDGE_PROMPT, judge_prompt
     from veracity.methods.fewl.pairs import pair_prompt
     from veracity.methods.fewl.run import FewlSettings as Settings
 

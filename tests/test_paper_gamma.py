@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from veracity.cli import main
 from veracity.client import CachedEmbedder
 from veracity.embed.hashing import HashEmbedder
-from veracity.methods.gamma.cli import PRESETS, TABLE10_MAX_CODE, TABLE10_STEPS, gamma
+from veracity.methods.gamma.cli import gamma
 from veracity.methods.gamma.core import convert_gamma
+from veracity.methods.gamma.presets import PRESETS, TABLE10_MAX_CODE, TABLE10_STEPS
 from veracity.methods.gamma.recorded import read_recorded, resolve_recorded
 from veracity.store import RunDir
 
@@ -116,7 +117,7 @@ def test_the_two_readings_of_gammas_form() -> None:
 
 
 def test_appendix_a_anchors_are_the_papers_eight_scores() -> None:
-    from veracity.methods.gamma.anchors import PAPER_ANCHORS
+    from veracity.methods.gamma.validation.anchors import PAPER_ANCHORS
 
     assert len(PAPER_ANCHORS) == 8
     assert [(a.table, a.score) for a in PAPER_ANCHORS] == [
@@ -143,7 +144,7 @@ def test_annotate_export_anchors_paper(tmp_path: Path) -> None:
 
 
 def test_table8_as_published_and_the_texts_rankings() -> None:
-    from veracity.methods.gamma.paper_table8 import PUBLISHED, published, ranking, uncertain
+    from veracity.methods.gamma.validation.paper_table8 import PUBLISHED, published, ranking, uncertain
 
     assert uncertain("0.072(2)") == (0.072, 0.002)
     assert uncertain("4.41(8)") == (4.41, pytest.approx(0.08))
