@@ -15,6 +15,7 @@ METHODS = (
                scripts=("veracity.methods.gamma:drill.js",),
                higher_is_better=False, primary_metric="gamma",
                compare_json="veracity.methods.gamma.report_table:table8",
+               signal="veracity.methods.gamma.signal:signal",
                commands=(Command("veracity.methods.gamma.cli:gamma"),
                          Command("veracity.methods.gamma.cli_calibrate:calibrate_command"),
                          Command("veracity.methods.gamma.cli_validate:validate"),
