@@ -202,6 +202,8 @@ BUILTIN = (
     "veracity.methods.deception:METHODS",
     "veracity.methods.fewl:METHODS",
     "veracity.methods.consistency:METHODS",
+    "veracity.methods.logprob:METHODS",
+    "veracity.methods.length:METHODS",
     "veracity.methods.benchmark:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
