@@ -68,14 +68,17 @@ def test_a_benchmark_after_a_gamma_run_makes_no_new_greedy_call(ctx: Context) ->
     run_gamma(items, "fake/unstable", "hash/default", GammaSettings(n=10), ctx)
     client = ctx.client("fake/unstable")
     calls_before = client.stats.model_calls
-    settings = BenchmarkSettings(budget=11, methods=("gamma",), **FAST)
+    settings = BenchmarkSettings(budget=11, methods=("gamma", "length", "logprob"), **FAST)
     outcome = run_benchmark(items, "fake/unstable", "hash/default", settings, ctx, None,
                             "builtin")
     costs = outcome.results["costs"]
     assert costs["greedy answers"]["requests"] == 6
     assert costs["greedy answers"]["model_calls"] == 0  # the γ run's centre answers
     assert costs["gamma"]["model_calls"] == 0  # and its perturbed answers
-    assert client.stats.model_calls == calls_before
+    assert costs["length"]["requests"] == 0
+    # the cached answers carry no log-probabilities: logprob asks for them, and pays
+    assert costs["logprob"]["requests"] == costs["logprob"]["model_calls"] == 6
+    assert client.stats.model_calls == calls_before + 6
 
 
 def _recorded(tmp_path: Path) -> Path:
@@ -100,7 +103,7 @@ def test_score_only_on_a_recorded_file(ctx: Context, tmp_path: Path) -> None:
                              tmp_path / "run")
     results = outcome.results
     assert ctx.model_calls() == 0
-    assert {s["method"] for s in results["skipped"]} >= {"gamma"}
+    assert {s["method"] for s in results["skipped"]} == {"gamma", "logprob"}
     table = results["tables"]["recorded"]
     assert table["n"] == 12 and table["n_wrong"] == 6
     assert table["metrics"]["consistency"]["auroc"] == 1.0
@@ -110,7 +113,7 @@ def test_score_only_on_a_recorded_file(ctx: Context, tmp_path: Path) -> None:
     samples = [json.loads(line) for line in
                (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert samples[0]["labels"] == {"recorded": True, "contains": True}
-    assert set(samples[0]["scores"]) == {"consistency"}
+    assert set(samples[0]["scores"]) == {"consistency", "length"}
 
 
 def test_cli_tables_json_keys_run_directory_and_report(tmp_path: Path) -> None:
@@ -131,7 +134,11 @@ def test_cli_tables_json_keys_run_directory_and_report(tmp_path: Path) -> None:
         assert (out / name).is_file(), name
     records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(records) == 12
-    assert set(records[0]["scores"]) == {"gamma", "consistency"}
+    assert set(records[0]["scores"]) == {"gamma", "consistency", "length", "logprob.mean",
+                                         "logprob.min", "logprob.entropy", "logprob.perplexity"}
+    costs = found["costs"]
+    assert costs["greedy answers"]["requests_per_question"] == 1
+    assert costs["logprob"]["requests"] == costs["length"]["requests"] == 0
     assert set(records[0]["labels"]) == {"contains", "exact", "rouge-l"}
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from veracity.client import request_key
 from veracity.correctness import Labelled
 from veracity.errors import ConfigError, DataError
 from veracity.labels import LabelSource, disagreement, label_items
@@ -141,11 +142,32 @@ def _spent(before: Cost, after: Cost) -> Cost:
                 after.scorer_seconds - before.scorer_seconds)
 
 
-def greedy_answers(items: Sequence[Item], model: str, ctx: Context, sampling: Sampling
-                   ) -> list[Generation | None]:
-    """The one greedy answer per question every method shares (None where the model failed)."""
-    replies = ctx.client(model).generate_each([GenRequest.user(i.question, sampling)
-                                               for i in items], stage="benchmark: greedy answers")
+TOP_K = 5
+"""Alternatives per token the shared greedy answers ask for (the logprob baseline's entropy)."""
+
+
+def greedy_answers(items: Sequence[Item], model: str, ctx: Context, sampling: Sampling,
+                   logprobs: bool = True) -> list[Generation | None]:
+    """The one greedy answer per question every method shares (None where the model failed).
+
+    Asked with token log-probabilities when the backend has them, so the logprob baseline
+    needs no call of its own; but an answer the cache already holds without them (a γ or
+    consistency run's) is taken as it is, so a benchmark after such a run makes no new greedy
+    call (the logprob baseline then asks for its own, and is charged for it)."""
+    client = ctx.client(model)
+    plain = [GenRequest.user(i.question, sampling) for i in items]
+    requests = plain
+    if logprobs and client.backend.capabilities.logprobs:
+        rich = [replace(r, logprobs=TOP_K) for r in plain]
+        requests = rich
+        if ctx.cache is not None:
+            identity = client.identity()
+            keys = [request_key(client.spec, identity, r) for r in (*plain, *rich)]
+            held = ctx.cache.get_json(keys)
+            n = len(plain)
+            requests = [plain[k] if keys[k] in held and keys[n + k] not in held else rich[k]
+                        for k in range(n)]
+    replies = client.generate_each(requests, stage="benchmark: greedy answers")
     return [r if isinstance(r, Generation) else None for r in replies]
 
 

@@ -21,6 +21,7 @@ from veracity.methods.benchmark.core import (
     _snapshot,
     _spent,
     add_labels,
+    chosen_methods,
     greedy_answers,
     run_signals,
     summary,
@@ -51,7 +52,8 @@ def run_benchmark(items: Sequence[Item], model: str, embedder: str, settings: Be
     if not items:
         raise DataError("no questions to benchmark")
     before = _snapshot(ctx)
-    answers = greedy_answers(items, model, ctx, settings.sampling)
+    answers = greedy_answers(items, model, ctx, settings.sampling,
+                             logprobs="logprob" in chosen_methods(settings.methods))
     bench = run_signals(items, answers, model, embedder, settings, ctx,
                         greedy_cost=_spent(before, _snapshot(ctx)))
     add_labels(bench, settings.labels, ctx, embedder)
