@@ -173,3 +173,19 @@ def test_disagreeing_label_sources_are_warned_about(ctx: Context, tmp_path: Path
     settings = BenchmarkSettings(labels=(f"sheet:{sheet}",), **FAST)
     results = score_recorded(path, "hash/default", settings, ctx, None).results
     assert any("disagree on 12 of 12" in w for w in results["warnings"])
+
+
+def test_a_validated_gamma_report_says_how_well_gamma_separates_on_its_first_screen(
+        tmp_path: Path) -> None:
+    runner = CliRunner()
+    run = tmp_path / "g"
+    assert runner.invoke(main, ["gamma", "--dataset", "builtin", "--limit", "8", "--model",
+                                "fake/unstable", "--embedder", "hash/default", "-n", "2",
+                                "--out", str(run), "-q"]).exit_code == 0
+    result = runner.invoke(main, ["validate", "gamma", str(run), "--baseline-samples", "2",
+                                  "--resamples", "200", "-q"])
+    assert result.exit_code == 0, result.output
+    report = (run / "report.html").read_text(encoding="utf-8")
+    said = report.index("AUROC of γ for flagging wrong answers")
+    assert said < report.index("Every answer")
+    assert "self-consistency baseline (M=2" in report[said:report.index("Every answer")]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import DataError
-from veracity.report.html import figure, fmt, pyplot, table
+from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.store import RunDir
 
 
@@ -61,6 +61,26 @@ def _auroc_table(found: list[dict[str, Any]]) -> str:
         "Percentile bootstrap over questions, paired between γ and the baseline; computed on "
         "the answers both could score. γ − γ_null: runs with the numeric control.</p>"
     )
+
+
+def headline(runs: list[RunDir]) -> str:
+    """For the runs validated against labels, on the report's first screen: how well γ
+    separates right from wrong answers, and against which baseline."""
+    lines = []
+    for run in runs:
+        if not (run.path / "validation.json").is_file():
+            continue
+        v = _read(run, "validation.json")
+        rules = ", ".join(str(rule) for rule in v["labels"]["rules"])
+        base = v.get("baseline_settings") or {}
+        against = ("; no baseline was scored" if v.get("baseline") is None else
+                   f"; self-consistency baseline (M={base.get('m')}, T={base.get('temperature')})"
+                   f" {esc(_ci(v['baseline']))}; γ − baseline {esc(_ci(v['difference']))}")
+        lines.append(f"<li><b>{esc(_label(v))}</b>: AUROC of γ for flagging wrong answers "
+                     f"{esc(_ci(v['gamma']))} on {v['gamma']['n']} answers "
+                     f"({v['gamma']['n_incorrect']} wrong; labels: {esc(rules)}){against}. "
+                     "0.5 = chance; details under “Validation against labels”.</li>")
+    return f"<ul class='verdict'>{''.join(lines)}</ul>" if lines else ""
 
 
 def _accuracy_plot(found: list[dict[str, Any]]) -> str:
