@@ -204,6 +204,8 @@ BUILTIN = (
     "veracity.methods.consistency:METHODS",
     "veracity.methods.logprob:METHODS",
     "veracity.methods.length:METHODS",
+    "veracity.methods.semantic_entropy:METHODS",
+    "veracity.methods.p_true:METHODS",
     "veracity.methods.benchmark:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""

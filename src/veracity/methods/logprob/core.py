@@ -89,7 +89,7 @@ def topk_entropy(alternatives: Sequence[float]) -> float:
     shifted = values - values.max()
     q = np.exp(shifted) / np.exp(shifted).sum()
     kept = q[q > 0]
-    return float(max(-(kept * np.log(kept)).sum(), 0.0))
+    return float(max(0.0, -(kept * np.log(kept)).sum()))
 
 
 def position_entropy(token: TokenLogprob) -> float | None:
