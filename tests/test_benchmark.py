@@ -103,7 +103,7 @@ def test_score_only_on_a_recorded_file(ctx: Context, tmp_path: Path) -> None:
                              tmp_path / "run")
     results = outcome.results
     assert ctx.model_calls() == 0
-    assert {s["method"] for s in results["skipped"]} == {"gamma", "logprob"}
+    assert {s["method"] for s in results["skipped"]} == {"gamma", "logprob", "p-true"}
     table = results["tables"]["recorded"]
     assert table["n"] == 12 and table["n_wrong"] == 6
     assert table["metrics"]["consistency"]["auroc"] == 1.0
@@ -113,32 +113,48 @@ def test_score_only_on_a_recorded_file(ctx: Context, tmp_path: Path) -> None:
     samples = [json.loads(line) for line in
                (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert samples[0]["labels"] == {"recorded": True, "contains": True}
-    assert set(samples[0]["scores"]) == {"consistency", "length"}
+    assert set(samples[0]["scores"]) == {"consistency", "length", "semantic-entropy"}
+    # right answers: one meaning cluster; wrong ones: three
+    assert table["metrics"]["semantic-entropy"]["auroc"] == 1.0
 
 
 def test_cli_tables_json_keys_run_directory_and_report(tmp_path: Path) -> None:
     out = tmp_path / "bench"
+    # fake/unstable babbles 8 of 24 words: about a third of its answers contain "paris"
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{k}", "question": f"Question {k}?",
+                                             "references": ["paris"]}) + "\n"
+                                 for k in range(12)), encoding="utf-8")
     result = CliRunner().invoke(main, [
-        "benchmark", "--dataset", "builtin", "--limit", "12", "--model", "fake/unstable",
+        "benchmark", "--dataset", f"jsonl:{questions}", "--model", "fake/unstable",
         "--embedder", "hash/default", "--budget", "3", "--labels", "contains,exact",
         "--labels", "rouge-l", "--resamples", "200", "--folds", "3", "--out", str(out),
         "--json"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     assert set(found["tables"]) == {"contains", "exact", "rouge-l"}
-    for entry in found["tables"].values():
-        if "metrics" in entry:
-            for row in entry["metrics"].values():
-                assert {"auroc", "prr", "auprc", "aurc", "e_aurc", "ece", "brier"} <= set(row)
+    contains = found["tables"]["contains"]
+    assert 0 < contains["n_wrong"] < contains["n"] == 12
+    for row in contains["metrics"].values():
+        assert {"auroc", "prr", "auprc", "aurc", "e_aurc", "ece", "brier"} <= set(row)
+    assert "fused" in contains["metrics"]
+    # exact: a babbled sentence never equals "paris"
+    assert found["tables"]["exact"]["n_wrong"] == 12 and "problem" in found["tables"]["exact"]
+    assert any("disagree" in w for w in found["warnings"])
     for name in ("samples.jsonl", "benchmark.json", "benchmark.csv", "report.html"):
         assert (out / name).is_file(), name
     records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(records) == 12
-    assert set(records[0]["scores"]) == {"gamma", "consistency", "length", "logprob.mean",
-                                         "logprob.min", "logprob.entropy", "logprob.perplexity"}
+    assert set(records[0]["scores"]) == {
+        "gamma", "consistency", "length", "logprob.mean", "logprob.min", "logprob.entropy",
+        "logprob.perplexity", "semantic-entropy", "semantic-entropy.likelihood"}
+    # babble names neither True nor False: P(True) is left out, saying why
+    assert {"method": "p-true", "reason": "no question could be scored"} in found["skipped"]
     costs = found["costs"]
     assert costs["greedy answers"]["requests_per_question"] == 1
     assert costs["logprob"]["requests"] == costs["length"]["requests"] == 0
+    assert costs["p-true"]["requests_per_question"] == 1
+    assert costs["semantic-entropy"]["requests_per_question"] == 2
     assert set(records[0]["labels"]) == {"contains", "exact", "rouge-l"}
 
 

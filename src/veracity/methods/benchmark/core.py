@@ -216,6 +216,9 @@ def run_signals(items: Sequence[Item], answers: Sequence[Generation | None], mod
             if len(signal.values) != len(items):
                 raise DataError(f"method '{name}' gave {len(signal.values)} values for "
                                 f"{len(items)} questions")
+        for signal in [s for s in found if all(v is None for v in s.values)]:
+            skipped.append(Skipped(signal.name, "no question could be scored"))
+            found.remove(signal)
         signals.extend(found)
         origin.update({s.name: name for s in found})
         costs[name] = cost
