@@ -35,18 +35,19 @@ def signal(ctx: Context, request: SignalRequest) -> list[Signal]:
         records = score_greedy(list(request.items), greedy, settings, ctx, request.model,
                                request.embedder)
     ok = [a is not None and bool(a.text.strip()) for a in request.answers]
-    described = {"m": settings.m, "temperature": settings.temperature,
-                 "entailment": settings.entailment or f"embedder cosine >= {settings.cosine}"}
+    recorded: dict[str, object] = {"m": settings.m, "temperature": settings.temperature,
+                               "entailment": settings.entailment
+                               or f"embedder cosine >= {settings.cosine}"}
     out = [Signal("semantic-entropy", tuple(r.discrete if good else None
                                             for r, good in zip(records, ok, strict=True)),
-                  higher_is_better=False, baseline=True, settings=described | {"form": "discrete"})]
+                  higher_is_better=False, baseline=True, settings={**recorded, "form": "discrete"})]
     if all(r.likelihood is not None for r, good in zip(records, ok, strict=True)
            if good and r.discrete is not None):
         out.append(Signal("semantic-entropy.likelihood",
                           tuple(r.likelihood if good else None
                                 for r, good in zip(records, ok, strict=True)),
                           higher_is_better=False, baseline=True,
-                          settings=described | {"form": "likelihood"}))
+                          settings={**recorded, "form": "likelihood"}))
     return out
 
 
