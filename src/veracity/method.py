@@ -133,8 +133,6 @@ class SignalRequest:
     """Recorded answers sampled at ``temperature`` per item (score-only runs), else None."""
     entailment: str | None = None
     """Spec of the model that decides whether two answers mean the same (semantic entropy)."""
-    options: dict[str, str] = field(default_factory=dict, hash=False)
-    """Method-specific settings given as ``--signal-option METHOD.KEY=VALUE``."""
 
 
 @dataclass(frozen=True)
