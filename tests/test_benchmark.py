@@ -147,7 +147,7 @@ def test_cli_tables_json_keys_run_directory_and_report(tmp_path: Path) -> None:
     assert len(records) == 12
     assert set(records[0]["scores"]) == {
         "gamma", "consistency", "length", "logprob.mean", "logprob.min", "logprob.entropy",
-        "logprob.perplexity", "semantic-entropy", "semantic-entropy.likelihood"}
+        "logprob.perplexity", "semantic-entropy"}
     # babble names neither True nor False: P(True) is left out, saying why
     assert {"method": "p-true", "reason": "no question could be scored"} in found["skipped"]
     costs = found["costs"]
@@ -155,6 +155,8 @@ def test_cli_tables_json_keys_run_directory_and_report(tmp_path: Path) -> None:
     assert costs["logprob"]["requests"] == costs["length"]["requests"] == 0
     assert costs["p-true"]["requests_per_question"] == 1
     assert costs["semantic-entropy"]["requests_per_question"] == 2
+    # charged for its samples, which are the very draws self-consistency asked for
+    assert costs["semantic-entropy"]["model_calls"] == 0
     assert set(records[0]["labels"]) == {"contains", "exact", "rouge-l"}
 
 

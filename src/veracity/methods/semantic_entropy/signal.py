@@ -12,8 +12,8 @@ from veracity.types import Generation
 
 
 def signal(ctx: Context, request: SignalRequest) -> list[Signal]:
-    """Entropy over meaning clusters (the likelihood form where the samples carry
-    log-probabilities, and the discrete form); higher = less trustworthy."""
+    """Entropy over meaning clusters (discrete form; the likelihood form too where recorded
+    samples come with log-probabilities); higher = less trustworthy."""
     if request.samples is not None:
         m = max((len(g) for g in request.samples), default=0)
         if m < 2:
@@ -52,6 +52,8 @@ def signal(ctx: Context, request: SignalRequest) -> list[Signal]:
 
 
 def _settings(request: SignalRequest, m: int) -> SemanticEntropySettings:
+    """The discrete form on plain samples: the very requests self-consistency sends, so both
+    sampling methods are judged on the same M draws (each is still charged for them)."""
     return SemanticEntropySettings(m=m, temperature=request.temperature,
                                    max_tokens=request.sampling.max_tokens, seed=request.seed,
-                                   entailment=request.entailment or "")
+                                   entailment=request.entailment or "", form="discrete")
