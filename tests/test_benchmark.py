@@ -143,6 +143,11 @@ def test_cli_tables_json_keys_run_directory_and_report(tmp_path: Path) -> None:
     assert any("disagree" in w for w in found["warnings"])
     for name in ("samples.jsonl", "benchmark.json", "benchmark.csv", "report.html"):
         assert (out / name).is_file(), name
+    report = (out / "report.html").read_text(encoding="utf-8")
+    verdict = report.index("best signal")
+    assert verdict < report.index("Every answer")
+    assert "risk–coverage curves, labels contains" in report
+    assert "reliability diagrams, labels contains" in report
     records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(records) == 12
     assert set(records[0]["scores"]) == {
