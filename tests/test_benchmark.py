@@ -212,3 +212,15 @@ def test_a_validated_gamma_report_says_how_well_gamma_separates_on_its_first_scr
     said = report.index("AUROC of γ for flagging wrong answers")
     assert said < report.index("Every answer")
     assert "self-consistency baseline (M=2" in report[said:report.index("Every answer")]
+
+
+def test_every_signal_target_loads_through_the_registry() -> None:
+    from veracity.method import methods, signal_function
+
+    assert core.chosen_methods(()) == ["gamma", "consistency", "logprob", "length",
+                                       "semantic-entropy", "p-true"]
+    for method in methods():
+        if getattr(method, "signal", ""):
+            assert callable(signal_function(method))
+    with pytest.raises(ConfigError, match="cannot be benchmarked"):
+        core.chosen_methods(("fewl",))
