@@ -126,7 +126,8 @@ def _incorrect(item: Item) -> list[str]:
     return [str(x) for x in found] if isinstance(found, list) else []
 
 
-def _snapshot(ctx: Context) -> Cost:
+def snapshot(ctx: Context) -> Cost:
+    """The context's counters so far (wall_seconds: a clock reading); see :func:`spent`."""
     clients = list(ctx.clients.values())
     return Cost(sum(c.stats.requests for c in clients), sum(c.stats.model_calls for c in clients),
                 sum(c.stats.completion_tokens for c in clients), time.perf_counter(),
@@ -134,7 +135,8 @@ def _snapshot(ctx: Context) -> Cost:
                 sum(s.stats.model_seconds for s in ctx.scorers.values()))
 
 
-def _spent(before: Cost, after: Cost) -> Cost:
+def spent(before: Cost, after: Cost) -> Cost:
+    """What was spent between two snapshots."""
     return Cost(after.requests - before.requests, after.model_calls - before.model_calls,
                 after.generated_tokens - before.generated_tokens,
                 after.wall_seconds - before.wall_seconds,
@@ -200,13 +202,13 @@ def run_signals(items: Sequence[Item], answers: Sequence[Generation | None], mod
         function = signal_function(by_name[name])
         if function is None:
             continue
-        before = _snapshot(ctx)
+        before = snapshot(ctx)
         try:
             found = function(ctx, request)
         except SignalUnavailable as exc:
             skipped.append(Skipped(name, str(exc)))
             continue
-        cost = _spent(before, _snapshot(ctx))
+        cost = spent(before, snapshot(ctx))
         if cost.requests > allowed:
             raise ConfigError(
                 f"method '{name}' asked for {cost.requests} model calls on {len(items)} questions, "

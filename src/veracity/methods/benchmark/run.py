@@ -18,8 +18,8 @@ from veracity.methods.benchmark.core import (
     Benchmark,
     BenchmarkSettings,
     Cost,
-    _snapshot,
-    _spent,
+    snapshot,
+    spent,
     add_labels,
     chosen_methods,
     greedy_answers,
@@ -51,11 +51,11 @@ def run_benchmark(items: Sequence[Item], model: str, embedder: str, settings: Be
     """Greedy answers, every method's signal at the budget, every label source, the tables."""
     if not items:
         raise DataError("no questions to benchmark")
-    before = _snapshot(ctx)
+    before = snapshot(ctx)
     answers = greedy_answers(items, model, ctx, settings.sampling,
                              logprobs="logprob" in chosen_methods(settings.methods))
     bench = run_signals(items, answers, model, embedder, settings, ctx,
-                        greedy_cost=_spent(before, _snapshot(ctx)))
+                        greedy_cost=spent(before, snapshot(ctx)))
     add_labels(bench, settings.labels, ctx, embedder)
     return _finish(bench, settings, model, embedder, dataset, ctx, out)
 
