@@ -18,12 +18,12 @@ from veracity.methods.benchmark.core import (
     Benchmark,
     BenchmarkSettings,
     Cost,
-    snapshot,
-    spent,
     add_labels,
     chosen_methods,
     greedy_answers,
     run_signals,
+    snapshot,
+    spent,
     summary,
 )
 from veracity.methods.benchmark.records import BenchmarkRecord
