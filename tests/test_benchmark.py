@@ -224,3 +224,13 @@ def test_every_signal_target_loads_through_the_registry() -> None:
             assert callable(signal_function(method))
     with pytest.raises(ConfigError, match="cannot be benchmarked"):
         core.chosen_methods(("fewl",))
+
+
+def test_a_second_run_resumes_from_the_cache_with_no_model_call(ctx: Context) -> None:
+    items = load_builtin()[:5]
+    settings = BenchmarkSettings(budget=3, **FAST)
+    first = run_benchmark(items, "fake/unstable", "hash/default", settings, ctx, None, "builtin")
+    again = run_benchmark(items, "fake/unstable", "hash/default", settings, ctx, None, "builtin")
+    assert sum(c["model_calls"] for c in first.results["costs"].values()) > 0
+    assert all(c["model_calls"] == 0 for c in again.results["costs"].values())
+    assert [r.scores for r in again.records] == [r.scores for r in first.records]
