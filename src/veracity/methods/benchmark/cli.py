@@ -142,13 +142,13 @@ def terminal_tables(results: dict[str, Any]) -> str:
             lines.append(f"  no table: {entry['problem']}")
             continue
         ref = entry.get("reference")
-        lines.append("  signal          " + "  ".join(f"{k:<20}" for k in SHOWN)
+        lines.append("  signal               " + "  ".join(f"{k:<20}" for k in SHOWN)
                      + (f"  ΔAUROC vs {safe(ref)}" if ref else ""))
         for name, row in entry["intervals"].items():
             diff = row["auroc"]
             delta = (f"{diff['diff']:+.3f} [{_f(diff['diff_ci'][0])}, {_f(diff['diff_ci'][1])}]"
                      if diff["diff"] is not None else "")
-            lines.append(f"  {safe(name):<15} " + "  ".join(f"{_cell(row[k]):<20}" for k in SHOWN)
+            lines.append(f"  {safe(name):<20} " + "  ".join(f"{_cell(row[k]):<20}" for k in SHOWN)
                          + f"  {delta}")
         best = winner(entry)
         if best:
