@@ -3,8 +3,8 @@
 Synthetic answers: a score u ~ Uniform(0, 1) (larger = less trustworthy) and a wrong answer with
 known probability p(u) = a + b·u^c, so the true error rate among the answers passed at λ is
 r(λ) = a + b·λ^c / (c + 1) exactly. For each split a fresh calibration set (labelled) and test
-set (large, so its realised error is close to the true rate) are drawn; ``risk_threshold`` (Learn-then-Test, exact binomial p-value) picks λ on the
-calibration set; the bound holds on that split when r(λ) ≤ α (passing nothing holds
+set (large, so its realised error is close to the true rate) are drawn; ``risk_threshold``
+(Learn-then-Test, exact binomial p-value) picks λ on the calibration set; the bound holds on that split when r(λ) ≤ α (passing nothing holds
 trivially). The guarantee is P(r(λ) ≤ α) ≥ 1 − δ: the share of splits where it held, judged
 against 1 − δ, is the ratio printed last. Also shown: the realised error among passed test
 answers, the share of splits with a threshold at all, and the mean coverage.
@@ -33,11 +33,11 @@ class Scenario:
     c: float
 
     def p_wrong(self, u: np.ndarray) -> np.ndarray:
-        return self.a + self.b * u**self.c
+        return np.asarray(self.a + self.b * u**self.c, dtype=float)
 
     def risk(self, lam: float) -> float:
         """True error rate among answers with u ≤ λ."""
-        return self.a + self.b * min(lam, 1.0) ** self.c / (self.c + 1)
+        return float(self.a + self.b * min(lam, 1.0) ** self.c / (self.c + 1))
 
 
 SCENARIOS = (Scenario("informative: p = 0.02 + 0.6u²", 0.02, 0.6, 2.0),
@@ -47,6 +47,10 @@ SCENARIOS = (Scenario("informative: p = 0.02 + 0.6u²", 0.02, 0.6, 2.0),
 def draw(s: Scenario, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     u = rng.random(n)
     return u, rng.random(n) < s.p_wrong(u)
+
+
+def mean(values: list[float]) -> str:
+    return f"{np.mean(values):.3f}" if values else "—"
 
 
 def main() -> int:
@@ -95,7 +99,6 @@ def main() -> int:
                 test_err.append(realised)
             share = held / splits
             worst = min(worst, share)
-            mean = (lambda xs: f"{np.mean(xs):.3f}" if xs else "—")  # noqa: E731
             ok = "ok" if share >= 1 - delta else "FAILS"
             print(f"{scenario.name:<32} {alpha:>5.2f} {certified / splits:>9.3f} "
                   f"{np.mean(coverage):>8.3f} {mean(true_err):>8} {mean(test_err):>8} "
