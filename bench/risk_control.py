@@ -4,8 +4,8 @@ Synthetic answers: a score u ~ Uniform(0, 1) (larger = less trustworthy) and a w
 known probability p(u) = a + b·u^c, so the true error rate among the answers passed at λ is
 r(λ) = a + b·λ^c / (c + 1) exactly. For each split a fresh calibration set (labelled) and test
 set (large, so its realised error is close to the true rate) are drawn; ``risk_threshold``
-(Learn-then-Test, exact binomial p-value) picks λ on the calibration set; the bound holds on that split when r(λ) ≤ α (passing nothing holds
-trivially). The guarantee is P(r(λ) ≤ α) ≥ 1 − δ: the share of splits where it held, judged
+(Learn-then-Test, exact binomial p-value) picks λ on the calibration set; the bound holds on
+that split when r(λ) ≤ α (passing nothing holds trivially). The guarantee is P(r(λ) ≤ α) ≥ 1 − δ: the share of splits where it held, judged
 against 1 − δ, is the ratio printed last. Also shown: the realised error among passed test
 answers, the share of splits with a threshold at all, and the mean coverage.
 
