@@ -6,8 +6,9 @@ r(λ) = a + b·λ^c / (c + 1) exactly. For each split a fresh calibration set (l
 set (large, so its realised error is close to the true rate) are drawn; ``risk_threshold``
 (Learn-then-Test, exact binomial p-value) picks λ on the calibration set; the bound holds on
 that split when r(λ) ≤ α (passing nothing holds trivially). The guarantee is
-P(r(λ) ≤ α) ≥ 1 − δ: the share of splits where it held, judged against 1 − δ, is the ratio printed last. Also shown: the realised error among passed test
-answers, the share of splits with a threshold at all, and the mean coverage.
+P(r(λ) ≤ α) ≥ 1 − δ: the share of splits where it held, judged against 1 − δ, is the
+ratio printed last. Also shown: the realised error among passed test answers, the share of
+splits with a threshold at all, and the mean coverage.
 
     python bench/risk_control.py [--splits 1000] [--calibration 1000] [--test 20000]
     python bench/risk_control.py --smoke     # 200 splits (CI)
