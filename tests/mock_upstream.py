@@ -90,6 +90,8 @@ class MockUpstream:
     concurrency: int = 10_000
     chunk_delay: float = 0.0
     model: str = "mock-model"
+    stable: bool = False
+    """Answer every prompt with the stable answer ("unstable" ones too): a stronger model."""
     received: list[Received] = field(default_factory=list)
     port: int = 0
     in_flight: int = 0
@@ -195,7 +197,8 @@ class MockUpstream:
             self._send(writer, reply.status, reply.body or {"error": {"message": "scripted"}},
                        reply.headers)
             return True
-        text = answer_to(_last_user(body)) if reply.text is None else reply.text
+        text = (STABLE if self.stable else answer_to(_last_user(body))) if reply.text is None \
+            else reply.text
         if body.get("stream"):
             return await self._stream(writer, text, reply)
         self._send(writer, 200, {

@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS exchanges (
     total_ms REAL,
     error TEXT,
     score TEXT NOT NULL,
-    p_correct REAL
+    p_correct REAL,
+    decision TEXT
 );
 CREATE INDEX IF NOT EXISTS exchanges_time ON exchanges (time);
 CREATE TABLE IF NOT EXISTS scores (
@@ -51,8 +52,8 @@ LOGGED_CHARS = 16_384
 LOGGED_ITEMS = 256
 """Longest list kept in a row's score."""
 _COLUMNS = ("id", "time", "model", "prompt", "answer", "gamma", "verdict", "upstream_ms",
-            "scoring_ms", "total_ms", "error", "score", "p_correct")
-_ADDED = {"p_correct": "REAL"}
+            "scoring_ms", "total_ms", "error", "score", "p_correct", "decision")
+_ADDED = {"p_correct": "REAL", "decision": "TEXT"}
 """Columns added after the first release: logs written before lack them."""
 
 
@@ -74,6 +75,8 @@ class Entry:
     score: dict[str, Any]
     p_correct: float | None = None
     """P(correct) from the gateway's calibration (None without one)."""
+    decision: str | None = None
+    """answer, abstain or escalate (None in logs written before decisions)."""
 
     def row(self) -> tuple[Any, ...]:
         return tuple(_score_text(self.score) if c == "score" else bounded(getattr(self, c))

@@ -122,6 +122,13 @@ def gateway_tracing(flag: bool, content: bool) -> Any:
 @click.option("--score-retention", type=click.FloatRange(0.0, min_open=True), default=7 * 86400.0,
               show_default=True, metavar="SECONDS",
               help="How long async-mode scores stay fetchable (kept in the traffic log).")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Decision policy (TOML, see docs/decisions.md): answer, abstain or escalate "
+                   "each scored answer; sampling rates per model.")
+@click.option("--score-rate", type=click.FloatRange(0.0, 1.0), default=None, metavar="R",
+              help="Share of requests scored, chosen from the request id (X-Request-Id, else "
+                   "the gateway's id); the rest pass through unscored. Default: the policy's "
+                   "rate, else 1.")
 @handles_errors
 def serve(**kw: Any) -> None:
     """Serve an OpenAI-compatible API that scores every answer with gamma."""
@@ -134,6 +141,7 @@ def serve(**kw: Any) -> None:
     except ImportError as exc:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
+    from veracity.decisions.policy import read_policy
     from veracity.registry import parse_embedder_options, parse_options, split_spec
 
     options = parse_embedder_options(kw["embedder_option"]).get(split_spec(kw["embedder"])[0], {})
@@ -160,6 +168,8 @@ def serve(**kw: Any) -> None:
         max_body=kw["max_body"], client_timeout=kw["client_timeout"],
         max_connections=kw["max_connections"], cors_origins=tuple(kw["cors_origin"]),
         score_retention=kw["score_retention"],
+        policy=None if kw["policy_file"] is None else read_policy(kw["policy_file"]),
+        score_rate=kw["score_rate"],
     )
     embedder, thresholds = None, None
     if settings.calibration is not None:  # refused here, before anything listens
@@ -193,5 +203,6 @@ def serve(**kw: Any) -> None:
                f"(mode {settings.mode}, n {settings.n}, embedder {settings.embedder}; "
                f"log {settings.log or 'off'}"
                f"{'; calibration ' + str(settings.calibration) if settings.calibration else ''}"
-               f"{' (forced)' if settings.force else ''})", err=True)
+               f"{' (forced)' if settings.force else ''}"
+               f"{'; policy ' + str(kw['policy_file']) if kw['policy_file'] else ''})", err=True)
     run(app, settings, sock)

@@ -41,6 +41,13 @@ class GatewayMetrics:
                                      "Clients refused or gone before their request was read "
                                      "(disconnect, too_large, body_timeout, header_timeout, "
                                      "connection_cap)", ["kind"], registry=r)
+        self.decisions = Counter("veracity_gateway_decisions",
+                                 "Decisions on scored answers (answer, abstain, escalate), by model "
+                                 "and stage (first answer, or the escalated one)",
+                                 ["model", "decision", "stage"], registry=r)
+        self.unscored = Counter("veracity_gateway_unscored",
+                                "Answers passed through unscored (left out by --score-rate or the "
+                                "policy's sampling)", ["model"], registry=r)
         self._models: set[str] = set()
 
     def model_label(self, model: str) -> str:

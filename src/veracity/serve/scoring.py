@@ -11,6 +11,7 @@ verdict are the project's own (:mod:`veracity.methods.gamma.core`, :mod:`veracit
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import time
 from dataclasses import dataclass, replace
@@ -125,6 +126,13 @@ class Scorer:
     def start(self) -> None:
         self.io.start()
         self.embedder.start()
+
+    def on(self, upstream: Upstream) -> Scorer:
+        """This scorer (its cache, embedder and thresholds) asking another upstream for the
+        perturbed answers: a policy's stronger model. Started and closed with this one."""
+        other = copy.copy(self)
+        other.upstream = upstream
+        return other
 
     async def aclose(self) -> None:
         """Stop the embedder; write what the cache still has queued."""
@@ -268,6 +276,7 @@ def score_json(score: TrustScore) -> dict[str, Any]:
         "perturbed_edits": [edit(score.prompt, p) for p in score.perturbed_prompts],
         "perturbed_answers": list(score.perturbed_answers), "model_calls": score.model_calls,
         "timings": dict(score.timings), "error": score.error, "error_kind": score.error_kind,
+        "decision": score.decision, "decision_reason": score.decision_reason,
     }
 
 

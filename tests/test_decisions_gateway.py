@@ -1,0 +1,192 @@
+"""Decisions through a real uvicorn: a mock upstream, a mock stronger upstream, a policy; the
+three decisions in the response, its header, the metrics and the traffic log; sampled scoring."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway_server import RunningApp
+from mock_upstream import STABLE, MockUpstream
+from veracity.decisions.policy import parse_policy
+from veracity.errors import ConfigError
+from veracity.serve import GatewaySettings, create_app
+
+pytest.importorskip("uvicorn")
+
+KEY = "gw-key-decisions"
+STABLE_PROMPT = "What is the capital of France?"
+UNSTABLE_PROMPT = "An unstable question about France?"
+
+
+class Running:
+    def __init__(self, url: str, first: MockUpstream, stronger: MockUpstream, log: Path) -> None:
+        self.url, self.first, self.stronger, self.log = url, first, stronger, log
+
+    def ask(self, prompt: str, request_id: str | None = None, model: str = "mock-model",
+            stream: bool = False) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        if request_id:
+            headers["X-Request-Id"] = request_id
+        body = {"model": model, "messages": [{"role": "user", "content": prompt}]}
+        if stream:
+            body["stream"] = True
+        return httpx.post(self.url + "/v1/chat/completions", json=body, headers=headers, timeout=20)
+
+    def metrics(self) -> str:
+        return httpx.get(self.url + "/metrics", timeout=20).text
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Running]]:
+    monkeypatch.setenv("MOCK_KEY", "sk-first")
+    monkeypatch.setenv("STRONG_KEY", "sk-strong-CANARY")
+    with ExitStack() as stack:
+
+        def start(policy: dict[str, Any] | None, stable_stronger: bool = True,
+                  **overrides: Any) -> Running:
+            first = stack.enter_context(MockUpstream())
+            stronger = stack.enter_context(MockUpstream(model="strong-model", stable=stable_stronger))
+            if policy is not None and "escalate" in policy:
+                policy["escalate"] = {"upstream": stronger.url, "model": "strong-model",
+                                      "api_key_env": "STRONG_KEY"} | policy["escalate"]
+            log = tmp_path / f"traffic-{len(list(tmp_path.iterdir()))}.sqlite"
+            settings = GatewaySettings(
+                upstream=first.url, upstream_api_key_env="MOCK_KEY", embedder="hash/default", n=3,
+                api_keys=(KEY,), log=log, no_cache=True, timeout=5.0, shutdown_grace=5.0,
+                policy=None if policy is None else parse_policy(policy, "test policy"),
+                **overrides)
+            running = stack.enter_context(RunningApp(create_app(settings)))
+            return Running(running.url, first, stronger, log)
+
+        yield start
+
+
+def _logged(log: Path) -> dict[str, str]:
+    with sqlite3.connect(log) as conn:
+        return dict(conn.execute("SELECT id, decision FROM exchanges").fetchall())
+
+
+def escalating() -> dict[str, Any]:
+    return {"decide": {"gamma_max": 0.01, "otherwise": "escalate"}, "escalate": {}}
+
+
+def test_answer_escalate_and_their_records(gateway: Callable[..., Running]) -> None:
+    g = gateway(escalating())
+    passed = g.ask(STABLE_PROMPT)
+    assert passed.status_code == 200
+    assert passed.headers["x-veracity-decision"] == "answer"
+    v = passed.json()["veracity"]
+    assert v["decision"] == "answer" and v["gamma"] == 0.0 and "≤ 0.01" in v["decision_reason"]
+
+    escalated = g.ask(UNSTABLE_PROMPT)
+    assert escalated.status_code == 200
+    assert escalated.headers["x-veracity-decision"] == "escalate"
+    data = escalated.json()
+    assert data["choices"][0]["message"]["content"] == STABLE  # the stronger model's answer
+    assert data["model"] == "strong-model"
+    v = data["veracity"]
+    assert v["decision"] == "escalate" and v["gamma"] > 0.01
+    second = v["escalation"]["veracity"]
+    assert v["escalation"]["model"] == "strong-model"
+    assert second["decision"] == "answer" and second["gamma"] == 0.0
+    assert second["id"] == v["id"] + "-escalated"
+    # the stronger upstream got the question and its perturbed calls, with its own key
+    bodies = g.stronger.chat_bodies()
+    assert len(bodies) == 1 + 3 and all(b["model"] == "strong-model" for b in bodies)
+    assert all(r.headers.get("authorization") == "Bearer sk-strong-CANARY"
+               for r in g.stronger.received)
+    metrics = g.metrics()
+    assert 'veracity_gateway_decisions_total{decision="answer",model="mock-model",stage="first"} 1.0' \
+        in metrics
+    assert 'veracity_gateway_decisions_total{decision="escalate",model="mock-model",stage="first"} 1.0' \
+        in metrics
+    assert ('veracity_gateway_decisions_total{decision="answer",model="strong-model",'
+            'stage="escalated"} 1.0') in metrics
+    assert "sk-strong-CANARY" not in metrics
+    logged = {}
+    for _ in range(100):  # the log is written in batches by a worker thread
+        logged = _logged(g.log)
+        if len(logged) == 3:
+            break
+        time.sleep(0.05)
+    assert sorted(logged.values()) == ["answer", "answer", "escalate"]
+    assert logged[v["id"]] == "escalate" and logged[second["id"]] == "answer"
+
+
+def test_abstain_withholds_or_flags(gateway: Callable[..., Running]) -> None:
+    g = gateway({"decide": {"gamma_max": 0.01}, "abstain": {"action": "withhold",
+                                                            "message": "Held back."}})
+    held = g.ask(UNSTABLE_PROMPT)
+    assert held.headers["x-veracity-decision"] == "abstain"
+    data = held.json()
+    assert data["choices"][0]["message"]["content"] == "Held back."
+    assert data["veracity"]["decision"] == "abstain" and data["veracity"]["withheld"] is True
+    assert 'decision="abstain"' in g.metrics()
+    flagged = gateway({"decide": {"gamma_max": 0.01}})
+    data = flagged.ask(UNSTABLE_PROMPT).json()
+    assert data["veracity"]["decision"] == "abstain" and data["veracity"]["withheld"] is False
+    assert data["choices"][0]["message"]["content"].startswith("It depends on")
+
+
+def test_an_escalated_answer_that_fails_too_is_abstained(gateway: Callable[..., Running]) -> None:
+    g = gateway({**escalating(), "abstain": {"action": "withhold"}}, stable_stronger=False)
+    response = g.ask(UNSTABLE_PROMPT)
+    assert response.headers["x-veracity-decision"] == "escalate"
+    data = response.json()
+    assert data["veracity"]["escalation"]["veracity"]["decision"] == "abstain"
+    assert data["choices"][0]["message"]["content"].startswith("The answer was withheld")
+
+
+def test_without_a_policy_every_answer_is_answered(gateway: Callable[..., Running]) -> None:
+    g = gateway(None)
+    for prompt in (STABLE_PROMPT, UNSTABLE_PROMPT):
+        response = g.ask(prompt)
+        assert response.headers["x-veracity-decision"] == "answer"
+        assert response.json()["veracity"]["decision"] == "answer"
+    streamed = g.ask(UNSTABLE_PROMPT, stream=True)
+    assert '"decision": "answer"' in streamed.text or '"decision":"answer"' in streamed.text
+
+
+def test_a_streamed_answer_reports_the_decision_it_could_not_act_on(
+        gateway: Callable[..., Running]) -> None:
+    g = gateway({"decide": {"gamma_max": 0.01}})
+    text = g.ask(UNSTABLE_PROMPT, stream=True).text
+    assert '"decision":"abstain"' in text.replace(" ", "") and '"acted":false' in text.replace(" ", "")
+
+
+def test_score_rate_zero_passes_through_with_no_perturbed_call(gateway: Callable[..., Running]) -> None:
+    g = gateway(None, score_rate=0.0)
+    response = g.ask(UNSTABLE_PROMPT)
+    assert response.status_code == 200
+    assert response.headers["x-veracity-scored"] == "false"
+    assert response.json()["veracity"] == {"id": response.headers["x-veracity-id"], "scored": False,
+                                           "decision": "answer"}
+    assert len(g.first.chat_bodies()) == 1
+    assert 'veracity_gateway_unscored_total{model="mock-model"} 1.0' in g.metrics()
+
+
+def test_sampling_follows_the_request_id_and_the_policy_rates(gateway: Callable[..., Running]) -> None:
+    g = gateway({"sampling": {"rate": 0.5, "models": {"never": 0.0}}})
+    outcomes = {}
+    for k in range(12):
+        first = g.ask(STABLE_PROMPT, request_id=f"req-{k}").headers.get("x-veracity-scored")
+        again = g.ask(STABLE_PROMPT, request_id=f"req-{k}").headers.get("x-veracity-scored")
+        assert first == again
+        outcomes[k] = first
+    assert set(outcomes.values()) == {None, "false"}  # some scored, some not
+    assert g.ask(STABLE_PROMPT, model="never").headers["x-veracity-scored"] == "false"
+
+
+def test_a_deciding_policy_needs_inline_mode() -> None:
+    with pytest.raises(ConfigError, match="--mode inline"):
+        GatewaySettings(no_auth=True, mode="async", policy=parse_policy({"decide": {"gamma_max": 0.1}}))
+    with pytest.raises(ConfigError, match="--score-rate"):
+        GatewaySettings(no_auth=True, score_rate=1.5)
