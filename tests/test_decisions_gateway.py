@@ -190,3 +190,47 @@ def test_a_deciding_policy_needs_inline_mode() -> None:
         GatewaySettings(no_auth=True, mode="async", policy=parse_policy({"decide": {"gamma_max": 0.1}}))
     with pytest.raises(ConfigError, match="--score-rate"):
         GatewaySettings(no_auth=True, score_rate=1.5)
+
+
+def _feedback(g: Running, body: Any, key: str | None = KEY) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(g.url + "/v1/veracity/feedback", json=body, headers=headers, timeout=20)
+
+
+def test_feedback_recalibrates_and_closes_the_loop(gateway: Callable[..., Running],
+                                                   tmp_path: Path) -> None:
+    g = gateway(None)
+    ids = {}
+    for k in range(16):
+        ids[f"right-{k}"] = g.ask(f"What is the capital of France, question {k}?").json()["veracity"]
+    for k in range(4):
+        ids[f"wrong-{k}"] = g.ask(f"An unstable question {k} about France?").json()["veracity"]
+    for name, v in ids.items():
+        response = _feedback(g, {"id": v["id"], "correct": name.startswith("right")})
+        assert response.status_code == 200, response.text
+        assert response.json()["decision"] == "answer"
+    assert _feedback(g, {"id": "vrc-unknown", "correct": True}).status_code == 404
+    assert _feedback(g, {"id": ids["right-0"]["id"], "correct": "yes"}).status_code == 400
+    assert _feedback(g, {"id": ids["right-0"]["id"], "correct": True}, key=None).status_code == 401
+    metrics = g.metrics()
+    assert 'veracity_gateway_observed_error{model="mock-model"} 0.2' in metrics
+    assert ('veracity_gateway_feedback_total{correct="false",decision="answer",'
+            'model="mock-model"} 4.0') in metrics
+
+    from click.testing import CliRunner
+
+    from veracity.cli import main
+
+    out = tmp_path / "risk.json"
+    result = CliRunner().invoke(main, ["calibrate", "--risk", "0.2", "--from-traffic", str(g.log),
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    # 16 right at γ = 0, 4 wrong above: pass γ ≤ 0; 16 passed, none wrong, p = 0.8^16 = 0.028
+    assert "threshold: pass when gamma ≤ 0" in result.output
+    assert "coverage 0.800 (16 of 20 passed)" in result.output
+    looped = gateway({"decide": {"calibration": str(out)}})
+    assert "veracity_gateway_error_bound 0.2" in looped.metrics()
+    assert looped.ask(UNSTABLE_PROMPT).headers["x-veracity-decision"] == "abstain"
+    assert looped.ask(STABLE_PROMPT).headers["x-veracity-decision"] == "answer"
+    refused = CliRunner().invoke(main, ["calibrate", "--risk", "0.1", "--from-traffic", str(g.log)])
+    assert refused.exit_code == 1 and "at least 29 are needed" in refused.output

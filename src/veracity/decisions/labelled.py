@@ -9,6 +9,7 @@ samples themselves. Answers without a score or a label are left out (and counted
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from veracity.errors import DataError
 from veracity.method import get_method
 from veracity.records import number
 from veracity.store import VALIDATION_FILE, RunDir
+from veracity.traffic import read_feedback
 
 
 @dataclass(frozen=True)
@@ -98,3 +100,23 @@ def read_labelled(paths: Sequence[Path]) -> LabelledScores:
     return LabelledScores(method_name, method.primary_metric, method.higher_is_better,
                           tuple(ids), tuple(values), tuple(wrong), tuple(str(p) for p in paths),
                           left_out)
+
+
+def traffic_labelled(path: Path, model: str | None = None) -> LabelledScores:
+    """The γ and fed-back labels of a gateway's traffic log (``POST /v1/veracity/feedback``),
+    optionally of one model. Answers escalated to a stronger model count under that model."""
+    rows = read_feedback(path)
+    if model is not None:
+        rows = [r for r in rows if r.model == model]
+    if not rows:
+        which = f" for model '{model}'" if model else ""
+        raise DataError(f"{path} holds no fed-back labels{which}: send them with POST "
+                        "/v1/veracity/feedback {\"id\": ..., \"correct\": true|false}")
+    models = sorted({r.model for r in rows})
+    if model is None and len(models) > 1:
+        raise DataError(f"{path} has labels for several models ({', '.join(models)}): γ means "
+                        "something different for each; pick one with --model")
+    kept = [r for r in rows if r.gamma is not None and math.isfinite(r.gamma)]
+    return LabelledScores("gamma", "gamma", False, tuple(r.id for r in kept),
+                          tuple(float(r.gamma) for r in kept if r.gamma is not None),
+                          tuple(not r.correct for r in kept), (str(path),), len(rows) - len(kept))

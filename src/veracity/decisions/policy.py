@@ -74,6 +74,8 @@ class Rule:
     combine: Literal["all", "any"] = "all"
     source: str = ""
     """Where gamma_max came from (a risk calibration: its α, δ and coverage)."""
+    alpha: float | None = None
+    """The error bound among passed answers that calibration certified (None: no bound)."""
 
     def check(self, gamma: float | None, logprob: float | None) -> tuple[bool | None, str]:
         """(passes, why); passes is None when a score the rule needs is missing."""
@@ -224,8 +226,8 @@ def _rate(value: Any, where: str) -> float:
     return float(value)
 
 
-def risk_gamma_max(path: Path, where: str) -> tuple[float | None, str]:
-    """The γ threshold of a ``veracity calibrate --risk`` file, and a description of it."""
+def risk_gamma_max(path: Path, where: str) -> tuple[float | None, str, float]:
+    """The γ threshold of a ``veracity calibrate --risk`` file, a description of it, its α."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -240,7 +242,7 @@ def risk_gamma_max(path: Path, where: str) -> tuple[float | None, str]:
     threshold = data.get("threshold")
     info = (f"{path} (α={data.get('alpha')}, δ={data.get('delta')}, n={data.get('n')}, "
             f"coverage {float(data.get('coverage') or 0):.3f})")
-    return (None if threshold is None else float(threshold)), info
+    return (None if threshold is None else float(threshold)), info, float(data["alpha"])
 
 
 def parse_policy(data: Mapping[str, Any], source: str = "", base: Path | None = None) -> Policy:
@@ -265,6 +267,7 @@ def parse_policy(data: Mapping[str, Any], source: str = "", base: Path | None = 
         calibration = _get(decide, "calibration", str, where)
         logprob_min = _get(decide, "logprob_min", (int, float), where)
         origin = ""
+        alpha = None
         if score in ("gamma", "both"):
             if (gamma_max is None) == (calibration is None):
                 raise ConfigError(f"{where}: give one of gamma_max (a γ threshold) or calibration "
@@ -273,7 +276,7 @@ def parse_policy(data: Mapping[str, Any], source: str = "", base: Path | None = 
                 file = Path(calibration)
                 if base is not None and not file.is_absolute():
                     file = base / file
-                gamma_max, origin = risk_gamma_max(file, where)
+                gamma_max, origin, alpha = risk_gamma_max(file, where)
                 if gamma_max is None:
                     gamma_max = -math.inf  # the calibration certified nothing: nothing passes
                     origin += ": no threshold certified, nothing passes"
@@ -290,7 +293,8 @@ def parse_policy(data: Mapping[str, Any], source: str = "", base: Path | None = 
         combine = _choice(decide, "combine", ("all", "any"), where, "all")
         rule = Rule(score, None if gamma_max is None else float(gamma_max),
                     None if logprob_min is None else float(logprob_min),
-                    cast(Literal["all", "any"], combine), origin)
+                    cast(Literal["all", "any"], combine), origin,
+                    alpha if score == "gamma" else None)
     abstain_table = data.get("abstain", {})
     abstain = Abstention(
         cast(Literal["flag", "withhold"], _choice(abstain_table, "action", ("flag", "withhold"),

@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # the otel extra is imported only when tracing is configured
     from veracity.serve.tracing import Tracing
 
 log = logging.getLogger(__name__)
-ROUTES = ("/v1/chat/completions", "/v1/models", "/v1/veracity/scores", "/metrics", "/healthz", "/readyz")
+ROUTES = ("/v1/chat/completions", "/v1/models", "/v1/veracity/scores", "/v1/veracity/feedback",
+          "/metrics", "/healthz", "/readyz")
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
@@ -149,6 +150,11 @@ class Gateway:
             self.tags = await anyio.to_thread.run_sync(self.keys.tags, traffic.salt())
         self.writer = LogWriter(traffic)
         self.writer.start()
+        policy = s.policy
+        if policy is not None and policy.rule is not None and policy.rule.alpha is not None:
+            self.metrics.error_bound.set(policy.rule.alpha)
+        if traffic is not None:  # the observed error carries over a restart
+            self.metrics.observe_feedback(await anyio.to_thread.run_sync(traffic.feedback_counts))
         self.scores.start()
         self.ready = True
 
@@ -221,6 +227,43 @@ class Gateway:
             result = stored.score
         return JSONResponse({"id": score_id, "status": "done", "veracity": result},
                             headers=score_headers(result))
+
+    async def feedback(self, request: Request) -> Response:
+        """``POST /v1/veracity/feedback`` ``{"id": SCORE_ID, "correct": true|false}``: a label
+        for a scored answer, kept in the traffic log (``veracity calibrate --from-traffic``)."""
+        if self.owner(request) is None:
+            return self.refused()
+        try:
+            raw = await read_body(request, self.settings.max_body, self.settings.client_timeout)
+            body = parse_body(raw.decode("utf-8"))
+        except Refused as exc:
+            return error(exc.status, exc.message, code=exc.code, headers={"Connection": "close"})
+        except (ClientDisconnect, UnicodeDecodeError):
+            return error(400, "the request body: invalid JSON")
+        except DataError as exc:
+            return error(400, str(exc))
+        if not isinstance(body, dict) or not isinstance(body.get("id"), str) or \
+                not isinstance(body.get("correct"), bool):
+            return error(400, 'feedback is {"id": "<the veracity id of a scored answer>", '
+                              '"correct": true or false}')
+        log_file = self.writer.log
+        if log_file is None:
+            return error(409, "this gateway keeps no traffic log (--no-log): feedback has nowhere "
+                              "to go", code="no_traffic_log")
+        found = await anyio.to_thread.run_sync(log_file.add_feedback, body["id"], body["correct"])
+        if found is None:  # rows are written in batches: a score just served may not be yet
+            await anyio.sleep(0.3)
+            found = await anyio.to_thread.run_sync(log_file.add_feedback, body["id"],
+                                                   body["correct"])
+        if found is None:
+            return error(404, f"no scored answer with id '{body['id'][:100]}' in the traffic log",
+                         code="score_not_found")
+        decision = found.decision or "answer"
+        label = self.metrics.model_label(found.model)
+        self.metrics.feedback.labels(label, decision, str(body["correct"]).lower()).inc()
+        self.metrics.observe_feedback(await anyio.to_thread.run_sync(log_file.feedback_counts))
+        return JSONResponse({"id": found.id, "correct": body["correct"], "decision": decision,
+                             "gamma": found.gamma})
 
     async def chat(self, request: Request) -> Response:
         owner = self.owner(request)
@@ -592,6 +635,7 @@ def create_app(settings: GatewaySettings, *, upstream: Upstream | None = None,
             Route("/v1/chat/completions", gateway.chat, methods=["POST"]),
             Route("/v1/models", gateway.models, methods=["GET"]),
             Route("/v1/veracity/scores/{score_id}", gateway.score, methods=["GET"]),
+            Route("/v1/veracity/feedback", gateway.feedback, methods=["POST"]),
             Route("/metrics", gateway.metrics_page, methods=["GET"]),
             Route("/healthz", gateway.healthz, methods=["GET"]),
             Route("/readyz", gateway.readyz, methods=["GET"]),

@@ -48,6 +48,16 @@ class GatewayMetrics:
         self.unscored = Counter("veracity_gateway_unscored",
                                 "Answers passed through unscored (left out by --score-rate or the "
                                 "policy's sampling)", ["model"], registry=r)
+        self.feedback = Counter("veracity_gateway_feedback",
+                                "Labels fed back (POST /v1/veracity/feedback), by model, the "
+                                "answer's decision and whether it was correct",
+                                ["model", "decision", "correct"], registry=r)
+        self.observed_error = Gauge("veracity_gateway_observed_error",
+                                    "Share of wrong answers among passed (decision answer) ones "
+                                    "with a label fed back, by model", ["model"], registry=r)
+        self.error_bound = Gauge("veracity_gateway_error_bound",
+                                 "The error rate among passed answers the policy's risk "
+                                 "calibration certifies (alpha); absent without one", registry=r)
         self._models: set[str] = set()
 
     def model_label(self, model: str) -> str:
@@ -59,6 +69,12 @@ class GatewayMetrics:
             return "other"
         self._models.add(label)
         return label
+
+    def observe_feedback(self, counts: list[tuple[str, str, int, int]]) -> None:
+        """The observed error among passed answers, from (model, decision, labelled, wrong)."""
+        for model, decision, labelled, wrong in counts:
+            if decision == "answer" and labelled:
+                self.observed_error.labels(self.model_label(model)).set(wrong / labelled)
 
     def count_client_error(self, kind: str) -> None:
         self.client_errors.labels(kind).inc()

@@ -30,6 +30,10 @@ def _num(value: Any, digits: int = 3) -> str:
 @click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
               default=0.05, show_default=True,
               help="Risk mode: the bound may fail with probability at most δ.")
+@click.option("--from-traffic", "traffic", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="Risk mode: calibrate on the labels fed back to a gateway's traffic log "
+                   "(POST /v1/veracity/feedback) instead of runs.")
+@click.option("--model", help="Risk mode with --from-traffic: only this model's answers.")
 @click.option("--target-precision", type=click.FloatRange(0.0, 1.0), default=0.9, show_default=True,
               help="Share of 'trustworthy' answers that must be correct.")
 @click.option("--target-recall", type=click.FloatRange(0.0, 1.0), default=0.9, show_default=True,
@@ -48,6 +52,7 @@ def _num(value: Any, digits: int = 3) -> str:
 @handles_errors
 def calibrate_command(runs: tuple[Path, ...], out: Path | None, report_path: Path | None,
                       as_json: bool, alpha: float | None, delta: float,
+                      traffic: Path | None, model: str | None,
                       **kw: Any) -> None:
     """Fit P(correct) as a monotone function of γ on validated gamma RUNS.
 
@@ -55,14 +60,14 @@ def calibrate_command(runs: tuple[Path, ...], out: Path | None, report_path: Pat
     form, ball and N, with bootstrap bands, verdict thresholds for the targets, and the
     expected calibration error on a held-out part. Use it with `veracity gamma --calibration`.
 
-    With --risk α (any method's labelled RUNS): the loosest threshold
+    With --risk α (any method's labelled RUNS, or --from-traffic LOG): the loosest threshold
     whose error rate among passed answers is ≤ α with probability ≥ 1 − δ, for a gateway
     policy (see docs/decisions.md).
     """
-    if alpha is not None:
+    if alpha is not None or traffic is not None:
         from veracity.decisions.cli import risk_mode
 
-        risk_mode(runs, alpha, delta, out, as_json)
+        risk_mode(runs, traffic, model, alpha, delta, out, as_json)
         return
     if not runs or out is None:
         raise click.UsageError("give labelled RUNS and --out FILE (or --risk α for a "
