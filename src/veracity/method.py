@@ -134,6 +134,10 @@ BUILTIN = (
     "veracity.methods.deception:METHODS",
     "veracity.methods.fewl:METHODS",
     "veracity.methods.consistency:METHODS",
+    "veracity.methods.logprob:METHODS",
+    "veracity.methods.length:METHODS",
+    "veracity.methods.semantic_entropy:METHODS",
+    "veracity.methods.p_true:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
 

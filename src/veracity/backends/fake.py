@@ -9,14 +9,16 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.fingerprint import Unstable, fingerprint, label
 from veracity.errors import ConfigError, PermanentError
-from veracity.types import Generation, GenRequest
+from veracity.types import Generation, GenRequest, TokenLogprob
 
-Responder = Callable[[GenRequest], str]
+Responder = Callable[[GenRequest], "str | Generation"]
+"""Answers one request: its text, or a whole Generation (to script token log-probabilities)."""
 logger = logging.getLogger(__name__)
 
 _WORDS = (
@@ -223,7 +225,7 @@ class FakeBackend:
     without a name the answers are cached for this backend object only.
     """
 
-    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=8)
+    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=8, logprobs=True)
 
     def __init__(self, mode: str | None = None, responder: Responder | None = None,
                  delay: float = 0.0, name: str | None = None) -> None:
@@ -265,16 +267,46 @@ class FakeBackend:
             self.history.append(request)
             if self.delay:
                 time.sleep(self.delay)
-            text = self._queue.pop(0) if self._queue else self._responder(request)
+            reply = self._queue.pop(0) if self._queue else self._responder(request)
+            text = reply if isinstance(reply, str) else reply.text
             if text.startswith("!error"):
                 out.append(PermanentError(text[len("!error") :].strip() or "scripted error"))
                 continue
-            tokens = len(text.split())
-            out.append(Generation(text=text, completion_tokens=tokens))
+            out.append(_with_logprobs(reply, request))
         return out
 
     def close(self) -> None:
         pass
+
+
+_TOKEN = re.compile(r"\s*\S+")
+
+
+def _with_logprobs(reply: str | Generation, request: GenRequest) -> Generation:
+    """The reply as a generation, with token log-probabilities exactly when the request asks:
+    a responder's scripted ones (their alternatives cut to the k asked for), else made up
+    deterministically from the text (each whitespace-separated word one token)."""
+    if isinstance(reply, Generation):
+        found = reply if reply.completion_tokens else replace(
+            reply, completion_tokens=len(reply.text.split()))
+        if request.logprobs is None:
+            return replace(found, logprobs=None)
+        if found.logprobs is not None:
+            return replace(found, logprobs=tuple(
+                replace(t, top=t.top[: request.logprobs]) for t in found.logprobs))
+        reply = found.text
+    text = reply if isinstance(reply, str) else reply.text
+    generation = Generation(text=text, completion_tokens=len(text.split()))
+    if request.logprobs is None:
+        return generation
+    tokens = []
+    for k, token in enumerate(_TOKEN.findall(text)):
+        logprob = -(_digest(f"{text}#{k}") % 2000) / 1000.0
+        alternatives = [(token, logprob)] + [
+            (f" {_WORDS[(_digest(token) + j) % len(_WORDS)]}", logprob - j)
+            for j in range(1, request.logprobs)]
+        tokens.append(TokenLogprob(token, logprob, tuple(alternatives[: request.logprobs])))
+    return replace(generation, logprobs=tuple(tokens))
 
 
 def _responder_fingerprint(responder: Responder, name: str | None) -> str:

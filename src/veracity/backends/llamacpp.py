@@ -12,7 +12,7 @@ import hashlib
 import os
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode
 from veracity.backends.llamacpp_draft import DraftStats, Proposer, draft_decode
 from veracity.backends.llamacpp_exact import batch_invariant
 from veracity.backends.llamacpp_load import compute_path, new_llama, use_extra_buffers
+from veracity.backends.logprobs import token_logprobs
 from veracity.backends.templates import resolve_template
 from veracity.cpu import cpu_features
 from veracity.errors import BackendError, ConfigError, PermanentError
@@ -90,7 +91,7 @@ class LlamaCppBackend:
     resumption. ``reuse_prefix=False`` always starts from an empty context.
     """
 
-    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=1)
+    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=1, logprobs=True)
 
     def __init__(
         self,
@@ -325,6 +326,48 @@ class LlamaCppBackend:
                           completion_tokens=len(done.tokens))
 
     def _one(self, request: GenRequest) -> Outcome:
+        outcome = self._generated(request)
+        if request.logprobs is None or not isinstance(outcome, Generation):
+            return outcome
+        if self._layout is not None:
+            return PermanentError(f"{self.spec}: a batch-composition variation gives no token "
+                                  "log-probabilities")
+        try:
+            return self._scored(request, outcome, request.logprobs)
+        except RuntimeError as exc:
+            return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
+
+    def _scored(self, request: GenRequest, generation: Generation, top: int) -> Generation:
+        """The generation with its tokens' log-probabilities: the answer's tokens evaluated
+        after the prompt in batches with every row's logits kept (llama.cpp keeps only the
+        last row's while it samples). The tokens are the answer text tokenised again, which
+        is the generated sequence for all but rare non-canonical tokenisations."""
+        llm = self._llm
+        ids = self.tokenize(self.render(request.messages, request.prefill))
+        answer = list(llm.tokenize(generation.text.encode("utf-8"), add_bos=False, special=False))
+        if not answer:
+            return replace(generation, logprobs=())
+        n_vocab = int(llm.n_vocab())
+        fed = [ids[-1], *answer[:-1]]  # row i predicts answer[i]
+        start = len(ids) - 1
+        if start + len(fed) > int(llm.n_ctx()):
+            raise RuntimeError("prompt and answer exceed the context window")
+        if not llm._ctx.kv_cache_seq_rm(-1, start, -1):
+            raise RuntimeError("could not drop cached tokens before scoring the answer")
+        rows = []
+        for at in range(0, len(fed), self.n_batch):
+            part = fed[at : at + self.n_batch]
+            llm._batch.set_batch(batch=part, n_past=start + at, logits_all=True)
+            llm._ctx.decode(llm._batch)
+            rows += [np.ctypeslib.as_array(llm._ctx.get_logits_ith(i), shape=(n_vocab,)).copy()
+                     for i in range(len(part))]
+        llm.input_ids[start : start + len(fed)] = fed
+        llm.n_tokens = start + len(fed)
+        self._prompt_ids = ids
+        return replace(generation, logprobs=token_logprobs(np.stack(rows), answer, top,
+                                                           self._token_text))
+
+    def _generated(self, request: GenRequest) -> Outcome:
         if self._layout is not None:
             return self._in_batch(request)
         s = request.sampling
