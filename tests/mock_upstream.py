@@ -201,10 +201,15 @@ class MockUpstream:
             else reply.text
         if body.get("stream"):
             return await self._stream(writer, text, reply)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"}
+        if body.get("logprobs"):  # one token a word: the stable answer sure of itself
+            sure = -0.05 if text == STABLE else -1.5
+            choice["logprobs"] = {"content": [{"token": w, "logprob": sure, "top_logprobs": []}
+                                              for w in text.split(" ")]}
         self._send(writer, 200, {
             "id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"}],
+            "choices": [choice],
             "usage": {"prompt_tokens": 7, "completion_tokens": 7, "total_tokens": 14}})
         return True
 

@@ -234,3 +234,27 @@ def test_feedback_recalibrates_and_closes_the_loop(gateway: Callable[..., Runnin
     assert looped.ask(STABLE_PROMPT).headers["x-veracity-decision"] == "answer"
     refused = CliRunner().invoke(main, ["calibrate", "--risk", "0.1", "--from-traffic", str(g.log)])
     assert refused.exit_code == 1 and "at least 29 are needed" in refused.output
+
+
+def test_a_logprob_policy_decides_with_no_extra_call(gateway: Callable[..., Running]) -> None:
+    g = gateway({"decide": {"score": "logprob", "logprob_min": -0.5}})
+    sure = g.ask(STABLE_PROMPT)
+    assert sure.headers["x-veracity-decision"] == "answer"
+    data = sure.json()
+    assert data["veracity"]["logprob"] == pytest.approx(-0.05)
+    assert data["veracity"]["gamma"] is None and data["veracity"]["model_calls"] == 0
+    assert "logprobs" not in data["choices"][0]  # asked for by the gateway, not by the client
+    unsure = g.ask(UNSTABLE_PROMPT)
+    assert unsure.headers["x-veracity-decision"] == "abstain"
+    assert unsure.json()["veracity"]["decision_reason"] == "logprob -1.5 < -0.5"
+    bodies = g.first.chat_bodies()
+    assert len(bodies) == 2 and all(b["logprobs"] is True for b in bodies)  # no perturbed call
+
+
+def test_logprob_and_gamma_together(gateway: Callable[..., Running]) -> None:
+    g = gateway({"decide": {"score": "both", "gamma_max": 0.01, "logprob_min": -0.5}})
+    sure = g.ask(STABLE_PROMPT).json()["veracity"]
+    assert sure["decision"] == "answer" and sure["gamma"] == 0.0
+    assert sure["logprob"] == pytest.approx(-0.05)
+    assert "gamma 0 ≤ 0.01; logprob -0.05 ≥ -0.5" == sure["decision_reason"]
+    assert g.ask(UNSTABLE_PROMPT).json()["veracity"]["decision"] == "abstain"

@@ -35,7 +35,7 @@ from veracity.methods.gamma.trust import TrustScore
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck
-from veracity.serve.decide import Decisions
+from veracity.serve.decide import Decisions, answer_logprob, without_logprobs
 from veracity.serve.intake import Refused, media_problem, parse_body, read_body
 from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
 from veracity.serve.local import LocalUpstream
@@ -345,16 +345,22 @@ class Gateway:
     async def chat_once(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
         began = time.perf_counter()
         asked = Exchange(exchange_id, body["model"], body, None)
-        started = self.start_perturbed(asked)
+        gamma = self.decisions.needs_gamma
+        started = self.start_perturbed(asked) if gamma else None
+        added = self.decisions.needs_logprobs and not body.get("logprobs")
         try:
-            try:
-                data = await self.upstream.chat(body)
+            try:  # the answer's log-probabilities, when the policy uses them: no extra call
+                data = await self.upstream.chat({**body, "logprobs": True} if added else body)
             except UpstreamError as exc:
                 return self.upstream_failed(exc)
             upstream_ms = self.observe_upstream(body["model"], began)
             exchange = replace(asked, answer=first_answer(data))
+            logprob = answer_logprob(data) if self.decisions.needs_logprobs else None
+            if added:
+                data = without_logprobs(data)
             if self.settings.mode == "inline":
-                wire = await self.run_score(exchange, upstream_ms, began, started)
+                wire = await self.run_score(exchange, upstream_ms, began, started,
+                                            logprob=logprob, gamma=gamma)
                 if wire["decision"] == "escalate":
                     data = await self.escalate(exchange, data, wire, began)
                 elif wire["decision"] == "abstain":
@@ -451,10 +457,16 @@ class Gateway:
 
     async def run_score(self, exchange: Exchange, upstream_ms: float, began: float,
                         started: Started | None = None, escalated: bool = False,
-                        scorer: Scorer | None = None) -> dict[str, Any]:
-        """Score the exchange and decide; the score as the client gets it."""
-        score = await (scorer or self.scorer).score(exchange, started)
-        return self.finish(exchange, score, upstream_ms, began, escalated)
+                        scorer: Scorer | None = None, logprob: float | None = None,
+                        gamma: bool = True) -> dict[str, Any]:
+        """Score the exchange and decide; the score as the client gets it. ``gamma`` False:
+        a policy deciding on ``logprob`` alone; no perturbed call is made."""
+        if gamma:
+            score = await (scorer or self.scorer).score(exchange, started)
+        else:
+            score = replace(self.scorer.describe(exchange, None), n=0,
+                            timings={"scoring_ms": 0.0})
+        return self.finish(exchange, score, upstream_ms, began, escalated, logprob)
 
     def abstained(self, data: dict[str, Any], wire: dict[str, Any]) -> dict[str, Any]:
         """An answer the policy abstains on: withheld (its text replaced) or only flagged."""
@@ -472,8 +484,9 @@ class Gateway:
         body = {**exchange.body, "model": policy.escalate.model or exchange.model}
         asked = Exchange(f"{exchange.id}-escalated", body["model"], body, None)
         second_began = time.perf_counter()
+        added = self.decisions.needs_logprobs and not body.get("logprobs")
         try:
-            answered = await upstream.chat(body)
+            answered = await upstream.chat({**body, "logprobs": True} if added else body)
         except UpstreamError as exc:  # no stronger answer: the first one, as the fallback says
             self.metrics.upstream_errors.labels(exc.kind).inc()
             then = policy.escalate.otherwise
@@ -483,16 +496,21 @@ class Gateway:
             return self.abstained(data, wire) if then == "abstain" else data
         upstream_ms = self.observe_upstream(body["model"], second_began)
         second = replace(asked, answer=first_answer(answered))
+        logprob = answer_logprob(answered) if self.decisions.needs_logprobs else None
+        if added:
+            answered = without_logprobs(answered)
         scorer = self.scorer if self.stronger is None else self.scorer.on(self.stronger)
         found = await self.run_score(second, upstream_ms, second_began, escalated=True,
-                                     scorer=scorer)
+                                     scorer=scorer, logprob=logprob,
+                                     gamma=self.decisions.needs_gamma)
         wire["escalation"] = {"model": body["model"], "veracity": found}
         if found["decision"] == "abstain":
             return self.abstained(answered, found)
         return answered
 
     def finish(self, exchange: Exchange, score: TrustScore, upstream_ms: float,
-               began: float, escalated: bool = False) -> dict[str, Any]:
+               began: float, escalated: bool = False,
+               logprob: float | None = None) -> dict[str, Any]:
         """Timings, decision, metrics and the traffic log of a finished (or failed) score;
         its JSON."""
         score = replace(score, timings={**score.timings, "upstream_ms": upstream_ms,
@@ -505,10 +523,12 @@ class Gateway:
         if score.error:
             m.scoring_errors.labels(label, score.error_kind or "scoring").inc()
         m.verdicts.labels(label, score.verdict).inc()
-        decided = self.decisions.decide(score.gamma, None, escalated)
+        decided = self.decisions.decide(score.gamma, logprob, escalated)
         score = replace(score, decision=decided.decision, decision_reason=decided.reason)
         m.decisions.labels(label, decided.decision, "escalated" if escalated else "first").inc()
         wire = score_json(score)
+        if self.decisions.needs_logprobs:
+            wire["logprob"] = logprob
         self.writer.put(entry(score, wire, exchange.answer or ""))
         if self.tracing is not None:
             self.tracing.scored(score, exchange.answer)

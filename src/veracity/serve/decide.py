@@ -10,9 +10,35 @@ and scores that answer in turn.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
+from veracity.backends.logprobs import parse_tokens
 from veracity.decisions.policy import Decided, Policy, sampled
+from veracity.errors import DataError
+from veracity.methods.logprob.core import mean_logprob
+
+
+def answer_logprob(data: dict[str, Any]) -> float | None:
+    """The mean token log-probability of the first choice, when the upstream returned its
+    tokens' log-probabilities (OpenAI's ``choices[0].logprobs.content``); else None."""
+    try:
+        content = data["choices"][0]["logprobs"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    try:
+        value = mean_logprob([t.logprob for t in parse_tokens(content, "the upstream's logprobs")])
+    except DataError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def without_logprobs(data: dict[str, Any]) -> dict[str, Any]:
+    """The response without the log-probabilities the gateway asked for on its own."""
+    out = copy.copy(data)
+    out["choices"] = [{k: v for k, v in c.items() if k != "logprobs"} if isinstance(c, dict) else c
+                      for c in data.get("choices") or []]
+    return out
 
 
 class Decisions:
@@ -26,6 +52,11 @@ class Decisions:
         self.default_rate = default
         self.models = {} if policy is None else dict(policy.sampling.models)
         self.everything = default >= 1.0 and all(r >= 1.0 for r in self.models.values())
+        rule = None if policy is None else policy.rule
+        self.needs_logprobs = rule is not None and rule.score in ("logprob", "both")
+        """The gateway asks the upstream for the answer's log-probabilities (no extra call)."""
+        self.needs_gamma = rule is None or rule.score != "logprob"
+        """False when the policy decides on log-probabilities alone: no perturbed call."""
 
     def rate_for(self, model: str) -> float:
         return self.models.get(model, self.default_rate)
