@@ -531,7 +531,7 @@ class Gateway:
             wire["logprob"] = logprob
         self.writer.put(entry(score, wire, exchange.answer or ""))
         if self.tracing is not None:
-            self.tracing.scored(score, exchange.answer)
+            self.tracing.scored(score, exchange.answer, logprob)
         return wire
 
     def enqueue(self, exchange: Exchange, owner: int, upstream_ms: float, began: float) -> dict[str, Any]:
