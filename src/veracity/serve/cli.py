@@ -27,6 +27,17 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
     return low, high
 
 
+DASHBOARD = "grafana/veracity-gateway.json"
+"""The Grafana dashboard shipped with the gateway (Prometheus data source)."""
+
+
+def print_dashboard(ctx: click.Context) -> None:
+    from importlib.resources import files
+
+    click.echo((files("veracity.serve") / DASHBOARD).read_text(encoding="utf-8"), nl=False)
+    ctx.exit(0)
+
+
 OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                   "OTEL_TRACES_EXPORTER")
 
@@ -122,6 +133,9 @@ def gateway_tracing(flag: bool, content: bool) -> Any:
 @click.option("--score-retention", type=click.FloatRange(0.0, min_open=True), default=7 * 86400.0,
               show_default=True, metavar="SECONDS",
               help="How long async-mode scores stay fetchable (kept in the traffic log).")
+@click.option("--print-dashboard", is_flag=True, is_eager=True, expose_value=False,
+              callback=lambda ctx, _, value: print_dashboard(ctx) if value else None,
+              help="Print a ready Grafana dashboard (JSON) of the gateway's metrics and exit.")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Decision policy (TOML, see docs/decisions.md): answer, abstain or escalate "
                    "each scored answer; sampling rates per model.")
