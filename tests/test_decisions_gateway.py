@@ -258,3 +258,32 @@ def test_logprob_and_gamma_together(gateway: Callable[..., Running]) -> None:
     assert sure["logprob"] == pytest.approx(-0.05)
     assert "gamma 0 ≤ 0.01; logprob -0.05 ≥ -0.5" == sure["decision_reason"]
     assert g.ask(UNSTABLE_PROMPT).json()["veracity"]["decision"] == "abstain"
+
+
+def test_tokens_and_cost_of_scoring(gateway: Callable[..., Running], tmp_path: Path) -> None:
+    from veracity.prices import read_prices
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[default]\ninput = 1.0\noutput = 2.0\n[models."other"]\ninput = 9.0\n')
+    g = gateway(None, prices=read_prices(prices))
+    v = g.ask(STABLE_PROMPT).json()["veracity"]
+    # three perturbed calls, each 7 prompt and 7 completion tokens (the mock's usage):
+    # (21 × 1 + 21 × 2) / 1e6 USD
+    assert v["tokens"] == {"prompt": 21, "completion": 21}
+    assert v["cost_usd"] == pytest.approx(63e-6)
+    metrics = g.metrics()
+    assert 'veracity_gateway_scoring_tokens_sum{model="mock-model"} 42.0' in metrics
+    assert 'veracity_gateway_scoring_cost_usd_total{model="mock-model"} 6.3e-05' in metrics
+    assert read_prices(prices).cost("other", 1_000_000, 0) == 9.0
+
+
+def test_bad_prices_are_refused(tmp_path: Path) -> None:
+    from veracity.prices import read_prices
+
+    bad = tmp_path / "p.toml"
+    bad.write_text("[default]\ninput = -1\n")
+    with pytest.raises(ConfigError, match="non-negative"):
+        read_prices(bad)
+    bad.write_text("[defaults]\n")
+    with pytest.raises(ConfigError, match="unknown tables defaults"):
+        read_prices(bad)

@@ -146,7 +146,7 @@ def test_the_gateway_writes_a_trust_score_in_its_wire_format() -> None:
     assert list(wire) == ["id", "gamma", "verdict", "thresholds", "p_correct", "p_correct_band",
                           "calibration", "form", "n", "ball", "seed", "model", "embedder",
                           "sampling", "perturbed_edits", "perturbed_answers", "model_calls",
-                          "timings", "error", "error_kind", "decision", "decision_reason"]
+                          "tokens", "timings", "error", "error_kind", "decision", "decision_reason"]
     assert wire["decision"] == "answer"
     assert wire["thresholds"] == {"low": 0.1, "high": 0.3, "source": "--thresholds"}
     assert wire["p_correct_band"] == [0.5, 0.9] and wire["perturbed_answers"] == ["Because!", "No."]

@@ -520,6 +520,15 @@ class Gateway:
             m.scoring_seconds.labels(label).observe(score.timings["scoring_ms"] / 1000)
         if score.gamma is not None:
             m.gamma.labels(label).observe(score.gamma)
+        cost = None
+        if score.tokens:
+            spent = score.tokens.get("prompt", 0) + score.tokens.get("completion", 0)
+            m.scoring_tokens.labels(label).observe(spent)
+            prices = self.settings.prices
+            cost = None if prices is None else prices.cost(
+                exchange.model, score.tokens.get("prompt", 0), score.tokens.get("completion", 0))
+            if cost is not None:
+                m.scoring_cost.labels(label).inc(cost)
         if score.error:
             m.scoring_errors.labels(label, score.error_kind or "scoring").inc()
         m.verdicts.labels(label, score.verdict).inc()
@@ -527,6 +536,8 @@ class Gateway:
         score = replace(score, decision=decided.decision, decision_reason=decided.reason)
         m.decisions.labels(label, decided.decision, "escalated" if escalated else "first").inc()
         wire = score_json(score)
+        if cost is not None:
+            wire["cost_usd"] = cost
         if self.decisions.needs_logprobs:
             wire["logprob"] = logprob
         self.writer.put(entry(score, wire, exchange.answer or ""))

@@ -139,6 +139,9 @@ def gateway_tracing(flag: bool, content: bool) -> Any:
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Decision policy (TOML, see docs/decisions.md): answer, abstain or escalate "
                    "each scored answer; sampling rates per model.")
+@click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Prices (TOML, USD per million tokens by model): the cost of scoring in the "
+                   "metrics and in each score.")
 @click.option("--score-rate", type=click.FloatRange(0.0, 1.0), default=None, metavar="R",
               help="Share of requests scored, chosen from the request id (X-Request-Id, else "
                    "the gateway's id); the rest pass through unscored. Default: the policy's "
@@ -156,6 +159,7 @@ def serve(**kw: Any) -> None:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
     from veracity.decisions.policy import read_policy
+    from veracity.prices import read_prices
     from veracity.registry import parse_embedder_options, parse_options, split_spec
 
     options = parse_embedder_options(kw["embedder_option"]).get(split_spec(kw["embedder"])[0], {})
@@ -184,6 +188,7 @@ def serve(**kw: Any) -> None:
         score_retention=kw["score_retention"],
         policy=None if kw["policy_file"] is None else read_policy(kw["policy_file"]),
         score_rate=kw["score_rate"],
+        prices=None if kw["prices_file"] is None else read_prices(kw["prices_file"]),
     )
     embedder, thresholds = None, None
     if settings.calibration is not None:  # refused here, before anything listens

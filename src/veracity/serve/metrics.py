@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_TOKENS = (50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
 _GAMMA = (0.01, 0.025, 0.05, 0.1, 0.141, 0.2, 0.28, 0.4, 0.6, 0.8, 1.0, 1.42)
 MAX_MODEL_LABELS = 32
 """Model names come from clients: past this many distinct ones they are counted as 'other'."""
@@ -58,6 +59,13 @@ class GatewayMetrics:
         self.error_bound = Gauge("veracity_gateway_error_bound",
                                  "The error rate among passed answers the policy's risk "
                                  "calibration certifies (alpha); absent without one", registry=r)
+        self.scoring_tokens = Histogram("veracity_gateway_scoring_tokens",
+                                        "Tokens (prompt + completion) the perturbed calls of one "
+                                        "scored answer sent upstream", ["model"], buckets=_TOKENS,
+                                        registry=r)
+        self.scoring_cost = Counter("veracity_gateway_scoring_cost_usd",
+                                    "USD spent on scoring (perturbed calls' tokens at --prices)",
+                                    ["model"], registry=r)
         self._models: set[str] = set()
 
     def model_label(self, model: str) -> str:

@@ -14,6 +14,7 @@ from veracity.errors import ConfigError
 from veracity.methods.gamma.core import FORMS, Form
 from veracity.methods.gamma.trust import check_thresholds
 from veracity.perturb import resolve_ball
+from veracity.prices import Prices
 from veracity.text import redact_url
 
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
@@ -114,6 +115,9 @@ class GatewaySettings:
     """Seconds an async-mode score stays fetchable (kept in the traffic log across restarts)."""
     policy: Policy | None = None
     """What to do with a scored answer (``--policy FILE``); None: every decision is ``answer``."""
+    prices: Prices | None = None
+    """USD per million tokens by model (``--prices FILE``): the cost of scoring in the
+    metrics and each score."""
     score_rate: float | None = None
     """Share of requests scored, chosen from the request id (``--score-rate``); None: the
     policy's ``[sampling] rate``, else 1. The policy's per-model rates take precedence."""

@@ -150,6 +150,9 @@ class TrustScore:
     """The gateway's sampling of the answer and of the perturbed calls."""
     timings: Mapping[str, float] = field(default_factory=dict)
     """The gateway's milliseconds per stage."""
+    tokens: Mapping[str, int] = field(default_factory=dict)
+    """The gateway's tokens spent on scoring: ``prompt`` and ``completion`` of the perturbed
+    calls actually sent (cached answers cost none)."""
     decision: str = "answer"
     """What a policy decided: ``answer``, ``abstain`` or ``escalate`` (always ``answer``
     without one; :mod:`veracity.decisions.policy`)."""
