@@ -15,11 +15,12 @@ a model spec offline), with an optional default::
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from veracity.errors import ConfigError
 
