@@ -3,6 +3,7 @@ three decisions in the response, its header, the metrics and the traffic log; sa
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -67,6 +68,15 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
             return Running(running.url, first, stronger, log)
 
         yield start
+
+
+def wait_for_rows(log: Path, count: int) -> bool:
+    """The traffic log is written in batches by a worker thread."""
+    for _ in range(100):
+        if len(_logged(log)) >= count:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _logged(log: Path) -> dict[str, str]:
@@ -265,15 +275,25 @@ def test_tokens_and_cost_of_scoring(gateway: Callable[..., Running], tmp_path: P
 
     prices = tmp_path / "prices.toml"
     prices.write_text('[default]\ninput = 1.0\noutput = 2.0\n[models."other"]\ninput = 9.0\n')
-    g = gateway(None, prices=read_prices(prices))
+    g = gateway({"decide": {"gamma_max": 0.01}}, prices=read_prices(prices))
+    assert g.ask(UNSTABLE_PROMPT).headers["x-veracity-decision"] == "abstain"
     v = g.ask(STABLE_PROMPT).json()["veracity"]
     # three perturbed calls, each 7 prompt and 7 completion tokens (the mock's usage):
     # (21 × 1 + 21 × 2) / 1e6 USD
     assert v["tokens"] == {"prompt": 21, "completion": 21}
     assert v["cost_usd"] == pytest.approx(63e-6)
     metrics = g.metrics()
-    assert 'veracity_gateway_scoring_tokens_sum{model="mock-model"} 42.0' in metrics
-    assert 'veracity_gateway_scoring_cost_usd_total{model="mock-model"} 6.3e-05' in metrics
+    assert 'veracity_gateway_scoring_tokens_sum{model="mock-model"} 84.0' in metrics
+    assert 'veracity_gateway_scoring_cost_usd_total{model="mock-model"} 0.000126' in metrics
+    from veracity.report.traffic import build_traffic_report
+
+    assert wait_for_rows(g.log, 2)
+    html = build_traffic_report(g.log, tmp_path / "traffic.html").read_text()
+    section = html[html.index("Decisions and the cost of scoring"):]
+    # per model: answer 1, abstain 1, escalate 0, 42 tokens a scored answer, USD 0.063 per 1,000
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", section)[:6]
+    assert cells[:4] == ["mock-model", "1", "1", "0"]
+    assert float(cells[4]) == 42 and float(cells[5]) == pytest.approx(0.063)
     assert read_prices(prices).cost("other", 1_000_000, 0) == 9.0
 
 
