@@ -31,11 +31,13 @@ from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration import read_calibration
 from veracity.methods.gamma.control import CONTROLS
 from veracity.methods.gamma.core import ALL_FORMS, EMBEDDING, LENGTH, GammaSettings, check_prompt
+from veracity.methods.gamma.estimate import estimate_lines, spent_line
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord, GammaSummary
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
+from veracity.prices import read_prices
 from veracity.runs.result import RunResult
 from veracity.store import RunDir, dumps
 from veracity.types import Item, Sampling
@@ -294,6 +296,12 @@ def _refuse_generation_options() -> None:
                    "(veracity validate's rules) and report the AUROC of γ for flagging wrong ones.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-prompt records as JSON.")
+@click.option("--estimate", is_flag=True,
+              help="Print the model calls and tokens the run will make (and their cost with "
+                   "--prices), then stop before making any.")
+@click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Prices (TOML, USD per million tokens by model spec): the cost of --estimate, "
+                   "and the tokens and USD per 1,000 scored answers after a run.")
 @preset_option("gamma")
 @common_options
 @handles_errors
@@ -314,6 +322,11 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
     if selection.active and not kw["dataset"]:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     validity: dict[str, Any] | None = None
+    spent = ""
+    estimate, prices_file = kw.pop("estimate"), kw.pop("prices_file")
+    prices = None if prices_file is None else read_prices(prices_file)
+    if estimate and kw["recorded"]:
+        raise ConfigError("--estimate is for runs that call a model; --recorded makes no call")
     with command_run(kw) as cmd, ExitStack() as held:
         ctx = cmd.ctx
         if kw["recorded"]:
@@ -342,8 +355,18 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
                 radius=kw["radius"], shape=kw["shape"], scope=kw["scope"], control=kw["control"],
                 allow_large_n=kw["allow_large_n"],
             )
+            if estimate:
+                for line in estimate_lines(items, settings, kw["model"], prices):
+                    echo(line)
+                return
             outcome = run_gamma(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
                                 calibration, kw["force"], kw["domain"])
+            if prices is not None:
+                stats = ctx.client(kw["model"]).stats  # loaded by the run
+                scored = sum(1 for r in outcome.records if r.gamma is not None)
+                mean_chars = sum(len(i.question) for i in items) / max(1, len(items))
+                spent = spent_line(scored, stats.completion_tokens,
+                                   int(stats.model_calls * mean_chars), kw["model"], prices)
             # a Programming QA reference is a whole worked answer, not a gold answer to match
             judged = kw["validity"] and outcome.run is not None and any(
                 i.references and i.metadata.get("domain") != PROGRAMMING for i in items)
@@ -361,4 +384,6 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
         echo(dumps(shown, indent=2))
     else:
         print_summary(outcome, cmd.calls_line(), validity)
+        if prices is not None and not kw["recorded"]:
+            echo(spent)
     write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", kw["as_json"])
