@@ -228,15 +228,61 @@ def test_public_api() -> None:
 
 
 @pytest.mark.real
-def test_bundled_model_log_probabilities_match_its_greedy_answer() -> None:
+def test_bundled_model_log_probabilities_are_those_its_greedy_answer_was_chosen_by() -> None:
     pytest.importorskip("llama_cpp")
     with Context(cache=None) as ctx:
         client = ctx.client("llamacpp/default")
-        request = GenRequest.user("What is the capital of France?", Sampling(max_tokens=12),
-                                  logprobs=3)
-        generation = client.generate([request])[0]
+        question = "What is the capital of France?"
+        asked = GenRequest.user(question, Sampling(max_tokens=12), logprobs=3)
+        generation, plain = client.generate([asked, GenRequest.user(question,
+                                                                    Sampling(max_tokens=12))])
+    assert generation.text == plain.text  # asking for them changes no answer
     assert generation.logprobs
     assert "".join(t.token for t in generation.logprobs) == generation.text
-    # greedy: each chosen token is the likeliest, up to rounding between batch and sequence
-    for token in generation.logprobs:
-        assert token.logprob <= 0 and token.logprob >= token.top[0][1] - 0.05
+    for token in generation.logprobs:  # greedy: each chosen token is the likeliest
+        assert token.logprob == pytest.approx(token.top[0][1], abs=1e-6)
+
+
+def _tiny_causal_lm(path: Path) -> Path:
+    """A randomly initialised one-layer GPT-2 over a word-level vocabulary, made here."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    torch = pytest.importorskip("torch")
+    words = ["<pad>", "<eos>", "<unk>", *"the capital of france is paris lyon a city big".split()]
+    model = tokenizers.Tokenizer(tokenizers.models.WordLevel(
+        {w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    model.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=model, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+    torch.manual_seed(0)
+    lm = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=len(words), n_positions=64, n_embd=16, n_layer=1, n_head=2,
+        eos_token_id=1, pad_token_id=0, bos_token_id=1))
+    lm.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.mark.slow
+def test_transformers_log_probabilities_are_those_of_the_chosen_tokens(tmp_path: Path) -> None:
+    from veracity.registry import load_model
+
+    backend = load_model(f"hf/{_tiny_causal_lm(tmp_path / 'lm')}", chat_template="raw",
+                         threads=1)
+    try:
+        greedy = GenRequest.user("the capital of france is", Sampling(max_tokens=6), logprobs=3)
+        sampled = GenRequest.user("the capital of france is",
+                                  Sampling(temperature=1.0, max_tokens=6, seed=3), logprobs=2)
+        plain = GenRequest.user("the capital of france is", Sampling(max_tokens=6))
+        found, drawn, text = backend.generate([greedy, sampled, plain])
+    finally:
+        backend.close()
+    assert isinstance(found, Generation) and isinstance(drawn, Generation)
+    assert isinstance(text, Generation) and text.logprobs is None
+    assert found.text == text.text  # asking for them changes no answer
+    assert found.logprobs and len(found.logprobs) == found.completion_tokens
+    for token in found.logprobs:  # greedy: the chosen token is the likeliest
+        assert len(token.top) == 3 and token.logprob == pytest.approx(token.top[0][1])
+    assert drawn.logprobs and all(len(t.top) == 2 and t.logprob <= 0 for t in drawn.logprobs)
+    total = sum(math.exp(lp) for _, lp in found.logprobs[0].top)
+    assert total <= 1.0 + 1e-9

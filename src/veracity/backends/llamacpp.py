@@ -30,7 +30,7 @@ from veracity.backends.templates import resolve_template
 from veracity.cpu import cpu_features
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
-from veracity.types import Generation, GenRequest, Message
+from veracity.types import Generation, GenRequest, Message, TokenLogprob
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODERS = ("sequential", "draft")
@@ -326,57 +326,67 @@ class LlamaCppBackend:
                           completion_tokens=len(done.tokens))
 
     def _one(self, request: GenRequest) -> Outcome:
-        outcome = self._generated(request)
-        if request.logprobs is None or not isinstance(outcome, Generation):
-            return outcome
+        if request.logprobs is None:
+            return self._generated(request)
         if self._layout is not None:
             return PermanentError(f"{self.spec}: a batch-composition variation gives no token "
                                   "log-probabilities")
-        try:
-            return self._scored(request, outcome, request.logprobs)
-        except RuntimeError as exc:
-            return BackendError(f"{self.spec}: llama.cpp failed: {exc}")
+        steps: list[tuple[int, np.ndarray]] = []
 
-    def _scored(self, request: GenRequest, generation: Generation, top: int) -> Generation:
-        """The generation with its tokens' log-probabilities: the answer's tokens evaluated
-        after the prompt in batches with every row's logits kept (llama.cpp keeps only the
-        last row's while it samples). The tokens are the answer text tokenised again, which
-        is the generated sequence for all but rare non-canonical tokenisations."""
-        llm = self._llm
-        ids = self.tokenize(self.render(request.messages, request.prefill))
-        answer = list(llm.tokenize(generation.text.encode("utf-8"), add_bos=False, special=False))
-        if not answer:
-            return replace(generation, logprobs=())
-        n_vocab = int(llm.n_vocab())
-        fed = [ids[-1], *answer[:-1]]  # row i predicts answer[i]
-        start = len(ids) - 1
-        if start + len(fed) > int(llm.n_ctx()):
-            raise RuntimeError("prompt and answer exceed the context window")
-        if not llm._ctx.kv_cache_seq_rm(-1, start, -1):
-            raise RuntimeError("could not drop cached tokens before scoring the answer")
-        rows = []
-        for at in range(0, len(fed), self.n_batch):
-            part = fed[at : at + self.n_batch]
-            llm._batch.set_batch(batch=part, n_past=start + at, logits_all=True)
-            llm._ctx.decode(llm._batch)
-            rows += [np.ctypeslib.as_array(llm._ctx.get_logits_ith(i), shape=(n_vocab,)).copy()
-                     for i in range(len(part))]
-        llm.input_ids[start : start + len(fed)] = fed
-        llm.n_tokens = start + len(fed)
-        self._prompt_ids = ids
-        return replace(generation, logprobs=token_logprobs(np.stack(rows), answer, top,
-                                                           self._token_text))
+        def record(ids: Any, logits: Any) -> Any:
+            # what llama.cpp samples from, before any penalty, temperature or filter
+            steps.append((int(ids[-1]), np.array(logits, dtype=np.float32)))
+            return logits
 
-    def _generated(self, request: GenRequest) -> Outcome:
+        outcome = self._generated(request, record)
+        if not isinstance(outcome, Generation):
+            return outcome
+        return replace(outcome, logprobs=self._logprobs(request, outcome.text, steps,
+                                                        request.logprobs))
+
+    def _logprobs(self, request: GenRequest, text: str, steps: list[tuple[int, np.ndarray]],
+                  top: int) -> tuple[TokenLogprob, ...]:
+        """Each answer token's log-probability from the logits it was sampled from. Step k's
+        token is the last input of step k + 1; the last step's token is the one that completes
+        the text (a token past the text, such as end-of-sequence, is left out)."""
+        if not steps:
+            return ()
+        prompt = self.tokenize(self.render(request.messages, request.prefill))
+        known = [ids for ids, _ in steps[1:]]
+        target = text.encode("utf-8")
+
+        def shown(tokens: list[int]) -> bytes:
+            return bytes(self._llm.detokenize(tokens, prev_tokens=prompt))
+
+        tokens = known
+        retokenised = list(self._llm.tokenize(target, add_bos=False, special=False))
+        for last in (int(steps[-1][1].argmax()), *retokenised[-1:]):
+            if shown([*known, last]) == target:
+                tokens = [*known, last]
+                break
+        else:
+            while tokens and not target.startswith(shown(tokens)):
+                tokens = tokens[:-1]
+        rows = np.stack([row for _, row in steps[: len(tokens)]]) if tokens else np.zeros((0, 1))
+        return token_logprobs(rows, tokens, top, self._token_text)
+
+    def _generated(self, request: GenRequest, record: Any = None) -> Outcome:
+        """One generation; ``record`` (a logits processor) sees each step's logits and makes
+        the request decode token by token."""
         if self._layout is not None:
             return self._in_batch(request)
         s = request.sampling
         prompt = self.render(request.messages, request.prefill)
         if (self._decode == "draft" and (request.draft or self.batch_invariant) and s.greedy
-                and s.repeat_penalty == 1.0):
+                and s.repeat_penalty == 1.0 and record is None):
             return self._verify_draft(request, prompt)
         ids = self._keep_aligned_prefix(prompt)
         self._prompt_ids = []  # until this prompt is fully evaluated (Ctrl-C, errors)
+        processors = None
+        if record is not None:
+            from llama_cpp import LogitsProcessorList
+
+            processors = LogitsProcessorList([record])
         try:
             result: Any = self._llm.create_completion(
                 prompt=prompt,
@@ -388,6 +398,7 @@ class LlamaCppBackend:
                 repeat_penalty=s.repeat_penalty,
                 seed=s.seed + request.sample_index,
                 stop=[self._eos, *s.stop],
+                logits_processor=processors,
             )
         except ValueError as exc:  # e.g. prompt longer than the context window
             return PermanentError(f"{self.spec}: {exc}")

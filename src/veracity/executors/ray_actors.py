@@ -134,7 +134,7 @@ class RayBackend:
         caps = Capabilities(**described[0][2])
         self.capabilities = Capabilities(
             prefill=caps.prefill, seed=caps.seed, inputs_embeds=False,
-            max_concurrency=settings.actors * settings.batch_size,
+            max_concurrency=settings.actors * settings.batch_size, logprobs=caps.logprobs,
         )
         self.batches_resent = 0
 
