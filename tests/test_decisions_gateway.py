@@ -180,7 +180,10 @@ def test_score_rate_zero_passes_through_with_no_perturbed_call(gateway: Callable
     assert response.json()["veracity"] == {"id": response.headers["x-veracity-id"], "scored": False,
                                            "decision": "answer"}
     assert len(g.first.chat_bodies()) == 1
-    assert 'veracity_gateway_unscored_total{model="mock-model"} 1.0' in g.metrics()
+    streamed = g.ask(UNSTABLE_PROMPT, stream=True)
+    assert '"scored":false' in streamed.text.replace(" ", "") and "[DONE]" in streamed.text
+    assert len(g.first.chat_bodies()) == 2  # no perturbed call for the stream either
+    assert 'veracity_gateway_unscored_total{model="mock-model"} 2.0' in g.metrics()
 
 
 def test_sampling_follows_the_request_id_and_the_policy_rates(gateway: Callable[..., Running]) -> None:
