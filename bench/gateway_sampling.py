@@ -6,8 +6,10 @@ else: body in, body out), ``veracity serve --score-rate 0`` and, for scale, ``ve
 scoring every answer, each in its own process on 127.0.0.1. One client sends requests one at
 a time, in turns to the four (so all see the same machine), and records each latency.
 
-Target (issue 41): at rate 0 the gateway adds ≤ 1 ms at p50 over the plain proxy (the ratio
-judged, printed last); the direct upstream and the scored gateway are shown beside it.
+Target (issue 41): at rate 0 the gateway adds ≤ 1 ms at p50 over the plain proxy. Judged (the
+last line): the median over rounds of (gateway at rate 0 − plain proxy), the two requests of a
+round sent back to back, which a loaded machine disturbs far less than two separate medians
+(both are printed); the direct upstream and the scored gateway are shown beside them.
 
     python bench/gateway_sampling.py [--requests 400] [--delay 0.01]
     python bench/gateway_sampling.py --smoke     # 60 requests each (CI)
@@ -114,13 +116,20 @@ def main() -> int:
     for name, values in latencies.items():
         print(f"{name:<30} {percentile(values, 0.5):>8.2f} {percentile(values, 0.9):>8.2f} "
               f"{statistics.fmean(values):>8.2f}")
-    added = percentile(latencies["gateway --score-rate 0"], 0.5) - \
+    added_p50 = percentile(latencies["gateway --score-rate 0"], 0.5) - \
         percentile(latencies["plain proxy"], 0.5)
+    # the same round's two requests ran back to back on the same machine: their difference is
+    # far less noisy on a loaded machine than the difference of two separate medians
+    paired = statistics.median(g - p for g, p in zip(latencies["gateway --score-rate 0"],
+                                                     latencies["plain proxy"], strict=True))
+    added = paired
     over_upstream = percentile(latencies["gateway --score-rate 0"], 0.5) - \
         percentile(latencies["upstream alone"], 0.5)
     print(f"rate 0 over the upstream alone: {over_upstream:+.2f} ms at p50 (both proxies pay a hop)")
-    print(f"ratio judged: p50 added by the gateway at --score-rate 0 over a plain proxy = "
-          f"{added:+.2f} ms (target ≤ 1 ms: {'ok' if added <= 1.0 else 'MISSED'})")
+    print(f"rate 0 over the plain proxy: {added_p50:+.2f} ms between the two p50s")
+    print(f"ratio judged: added latency at --score-rate 0 over a plain proxy, median of the "
+          f"paired differences (same round) = {added:+.2f} ms (target ≤ 1 ms: "
+          f"{'ok' if added <= 1.0 else 'MISSED'})")
     return 0
 
 
