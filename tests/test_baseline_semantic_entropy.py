@@ -197,3 +197,15 @@ def test_public_api() -> None:
     result = veracity.semantic_entropy(["Q?"], "fake/constant", "hash/default", m=3,
                                        cache=False)
     assert result.records[0].score == 0.0
+
+
+def test_no_score_without_a_greedy_answer() -> None:
+    from veracity.errors import PermanentError
+    from veracity.methods.semantic_entropy.run import score_greedy
+
+    backend = FakeBackend(responder=samples(SCRIPT), name="se-no-greedy")
+    with Context(cache=None) as ctx:
+        ctx.clients[backend.spec] = LLMClient(backend, None, ctx.progress)
+        records = score_greedy([Item("france", "Capital of France?")], [PermanentError("no")],
+                               SemanticEntropySettings(m=4), ctx, backend.spec, "hash/default")
+    assert records[0].score is None and records[0].error == "no greedy answer to judge"

@@ -16,7 +16,9 @@ from veracity import method as base
 from veracity.method import Method, get_method, method_names
 from veracity.methods.deception.records import DeceptionRecord
 from veracity.methods.fewl.records import FewlRecord
-from veracity.methods.gamma.records import AttackStep, GammaRecord, IsotropyRecord
+from veracity.methods.gamma.attack.records import AttackStep
+from veracity.methods.gamma.isotropy.records import IsotropyRecord
+from veracity.methods.gamma.records import GammaRecord
 from veracity.report import build_report
 from veracity.store import RunDir, check_run_target, run_files
 

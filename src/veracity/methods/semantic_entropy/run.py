@@ -89,6 +89,9 @@ def score_samples(items: Sequence[Item], answers: Sequence[str],
             sample_logprobs=tuple(s.mean_logprob for s in group), m=settings.m,
             temperature=settings.temperature, entailment=described, model=model,
             references=item.references)
+        if not answer:
+            out.append(replace(record, error="no greedy answer to judge"))
+            continue
         if q not in clusters:
             out.append(replace(record, error=f"{len(group)} usable samples of {settings.m}: "
                                              "at least 2 are needed"))
