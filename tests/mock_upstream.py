@@ -90,6 +90,8 @@ class MockUpstream:
     concurrency: int = 10_000
     chunk_delay: float = 0.0
     model: str = "mock-model"
+    stable: bool = False
+    """Answer every prompt with the stable answer ("unstable" ones too): a stronger model."""
     received: list[Received] = field(default_factory=list)
     port: int = 0
     in_flight: int = 0
@@ -195,13 +197,19 @@ class MockUpstream:
             self._send(writer, reply.status, reply.body or {"error": {"message": "scripted"}},
                        reply.headers)
             return True
-        text = answer_to(_last_user(body)) if reply.text is None else reply.text
+        text = (STABLE if self.stable else answer_to(_last_user(body))) if reply.text is None \
+            else reply.text
         if body.get("stream"):
             return await self._stream(writer, text, reply)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"}
+        if body.get("logprobs"):  # one token a word: the stable answer sure of itself
+            sure = -0.05 if text == STABLE else -1.5
+            choice["logprobs"] = {"content": [{"token": w, "logprob": sure, "top_logprobs": []}
+                                              for w in text.split(" ")]}
         self._send(writer, 200, {
             "id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"}],
+            "choices": [choice],
             "usage": {"prompt_tokens": 7, "completion_tokens": 7, "total_tokens": 14}})
         return True
 

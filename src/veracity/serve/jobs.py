@@ -29,7 +29,7 @@ def entry(score: TrustScore, wire: dict[str, Any], answer: str) -> Entry:
         id=str(score.id), time=time.time(), model=score.model, prompt=score.prompt,
         answer=answer, gamma=score.gamma, verdict=score.verdict, p_correct=score.p_correct,
         upstream_ms=timings.get("upstream_ms"), scoring_ms=timings.get("scoring_ms"),
-        total_ms=timings.get("total_ms"), error=score.error, score=wire,
+        total_ms=timings.get("total_ms"), error=score.error, score=wire, decision=score.decision,
     )
 
 
