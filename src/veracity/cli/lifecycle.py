@@ -13,6 +13,7 @@ from veracity.cli.options import make_context, pop_common
 from veracity.cli.output import echo
 from veracity.client import CallStats
 from veracity.runs.common import Context, total_stats
+from veracity.runlock import run_dir_claimed
 from veracity.store import RunDir
 
 
@@ -48,6 +49,7 @@ def write_report(run: RunDir | None, title: str, quiet: bool = False) -> None:
         return
     from veracity.report import build_report
 
-    report = build_report([run.path], run.path / "report.html", title=title)
+    with run_dir_claimed(run.path):
+        report = build_report([run.path], run.path / "report.html", title=title)
     if not quiet:
         echo(f"run directory: {run.path}\nreport: {report}")

@@ -244,8 +244,12 @@ def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def handles_errors(func: F) -> F:
-    """Turn veracity errors into clean CLI errors, and Ctrl-C into a resume hint."""
+    """Turn veracity errors into clean CLI errors, and Ctrl-C into a resume hint. A write that
+    ran out of space where no message names its file yet still gets one line, no traceback."""
+    import sqlite3
+
     from veracity.errors import VeracityError
+    from veracity.space import is_no_space, storage_error
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -253,6 +257,12 @@ def handles_errors(func: F) -> F:
             return func(*args, **kwargs)
         except VeracityError as exc:
             raise click.ClickException(safe(redact_urls(str(exc)))) from exc
+        except (OSError, sqlite3.Error) as exc:
+            if not is_no_space(exc):
+                raise
+            where = getattr(exc, "filename", None) or "a file"
+            message = str(storage_error(exc, where, "data"))
+            raise click.ClickException(safe(redact_urls(message))) from exc
         except KeyboardInterrupt as exc:
             detail = (f" {exc}" if str(exc) else
                       ": finished generations are cached; rerun the same command to resume")

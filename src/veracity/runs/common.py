@@ -27,6 +27,7 @@ from veracity.registry import (
     resolved_options,
     split_spec,
 )
+from veracity.runlock import release_run_dirs
 from veracity.store import timestamp
 
 
@@ -144,7 +145,8 @@ class Context:
         return sum(c.stats.model_calls for c in self.clients.values())
 
     def close(self) -> None:
-        """Close every model and embedder, then the cache (unless ``close_cache`` is False)."""
+        """Close every model and embedder, then the cache (unless ``close_cache`` is False), and
+        give up the run directories this thread claimed."""
         try:
             for client in self.clients.values():
                 client.close()
@@ -160,6 +162,7 @@ class Context:
             self.scorers.clear()
             if self.close_cache and self.cache is not None:
                 self.cache.close()
+            release_run_dirs()
 
 
 def _plain(options: dict[str, Any]) -> dict[str, Any]:

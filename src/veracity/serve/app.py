@@ -166,7 +166,7 @@ class Gateway:
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        if self.ready:
+        if self.ready and self.writer.failure is None:
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "not ready"}, status_code=503)
 
@@ -230,6 +230,10 @@ class Gateway:
         problem = check_body(body)
         if problem:
             return error(400, problem)
+        if self.writer.failure is not None:  # nothing is served that the log cannot keep
+            return error(503, "the gateway cannot write its traffic log (its disk is full or "
+                         "unwritable); retry later", "server_error", "traffic_log_unwritable",
+                         {"Retry-After": str(self.settings.retry_after)})
         if self.tracing is not None:
             self.tracing.asked(body)
         if isinstance(self.thresholds, CalibratedThresholds):
