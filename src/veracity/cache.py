@@ -285,7 +285,12 @@ class Cache:
 
     def close(self) -> None:
         with self._lock:
-            if self._checkpointer is not None:
-                self._checkpointer.close()
-                self._checkpointer = None
-            self._conn.close()
+            try:
+                if self._checkpointer is not None:
+                    self._checkpointer.close()
+                    self._checkpointer = None
+                self._conn.close()
+            except sqlite3.Error:
+                if self._broken is None:
+                    raise  # after a failed put, the error already said why
+

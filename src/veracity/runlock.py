@@ -30,7 +30,6 @@ from veracity.space import writing
 from veracity.text import terminal_safe
 
 
-
 def lock_file(path: Path | str) -> Path:
     """The lock file of a run directory (which need not exist yet)."""
     where = Path(os.path.realpath(path))

@@ -49,19 +49,23 @@ def megabytes(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
-def storage_error(exc: BaseException, path: Path | str, what: str,
-                  kept: str = "") -> StorageError:
-    """The error to raise for a failed write of ``what`` to ``path`` (``kept``: what is safe)."""
+def storage_error(exc: BaseException, path: Path | str, what: str, kept: str = "",
+                  then: str = "rerun the same command") -> StorageError:
+    """The error to raise for a failed write of ``what`` to ``path`` (``kept``: what is safe;
+    ``then``: what to do once there is room)."""
     where = Path(path)
     if is_no_space(exc):
         free = free_bytes(where)
         reason = "no space left" + (f" ({megabytes(free)} free)" if free is not None else "")
         if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
             reason = "the file is larger than this process may write (ulimit -f) or no space left"
-        hint = "free some space (or pick another place), then rerun the same command"
+        hint = f"free some space (or pick another place), then {then}"
+    elif isinstance(exc, sqlite3.Error) and "disk I/O error" in str(exc):
+        reason = "disk I/O error (a full disk, a file size limit or a failing device)"
+        hint = f"free some space (or pick another place), then {then}"
     else:
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        hint = "check that the place is writable, then rerun the same command"
+        hint = f"check that the place is writable, then {then}"
     kept = f" ({kept})" if kept else ""
     return StorageError(f"cannot write {what} to {where}: {reason}; {hint}{kept}")
 
@@ -76,9 +80,10 @@ def writing(path: Path | str, what: str) -> Iterator[None]:
 
 
 def replace_text(target: Path, text: str | Iterable[str], what: str) -> None:
-    """Write ``text`` (or its parts, one after another) to a temporary file of this process beside ``target``, then rename it into
-    place: a reader sees the old file or the new one, and two processes never share a temporary
-    name. A failed write leaves ``target`` as it was and no temporary file behind."""
+    """Write ``text`` (or its parts, one after another) to a temporary file of this process
+    beside ``target``, then rename it into place: a reader sees the old file or the new one, and
+    two processes never share a temporary name. A failed write leaves ``target`` as it was and
+    no temporary file behind."""
     with writing(target, what):
         fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                     suffix=f".{os.getpid()}.tmp")

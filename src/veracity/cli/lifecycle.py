@@ -12,8 +12,8 @@ from typing import Any
 from veracity.cli.options import make_context, pop_common
 from veracity.cli.output import echo
 from veracity.client import CallStats
-from veracity.runs.common import Context, total_stats
 from veracity.runlock import run_dir_claimed
+from veracity.runs.common import Context, total_stats
 from veracity.store import RunDir
 
 

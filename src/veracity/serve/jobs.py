@@ -44,7 +44,9 @@ class LogWriter(BatchWriter[Entry | StoredScore]):
 
     def describe(self, exc: Exception, count: int) -> str:
         where = "the traffic log" if self.log is None else self.log.path
-        return str(storage_error(exc, where, f"{count} traffic-log rows"))
+        return str(storage_error(exc, where, f"{count} traffic-log rows",
+                                 then="they are written (tried every second; requests get a 503 "
+                                 "meanwhile)"))
 
     async def close(self) -> None:
         """Write what is queued, then close the file."""
