@@ -28,6 +28,8 @@ from small_disk import one_clean_error, resize_tmpfs, small_tmpfs, veracity
 from veracity.serve import GatewaySettings, create_app
 from veracity.traffic import TrafficLog, read_traffic
 
+pytestmark = pytest.mark.slow
+
 N_ITEMS, N = 12, 4
 TOTAL = N_ITEMS * (N + 1)
 WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "

@@ -14,6 +14,7 @@ from veracity.report.html import esc, page, plain_text_labels, table
 from veracity.report.sidecar import beside
 from veracity.space import writing
 from veracity.store import RunDir
+from veracity.terminal import harmless_warnings
 
 Section = Callable[[list[RunDir]], str]
 """A report section: the runs it covers -> HTML."""
@@ -92,7 +93,8 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
     sections = [_guarded(_runs_table, runs, "run.json")]
     with writing(out.parent, "the report's folder"):
         out.parent.mkdir(parents=True, exist_ok=True)
-    with plain_text_labels(), beside(out) as sidecar:  # large item tables: rows beside out
+    # large item tables: rows beside out; warnings raised drawing dataset text shown harmless
+    with plain_text_labels(), beside(out) as sidecar, harmless_warnings():
         for method, group in by_method.items():
             sections += _method_sections(method, group, info)
         for method, part in ((m.name, s) for m in methods() for s in m.sections if s.file):
