@@ -21,7 +21,7 @@ from veracity.data.jsonl import load_json, read_text, stream_objects
 from veracity.errors import ConfigError, DataError
 from veracity.method import get_method, method_names, methods
 from veracity.paths import check_output_dir
-from veracity.runlock import claim_run_dir
+from veracity.runlock import claim_run_dir, run_dir_claimed
 from veracity.space import replace_text, writing
 from veracity.text import json_safe, redact_urls
 
@@ -244,8 +244,8 @@ class RunDir:
         return run
 
     def _write(self, name: str, value: Any) -> None:
-        claim_run_dir(self.path)
-        replace_text(self.path / name, dumps(value, indent=2) + "\n", f"the run's {name}")
+        with run_dir_claimed(self.path):  # held already by a run, or just for this write
+            replace_text(self.path / name, dumps(value, indent=2) + "\n", f"the run's {name}")
 
     def _read(self, name: str) -> Any:
         target = self.path / name
@@ -268,9 +268,9 @@ class RunDir:
         return str(self.info["method"])
 
     def write_samples(self, records: Iterable[dict[str, Any]], name: str = "samples.jsonl") -> None:
-        claim_run_dir(self.path)
-        replace_text(self.path / name, (dumps(r) + "\n" for r in records),
-                     f"the run's {name}")
+        with run_dir_claimed(self.path):
+            replace_text(self.path / name, (dumps(r) + "\n" for r in records),
+                         f"the run's {name}")
 
     def samples(self, name: str = "samples.jsonl") -> Iterator[dict[str, Any]]:
         target = self.path / name

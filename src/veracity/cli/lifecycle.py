@@ -4,7 +4,7 @@ call counters and wall time for the summary line, and the run directory's report
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +12,8 @@ from typing import Any
 from veracity.cli.options import make_context, pop_common
 from veracity.cli.output import echo
 from veracity.client import CallStats
+from veracity.errors import BackendError, ErrorKind
+from veracity.records import RecordError
 from veracity.runlock import run_dir_claimed
 from veracity.runs.common import Context, total_stats
 from veracity.store import RunDir
@@ -41,6 +43,18 @@ def command_run(kw: dict[str, Any]) -> Iterator[CommandRun]:
     finally:
         run.stats = total_stats(run.ctx)
         run.ctx.close()
+
+
+def never_answered(errors: Sequence[RecordError | None], answered: int) -> None:
+    """A BackendError (exit code 1) when items were given, none was scored, and the model's
+    server never answered any of them: a run of a server that is down did not succeed."""
+    if not errors or answered > 0 or any(e is None for e in errors):
+        return
+    if all(e is not None and e.kind is ErrorKind.SERVER for e in errors):
+        last = errors[-1]
+        assert last is not None
+        raise BackendError(f"none of the {len(errors)} items could be scored: the model's server "
+                           f"never answered (last error: {last.message})")
 
 
 def write_report(run: RunDir | None, title: str, quiet: bool = False) -> None:

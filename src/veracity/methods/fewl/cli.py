@@ -18,6 +18,7 @@ from veracity.cli.options import (
     pop_selection,
     record_selection,
     sample_options,
+    unique_out,
 )
 from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
@@ -132,7 +133,7 @@ def settings_from(kw: dict[str, Any]) -> FewlSettings:
 
 def default_out(mode: str, dataset: str) -> Path:
     stem = Path(dataset.split(":", 1)[-1]).stem or dataset
-    return Path("runs") / slug(f"fewl-{mode}-{stem}")
+    return unique_out(slug(f"fewl-{mode}-{stem}"))
 
 
 def _f(value: Any, digits: int = 4) -> str:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from veracity.checks import MAX_N
-from veracity.cli.lifecycle import command_run, write_report
+from veracity.cli.lifecycle import command_run, never_answered, write_report
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
@@ -362,3 +362,4 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
     else:
         print_summary(outcome, cmd.calls_line(), validity)
     write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", kw["as_json"])
+    never_answered([r.error for r in outcome.records], cmd.stats.model_calls - cmd.stats.failed)

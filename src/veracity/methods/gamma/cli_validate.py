@@ -29,6 +29,7 @@ from veracity.methods.gamma.validate import (
     validate_gamma,
 )
 from veracity.report import build_report
+from veracity.runlock import run_dir_claimed
 from veracity.store import dumps
 
 RUN = click.Path(path_type=Path, exists=True, file_okay=False)
@@ -44,7 +45,8 @@ def _ci(block: dict[str, Any]) -> str:
 
 
 def _rebuild_report(path: Path) -> Path:
-    return build_report([path], path / "report.html", title=f"veracity: {path.name}")
+    with run_dir_claimed(path):
+        return build_report([path], path / "report.html", title=f"veracity: {path.name}")
 
 
 @click.group()
@@ -101,6 +103,8 @@ def validate_gamma_command(run: Path, **kw: Any) -> None:
     with command_run(kw) as cmd:
         results = validate_gamma(run, settings, cmd.ctx, out)
     report = _rebuild_report(run)
+    for note in results["endpoints_from_run"]:
+        echo(f"using {note}", err=True)
     if as_json:
         echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
         return
