@@ -89,7 +89,7 @@ def replace_text(target: Path, text: str | Iterable[str], what: str) -> None:
                                     suffix=f".{os.getpid()}.tmp")
         tmp = Path(name)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
                 for part in [text] if isinstance(text, str) else text:
                     fh.write(part)
             os.chmod(tmp, 0o666 & ~_UMASK)  # as open() would have made it

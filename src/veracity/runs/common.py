@@ -19,6 +19,7 @@ from veracity.client import (
     ScorerClient,
 )
 from veracity.embed.base import Embedder
+from veracity.errors import ConfigError
 from veracity.executors import RaySettings, runs_on_ray
 from veracity.registry import (
     load_embedder,
@@ -156,7 +157,10 @@ class Context:
                                     ("embedder", embedders, self.embedder_options)):
             kept = recorded.get(f"{what}s")
             for spec in specs:
-                provider = split_spec(spec)[0]
+                try:
+                    provider = split_spec(spec)[0]
+                except ConfigError:  # "recorded": generations read from a file, no model
+                    continue
                 options = kept.get(provider) if isinstance(kept, dict) else None
                 if not isinstance(options, dict):
                     continue
