@@ -176,12 +176,16 @@ class CacheStats:
 class Cache:
     """A SQLite file shared by every run; safe to use from several threads."""
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, page_cache_mib: int = 64) -> None:
+        """``page_cache_mib``: pages SQLite keeps in memory (a long-lived process that never
+        rereads its puts, the gateway, keeps fewer: its resident size would grow with the file
+        up to this much)."""
         self.path = user_path(path) if path is not None else default_cache_path()
         check_output_file(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = _open(self.path)
+            self._conn.execute(f"PRAGMA cache_size = {-1024 * max(1, int(page_cache_mib))}")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cache {self.path}: cannot open it ({exc})") from None
         self._lock = threading.Lock()

@@ -123,7 +123,8 @@ class Gateway:
             if isinstance(self.thresholds, CalibratedThresholds):
                 model = None if s.upstream else self.upstream.scoring_key(s.model)[0]
                 self.thresholds.check(embedder.spec, s.form, model)
-            self.cache = None if s.no_cache else Cache(s.cache)
+            # a small page cache: the gateway's resident size must not grow with the file
+            self.cache = None if s.no_cache else Cache(s.cache, page_cache_mib=4)
         except BaseException:  # no embedder, a calibration for another setup, no cache
             await self.upstream.aclose()
             raise
