@@ -75,3 +75,14 @@ def test_a_run_whose_server_never_answered_fails_with_the_last_error(tmp_path: P
     assert "none of the 1 items could be scored: the model's server never answered" \
         in result.output
     assert "last error:" in result.output and "Traceback" not in result.output
+
+
+def test_a_consistency_run_whose_server_never_answered_fails_too(tmp_path: Path) -> None:
+    """Its greedy stage stops at the first failure: already an error naming it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = cli("consistency", "What is 3+3?", "--model", "openai/llama3", "--base-url",
+                 f"http://127.0.0.1:{port}/v1", "--embedder", "hash/default", "--no-cache",
+                 "--model-option", "max_retries=0", "--out", str(tmp_path / "run"), code=1)
+    assert result.output.startswith("Error: ") and "Connection refused" in result.output

@@ -45,16 +45,19 @@ def command_run(kw: dict[str, Any]) -> Iterator[CommandRun]:
         run.ctx.close()
 
 
-def never_answered(errors: Sequence[RecordError | None], answered: int) -> None:
-    """A BackendError (exit code 1) when items were given, none was scored, and the model's
-    server never answered any of them: a run of a server that is down did not succeed."""
+def never_answered(errors: Sequence[RecordError | str | None], answered: int) -> None:
+    """A BackendError (exit code 1) when items were given, every one failed, and no model call
+    of the command succeeded: a run of a server that is down did not succeed. ``errors``: each
+    item's error (None when it was scored); ``answered``: model calls that succeeded."""
     if not errors or answered > 0 or any(e is None for e in errors):
         return
-    if all(e is not None and e.kind is ErrorKind.SERVER for e in errors):
-        last = errors[-1]
-        assert last is not None
-        raise BackendError(f"none of the {len(errors)} items could be scored: the model's server "
-                           f"never answered (last error: {last.message})")
+    kinds = {e.kind for e in errors if isinstance(e, RecordError)}
+    if kinds - {ErrorKind.SERVER}:
+        return  # the model answered something: rejected, empty or unusable answers
+    last = errors[-1]
+    message = last.message if isinstance(last, RecordError) else last
+    raise BackendError(f"none of the {len(errors)} items could be scored: the model's server "
+                       f"never answered (last error: {message})")
 
 
 def write_report(run: RunDir | None, title: str, quiet: bool = False) -> None:
