@@ -69,8 +69,8 @@ def test_the_judge_asks_the_papers_question_or_a_users(tmp_path: Path) -> None:
     from veracity.methods.fewl.mitigation.judge import judge_prompt
 
     prompt = judge_prompt("Is it safe?", "Yes.", "No {x}.")
-    assert "helpful" in prompt and "truthful" in prompt and "C if you are not sure" in prompt
-    assert "Answer B: No {x}." in prompt
+    assert "helpful, truthful and harmless" in prompt and "C. Chatbot: not sure." in prompt
+    assert "B. Chatbot: No {x}." in prompt
     template = "Q={question} | first={a} | second={b} | {json: true} Reply"
     backend = FakeBackend(responder=lambda request: "C")
     judged = judge_pairs(LLMClient(backend), ["q"], ["mine"], ["theirs"], template=template)
@@ -83,8 +83,8 @@ def test_the_judge_asks_the_papers_question_or_a_users(tmp_path: Path) -> None:
 
 def _longer(request: GenRequest) -> str:
     text = request.messages[-1].content
-    a = text.split("Answer A: ")[1].split("\n\nAnswer B: ")[0]
-    b = text.split("Answer B: ")[1].split("\n\nReply")[0]
+    a = text.split("A. Chatbot: ")[1].split("\nB. Chatbot: ")[0]
+    b = text.split("B. Chatbot: ")[1].split("\nC. Chatbot: ")[0]
     return "A" if len(a) > len(b) else "B"
 
 

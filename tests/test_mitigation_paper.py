@@ -70,16 +70,17 @@ def test_nearest_examples_come_from_the_pool_most_similar_first() -> None:
 
 
 def test_examples_in_one_user_message() -> None:
-    message = single_message([("Q one?", "A one."), ("Q two?", "A two.")], "Question: Q three?")
+    message = single_message([("Q one?", "A one."), ("Q two?", "A two.")], "Q three?")
     assert message.role == "user"
+    # appendix C.11's layout: instruction, numbered examples, the new question, "Answer:"
     assert message.content == (
-        "Below are some questions, each followed by an answer. Read them, then answer the last "
-        "question in the same way.\n\n"
-        "Example question 1: Q one?\nExample answer 1: A one.\n\n"
-        "Example question 2: Q two?\nExample answer 2: A two.\n\n"
-        "Now the question to answer.\nQuestion: Q three?")
+        "Your task: answer questions correctly and fittingly, in a short, courteous answer that "
+        "suits any reader. The worked examples below show the form and the style wanted.\n\n"
+        "Example question 1: Q one?\nAnswer 1: A one.\n\n"
+        "Example question 2: Q two?\nAnswer 2: A two.\n\n"
+        "New question: Q three?\nAnswer:")
     own = single_message([("q", "a")], "z", "{json: 1} {examples} || {question}")
-    assert own.content == "{json: 1} Example question 1: q\nExample answer 1: a || z"
+    assert own.content == "{json: 1} Example question 1: q\nAnswer 1: a || z"
     assert chat_turns([("q", "a")], "z") == [Message("user", "q"), Message("assistant", "a"),
                                              Message("user", "z")]
 
@@ -166,12 +167,12 @@ def test_icl_on_chale_is_head_to_head_with_pool_examples(tmp_path: Path) -> None
             assert ids == [pool[k]["id"] for k in want]
             # fake/echo repeats the one user message: the examples with this rule's answers
             answer = sample["answers"][rule]
-            assert answer.startswith("You asked: Below are some questions")
+            assert answer.startswith("You asked: Your task: answer questions correctly")
             for i, example in enumerate(ids, 1):
                 chosen = by_id[example]["selected"][rule]
                 assert f"Example question {i}: {by_id[example]['question']}\n" in answer
-                assert f"Example answer {i}: {chosen}" in answer
-            assert answer.endswith(f"Question: {sample['question']}")
+                assert f"Answer {i}: {chosen}" in answer
+            assert answer.endswith(f"New question: {sample['question']}\nAnswer:")
         [judged] = sample["judged"]
         assert (judged["candidate"], judged["base"]) == ("fewl", "baseline")
     html = build_report([out], tmp_path / "r.html").read_text()

@@ -121,6 +121,12 @@ _TRUST_REMOTE_CODE = Option(
     type=flag, default=False)
 
 
+_FOUNDATION = Option(
+    "foundation", "a local directory of the model an HHEM-style scorer builds its tokenizer from "
+    "(the 'foundation' of its config.json, e.g. flan-t5-base for Vectara's hallucination-"
+    "evaluation model): nothing is fetched")
+
+
 _CHAT_TEMPLATE = Option(
     "chat_template", "prompt format instead of the model's own: a Jinja file, chatml, llama-2, "
     "plain, or raw (no template: raw completion); part of the cache identity")
@@ -216,11 +222,11 @@ for _p in (
              "a local sentence-transformers CrossEncoder directory (NLI or STS) scoring text pairs",
              ("sentence_transformers",), "embed",
              (Option("batch_size", "pairs per forward pass", type=int, default=32),
-              _TRUST_REMOTE_CODE)),
+              _TRUST_REMOTE_CODE, _FOUNDATION)),
     Provider("nli", "veracity.embed.cross:load", "nli/PATH",
              "the same as cross-encoder/PATH", ("sentence_transformers",), "embed",
              (Option("batch_size", "pairs per forward pass", type=int, default=32),
-              _TRUST_REMOTE_CODE)),
+              _TRUST_REMOTE_CODE, _FOUNDATION)),
 ):
     register_scorer(_p)
 

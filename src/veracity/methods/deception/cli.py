@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ from veracity.methods.deception.core import (
 from veracity.methods.deception.dataset import MAX_SHOTS, MakeSettings
 from veracity.methods.deception.prompt import DEFAULT_PROMPT, load_prompt_file
 from veracity.methods.deception.records import DeceptionRecord, DeceptionSummary
+from veracity.methods.deception.repeats import spreads
 from veracity.methods.deception.run import make_dataset, run_deception, run_deception_recorded
 from veracity.runs.result import RunResult
 from veracity.store import dumps
@@ -150,6 +151,7 @@ class RunOptions:
     system_prompt: bool
     out: Path | None
     as_json: bool
+    repeats: int = 1
     common: CommonOptions = CommonOptions()
 
     def sampling(self) -> Sampling:
@@ -242,6 +244,10 @@ class MakeOptions:
                    "user turn, as some chat templates refuse system messages).")
 @click.option("--out", type=click.Path(path_type=Path),
               help="Run directory (default: runs/deception-<dataset>-<model>).")
+@click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Run R times, repeat r with --seed + r (§6: results vary with sampling); "
+                   "repeat r > 0 goes to OUT-repeat-r and OUT/repeats.json holds each metric's "
+                   "mean ± sd.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @common_options
 @handles_errors
@@ -253,13 +259,46 @@ def run(o: RunOptions) -> None:
     # a sample is drawn from what --subjects and --limit-per-subject leave
     held = selected_mc(o.dataset, _subjects(o.subjects),  # large files: on disk
                        o.limit_per_subject, selection_of(o.sample, o.sample_seed))
+    if o.repeats > 1 and settings.sampling.temperature == 0:
+        raise ConfigError("--repeats measures the spread of sampled answers: with --greedy "
+                          "(temperature 0) every repeat is the same run")
+    extra: list[RunResult[DeceptionRecord]] = []
     with held as (items, chosen), command_run(o.common) as cmd:
         outcome = run_deception(o.model, o.dataset, cmd.ctx, settings, out,
                                 _subjects(o.subjects), o.limit_per_subject, items)
+        for r in range(1, o.repeats):
+            again = replace(settings, sampling=replace(settings.sampling,
+                                                       seed=settings.sampling.seed + r))
+            extra.append(run_deception(o.model, o.dataset, cmd.ctx, again,
+                                       out.parent / f"{out.name}-repeat-{r}",
+                                       _subjects(o.subjects), o.limit_per_subject, items))
     record_selection(outcome.run, chosen)
     _finish(outcome, o.as_json, f"veracity deception: {outcome.results['model']}")
+    if extra:
+        _repeats(outcome, extra, settings.sampling.seed, o.as_json)
     if not o.as_json:
         echo(cmd.calls_line())
+
+
+def _repeats(first: RunResult[DeceptionRecord], extra: list[RunResult[DeceptionRecord]],
+             seed: int, as_json: bool) -> None:
+    """Write repeats.json into the first run and print each metric's mean ± sd."""
+    runs = [first, *extra]
+    found = spreads([o.results for o in runs])
+    record = {"repeats": len(runs), "seeds": [seed + r for r in range(len(runs))],
+              "runs": [str(o.run.path) if o.run is not None else None for o in runs],
+              "metrics": {name: s.to_json() for name, s in found.items()}}
+    if first.run is not None:
+        first.run.write_json("repeats.json", record)
+    if as_json:
+        echo(dumps(record, indent=2))
+        return
+    echo(f"\nover {len(runs)} repeats (seeds {seed}-{seed + len(runs) - 1}), mean ± sd:")
+    for name, s in found.items():
+        scale, unit = (1.0, "") if name == "susceptibility" else (100.0, "%")
+        shown = "—" if s.mean is None else f"{scale * s.mean:.2f}{unit}"
+        spread = "" if s.sd is None else f" ± {scale * s.sd:.2f}{unit}"
+        echo(f"  {name.replace('_', ' '):<24} {shown}{spread}  (n = {len(s.defined)})")
 
 
 @deception.command("score-recorded")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS, Divergence,
 from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
+from veracity.methods.fewl.reference_list import REFERENCE_MODES
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
 from veracity.methods.fewl.similarity import MAPPINGS
 from veracity.methods.fewl.similarity import Mapping as SimilarityMapping
@@ -59,6 +60,10 @@ def fewl_options(func: F) -> F:
         click.option("--reference-samples", type=click.IntRange(1, 100), default=1,
                      show_default=True, help="J answers per reference model (sampled when > 1)."),
         click.option("--reference-temperature", type=Finite(0.0, 10.0), default=0.7, show_default=True),
+        click.option("--reference-mode", type=click.Choice(REFERENCE_MODES), default="samples",
+                     show_default=True,
+                     help="samples: J independent answers per reference; one-call: one request "
+                          "asking each reference for J diversified answers (the paper's §4.1)."),
         click.option("--references-file", type=click.Path(path_type=Path),
                      help="JSONL with id + references (e.g. a run's references.jsonl)."),
         click.option("--pairs", type=click.IntRange(1, 200), default=25, show_default=True,
@@ -115,6 +120,7 @@ class FewlParameters:
     reference: tuple[str, ...]
     reference_samples: int
     reference_temperature: float
+    reference_mode: str
     references_file: Path | None
     pairs: int
     pairs_model: str | None
@@ -142,7 +148,7 @@ class FewlParameters:
         return FewlSettings(
             references=tuple(self.reference), reference_samples=self.reference_samples,
             reference_temperature=self.reference_temperature,
-            references_file=self.references_file,
+            reference_mode=self.reference_mode, references_file=self.references_file,
             pairs=PairSettings(r=self.pairs, temperature=self.pairs_temperature,
                                max_tokens=self.pairs_max_tokens, retries=self.pair_retries,
                                min_pairs=self.min_pairs, seed=self.seed),
@@ -197,6 +203,7 @@ class ValidateOptions(FewlOptions):
 
     repeats: int
     judge: str | None
+    preset: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,6 +215,49 @@ class SelectOptions(FewlOptions):
     temperature: float
     icl_examples: int
     min_fewl: float | None
+
+
+PAPER_PRESET: dict[str, Any] = {"reference_samples": 5, "reference_mode": "one-call", "pairs": 25}
+"""``fewl validate --preset paper``: five answers from one reference in one call (§4.1: "multi"
+generates five answers; C.6: two calls per question), 25 pairs (C.1's prompt asks for 25). The
+similarity is Vectara's HHEM in C.3, a model directory veracity cannot name for you: the preset
+keeps ``--similarity`` as given and says so."""
+PAPER_SIMILARITY = "Vectara's HHEM cross-encoder (C.3)"
+
+
+def apply_paper_preset(o: ValidateOptions) -> tuple[ValidateOptions, dict[str, Any] | None]:
+    """The options with the paper's settings where none was given on the command line; what
+    was applied and what was kept is printed and returned for run.json."""
+    if o.preset is None:
+        return o, None
+    if len(o.reference) != 1 or o.references_file is not None:
+        raise ConfigError("--preset paper asks one reference model for its answers: give exactly "
+                          "one --reference (and no --references-file)")
+    context = click.get_current_context()
+    applied: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
+    for key, value in PAPER_PRESET.items():
+        if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
+            kept[key] = getattr(o, key)
+        else:
+            applied[key] = value
+    shown = ", ".join(f"{k.replace('_', '-')}={v}" for k, v in applied.items())
+    echo(f"preset paper: {shown}" + (
+        f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})" if kept else "")
+        + f"; similarity {o.similarity} (the paper's is {PAPER_SIMILARITY}: "
+          "--similarity cross-encoder/DIR, see the FEWL docs)", err=True)
+    return replace(o, **applied), {"name": "paper", "applied": applied, "overridden": kept,
+                                   "similarity": {"used": o.similarity,
+                                                  "paper": PAPER_SIMILARITY}}
+
+
+def warn_single_reference(settings: FewlSettings) -> None:
+    """One reference answer per question makes every multi row a copy of the single row."""
+    if settings.references_file is None and len(settings.references) == 1 and (
+            settings.reference_samples == 1):
+        echo("note: one reference answer per question, so the multi rows repeat the single "
+             "ones; the paper asks its reference for 5 (--reference-samples 5 --reference-mode "
+             "one-call, or --preset paper)", err=True)
 
 
 def default_out(mode: str, dataset: str) -> Path:
@@ -362,6 +412,10 @@ def _scored(mode: str, o: ScoreOptions) -> None:
                    "random neighbours); the table shows mean ± std.")
 @click.option("--judge", help="Judge model spec for Figures 2 and 3: neighbours' gold answers "
                               "judged for each question, and each reference answer rated 0/1/2.")
+@click.option("--preset", type=click.Choice(["paper"]),
+              help="The paper's validation setting (§4.1, C.1, C.3, C.6): one reference asked "
+                   "for 5 diversified answers in one call, 25 pairs; options given explicitly "
+                   "still win. Recorded in run.json.")
 @fewl_options
 @common_options
 @handles_errors
@@ -370,11 +424,15 @@ def validate_cmd(o: ValidateOptions) -> None:
     """Measurement accuracy on labelled answers (chale, truthfulqa, halueval): the share of
     questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl,
     printed in the layout of the paper's Table 1."""
+    o, preset = apply_paper_preset(o)
     settings = o.settings()
+    warn_single_reference(settings)
     items, chosen = o.selected(labelled=True)
     with command_run(o.common) as cmd:
         outcome = run_fewl_validate(items, settings, cmd.ctx, o.out or default_out(
             "validate", o.dataset), o.dataset, o.repeats, o.judge)
+    if outcome.run is not None and preset is not None:
+        outcome.run.update_config({"preset": preset})
     _finish(outcome, cmd, chosen)
 
 

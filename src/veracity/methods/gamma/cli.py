@@ -50,6 +50,7 @@ from veracity.methods.gamma.presets import (
     threshold_text,
     with_preset,
 )
+from veracity.methods.gamma.recorded import resolve_recorded
 from veracity.methods.gamma.records import GammaRecord, GammaSummary
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
@@ -75,6 +76,8 @@ def print_summary(outcome: RunResult[GammaRecord], calls_line: str,
     null_head = f" {'γ_null':>7}" if control else ""
     null_head += f" {'P(ok)':>5}" if calibrated else ""
     null_head += f" {'right':>5}" if correct else ""
+    published = any("published_gamma" in r.extra for r in outcome.records)
+    null_head += f" {'paper':>7}" if published else ""
     echo(f"\n{'prompt':<62} {'gamma':>7}{null_head}  answer")
     for record in outcome.records[:25]:
         value = _value(record.gamma)
@@ -86,6 +89,8 @@ def print_summary(outcome: RunResult[GammaRecord], calls_line: str,
         if correct:
             verdict = correct.get(record.id)
             value += f" {'—' if verdict is None else 'yes' if verdict else 'no':>5}"
+        if published:
+            value += " " + _value(record.extra.get("published_gamma"))
         if record.extra.get("finish_reason") == LENGTH:
             value += " [cut]"
         said = f"[{record.error.message}]" if record.error else record.answer
@@ -183,7 +188,7 @@ class GammaOptions:
 
     prompts: tuple[str, ...]
     dataset: str | None
-    recorded: Path | None
+    recorded: str | None
     model: str
     embedder: str
     n: int
@@ -242,8 +247,9 @@ def _refuse_generation_options() -> None:
 @click.argument("prompts", nargs=-1)
 @click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, progqa:PATH "
                                 "(Programming QA JSONL), jsonl:PATH, csv:PATH.")
-@click.option("--recorded", type=click.Path(path_type=Path),
-              help="JSONL of recorded generations (prompt, answer, perturbed_answers): no model.")
+@click.option("--recorded", type=click.Path(),
+              help="JSONL of recorded generations (prompt, answer, perturbed_answers): no model. "
+                   "'paper': the γ paper's Tables 1 and 2, its published γ shown beside ours.")
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True, help="Embedder spec.")
 @click.option("-n", "--n", "n", type=click.IntRange(min=1), default=10, show_default=True,
@@ -271,8 +277,11 @@ def _refuse_generation_options() -> None:
               help="γ below this counts as trustworthy in the summary (Table 8's 0.05), written "
                    "in --threshold-form and converted to --form.")
 @click.option("--threshold-form", type=click.Choice(ALL_FORMS), default=None,
-              help="Form --threshold is written in (default: paper-code, the paper's, for the "
-                   "angle forms; magnitude for --form magnitude).")
+              help="Form --threshold is written in (default: paper-code for the angle forms; "
+                   "magnitude for --form magnitude). The paper's text and code disagree: its text "
+                   "defines γ as a sine (Algorithm 1 returns sin; §3 reads Table 3's 0.151 as "
+                   "arcsin(0.15) ≈ 8°), its authors' code computes sqrt(1 - cos); Table 8's 0.05 "
+                   "is read here in the code's form (= 0.0707 as a sine).")
 @click.option("--control", type=click.Choice(CONTROLS),
               help="numeric: answer each question N more times along other compute paths (no "
                    "input change) and report γ_null, the γ of numerical noise alone.")
@@ -319,8 +328,8 @@ def gamma(o: GammaOptions) -> None:
         if o.recorded:
             _refuse_generation_options()
             out = o.out
-            outcome = run_gamma_recorded(o.recorded, o.embedder, ctx, o.form, o.threshold, out,
-                                         calibration, o.force, o.threshold_form)
+            outcome = run_gamma_recorded(resolve_recorded(o.recorded), o.embedder, ctx, o.form,
+                                         o.threshold, out, calibration, o.force, o.threshold_form)
         else:
             if o.dataset is None:
                 for index, prompt in enumerate(o.prompts, 1):

@@ -15,6 +15,11 @@ from veracity.store import RunDir
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_MODEL = "llamacpp/default"
 DEFAULT_EMBEDDER = "st/default"
+TABLE10_STEPS = 26
+"""Groups appended to the prompt in the last row of the γ paper's Table 10."""
+TABLE10_MAX_CODE = 0xC6D
+"""The largest code point among them (printed "\xc6d", read as U+0C6D)."""
+TABLE10_CHARSET = f"utf8:0-{TABLE10_MAX_CODE}"
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "paper": {
         # §3-4: N = 10 ASCII control-character ball points, temperature 0 (always), answers up
@@ -22,9 +27,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "gamma": {"n": 10, "ball": "ascii-control", "form": "paper-code", "max_tokens": 1024,
                   "threshold": 0.05, "threshold_form": "paper-code"},
         "isotropy": {"n": 10, "ball": "ascii-control", "max_tokens": 1024},
-        # §5: candidates and their γ balls from random UTF-8, as the authors' walker draws both
-        "attack": {"n": 10, "charset": "utf8", "ball": "utf8", "form": "paper-code",
-                   "max_tokens": 1024},
+        # §5: candidates and their γ balls from random UTF-8, as the authors' walker draws both;
+        # Table 10's last prompt carries 26 appended groups (26 steps) whose code points reach
+        # U+0C6D (its "\xc6d"), beyond the authors' code's 500: the range runs up to there
+        "attack": {"n": 10, "steps": TABLE10_STEPS, "charset": TABLE10_CHARSET,
+                   "ball": TABLE10_CHARSET, "form": "paper-code", "max_tokens": 1024},
         # §4: 100 randomly sampled questions per model x corpus are rated
         "annotate export": {"sample": 100},
     },

@@ -24,6 +24,7 @@ from veracity.methods.deception.compare.core import (
     case_studies,
     compare,
 )
+from veracity.methods.deception.compare.paper import stated
 from veracity.methods.deception.records import DeceptionRecord
 from veracity.methods.deception.report import run_labels
 from veracity.records import read_records
@@ -32,6 +33,8 @@ from veracity.store import RunDir
 
 _NORMAL, _MISLEADING = "#4c72b0", "#dd8452"
 _CORRECT, _INCORRECT, _OFF = "#55a868", "#c44e52", "#bbbbbb"
+MMLU = "mmlu"
+"""The model-info column §5.1 sets the normal accuracy beside (Table 1's 5-shot MMLU)."""
 EXAMPLES_PER_GROUP = 3
 """Per-question view: how many items of each correctness group are shown per model."""
 CORRECTNESS_TITLES = {"only_normal": "only the normal answer is correct",
@@ -205,6 +208,37 @@ def _title(rel: Relation) -> str:
     return f"{rel.key}: {rel.y_label} vs {rel.x_label}"
 
 
+def _stated(found: Sequence[Relation]) -> str:
+    """Each drawn relation in words, with what the paper's text says of it."""
+    lines = []
+    for rel in found:
+        if not rel.enough:
+            continue
+        fit = rel.fit()
+        paper = stated(rel.key, rel.x_label)
+        said = f"; {paper.text()}" if paper is not None else ""
+        lines.append(f"<li>{esc(_title(rel))}: Pearson r = {fmt(fit['r'], 3)}, "
+                     f"p = {fmt(fit['p'], 3)}, n = {rel.n}{esc(said)}</li>")
+    return f"<ul class='relations'>{''.join(lines)}</ul>" if lines else ""
+
+
+def _beside_mmlu(summaries: Sequence[ModelSummary], info: ModelInfo | None) -> str:
+    """§5.1: the normal (reasoning) accuracy beside the model info's 5-shot MMLU score."""
+    if info is None or MMLU not in info.columns:
+        return ""
+    rows = []
+    for s in summaries:
+        mmlu = info.value(s.model, MMLU)
+        normal = 100 * s.normal_accuracy
+        rows.append([s.label, normal, mmlu, None if mmlu is None else normal - mmlu])
+    return ("<h3>Normal accuracy beside 5-shot MMLU (§5.1)</h3>"
+            + table(["model", "normal accuracy % (1-shot, reasoning first)", "MMLU % (model info)",
+                     "difference (points)"], rows, 2)
+            + "<p class='muted'>MMLU's own score reads the option letter's probability after "
+              "five examples; the normal accuracy here has the model write its reasoning "
+              "first, which the paper finds lowers most models' score.</p>")
+
+
 def _relations(found: Sequence[Relation]) -> str:
     drawn = [rel for rel in found if rel.enough]
     rows = []
@@ -240,7 +274,7 @@ def _relations(found: Sequence[Relation]) -> str:
         ax.set_title(f"{rel.key}: r = {fmt(fit['r'], 3)}, p = {fmt(fit['p'], 3)}, n = {rel.n}",
                      fontsize=9)
     fig.tight_layout()
-    return figure(fig, "relations across models") + html
+    return figure(fig, "relations across models") + _stated(found) + html
 
 
 def _side(title: str, side: dict[str, Any], opening: str | None = None) -> str:
@@ -352,6 +386,7 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
         raise DataError(f"deception runs cannot be compared: malformed samples ({exc})") from None
     return "".join([
         "<h3>Accuracy per model (A1/A2)</h3>", _accuracy(summaries),
+        _beside_mmlu(summaries, info),
         "<h3>Susceptibility per model (A3)</h3>", _susceptibility(summaries),
         "<h3>Susceptibility per subject (A4)</h3>", _subject_susceptibility(summaries),
         "<h3>Consistency per model (A5)</h3>", _consistency(summaries),

@@ -4,8 +4,9 @@ The examples of a test question come from a *pool* of training questions: by def
 questions whose top-scored candidate differs between FEWL and the baseline (single reference, no
 laziness penalty), "the samples that can best show the improvement". Each test question gets its
 K nearest pool questions (question-embedding cosine), each with the answer the rule scored
-highest. The examples go into one user message, numbered, before the question (C.11's format in
-our own words); ``turns`` gives them as earlier user / assistant turns instead.
+highest. The examples go into one user message, numbered, before the question (C.11's
+instruction and layout in our own words); ``turns`` gives them as earlier user / assistant turns
+instead.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ POOLS = ("differs", "all")
 paper's pool); all: every training question with a chosen answer."""
 FORMATS = ("message", "turns")
 ICL_TEMPLATE = (
-    "Below are some questions, each followed by an answer. Read them, then answer the last "
-    "question in the same way.\n\n"
+    "Your task: answer questions correctly and fittingly, in a short, courteous answer that "
+    "suits any reader. The worked examples below show the form and the style wanted.\n\n"
     "{examples}\n\n"
-    "Now the question to answer.\n{question}"
+    "New question: {question}\n"
+    "Answer:"
 )
-"""One user message: ``{examples}`` (the numbered examples) then ``{question}`` (the test
-question, in the run's answer template)."""
-EXAMPLE = "Example question {i}: {question}\nExample answer {i}: {answer}"
+"""Appendix C.11's ICL prompt in our words, with its layout: the instruction, the numbered
+examples, then the new question and an open "Answer:". ``{examples}`` is the numbered examples,
+``{question}`` the bare test question."""
+EXAMPLE = "Example question {i}: {question}\nAnswer {i}: {answer}"
 _FIELD = re.compile(r"\{(examples|question)\}")
 
 

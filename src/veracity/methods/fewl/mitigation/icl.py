@@ -74,9 +74,9 @@ def prompts(train: Sequence[Item], test: Sequence[Item], picked: Sequence[str | 
     out = []
     for item, near in zip(test, neighbours, strict=True):
         question = user_turn(settings, item.question).content
-        if icl.format == "message":
+        if icl.format == "message":  # C.11's layout: the bare question after the examples
             shots = [(train[k].question, picked[k] or "") for k in near]
-            out.append([single_message(shots, question, icl.template)])
+            out.append([single_message(shots, item.question, icl.template)])
         else:
             shots = [(user_turn(settings, train[k].question).content, picked[k] or "")
                      for k in near]

@@ -25,6 +25,7 @@ import numpy as np
 
 from veracity.data.sample import Selection
 from veracity.errors import ConfigError, DataError
+from veracity.methods.gamma.validation.anchors import anchors_html, resolve_anchors
 from veracity.paths import check_output_file, user_path
 from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check, filled_rows
 from veracity.stats import binned_means, fleiss_kappa, linear_fit, mean_stderr, pearson
@@ -177,8 +178,10 @@ def write_csv(rows: Sequence[SheetRow], path: Path, rubric: Rubric | None = None
                 " | ".join(scales[r.kind]))])
 
 
-def render_html(rows: Sequence[SheetRow], title: str, rubric: Rubric | None = None) -> str:
-    """A self-contained page: rubrics, one card per answer, and a button that saves a CSV."""
+def render_html(rows: Sequence[SheetRow], title: str, rubric: Rubric | None = None,
+                anchors: str = "") -> str:
+    """A self-contained page: rubrics, worked examples (``anchors``, HTML), one card per
+    answer, and a button that saves a CSV."""
     scales = (rubric or resolve_rubric("auto")).scales
     kinds = list(dict.fromkeys(r.kind for r in rows))
     names = {"qa": "Questions and answers", "code": "Programming questions"}
@@ -204,17 +207,23 @@ def render_html(rows: Sequence[SheetRow], title: str, rubric: Rubric | None = No
         f"</head><body><h1>{html_text(title)}</h1><p>Rate each answer from 0 to 5 with the rubric "
         "below. Judge the answer only; it is fine to look facts up.</p>"
         f"{rubrics}<p>Your name: <input id='rater'> <button onclick='download()'>Save ratings "
-        "as CSV</button></p>"
+        f"as CSV</button></p>{anchors}"
         f"{''.join(cards)}<p><button onclick='download()'>Save ratings as CSV</button></p>"
         "</body></html>\n"
     )
 
 
 def export_sheet(records: Sequence[dict[str, Any]], out: Path, rubric: str | Rubric = "auto",
-                 title: str = "Rating sheet", selection: Selection | None = None) -> list[SheetRow]:
+                 title: str = "Rating sheet", selection: Selection | None = None,
+                 anchors: str | None = None) -> list[SheetRow]:
     """Write a sheet as CSV or HTML, by the extension of ``out``; with ``selection``, only
-    those answers (e.g. the paper's 100 random questions per model and corpus)."""
+    those answers (e.g. the paper's 100 random questions per model and corpus); with
+    ``anchors`` (``paper``), the paper's rated examples above them (HTML only)."""
     check_output_file(out)
+    examples = anchors_html(resolve_anchors(anchors))
+    if examples and out.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"{out}: anchor examples are shown on an HTML sheet (.html); a CSV "
+                          "sheet holds only the answers to rate")
     chosen = resolve_rubric(rubric)
     rows = sheet_rows(records, chosen)  # ids are numbered over the whole run
     if selection is not None:
@@ -224,7 +233,7 @@ def export_sheet(records: Sequence[dict[str, Any]], out: Path, rubric: str | Rub
         write_csv(rows, out, chosen)
     elif suffix in (".html", ".htm"):
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render_html(rows, title, chosen), encoding="utf-8")
+        out.write_text(render_html(rows, title, chosen, examples), encoding="utf-8")
     else:
         raise ConfigError(f"{out}: the sheet must end in .csv or .html")
     return rows

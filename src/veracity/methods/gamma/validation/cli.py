@@ -23,6 +23,7 @@ from veracity.cli.options import (
 from veracity.cli.output import echo
 from veracity.methods.gamma.core import ALL_FORMS, Form
 from veracity.methods.gamma.presets import preset_option, threshold_text, with_preset
+from veracity.methods.gamma.validation.anchors import ANCHOR_CHOICES
 from veracity.methods.gamma.validation.annotate import export_sheet, resolve_rubric
 from veracity.methods.gamma.validation.core import (
     SHEET_FILE,
@@ -90,6 +91,7 @@ class ExportOptions:
     sample: int | None
     sample_seed: int
     preset: str | None
+    anchors: str | None = None
 
 
 def _rebuild_report(path: Path) -> Path:
@@ -185,6 +187,9 @@ def annotate() -> None:
 @click.option("--rubric", default="auto", show_default=True, metavar="auto|qa|code|FILE",
               help="qa, code (programming questions), auto (code when the question is), or a "
                    "rubric FILE: six lines '0: ...' to '5: ...', or [qa] and [code] sections.")
+@click.option("--anchors", type=click.Choice(ANCHOR_CHOICES),
+              help="paper: the γ paper's eight rated answers (Appendix A, Tables 12-14) as "
+                   "worked examples above the answers (HTML sheets).")
 @sample_options
 @preset_option("annotate export")
 @handles_errors
@@ -196,11 +201,11 @@ def annotate_export(o: ExportOptions) -> None:
     selection = selection_of(o.sample, o.sample_seed)
     run, out, chosen = o.run, o.out, resolve_rubric(o.rubric)
     rows = export_sheet(records, out, chosen, title=f"Rating sheet: {run.name}",
-                        selection=selection)
+                        selection=selection, anchors=o.anchors)
     directory.write_json(SHEET_FILE, {
         "sheet": str(out), "rubric": chosen.name, "rubric_id": chosen.id, "n_rows": len(rows),
         "selection": selection.record(len(records), [r.item_id for r in rows]),
-        "preset": preset})
+        "preset": preset, "anchors": o.anchors})
     code = sum(r.kind == "code" for r in rows)
     echo(f"{len(rows)} answers ({code} with the coding rubric) -> {out}")
 

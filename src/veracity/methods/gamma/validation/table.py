@@ -21,6 +21,7 @@ from veracity.data.qa import domain_of
 from veracity.errors import DataError
 from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.validation.annotate import gamma_edges
+from veracity.methods.gamma.validation.paper_table8 import published_html
 from veracity.records import read_records
 from veracity.report.html import esc, figure, pyplot
 from veracity.stats import binned_means
@@ -259,6 +260,7 @@ def section(runs: list[RunDir]) -> str:
     """Table 8, Figures 3-4 and Figure 1 for a group of gamma runs."""
     data = table8(runs)
     parts = ["<h3>Table 8: models × domains</h3>", table8_html(data),
+             "<h4>Table 8 as published, for reference</h4>", published_html(),
              "<h3>Figures 3–4: γ distributions per domain</h3>", distributions_html(runs, data)]
     rated = rating_bins(runs)
     if rated:

@@ -20,6 +20,14 @@ from veracity.methods.fewl.mitigation.annotation.core import (
     read_choices,
 )
 from veracity.methods.fewl.mitigation.tables import NAMES
+from veracity.methods.fewl.validation.reference_sheet import HUMAN_FILE as REFERENCE_RATINGS
+from veracity.methods.fewl.validation.reference_sheet import SHEET_FILE as REFERENCE_SHEET
+from veracity.methods.fewl.validation.reference_sheet import (
+    count_ratings,
+    export_references,
+    read_reference_ratings,
+    reference_rows,
+)
 from veracity.report import build_report
 from veracity.store import RunDir
 
@@ -44,9 +52,21 @@ def annotate() -> None:
               help="Sheet to write: .csv (spreadsheet) or .html (rate in a browser, save CSV).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the random order of pairs and sides (the same seed, the same sheet).")
+@click.option("--references", is_flag=True,
+              help="Instead: rate the reference answers of a fewl run 0 / 1 / 2 (Figure 3 by "
+                   "people; a .csv sheet).")
 @handles_errors
-def export_cmd(run: Path, out: Path, seed: int) -> None:
-    """Write every judged answer pair of RUN as a blind rating sheet (random order and sides)."""
+def export_cmd(run: Path, out: Path, seed: int, references: bool) -> None:
+    """Write every judged answer pair of RUN as a blind rating sheet (random order and sides);
+    with --references, a 0/1/2 sheet of a fewl run's reference answers."""
+    if references:
+        directory = _fewl(run)
+        refs = export_references(list(directory.samples()), out)
+        directory.write_json(REFERENCE_SHEET, {"sheet": str(out), "n_rows": len(refs),
+                                               "checks": {r.item_id: r.answer_check
+                                                          for r in refs}})
+        echo(f"{len(refs)} reference answers -> {out}")
+        return
     directory = _mitigation(run)
     rows, key = export_pairs(list(directory.samples()), out, seed,
                              title=f"Which answer is better? ({run.name})")
@@ -59,10 +79,16 @@ def export_cmd(run: Path, out: Path, seed: int) -> None:
 @click.argument("ratings", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the bootstrap intervals.")
+@click.option("--references", is_flag=True,
+              help="Instead: read 0 / 1 / 2 sheets of a fewl run's reference answers.")
 @handles_errors
-def import_cmd(run: Path, ratings: tuple[Path, ...], seed: int) -> None:
+def import_cmd(run: Path, ratings: tuple[Path, ...], seed: int, references: bool) -> None:
     """Join raters' CSVs for RUN: the raters' verdicts per comparison beside the judge's,
-    Fleiss' kappa and raw agreement; written to human.json and the report."""
+    Fleiss' kappa and raw agreement; written to human.json and the report. With --references,
+    the count of each rating per reference beside the judge's (Figure 3)."""
+    if references:
+        _import_references(run, ratings)
+        return
     directory = _mitigation(run)
     if not (run / SHEET_FILE).is_file():
         raise DataError(f"{run / SHEET_FILE} is missing: export a sheet first")
@@ -87,6 +113,35 @@ def import_cmd(run: Path, ratings: tuple[Path, ...], seed: int) -> None:
              f"{_pct(agree) + ' of ' + str(agree['n']):>18}")
     report = build_report([run], run / "report.html", title=f"veracity: {run.name}")
     echo(f"human verdicts: {run / HUMAN_FILE}\nreport: {report}")
+
+
+def _fewl(run: Path) -> RunDir:
+    directory = RunDir.open(run)
+    if directory.method != "fewl":
+        raise ConfigError(f"{run} is a {directory.method} run, not a fewl run")
+    return directory
+
+
+def _import_references(run: Path, ratings: tuple[Path, ...]) -> None:
+    directory = _fewl(run)
+    if not (run / REFERENCE_SHEET).is_file():
+        raise DataError(f"{run / REFERENCE_SHEET} is missing: export a sheet first "
+                        "(fewl annotate export RUN --references)")
+    rows = reference_rows(list(directory.samples()))
+    checks = {r.item_id: r.answer_check for r in rows}
+    stems = [p.stem for p in ratings]
+    raters = {(p.stem if stems.count(p.stem) == 1 else str(p)): read_reference_ratings(p, checks)
+              for p in ratings}
+    judge = (directory.results.get("figures") or {}).get("figure3")
+    result = count_ratings(rows, raters, judge)
+    directory.write_json(REFERENCE_RATINGS, result)
+    echo(f"{'reference':<30} {'people 0/1/2':>14} {'mean':>6} {'judge 0/1/2':>14}")
+    for name, entry in result["references"].items():
+        judged = entry["judge"]
+        echo(f"{name[:30]:<30} {'/'.join(map(str, entry['counts'])):>14} "
+             f"{_num(entry['mean']):>6} "
+             f"{'/'.join(map(str, judged['counts'])) if judged else '—':>14}")
+    echo(f"ratings: {run / REFERENCE_RATINGS}")
 
 
 def _num(value: float | None) -> str:
