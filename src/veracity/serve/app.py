@@ -137,7 +137,8 @@ class Gateway:
             if isinstance(self.thresholds, CalibratedThresholds):
                 model = None if s.upstream else self.upstream.scoring_key(s.model)[0]
                 self.thresholds.check(embedder.spec, s.form, model)
-            self.cache = None if s.no_cache else Cache(s.cache)
+            # a small page cache: the gateway's resident size must not grow with the file
+            self.cache = None if s.no_cache else Cache(s.cache, page_cache_mib=4)
         except BaseException:  # no embedder, a calibration for another setup, no cache
             await self.upstream.aclose()
             if self.stronger is not None:
@@ -189,7 +190,7 @@ class Gateway:
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        if self.ready:
+        if self.ready and self.writer.failure is None:
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "not ready"}, status_code=503)
 
@@ -290,6 +291,10 @@ class Gateway:
         problem = check_body(body)
         if problem:
             return error(400, problem)
+        if self.writer.failure is not None:  # nothing is served that the log cannot keep
+            return error(503, "the gateway cannot write its traffic log (its disk is full or "
+                         "unwritable); retry later", "server_error", "traffic_log_unwritable",
+                         {"Retry-After": str(self.settings.retry_after)})
         if self.tracing is not None:
             self.tracing.asked(body)
         exchange_id = f"vrc-{uuid.uuid4().hex}"

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from veracity.checks import MAX_N
-from veracity.cli.lifecycle import command_run, write_report
+from veracity.cli.lifecycle import command_run, never_answered, write_report
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
@@ -390,3 +390,4 @@ def gamma(o: GammaOptions) -> None:
         if prices is not None and not o.recorded:
             echo(spent)
     write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", o.as_json)
+    never_answered([r.error for r in outcome.records], cmd.stats.model_calls - cmd.stats.failed)
