@@ -147,7 +147,8 @@ for _p in (
                      "answer in batches (draft; γ's centre answer; part of the cache identity)",
                      ("sequential", "draft"), default="sequential"),
               Option("attention", "llama.cpp's attention kernel (part of the cache identity); "
-                     "auto: flash for decode=draft, where it makes a verified draft exact",
+                     "auto: flash where the load-time probe finds it batch-invariant and a "
+                     "timing (remembered per CPU and model) finds it no slower",
                      ("auto", "standard", "flash"), default="auto"))),
     Provider("openai", "veracity.backends.endpoints:load", "openai/MODEL [--base-url URL]",
              "any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama); "

@@ -25,6 +25,7 @@ from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS
 from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
+from veracity.methods.fewl.neighbours import INDEXES
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
@@ -38,7 +39,7 @@ _SETTINGS = ("reference", "reference_samples", "reference_temperature", "referen
              "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
              "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
              "question_embedder", "neighbours", "near_duplicate", "tau", "expertise",
-             "pair_prompt", "neighbours_mode",
+             "pair_prompt", "neighbours_mode", "neighbours_index",
              "divergence",
              "max_tokens", "answer_template", "seed")
 
@@ -92,6 +93,10 @@ def fewl_options(func: F) -> F:
         click.option("--neighbours-mode", type=click.Choice(NEIGHBOUR_MODES), default="nearest",
                      show_default=True, help="The penalty's questions: the K nearest, or K "
                      "random ones with cosine <= --near-duplicate (Table 8), seeded."),
+        click.option("--neighbours-index", type=click.Choice(INDEXES), default="auto",
+                     show_default=True, help="Nearest-neighbour search (faiss): exact, or an "
+                     "approximate hnsw / ivf index whose recall@K against exact search is "
+                     "measured on a sample and recorded; auto: exact below 100,000 questions."),
         click.option("--tau", type=Finite(0.0, min_open=True), default=1.0, show_default=True,
                      help="[reconstructed] softmax temperature of the expertise weights."),
         click.option("--expertise", type=click.Choice(EXPERTISE_FORMS), default="gap",
@@ -125,6 +130,7 @@ def settings_from(kw: dict[str, Any]) -> FewlSettings:
         question_embedder=o["question_embedder"], neighbours=o["neighbours"],
         near_duplicate=o["near_duplicate"], tau=o["tau"], expertise=o["expertise"],
         divergence=o["divergence"], neighbours_mode=o["neighbours_mode"],
+        neighbours_index=o["neighbours_index"],
         pair_prompt=PairPrompt.from_file(o["pair_prompt"]) if o["pair_prompt"] else PairPrompt(),
         max_tokens=o["max_tokens"], answer_template=o["answer_template"], seed=o["seed"],
     )
