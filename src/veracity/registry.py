@@ -165,7 +165,10 @@ for _p in (
               Option("device", "torch device: cpu, cuda, cuda:1 (default: cuda if available)"),
               Option("dtype", "weights dtype (default: float32 on CPU, auto on GPU)",
                      ("auto", "float32", "float16", "bfloat16")),
-              Option("batch_size", "prompts per forward pass", type=int, default=8),
+              Option("batch", "sequences decoded together in one left-padded batch: auto "
+                     "(bounded by memory) or N; 1 decodes one prompt at a time (sequential, "
+                     "part of the cache identity)", default="auto"),
+              Option("batch_size", "older name of batch (a fixed number)", type=int),
               Option("threads", "torch CPU threads (process-wide)", type=int),
               Option("adapter", "PEFT (LoRA) adapter directory applied on top of the model, "
                      "e.g. one written by veracity fewl finetune"),
