@@ -121,7 +121,7 @@ class HFBackend:
         adapter: str | None = None,
         chat_template: str | None = None,
         decode: str = "sequential",
-        batch: str | int | None = None,
+        batch: str | int = "auto",
     ) -> None:
         """``batch`` is the most sequences decoded together in one left-padded batch: ``auto``
         (the default) bounded by memory (see :mod:`veracity.backends.hf_batch`), 1 for
@@ -134,7 +134,7 @@ class HFBackend:
         if decode not in DECODERS:
             raise ConfigError(f"decode={decode}: choose one of {', '.join(DECODERS)}")
         template = resolve_template(chat_template) if chat_template else None
-        if batch_size is not None and batch is not None:
+        if batch_size is not None and batch != "auto":
             raise ConfigError(f"{spec}: give batch or batch_size (its older name), not both")
         if batch_size is not None and batch_size < 1:
             raise ConfigError(f"{spec}: batch_size must be at least 1, got {batch_size}")
