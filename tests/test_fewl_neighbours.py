@@ -95,13 +95,17 @@ def test_fewer_candidates_than_k_leave_slots_masked() -> None:
 
 
 def test_recall_on_hand_made_cases() -> None:
-    exact = np.array([[1, 2, 3], [0, 2, 0]])
+    exact = np.array([[0.9, 0.8, 0.7], [0.6, 0.5, 0.0]])
     exact_mask = np.array([[True, True, True], [True, True, False]])
-    # row 0 finds 2 of 3 (in another order), row 1 finds 1 of 2; a masked slot never counts
-    found = np.array([[3, 1, 9], [2, 0, 7]])
+    # row 0: 0.9 and 0.7 reach its 3rd exact cosine (0.7), 0.65 does not; row 1: 0.6 reaches
+    # 0.5, 0.55 is masked out, 0.4 falls short: 3 of 5
+    found = np.array([[0.9, 0.7, 0.65], [0.6, 0.55, 0.4]])
     found_mask = np.array([[True, True, True], [True, False, True]])
     assert recall_at_k(found, found_mask, exact, exact_mask) == pytest.approx(3 / 5)
     assert recall_at_k(exact, exact_mask, exact, exact_mask) == 1.0
+    # a tie with the K-th exact neighbour is as near: found, even if another question
+    tie = np.array([[0.9, 0.8, 0.7 - 1e-9], [0.6, 0.5, 0.5]])
+    assert recall_at_k(tie, np.ones((2, 3), bool), exact, exact_mask) == 1.0
     nothing = np.zeros((2, 3), dtype=bool)
     assert recall_at_k(found, nothing, exact, exact_mask) == 0.0
     assert recall_at_k(found, found_mask, exact, nothing) == 1.0  # no exact neighbour at all
@@ -116,7 +120,7 @@ def test_the_recorded_recall_is_the_share_of_exact_neighbours_found() -> None:
     exact = select_neighbours(vectors, 10, 0.99)
     assert record.recall_questions == 400
     assert record.recall_at_k == pytest.approx(
-        recall_at_k(found.index, found.mask, exact.index, exact.mask), abs=1e-6)
+        recall_at_k(found.cosine, found.mask, exact.cosine, exact.mask), abs=1e-6)
     assert record.recall_at_k < 1.0
 
 

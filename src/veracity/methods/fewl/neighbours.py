@@ -89,7 +89,8 @@ class SearchRecord:
     k: int
     library: str = ""
     recall_at_k: float | None = None
-    """Share of the sampled questions' exact neighbours the index found (1.0 for exact)."""
+    """Share of the sampled questions' exact neighbours the index found, ties with the K-th
+    counting as found (1.0 for exact; see :func:`recall_at_k`)."""
     recall_questions: int = 0
     parameters: dict[str, Any] = field(default_factory=dict)
 
@@ -109,19 +110,26 @@ def _faiss(kind: str) -> Any:
     return faiss
 
 
-def recall_at_k(found: Ints, found_mask: Bools, exact: Ints, exact_mask: Bools) -> float:
-    """Share of the exact neighbours (over all rows, each real slot once) that ``found`` has in
-    the same row, in any slot; 1.0 when there is no exact neighbour at all.
+def recall_at_k(found: Floats, found_mask: Bools, exact: Floats, exact_mask: Bools,
+                tolerance: float = 1e-6) -> float:
+    """Share of the exact neighbours an index found, from cosines: in each row, a found
+    neighbour counts when its cosine is at least the row's K-th exact cosine (less
+    ``tolerance``), at most as many as the row has exact neighbours. Questions whose cosines
+    tie with the K-th are equally near, so which of them an index returns does not matter
+    (the "recall with epsilon" of approximate-search benchmarks); 1.0 when there is no exact
+    neighbour at all.
 
-    >>> recall_at_k(np.array([[1, 2]]), np.array([[True, True]]),
-    ...             np.array([[2, 3]]), np.array([[True, True]]))
+    >>> recall_at_k(np.array([[0.9, 0.5]]), np.array([[True, True]]),
+    ...             np.array([[0.9, 0.7]]), np.array([[True, True]]))
     0.5
     """
     hit = total = 0
     for row in range(exact.shape[0]):
-        truth = set(exact[row][exact_mask[row]].tolist())
-        total += len(truth)
-        hit += len(truth & set(found[row][found_mask[row]].tolist()))
+        truth = exact[row][exact_mask[row]]
+        total += truth.size
+        if truth.size:
+            near = found[row][found_mask[row]] >= truth.min() - tolerance
+            hit += min(int(near.sum()), truth.size)
     return 1.0 if total == 0 else hit / total
 
 
@@ -192,7 +200,7 @@ class NeighbourSearch:
         size = min(self.settings.recall_sample, n) if self.kind != "exact" else 0
         self._sample = np.sort(rng.choice(n, size=size, replace=False)) if size else \
             np.zeros(0, np.int64)
-        self._sampled: dict[int, tuple[Ints, Bools]] = {}
+        self._sampled: dict[int, tuple[Floats, Bools]] = {}
 
     # --- exact: blocks of rows against blocks of columns ----------------------------------
 
@@ -322,7 +330,7 @@ class NeighbourSearch:
             nb = (self._exact_rows(rows, own) if index is None else
                   self._approximate_rows(index, ids, rows, own))
             for row in self._sample[(self._sample >= start) & (self._sample < stop)]:
-                self._sampled[int(row)] = (nb.index[row - start], nb.mask[row - start])
+                self._sampled[int(row)] = (nb.cosine[row - start], nb.mask[row - start])
             yield start, nb
         del index
         self._measure_recall()
@@ -338,7 +346,9 @@ class NeighbourSearch:
         exact = self._exact_rows(rows, self._sample.astype(np.int64))
         found = np.stack([self._sampled[int(i)][0] for i in self._sample])
         found_mask = np.stack([self._sampled[int(i)][1] for i in self._sample])
-        self._record.recall_at_k = round(recall_at_k(found, found_mask, exact.index, exact.mask), 6)
+        self._record.recall_at_k = round(recall_at_k(np.nan_to_num(found, nan=-np.inf), found_mask,
+                                                     np.nan_to_num(exact.cosine, nan=-np.inf),
+                                                     exact.mask), 6)
         self._record.recall_questions = int(self._sample.size)
 
     def record(self) -> SearchRecord:
