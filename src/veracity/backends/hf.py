@@ -258,6 +258,8 @@ class HFBackend:
         other = copy.copy(self)
         other._auto_batch = False
         other.batch_size = int(variation["batch_size"])
+        other.batch_stats = BatchStats(str(other.batch_size), other.batch_size,
+                                       self.batch_stats.memory_budget_bytes)
         other.extra_padding = int(variation["extra_padding"])
         if other.batch_size < 1 or other.extra_padding < 0:
             raise ConfigError(f"{self.spec}: bad compute variation {variation}")
