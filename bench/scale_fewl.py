@@ -177,7 +177,7 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
-            prefix: str, index: str = "auto") -> list[dict[str, Any]]:
+            prefix: str, index: str = "auto", questions: str = "templated") -> list[dict[str, Any]]:
     """Each size streamed into a run directory and, up to ``whole_up_to``, in memory too,
     interleaved, each with a fresh cache; for a live case the smallest streamed run is rerun
     on its cache (its model calls printed: 0 when every generation was cached)."""
@@ -185,7 +185,7 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
     for size in sizes:
         work = root / f"{kind}-n{size}"
         shutil.rmtree(work, ignore_errors=True)
-        files = write_fewl(work, size)
+        files = write_fewl(work, size, questions_kind=questions)
         row: dict[str, Any] = {"items": size}
         ways = ["streamed", "whole"] if size <= whole_up_to else ["streamed"]
         for way in ways:  # each with a fresh cache: the same work
@@ -207,7 +207,9 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
         if search:
             print(f"{prefix}neighbour_index_{size}: {search['index']} ({search['library']}, "
                   f"{search['parameters']}); recall@{search['k']}: {search['recall_at_k']} "
-                  f"on {search['recall_questions']} questions", flush=True)
+                  f"on {search['recall_questions']} questions; "
+                  f"{search.get('searched_exactly', 0)} crowded questions searched exactly",
+                  flush=True)
         if kind == "live" and size == sizes[0]:
             wall, _, summary = run_child(kind, files, str(work / "run"),
                                          work / "cache-streamed.sqlite", index)
@@ -251,6 +253,8 @@ def main() -> None:
     parser.add_argument("--neighbours-index", default="auto",
                         choices=("auto", "exact", "hnsw", "ivf"),
                         help="the neighbour search of every run (auto: exact below 100,000)")
+    parser.add_argument("--questions", choices=("templated", "varied"), default="templated",
+                        help="templated: ~n/72 near-duplicates per question; varied: few")
     parser.add_argument("--compare-exact-up-to", type=int, default=0,
                         help="recorded sizes up to this many items are also run with exact "
                              "search: the FEWL values' mean |change|")
@@ -267,7 +271,7 @@ def main() -> None:
         index = args.neighbours_index
         rows, compared = [], []
         for size in sizes:  # each size's exact comparison right after it
-            rows += measure("recorded", [size], whole_up_to, root, "", index)
+            rows += measure("recorded", [size], whole_up_to, root, "", index, args.questions)
             if size <= compare_up_to and index != "exact":
                 compared.append(compare_exact(size, root, index))
                 c = compared[-1]

@@ -157,3 +157,19 @@ def test_a_fewl_run_records_its_neighbour_search(tmp_path: Path) -> None:
     assert search["index"] == "hnsw" and search["setting"] == "hnsw"
     assert search["recall_at_k"] == 1.0 and search["recall_questions"] == 12
     assert run["config"]["settings"]["neighbours_index"] == "hnsw"
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_rows_crowded_by_near_duplicates_are_searched_exactly(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 near-duplicates of question 0: past the fetch limit, those rows go to exact search
+    (counted in the record), so the answer is exact and memory stays bounded."""
+    monkeypatch.setattr(nbmod, "FETCH_LIMIT", 8)
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(160, 16))
+    for i in range(1, 41):
+        vectors[i] = vectors[0] + 0.02 * rng.normal(size=16)
+    settings = IndexSettings(kind, nlist=4, nprobe=4, recall_sample=0)
+    found, record = search_all(vectors, 5, 0.8, None, settings)
+    _same(found, select_neighbours(vectors, 5, 0.8))
+    assert record.searched_exactly >= 41

@@ -39,6 +39,9 @@ APPROXIMATE_FROM = 100_000
 """``auto`` searches exactly below this many questions and with ``hnsw`` from it on."""
 MARGIN = 8
 """Candidates fetched beyond K (itself and near-duplicates are dropped afterwards)."""
+FETCH_LIMIT = 2048
+"""Candidates an approximate index is asked for at most; rows that still lack K neighbours
+after dropping near-duplicates are searched exactly."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,9 @@ class SearchRecord:
     """Share of the sampled questions' exact neighbours the index found, ties with the K-th
     counting as found (1.0 for exact; see :func:`recall_at_k`)."""
     recall_questions: int = 0
+    searched_exactly: int = 0
+    """Questions an approximate index left short of K (crowded by near-duplicates), searched
+    exactly instead."""
     parameters: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -295,25 +301,42 @@ class NeighbourSearch:
         return np.ascontiguousarray(np.stack(rows)) if rows else np.zeros((0, 1), np.float32)
 
     def _approximate_rows(self, index: Any, ids: Ints, rows: Floats, own: Ints) -> Neighbours:
+        """The index's K best for each row after the exclusions; a row that loses too many
+        candidates to them asks again for four times as many (the graph searched as widely),
+        up to ``FETCH_LIMIT``, and past that is searched exactly: memory stays bounded by the
+        block whatever the number of near-duplicates."""
         queries = np.ascontiguousarray(rows, dtype=np.float32)
         fetch = min(ids.size, self.k + MARGIN)
         best = np.full((rows.shape[0], self.k), -np.inf)
         best_index = np.zeros((rows.shape[0], self.k), dtype=np.int64)
         todo = np.arange(rows.shape[0])
         while todo.size and fetch > 0:
-            values, labels = index.search(queries[todo], fetch)
+            values, labels = index.search(queries[todo], fetch, params=self._params(fetch))
             labels = np.asarray(labels, dtype=np.int64)
             at = np.where(labels >= 0, ids[np.maximum(labels, 0)], -1)
             cos = _exclude(np.asarray(values, dtype=np.float64), at, own[todo],
                            self.near_duplicate)
             top, top_at = merge_top(cos, at, self.k)
             best[todo], best_index[todo] = top, top_at
-            # rows that lost too many to the exclusions: again with more candidates
             short = np.isfinite(top).sum(axis=1) < self.k
-            if fetch >= ids.size:
+            if fetch >= ids.size or not short.any():
                 break
-            todo, fetch = todo[short], min(ids.size, fetch * 4)
+            todo = todo[short]
+            if fetch >= FETCH_LIMIT:  # crowded by near-duplicates: exactly, row by row block
+                exact = self._exact_rows(rows[todo], own[todo])
+                best[todo] = np.where(exact.mask, exact.cosine, -np.inf)
+                best_index[todo] = exact.index
+                self._record.searched_exactly += int(todo.size)
+                break
+            fetch = min(ids.size, fetch * 4)
         return _as_neighbours(best, best_index)
+
+    def _params(self, fetch: int) -> Any:
+        """Search parameters that look at least twice as wide as the answers asked for."""
+        faiss = self._lib
+        if self.kind == "hnsw":
+            return faiss.SearchParametersHNSW(efSearch=max(self.settings.ef_search, 2 * fetch))
+        return None
 
     # --- the search ----------------------------------------------------------------------
 
