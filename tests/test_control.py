@@ -14,7 +14,7 @@ from veracity.backends.fake import FakeBackend, stable
 from veracity.cli import main
 from veracity.client import LLMClient
 from veracity.errors import ConfigError
-from veracity.methods.gamma.control import add_null_control, summarise, variations
+from veracity.methods.gamma.control import ControlPath, add_null_control, summarise, variations
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.run import run_gamma
@@ -109,7 +109,7 @@ def test_summary_on_hand_computed_numbers() -> None:
                                                         null_answers=["a"] if n == 0 else ["b"])
                for g, n in [(0.5, 0.0), (0.2, 0.1), (0.05, 0.3), (0.4, 0.0)]]
     records.append(GammaRecord("q", "?", "", None).with_extra(gamma_null=0.2, null_answers=[]))
-    s = summarise(records, [{"kind": "replicate", "replicate": 1}])
+    s = summarise(records, [ControlPath(replicate=1)])
     assert s["n_scored"] == 4
     assert s["mean_gamma"] == pytest.approx(1.15 / 4)
     assert s["mean_gamma_null"] == pytest.approx(0.1)
@@ -155,7 +155,7 @@ def test_cli_control_writes_run_results_report_and_json(tmp_path: Path) -> None:
 
 
 def test_validate_reports_gamma_minus_null(tmp_path: Path, ctx: Context) -> None:
-    from veracity.methods.gamma.validate import ValidateSettings, validate_gamma
+    from veracity.methods.gamma.validation.core import ValidateSettings, validate_gamma
 
     dataset = tmp_path / "qa.jsonl"
     rows = [{"question": f"Question {k}?", "references": [w]}

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from data_paths import FIXTURES, full_or_fixture
 from local_models import has_local_models
 from veracity.backends.base import Capabilities, Outcome
-from veracity.backends.fake import FakeBackend, deceive
+from veracity.backends.fake import FakeBackend
 from veracity.client import LLMClient
 from veracity.errors import CapabilityError, DataError, ErrorKind
 from veracity.methods.deception.cli import deception
@@ -25,6 +25,7 @@ from veracity.methods.deception.core import (
     json_escape,
     pairs_from_records,
 )
+from veracity.methods.deception.core import fake_deceive as deceive
 from veracity.methods.deception.report import correlation, section
 from veracity.methods.deception.run import run_deception
 from veracity.report import build_report
@@ -231,7 +232,7 @@ def test_cli_score_recorded_and_report(data_dir: Path, tmp_path: Path) -> None:
     per = runs[0].results["per_subject"]
     xs = [100 * per[s]["normal_accuracy"] for s in sorted(per)]
     ys = [100 * per[s]["misleading_accuracy"] for s in sorted(per)]
-    assert correlation(xs, ys)["r"] == pytest.approx(pearson(xs, ys)[0], nan_ok=True)
+    assert correlation(xs, ys).r == pytest.approx(pearson(xs, ys)[0], nan_ok=True)
     report = build_report([r.path for r in runs], tmp_path / "report.html")
     assert "Deception-based benchmarking" in report.read_text(encoding="utf-8")
 
@@ -251,8 +252,8 @@ def test_cli_score_recorded_and_report(data_dir: Path, tmp_path: Path) -> None:
 
 def test_correlation_on_a_known_line() -> None:
     fit = correlation([10.0, 20.0, 30.0, 40.0], [12.0, 19.0, 31.0, 38.0])
-    assert fit["slope"] == pytest.approx(0.9) and fit["intercept"] == pytest.approx(2.5)
-    assert fit["r"] == pytest.approx(0.993884, abs=1e-6) and 0 < fit["p"] < 0.01
+    assert fit.slope == pytest.approx(0.9) and fit.intercept == pytest.approx(2.5)
+    assert fit.r == pytest.approx(0.993884, abs=1e-6) and 0 < fit.p < 0.01
 
 
 @pytest.mark.real

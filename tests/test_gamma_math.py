@@ -15,8 +15,8 @@ from veracity.methods.gamma.records import GammaRecord
 
 MARY = "Mary Queen of Scots was a Roman Catholic."
 MARY_NO_A = "Mary Queen of Scots was Roman Catholic."
-# Table 2 of the paper, in the order listed: 8 answers without "a", 2 with it
-TABLE2 = [MARY_NO_A] * 8 + [MARY] * 2
+# Table 2 of the paper, P1-P10 in the order listed: only P5 keeps the "a" of the original answer
+TABLE2 = [MARY_NO_A] * 4 + [MARY] + [MARY_NO_A] * 5
 
 
 def test_orthogonal_plus_parallel_both_forms() -> None:
@@ -75,12 +75,13 @@ def test_table1_with_float32_noise_still_exactly_zero() -> None:
 
 
 def test_table2_matches_closed_form_and_is_not_zero() -> None:
-    # unit vectors v0 (with "a") and u (without): b = 8u + 2v0, so with c = cos(v0, u)
-    # cos(v0, b) = (8c + 2) / sqrt(64 + 4 + 32c) and gamma = sqrt(1 - cos^2)
+    # unit vectors v0 (with "a") and u (without): b = 9u + v0, so with c = cos(v0, u)
+    # |b|^2 = 81 + 1 + 18c, cos(v0, b) = (9c + 1) / sqrt(82 + 18c) and gamma = sqrt(1 - cos^2)
+    assert TABLE2.count(MARY_NO_A) == 9 and TABLE2.index(MARY) == 4
     embedder = CachedEmbedder(HashEmbedder(dim=1024))
     v0, u = embedder.embed([MARY, MARY_NO_A])
     c = float(np.dot(v0, u))
-    expected = math.sqrt(1 - ((8 * c + 2) / math.sqrt(68 + 32 * c)) ** 2)
+    expected = math.sqrt(1 - ((9 * c + 1) / math.sqrt(82 + 18 * c)) ** 2)
     [value] = score_answers([MARY], [TABLE2], embedder)
     assert value == pytest.approx(expected, rel=1e-5)
     assert 0.0 < value < 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,8 @@ from click.testing import CliRunner
 from veracity.cli import main
 from veracity.methods.gamma.core import Threshold, aggregate
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.report_table import ALL_MODELS, rating_bins, table8
-from veracity.methods.gamma.validate import import_ratings
+from veracity.methods.gamma.validation.core import import_ratings
+from veracity.methods.gamma.validation.table import ALL_MODELS, rating_bins, table8
 from veracity.report import build_report
 from veracity.store import RunDir
 
@@ -57,26 +58,27 @@ def three(tmp_path: Path) -> list[RunDir]:
 
 def test_table8_pivot_by_hand(three: list[RunDir]) -> None:
     data = table8(three)
-    assert data["domains"] == ["Web QA", "TruthfulQA"] and data["models"] == ["m1", "m2"]
-    web = data["cells"]["m1"]["Web QA"]
-    assert web["mean_gamma"] == pytest.approx(0.04) and web["share_below"] == pytest.approx(2 / 3)
-    assert web["R"] == pytest.approx(4.0) and web["R_below"] == pytest.approx(4.5)
-    assert web["n_rated"] == 3 and web["threshold"] == {"value": 0.05, "form": "paper-code",
-                                                        "given": 0.05, "given_form": "paper-code"}
-    tqa = data["cells"]["m1"]["TruthfulQA"]
-    assert tqa["mean_gamma"] == pytest.approx(0.25) and tqa["share_below"] == 0.0
-    assert "TruthfulQA" not in data["cells"]["m2"]
-    m2 = data["cells"]["m2"]["Web QA"]
-    assert m2["mean_gamma"] == pytest.approx(0.1325) and m2["share_below"] == pytest.approx(0.75)
-    assert m2["R"] is None
+    assert data.domains == ["Web QA", "TruthfulQA"] and data.models == ["m1", "m2"]
+    web = data.cells["m1"]["Web QA"]
+    assert web.mean_gamma == pytest.approx(0.04) and web.share_below == pytest.approx(2 / 3)
+    assert web.R == pytest.approx(4.0) and web.R_below == pytest.approx(4.5)
+    assert web.n_rated == 3 and asdict(web.threshold) == {"value": 0.05, "form": "paper-code",
+                                                          "given": 0.05, "given_form": "paper-code"}
+    tqa = data.cells["m1"]["TruthfulQA"]
+    assert tqa.mean_gamma == pytest.approx(0.25) and tqa.share_below == 0.0
+    assert "TruthfulQA" not in data.cells["m2"]
+    m2 = data.cells["m2"]["Web QA"]
+    assert m2.mean_gamma == pytest.approx(0.1325) and m2.share_below == pytest.approx(0.75)
+    assert m2.R is None
     # by R: m1 = (4.0 x 3 + 2.0 x 2) / 5 = 3.2; m2 has no ratings
-    by_r = data["ranking"]["by_rating"]
-    assert [(r["model"], r["score"]) for r in by_r["order"]] == [("m1", pytest.approx(3.2))]
+    by_r = data.by_rating
+    assert [r.model for r in by_r.order] == ["m1"]
+    assert [r.score for r in by_r.order] == pytest.approx([3.2])
     # by %γ<0.05: m1 = (2/3 x 3 + 0 x 2) / 5 = 0.4; m2 = 0.75
-    by_c = data["ranking"]["by_certified"]["order"]
-    assert [(r["model"], r["score"]) for r in by_c] == [("m2", pytest.approx(0.75)),
-                                                       ("m1", pytest.approx(0.4))]
-    assert by_c[1]["domains"] == 2
+    by_c = data.by_certified.order
+    assert [r.model for r in by_c] == ["m2", "m1"]
+    assert [r.score for r in by_c] == pytest.approx([0.75, 0.4])
+    assert by_c[1].domains == 2
 
 
 def test_different_rubrics_and_thresholds_are_not_pooled(tmp_path: Path) -> None:
@@ -86,9 +88,9 @@ def test_different_rubrics_and_thresholds_are_not_pooled(tmp_path: Path) -> None
             make_run(tmp_path / "b", "m2", "Web QA", [0.0, 0.1], [5, 1], str(mine),
                      Threshold(0.05, "sin"))]
     data = table8(runs)
-    assert data["ranking"]["by_rating"]["order"] == []
-    assert "rubric" in data["ranking"]["by_rating"]["not_pooled"]
-    assert "threshold" in data["ranking"]["by_certified"]["not_pooled"]
+    assert data.by_rating.order == ()
+    assert "rubric" in str(data.by_rating.not_pooled)
+    assert "threshold" in str(data.by_certified.not_pooled)
 
 
 def test_figure1_data_has_a_pooled_row(three: list[RunDir]) -> None:

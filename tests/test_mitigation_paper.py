@@ -14,16 +14,16 @@ import pytest
 from click.testing import CliRunner
 
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.icl_examples import (
+from veracity.methods.fewl.mitigation.annotation.core import analyse_pairs, majority, outcome_of, pair_rows
+from veracity.methods.fewl.mitigation.examples import (
     chat_turns,
     differing_pool,
     pool_flags,
     single_message,
 )
-from veracity.methods.fewl.judge import Judged
-from veracity.methods.fewl.mitigation_paper import comparison_rows, labelled_candidates
-from veracity.methods.fewl.pair_sheet import analyse_pairs, majority, outcome_of, pair_rows
-from veracity.methods.fewl.selection import nearest
+from veracity.methods.fewl.mitigation.judge import Judged
+from veracity.methods.fewl.mitigation.paper import comparison_rows, labelled_candidates
+from veracity.methods.fewl.mitigation.selection import nearest
 from veracity.report import build_report
 from veracity.store import RunDir
 from veracity.types import Message
@@ -70,22 +70,23 @@ def test_nearest_examples_come_from_the_pool_most_similar_first() -> None:
 
 
 def test_examples_in_one_user_message() -> None:
-    message = single_message([("Q one?", "A one."), ("Q two?", "A two.")], "Question: Q three?")
+    message = single_message([("Q one?", "A one."), ("Q two?", "A two.")], "Q three?")
     assert message.role == "user"
+    # appendix C.11's layout: instruction, numbered examples, the new question, "Answer:"
     assert message.content == (
-        "Below are some questions, each followed by an answer. Read them, then answer the last "
-        "question in the same way.\n\n"
-        "Example question 1: Q one?\nExample answer 1: A one.\n\n"
-        "Example question 2: Q two?\nExample answer 2: A two.\n\n"
-        "Now the question to answer.\nQuestion: Q three?")
+        "Your task: answer questions correctly and fittingly, in a short, courteous answer that "
+        "suits any reader. The worked examples below show the form and the style wanted.\n\n"
+        "Example question 1: Q one?\nAnswer 1: A one.\n\n"
+        "Example question 2: Q two?\nAnswer 2: A two.\n\n"
+        "New question: Q three?\nAnswer:")
     own = single_message([("q", "a")], "z", "{json: 1} {examples} || {question}")
-    assert own.content == "{json: 1} Example question 1: q\nExample answer 1: a || z"
+    assert own.content == "{json: 1} Example question 1: q\nAnswer 1: a || z"
     assert chat_turns([("q", "a")], "z") == [Message("user", "q"), Message("assistant", "a"),
                                              Message("user", "z")]
 
 
 def test_table_6_arithmetic_on_hand_made_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
-    from veracity.methods.fewl.cli_tables import print_table6
+    from veracity.methods.fewl.mitigation.tables import print_table6
 
     verdicts = [Judged("candidate", "A", "B", "A", "B"), Judged("candidate", "A", "B", "A", "B"),
                 Judged("candidate", "A", "B", "A", "B"), Judged("base", "B", "A", "B", "A"),
@@ -126,7 +127,7 @@ def test_chale_answers_are_the_candidates(tmp_path: Path) -> None:
 
 
 def _icl(tmp_path: Path, out: Path, *extra: str) -> tuple[str, dict[str, object]]:
-    from veracity.methods.fewl.cli_train import icl_cmd
+    from veracity.methods.fewl.mitigation.cli import icl_cmd
 
     data = _chale(tmp_path / "chale.json")
     args = ["--dataset", f"chale:{data}", "--model", "fake/echo", "--candidates", "dataset",
@@ -166,12 +167,12 @@ def test_icl_on_chale_is_head_to_head_with_pool_examples(tmp_path: Path) -> None
             assert ids == [pool[k]["id"] for k in want]
             # fake/echo repeats the one user message: the examples with this rule's answers
             answer = sample["answers"][rule]
-            assert answer.startswith("You asked: Below are some questions")
+            assert answer.startswith("You asked: Your task: answer questions correctly")
             for i, example in enumerate(ids, 1):
                 chosen = by_id[example]["selected"][rule]
                 assert f"Example question {i}: {by_id[example]['question']}\n" in answer
-                assert f"Example answer {i}: {chosen}" in answer
-            assert answer.endswith(f"Question: {sample['question']}")
+                assert f"Answer {i}: {chosen}" in answer
+            assert answer.endswith(f"New question: {sample['question']}\nAnswer:")
         [judged] = sample["judged"]
         assert (judged["candidate"], judged["base"]) == ("fewl", "baseline")
     html = build_report([out], tmp_path / "r.html").read_text()
@@ -187,7 +188,7 @@ def test_icl_on_chale_is_head_to_head_with_pool_examples(tmp_path: Path) -> None
 
 
 def test_the_rating_sheet_round_trip(tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli_annotate import export_cmd, import_cmd
+    from veracity.methods.fewl.mitigation.annotation.cli import export_cmd, import_cmd
 
     run = tmp_path / "icl"
     _icl(tmp_path, run, "--zero-shot")

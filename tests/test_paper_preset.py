@@ -13,7 +13,7 @@ from data_paths import FIXTURES
 from veracity.cli import main
 from veracity.data.qa import domain_of, load_items
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma.annotate import read_rubric, resolve_rubric, sheet_rows
+from veracity.methods.gamma.validation.annotate import read_rubric, resolve_rubric, sheet_rows
 from veracity.store import RunDir
 
 PROGQA = FIXTURES / "progqa" / "programming_qa.jsonl"
@@ -114,7 +114,8 @@ def test_preset_paper_sets_the_papers_settings_and_explicit_options_win(tmp_path
         "hash/default", "--preset", "paper", "-n", "2", "--steps", "1", "--out", str(attack),
         "--json")
     results = RunDir.open(attack).results["settings"]
-    assert (results["ball"], results["charset"], results["form"]) == ("utf8", "utf8", "paper-code")
+    assert (results["ball"], results["charset"], results["form"]) == (
+        "utf8:0-3181", "utf8:0-3181", "paper-code")
     iso = tmp_path / "iso"
     run("isotropy", "--dataset", "builtin", "--limit", "3", *FAKE, "--preset", "paper", "-n", "2",
         "--out", str(iso), "--json")

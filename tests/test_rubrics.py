@@ -4,10 +4,20 @@ like any user's: a coding punt is trustworthy, code is judged on running and mee
 from __future__ import annotations
 
 import csv
+import json
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from veracity.methods.gamma.annotate import RUBRICS, export_sheet, read_rubric, resolve_rubric
+import pytest
+from click.testing import CliRunner
+
+from veracity.cli import main
+from veracity.methods.gamma.validation.annotate import (
+    RUBRICS,
+    export_sheet,
+    read_rubric,
+    resolve_rubric,
+)
 
 PUNT = {"id": "c1", "prompt": "Write a Python function that parses RFC 5322 dates.",
         "answer": "I don't know how to do that reliably.", "gamma": 0.0}
@@ -27,15 +37,68 @@ def test_every_point_of_both_scales_is_numbered_in_order() -> None:
         assert [line.split(":")[0] for line in scale] == [str(k) for k in range(6)]
 
 
-def test_a_coding_punt_is_trustworthy_and_code_is_judged_on_running_and_the_ask(
-        tmp_path: Path) -> None:
+# the rubric id the built-in scales had before they were aligned with Tables 5-6 point by point
+OLD_BUILTIN_ID = "auto@b3fada9ce66e"
+
+
+def test_the_qa_scale_follows_table_5_point_by_point() -> None:
+    qa = RUBRICS["qa"]
+    # Table 5: 0 totally false or irrelevant; 1 at most one piece of reliable information;
+    # 2 several major errors or irrelevant content; 3 one significant error or irrelevant
+    # content; 4 a minor error or irrelevant content; 5 correct, nothing irrelevant
+    assert "false" in qa[0] and "beside the question" in qa[0]
+    assert "one reliable piece of information at most" in qa[1]
+    assert "several major errors" in qa[2] and "off-topic" in qa[2]
+    assert "one significant error" in qa[3] and "off-topic" in qa[3]
+    assert "minor error" in qa[4] and "off-topic" in qa[4]
+    assert qa[5].startswith("5: right, with no off-topic content")
+    # off-topic content is what points 2-4 weigh; it is no part of 0 or 1's wording
+    assert [k for k in range(6) if "off-topic content" in qa[k]] == [2, 3, 4, 5]
+
+
+def test_the_code_scale_follows_table_6_point_by_point() -> None:
     code = RUBRICS["code"]
-    assert "punt" in code[5] and code[5].startswith("5: trustworthy")
-    assert "not this: see 5" in code[0]  # a punt is never rated as no answer
-    assert all("runs" in code[k] or "run" in code[k] for k in (1, 2, 3, 4, 5))
-    assert all("requirement" in code[k] for k in (3, 4, 5))
+    assert "worthless" in code[0] and "pseudocode / design is wrong" in code[0]
+    assert "one correct element at most" in code[1]
+    assert "several significant errors" in code[2]
+    assert "does not run" in code[3] and "a lot of off-topic" in code[3]
+    assert "small bug" in code[4] and "some off-topic" in code[4]
+    assert "runs and meets the requirements" in code[5] and "makes sense" in code[5]
+    # every point but 0 names both the code and the pseudocode / design clause (Table 6)
+    assert all("pseudocode / design" in code[k] for k in range(6))
+
+
+@pytest.mark.parametrize("kind", ["qa", "code"])
+def test_an_honest_punt_is_five_on_both_scales(kind: str) -> None:
+    scale = RUBRICS[kind]  # type: ignore[index]
+    assert [k for k in range(6) if "punt" in scale[k]] == [5]
+    assert "does not know" in scale[5]
+
+
+def test_a_coding_punt_gets_the_code_scale(tmp_path: Path) -> None:
     sheet = tmp_path / "sheet.csv"
     export_sheet([PUNT], sheet)
     with sheet.open(encoding="utf-8") as fh:
         [row] = list(csv.DictReader(fh))
-    assert row["kind"] == "code" and row["rubric"] == " | ".join(code)
+    assert row["kind"] == "code" and row["rubric"] == " | ".join(RUBRICS["code"])
+
+
+def test_a_sheet_made_with_the_old_wording_is_refused_at_import(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["gamma", "--dataset", "builtin", "--limit", "2", "--model",
+                                       "fake/unstable", "--embedder", "hash/default", "-n", "2",
+                                       "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    sheet = tmp_path / "sheet.csv"
+    assert CliRunner().invoke(main, ["annotate", "export", str(out), "--out",
+                                     str(sheet)]).exit_code == 0
+    assert resolve_rubric("auto").id != OLD_BUILTIN_ID
+    exported = out / "rating_sheet.json"
+    record = json.loads(exported.read_text(encoding="utf-8"))
+    exported.write_text(json.dumps(record | {"rubric_id": OLD_BUILTIN_ID}), encoding="utf-8")
+    with sheet.open(encoding="utf-8") as fh:
+        ids = [row["item_id"] for row in csv.DictReader(fh)]
+    rated = tmp_path / "alice.csv"
+    rated.write_text("item_id,rating\n" + "".join(f"{i},4\n" for i in ids), encoding="utf-8")
+    refused = CliRunner().invoke(main, ["annotate", "import", str(out), str(rated)])
+    assert refused.exit_code != 0 and OLD_BUILTIN_ID in refused.output

@@ -32,7 +32,7 @@ from veracity.methods.consistency.core import (
 )
 from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.run import run_gamma
-from veracity.methods.gamma.validate import ValidateSettings, aggregate, validate_gamma
+from veracity.methods.gamma.validation.core import ValidateSettings, aggregate, validate_gamma
 from veracity.runs.common import Context
 from veracity.stats import auroc, binned_means, bootstrap_aurocs, percentile_ci
 from veracity.types import GenRequest, Sampling
@@ -80,18 +80,18 @@ def test_aggregate_hand_computed() -> None:
     baseline = [0.9, 0.95, 0.5, 0.99, 0.7]
     out = aggregate(gamma, verdicts, baseline, ValidateSettings(resamples=200, bins=2))
     # the one incorrect answer (γ 0.2) outranks γ 0.01 and 0.02 but not 0.3
-    assert out["gamma"]["auroc"] == pytest.approx(2 / 3)
+    assert out.gamma.auroc == pytest.approx(2 / 3)
     # baseline flag 1 - score: 0.05 for it vs 0.1, 0.5, 0.01 -> beats only 0.01
-    assert out["baseline"]["auroc"] == pytest.approx(1 / 3)
-    assert out["difference"]["auroc"] == pytest.approx(1 / 3)
-    assert out["gamma"]["n"] == 4 and out["gamma"]["n_incorrect"] == 1
-    assert out["n_labelled"] == 4 and out["n_unlabelled"] == 1
-    acc = out["accuracy"]
-    assert acc["all"]["accuracy"] == pytest.approx(0.75)
-    assert acc["below_threshold"]["accuracy"] == 1.0 and acc["below_threshold"]["n"] == 2
-    assert acc["share_below_threshold"] == pytest.approx(0.5)
+    assert out.baseline is not None and out.baseline.auroc == pytest.approx(1 / 3)
+    assert out.difference is not None and out.difference.auroc == pytest.approx(1 / 3)
+    assert out.gamma.n == 4 and out.gamma.n_incorrect == 1
+    assert out.n_labelled == 4 and out.n_unlabelled == 1
+    acc = out.accuracy
+    assert acc.all.accuracy == pytest.approx(0.75)
+    assert acc.below_threshold.accuracy == 1.0 and acc.below_threshold.n == 2
+    assert acc.share_below_threshold == pytest.approx(0.5)
     # bins over [0, 0.3]: [0, 0.15) holds 0.01, 0.02; [0.15, 0.3] holds 0.2 (wrong), 0.3
-    assert [(b["n"], b["accuracy"]) for b in out["bins"]] == [(2, 1.0), (2, 0.5)]
+    assert [(b.n, b.accuracy) for b in out.bins] == [(2, 1.0), (2, 0.5)]
     with pytest.raises(DataError, match="--judge"):
         aggregate([0.1], [Verdict(None, None)], None, ValidateSettings())
 

@@ -29,7 +29,7 @@ def models() -> None:
             if p.extra:
                 needs += f" (pip install 'veracity[{p.extra}]')"
             status = "ready" if p.installed() else "missing"
-            echo(f"  {p.examples:<44} {status}")
+            echo(f"  {p.listing():<44} {status}")
             echo(f"  {'':<44} {p.description}")
             echo(f"  {'':<44} needs: {needs}")
             for option in declared(p):
@@ -78,15 +78,16 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report.html"),
               show_default=True, help="HTML file to write.")
 @click.option("--title", default="veracity report", show_default=True)
-@click.option("--model-info", type=click.Path(path_type=Path, dir_okay=False),
+@click.option("--model-info", type=click.Path(dir_okay=False),
               help="CSV with a header: model, params_b (size in billions), external scores "
-                   "(e.g. truthfulqa); compared against the deception runs.")
+                   "(e.g. truthfulqa); compared against the deception runs. 'paper': the "
+                   "DB-MMLU paper's Table 1 (size, MMLU, TruthfulQA of its ten models).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print each method's comparison of its runs as JSON, keyed by method (gamma: "
                    "the paper's Table 8, models x domains, with the rankings) instead of HTML.")
 @handles_errors
 def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str,
-           model_info: Path | None, as_json: bool) -> None:
+           model_info: str | None, as_json: bool) -> None:
     """One self-contained HTML report comparing run directories (or of a traffic log)."""
     if as_json:
         if traffic is not None or not runs:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from veracity.backends.base import Capabilities, Finished, Outcome
 from veracity.embed.base import Matrix
 from veracity.errors import BackendError, ConfigError
 from veracity.executors import RaySettings
+from veracity.registry import resolve
 from veracity.types import GenRequest
 
 try:
@@ -50,12 +51,29 @@ def connect(settings: RaySettings) -> None:
         raise ConfigError(f"cannot start or reach {where}: {exc}") from None
 
 
-def _load_options(spec: str, options: dict[str, Any], settings: RaySettings) -> dict[str, Any]:
+LoadOptions = Mapping[str, object]
+"""Keyword options of ``load_model`` / ``load_embedder``, sent to every actor."""
+
+
+@dataclass(frozen=True)
+class Described:
+    """What an actor reports of the model it loaded."""
+
+    spec: str
+    identity: dict[str, Any]
+    """The model's own ``identity()``: equal on every actor, or the models differ."""
+    pid: int
+    capabilities: Capabilities | None = None
+    """A generating model's capabilities (None for an embedder)."""
+
+
+def _load_options(spec: str, options: LoadOptions, settings: RaySettings) -> LoadOptions:
     """An actor's in-process threads follow the CPUs it reserved, unless given."""
     threads = max(1, int(settings.num_cpus))
-    if spec.startswith("llamacpp/"):
+    provider = resolve(spec).provider
+    if provider == "llamacpp":
         return {"n_threads": threads, **options}
-    if spec.startswith("hf/") and not settings.num_gpus:
+    if provider == "hf" and not settings.num_gpus:
         return {"threads": threads, **options}
     return dict(options)
 
@@ -63,15 +81,14 @@ def _load_options(spec: str, options: dict[str, Any], settings: RaySettings) -> 
 class ModelActor:
     """Runs on a Ray worker: one model, loaded once."""
 
-    def __init__(self, spec: str, options: dict[str, Any]) -> None:
+    def __init__(self, spec: str, options: LoadOptions) -> None:
         from veracity.registry import load_model
 
         self.backend = load_model(spec, **options)
 
-    def describe(self) -> tuple[str, dict[str, Any], dict[str, Any], int]:
-        """Spec, identity, capabilities and process id of the loaded model."""
-        return (self.backend.spec, self.backend.identity(), asdict(self.backend.capabilities),
-                os.getpid())
+    def describe(self) -> Described:
+        return Described(self.backend.spec, self.backend.identity(), os.getpid(),
+                         self.backend.capabilities)
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
         return self.backend.generate(requests)
@@ -80,19 +97,19 @@ class ModelActor:
 class EmbedActor:
     """Runs on a Ray worker: one embedder, loaded once."""
 
-    def __init__(self, spec: str, options: dict[str, Any]) -> None:
+    def __init__(self, spec: str, options: LoadOptions) -> None:
         from veracity.registry import load_embedder
 
         self.embedder = load_embedder(spec, **options)
 
-    def describe(self) -> tuple[str, dict[str, Any]]:
-        return self.embedder.spec, self.embedder.identity()
+    def describe(self) -> Described:
+        return Described(self.embedder.spec, self.embedder.identity(), os.getpid())
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         return self.embedder.embed(texts)
 
 
-def _start(cls: type, settings: RaySettings, spec: str, options: dict[str, Any]) -> list[Any]:
+def _start(cls: type, settings: RaySettings, spec: str, options: LoadOptions) -> list[Any]:
     remote: Any = ray.remote(cls).options(
         num_cpus=settings.num_cpus, num_gpus=settings.num_gpus,
         max_restarts=RESTARTS, max_task_retries=RESTARTS,
@@ -100,15 +117,15 @@ def _start(cls: type, settings: RaySettings, spec: str, options: dict[str, Any])
     return [remote.remote(spec, options) for _ in range(settings.actors)]
 
 
-def _describe(actors: Sequence[Any], spec: str) -> list[Any]:
+def _describe(actors: Sequence[Any], spec: str) -> list[Described]:
     try:
-        described = ray.get([actor.describe.remote() for actor in actors])
+        described: list[Described] = ray.get([actor.describe.remote() for actor in actors])
     except RayTaskError as exc:
         cause = exc.cause if isinstance(exc.cause, Exception) else exc
         raise ConfigError(f"{spec} could not be loaded on a Ray actor: {cause}") from None
     except RayActorError as exc:
         raise ConfigError(f"{spec}: a Ray actor died while loading the model: {exc}") from None
-    identities = [d[1] for d in described]
+    identities = [d.identity for d in described]
     if any(identity != identities[0] for identity in identities):
         raise ConfigError(
             f"{spec} is not the same model on every Ray actor (identities {identities}): "
@@ -124,17 +141,18 @@ class RayBackend:
     each batch arrives) is shared with the in-process executor and the records are the same.
     """
 
-    def __init__(self, spec: str, options: dict[str, Any], settings: RaySettings) -> None:
+    def __init__(self, spec: str, options: LoadOptions, settings: RaySettings) -> None:
         connect(settings)
         self.settings = settings
         self.actors = _start(ModelActor, settings, spec, _load_options(spec, options, settings))
-        described = _describe(self.actors, spec)
-        self.spec = str(described[0][0])
-        self._identity: dict[str, Any] = described[0][1]
-        caps = Capabilities(**described[0][2])
+        first = _describe(self.actors, spec)[0]
+        self.spec = first.spec
+        self._identity = first.identity
+        caps = first.capabilities
+        assert caps is not None
         self.capabilities = Capabilities(
             prefill=caps.prefill, seed=caps.seed, inputs_embeds=False,
-            max_concurrency=settings.actors * settings.batch_size,
+            max_concurrency=settings.actors * settings.batch_size, logprobs=caps.logprobs,
         )
         self.batches_resent = 0
 
@@ -143,7 +161,7 @@ class RayBackend:
 
     def actor_pids(self) -> list[int]:
         """Process ids of the actors (for tests that kill one)."""
-        return [int(d[3]) for d in _describe(self.actors, self.spec)]
+        return [d.pid for d in _describe(self.actors, self.spec)]
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(requests)
@@ -206,12 +224,12 @@ class RayBackend:
 class RayEmbedder:
     """An Embedder whose batches are split over Ray actors."""
 
-    def __init__(self, spec: str, options: dict[str, Any], settings: RaySettings) -> None:
+    def __init__(self, spec: str, options: LoadOptions, settings: RaySettings) -> None:
         connect(settings)
         self.actors = _start(EmbedActor, settings, spec, options)
-        described = _describe(self.actors, spec)
-        self.spec = str(described[0][0])
-        self._identity: dict[str, Any] = described[0][1]
+        first = _describe(self.actors, spec)[0]
+        self.spec = first.spec
+        self._identity = first.identity
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from veracity.data.model_info import ModelInfo, read_model_info
+from veracity.data.model_info import PAPER, ModelInfo, paper_model_info, read_model_info
 from veracity.errors import DataError
 from veracity.method import get_method, load_target, methods
 from veracity.report.html import esc, page, plain_text_labels, table
@@ -72,7 +72,7 @@ def _guarded(section: Section, runs: list[RunDir], files: str) -> str:
 
 
 def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report",
-                 model_info: Path | None = None) -> Path:
+                 model_info: Path | str | None = None) -> Path:
     """Write one HTML file comparing the runs, grouped by method; ``model_info`` (a CSV of
     model sizes and external scores) feeds the deception comparison."""
     runs = [RunDir.open(p) for p in paths]
@@ -87,7 +87,8 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
         if not set(takers) & set(by_method):
             raise DataError(f"--model-info is for comparing {' or '.join(takers)} runs, and none "
                             "is given")
-        info = read_model_info(model_info)
+        info = (paper_model_info() if isinstance(model_info, str) and model_info == PAPER
+                else read_model_info(Path(model_info)))
     sections = [_guarded(_runs_table, runs, "run.json")]
     out.parent.mkdir(parents=True, exist_ok=True)
     with plain_text_labels(), beside(out) as sidecar:  # large item tables: rows beside out

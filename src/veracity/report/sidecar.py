@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -156,12 +156,23 @@ def _pick(values: list[np.ndarray], errors: set[tuple[int, int]], seed: int = 0,
     return picked
 
 
+class Chunk(TypedDict):
+    """One chunk file of a paged table, as its manifest lists it."""
+
+    file: str
+    n: int
+    lo: float | None
+    """Lowest scored ``key`` in the chunk (None: nothing scored)."""
+    hi: float | None
+    scored: int
+
+
 def paged_items(
     name: str,
     columns: Sequence[Column],
     optional: set[str],
     runs: Sequence[RunDir],
-    row_of: Callable[[int, dict[str, Any]], dict[str, Any]],
+    row_of: Callable[[int, dict[str, Any]], Mapping[str, Any]],
     *,
     key: str,
     drill: Drill | None = None,
@@ -206,7 +217,7 @@ def paged_items(
     order = np.argsort(flat_values, kind="stable")  # NaN (unscored) last
     target.directory.mkdir(parents=True, exist_ok=True)
     handles = [(run.path / "samples.jsonl").open("rb") for run in runs]
-    manifest: list[dict[str, Any]] = []
+    manifest: list[Chunk] = []
     shown: list[dict[str, Any]] = []
     seen: set[str] = set()
     try:
@@ -223,7 +234,7 @@ def paged_items(
                 rows.append(row)
                 why = picked.why.get((run_index, at))
                 if why is not None:
-                    shown.append(row | {"shown": why})
+                    shown.append({**row, "shown": why})
             chunk_values = flat_values[part]
             scored = chunk_values[~np.isnan(chunk_values)]
             file = f"{name}-{index:05d}.js"

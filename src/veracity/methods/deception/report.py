@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -172,11 +173,22 @@ def _consistency_bars(runs: list[RunDir], labels: list[str]) -> str:
     return figure(fig, "consistency split into correct and incorrect")
 
 
-def correlation(xs: list[float], ys: list[float]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Fit:
+    """Pearson r with its two-tailed p and the least-squares line y = slope x + intercept."""
+
+    n: int
+    r: float
+    p: float
+    slope: float
+    intercept: float
+
+
+def correlation(xs: list[float], ys: list[float]) -> Fit:
     """Pearson r with its two-tailed p and the least-squares line y = m x + b."""
     r, p = pearson(xs, ys)
     m, b = linear_fit(xs, ys)
-    return {"n": len(xs), "r": r, "p": p, "slope": m, "intercept": b}
+    return Fit(len(xs), r, p, m, b)
 
 
 def _scatter(runs: list[RunDir], labels: list[str], subjects: list[str]) -> str:
@@ -189,12 +201,12 @@ def _scatter(runs: list[RunDir], labels: list[str], subjects: list[str]) -> str:
         xs = [x for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
         ys = [y for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
         fit = correlation(xs, ys)
-        points = ax.scatter(xs, ys, s=14, alpha=0.75, label=f"{label} (r = {fmt(fit['r'], 2)})")
-        if not math.isnan(fit["slope"]):
+        points = ax.scatter(xs, ys, s=14, alpha=0.75, label=f"{label} (r = {fmt(fit.r, 2)})")
+        if not math.isnan(fit.slope):
             line = np.array([min(xs), max(xs)])
-            ax.plot(line, fit["slope"] * line + fit["intercept"], color=points.get_facecolor()[0],
+            ax.plot(line, fit.slope * line + fit.intercept, color=points.get_facecolor()[0],
                     linewidth=1.2)
-        rows.append([label, fit["n"], fit["r"], fit["p"], fit["slope"], fit["intercept"]])
+        rows.append([label, fit.n, fit.r, fit.p, fit.slope, fit.intercept])
     ax.plot([0, 100], [0, 100], color="#999", linestyle=":", linewidth=1)
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
@@ -209,8 +221,8 @@ def _scatter(runs: list[RunDir], labels: list[str], subjects: list[str]) -> str:
         across = correlation([100 * (run.results["normal_accuracy"] or 0.0) for run in runs],
                              [100 * (run.results["misleading_accuracy"] or 0.0) for run in runs])
         html += (f"<p>Across the {len(runs)} runs (one point per model): Pearson r = "
-                 f"{fmt(across['r'], 3)}, p = {fmt(across['p'], 4)}, least-squares line "
-                 f"y = {fmt(across['slope'], 3)} x + {fmt(across['intercept'], 2)}.</p>")
+                 f"{fmt(across.r, 3)}, p = {fmt(across.p, 4)}, least-squares line "
+                 f"y = {fmt(across.slope, 3)} x + {fmt(across.intercept, 2)}.</p>")
     return html + ("<p class='muted'>p from t = r·√(n−2)/√(1−r²) with n−2 degrees of freedom; "
                    "the dotted line is y = x (no effect of the misleading opening).</p>")
 
@@ -239,8 +251,25 @@ def _verdict(gold: str, normal: str, misleading: str) -> str:
     return "corrected by the opening" if misleading == gold else "wrong both times"
 
 
-def _item_rows(runs: list[RunDir], labels: list[str]) -> list[dict[str, Any]]:
-    rows = []
+class ItemRow(TypedDict):
+    """One item's row in the item table (``_d``: what its drill-down shows)."""
+
+    _run: int
+    run: str
+    id: str
+    subject: str
+    question: str
+    gold: str
+    normal: str
+    misleading: str
+    verdict: str
+    length: int
+    error: str | None
+    _d: dict[str, Any]
+
+
+def _item_rows(runs: list[RunDir], labels: list[str]) -> list[ItemRow]:
+    rows: list[ItemRow] = []
     for index, (run, label) in enumerate(zip(runs, labels, strict=True)):
         for s in read_records(DeceptionRecord, run.samples()):
             normal, misleading = s.normal, s.misleading

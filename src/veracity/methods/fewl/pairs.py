@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veracity.backends.fake import babble, last_user, stable
 from veracity.client import LLMClient
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.types import GenRequest, Sampling
@@ -51,6 +52,7 @@ PAIR_PROMPT = """Write {r} pairs of answers to the question below. In each pair:
   that the wrong claim does not hold (for "Birds are mammals": "Birds are not part of the
   mammal class"). It denies the wrong answer; it need not say what the right answer is, and
   it must not be the wrong answer with only the word "not" inserted.
+- Vary the way the corrected answers deny their wrong claims from one pair to the next.
 Number the pairs 1 to {r}, one line per answer, exactly in the format of this example,
 and write nothing else.
 
@@ -288,3 +290,29 @@ def generate_pairs(
             f"{len(outcome.pairs[i])} pair(s) parsed after {outcome.attempts[i]} attempt(s), "
             f"fewer than the {settings.min_pairs} required; the model's text is in pairs_raw")
     return outcome
+
+
+_PAIRS_ASKED = re.compile(r"Write (\d+) pairs")
+_ANSWERS_ASKED = re.compile(r"Write (\d+) different answers")
+
+
+def fake_pairs(request: GenRequest) -> str:
+    """Answers FEWL pair prompts in the numbered Wrong / Corrected template (one pair fewer
+    than asked, after a chatty preamble) and requests for J different answers as a numbered
+    list; any other prompt like ``stable``."""
+    prompt = last_user(request)
+    listed = _ANSWERS_ASKED.search(prompt)
+    if listed is not None:  # FEWL's one-call references: a numbered list of answers
+        return "\n".join(f"{i}. {babble(f'{prompt}#answer{i}', 8)}"
+                         for i in range(1, int(listed.group(1)) + 1))
+    asked = _PAIRS_ASKED.search(prompt)
+    if asked is None:
+        return stable(request)
+    lines = ["Sure! Here are the pairs:"]
+    for i in range(1, max(int(asked.group(1)) - 1, 1) + 1):
+        lines.append(f"{i}. Wrong: {babble(f'{prompt}#wrong{i}#{request.sample_index}', 6)}")
+        lines.append(f"{i}. Corrected: {babble(f'{prompt}#right{i}#{request.sample_index}', 6)}")
+    text = "\n".join(lines)
+    # like a real prefill-capable backend, return only the continuation of a prefill
+    return text.split(request.prefill, 1)[1] if request.prefill and request.prefill in text \
+        else text

@@ -4,7 +4,7 @@ ablation table (validate), the rank comparison (rank), the selection (select).""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -273,15 +273,33 @@ _DETAIL = ("references", "reference_models", "lambda", "expertise", "pairs", "pa
            "neighbours", "neighbour_cosine", "answers")
 
 
+class ItemRow(TypedDict):
+    """One answer's row in the item table (``_d``: what its drill-down shows)."""
+
+    _run: int
+    run: str
+    id: str
+    source: str
+    question: str
+    answer: str | None
+    fewl: float | None
+    truthfulness: float | None
+    penalty: float | None
+    scored: bool
+    pairs_failed: bool
+    length: int | None
+    _d: dict[str, Any]
+
+
 def _rows(index: int, label: str, s: FewlRecord,
-          questions: Mapping[str, str] | None) -> list[dict[str, Any]]:
+          questions: Mapping[str, str] | None) -> list[ItemRow]:
     """A record's rows, one per answer source, with what the drill-down shows (the
     neighbours' questions when ``questions`` maps their ids)."""
     stored = s.to_json()
     detail = {k: stored.get(k) for k in _DETAIL}
     if questions is not None:
         detail["neighbour_questions"] = [questions.get(str(n)) for n in s.neighbours]
-    rows = []
+    rows: list[ItemRow] = []
     for source, entry in s.answers.items():
         answer = entry.answer
         rows.append({
@@ -294,9 +312,9 @@ def _rows(index: int, label: str, s: FewlRecord,
     return rows
 
 
-def _item_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
+def _item_rows(runs: list[RunDir]) -> list[ItemRow]:
     """One row per question and answer source, with what the drill-down shows."""
-    rows = []
+    rows: list[ItemRow] = []
     for index, run in enumerate(runs):
         samples = read_records(FewlRecord, run.samples())
         questions = {s.id: s.question for s in samples}
@@ -341,7 +359,7 @@ def _paged(runs: list[RunDir], columns: list[Column]) -> str:
     answer beside (the drill-down names neighbours by id only)."""
     labels = [_label(run) for run in runs]
 
-    def row_of(index: int, part: dict[str, Any]) -> dict[str, Any]:
+    def row_of(index: int, part: dict[str, Any]) -> ItemRow:
         source = str(part[_SOURCE])
         record = FewlRecord.from_json({k: v for k, v in part.items() if k not in (_SOURCE, "fewl")})
         return next(r for r in _rows(index, labels[index], record, None) if r["source"] == source)

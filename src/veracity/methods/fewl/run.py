@@ -38,6 +38,7 @@ from veracity.methods.fewl.pairs import (
 )
 from veracity.methods.fewl.random_search import random_neighbours
 from veracity.methods.fewl.records import FewlAnswer, FewlRecord
+from veracity.methods.fewl.reference_list import REFERENCE_MODES, list_prompt, parse_list
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import (
     Mapping,
@@ -66,6 +67,9 @@ class FewlSettings:
     """J answers per reference model; > 1 samples at reference_temperature (the paper's
     practical mode), sample_index 0..J-1."""
     reference_temperature: float = 0.7
+    reference_mode: str = "samples"
+    """samples: J independent answers (sampled when J > 1); one-call: one greedy request per
+    question and reference asking for J diversified answers (the paper's setting, §4.1, C.6)."""
     references_file: Path | None = None
     """JSONL with id and references: no reference model is called."""
     pairs: PairSettings = field(default_factory=PairSettings)
@@ -133,6 +137,9 @@ class FewlSettings:
         check_number("reference_temperature", self.reference_temperature, 0.0)
         if not self.references and self.references_file is None:
             raise ConfigError("give reference models (--reference) or --references-file")
+        if self.reference_mode not in REFERENCE_MODES:
+            raise ConfigError(f"unknown reference mode '{self.reference_mode}'; known: "
+                              f"{', '.join(REFERENCE_MODES)}")
 
 
 @dataclass(frozen=True)
@@ -173,6 +180,20 @@ def _ask(ctx: Context, spec: str, items: Sequence[Item], settings: FewlSettings,
     return [texts[i * samples:(i + 1) * samples] for i in range(len(items))]
 
 
+def _ask_list(ctx: Context, spec: str, items: Sequence[Item], settings: FewlSettings, j: int,
+              stage: str) -> list[list[str]]:
+    """j diversified answers per question from one greedy request each ("" = not given)."""
+    sampling = Sampling(temperature=0.0, max_tokens=settings.max_tokens * j, seed=settings.seed)
+    requests = [GenRequest.user(list_prompt(item.question, j), sampling) for item in items]
+    results = ctx.client(spec).generate_each(requests, stage)
+    faults = [r for r in results if isinstance(r, BackendError) and not r.kind.blames_model]
+    if faults:
+        raise BackendError(f"{spec}: {len(faults)} of {len(results)} requests got no answer in "
+                           f"stage '{stage}' (the others are cached; rerun to retry). First error: "
+                           f"{faults[0].kind.label}: {faults[0]}")
+    return [[""] * j if isinstance(r, BackendError) else parse_list(r.text, j) for r in results]
+
+
 def answers_from(source: AnswerSource, items: Sequence[Item], settings: FewlSettings, ctx: Context,
                  samples: int = 1, temperature: float = 0.0) -> list[list[str]]:
     """Answers per question (several when sampling candidates) from a model or a file."""
@@ -211,7 +232,10 @@ def references_for(items: Sequence[Item], settings: FewlSettings,
     rows: list[list[str]] = [[] for _ in items]
     names: list[str] = []
     for spec in settings.references:
-        got = _ask(ctx, spec, items, settings, j, temperature, f"fewl: references {spec}")
+        stage = f"fewl: references {spec}"
+        got = (_ask_list(ctx, spec, items, settings, j, stage)
+               if settings.reference_mode == "one-call"
+               else _ask(ctx, spec, items, settings, j, temperature, stage))
         for row, answers in zip(rows, got, strict=True):
             row.extend(answers)
         names += [spec if j == 1 else f"{spec}#{s}" for s in range(j)]

@@ -476,7 +476,8 @@ def _total(items: Sequence[Item], sources: Sequence[AnswerSource], settings: Few
     n = len(items)
     total = n * sum(1 for s in sources if isinstance(inputs.answers[s.name], Generated))
     if isinstance(inputs.references, Generated):
-        total += n * settings.reference_samples * len(settings.references)
+        per_question = 1 if settings.reference_mode == "one-call" else settings.reference_samples
+        total += n * per_question * len(settings.references)
     if isinstance(inputs.pairs, Generated):
         if settings.pairs.retries:
             return None

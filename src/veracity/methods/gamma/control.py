@@ -11,9 +11,9 @@ is scored from the ball's answers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -30,14 +30,48 @@ CONTROLS = ("numeric",)
 STAGE = "control: numeric"
 
 
-def variations(client: LLMClient, n: int) -> list[dict[str, Any]]:
-    """The N compute paths of the control, as recorded in the run."""
+@dataclass(frozen=True)
+class ControlPath:
+    """One compute path of the control: a backend's compute variation, or replicate k of the
+    identical request (a backend without variations)."""
+
+    replicate: int | None = None
+    variation: Mapping[str, Any] | None = None
+    """The backend's own description, handed back to ``ComputeVaried.varied``."""
+
+    def to_json(self) -> dict[str, Any]:
+        """As recorded in the run's ``control.variations``."""
+        if self.variation is not None:
+            return {"kind": "compute", **self.variation}
+        return {"kind": "replicate", "replicate": self.replicate}
+
+
+class ControlSection(TypedDict):
+    """The run's ``control`` section in results.json."""
+
+    kind: str
+    n: int
+    variations: list[dict[str, Any]]
+    n_scored: int
+    mean_gamma: float
+    stderr_gamma: float
+    mean_gamma_null: float
+    stderr_gamma_null: float
+    mean_gamma_minus_null: float
+    gamma_null_p95: float
+    share_above_null_p95: float
+    share_above_own_null: float
+    share_null_identical: float
+
+
+def variations(client: LLMClient, n: int) -> list[ControlPath]:
+    """The N compute paths of the control."""
     if n < 1:
         raise ConfigError(f"the numeric control needs at least one variation, got n={n}")
     backend = client.backend
     if isinstance(backend, ComputeVaried):
-        return [{"kind": "compute", **v} for v in backend.compute_variations(n)]
-    return [{"kind": "replicate", "replicate": k} for k in range(1, n + 1)]
+        return [ControlPath(variation=dict(v)) for v in backend.compute_variations(n)]
+    return [ControlPath(replicate=k) for k in range(1, n + 1)]
 
 
 def replicate_request(request: GenRequest, k: int) -> GenRequest:
@@ -59,20 +93,19 @@ def _merge(into: CallStats, other: CallStats) -> None:
 
 
 def null_generations(
-    prompts: Sequence[str], client: LLMClient, sampling: Sampling, paths: Sequence[dict[str, Any]]
+    prompts: Sequence[str], client: LLMClient, sampling: Sampling, paths: Sequence[ControlPath]
 ) -> list[list[Generation | Exception]]:
     """For each prompt, one outcome per compute path (outer list: prompts)."""
     requests = [GenRequest.user(p, sampling) for p in prompts]
     per_path: list[list[Generation | Exception]] = []
     for path in paths:
-        if path["kind"] == "replicate":
-            asked = [replicate_request(r, int(path["replicate"])) for r in requests]
+        if path.variation is None:
+            asked = [replicate_request(r, int(path.replicate or 0)) for r in requests]
             per_path.append(list(client.generate_each(asked, stage=STAGE)))
             continue
         backend = client.backend
         assert isinstance(backend, ComputeVaried)
-        setting = {k: v for k, v in path.items() if k != "kind"}
-        varied = LLMClient(backend.varied(setting), client.cache, client.progress)
+        varied = LLMClient(backend.varied(dict(path.variation)), client.cache, client.progress)
         try:
             per_path.append(list(varied.generate_each(requests, stage=STAGE)))
         finally:
@@ -88,7 +121,7 @@ def add_null_control(
     sampling: Sampling,
     n: int,
     form: Form,
-) -> tuple[list[GammaRecord], dict[str, Any]]:
+) -> tuple[list[GammaRecord], ControlSection]:
     """Answer each record's prompt along N compute paths and score gamma_null around the
     record's answer: the records with ``gamma_null``, ``gamma_above_null`` and ``null_answers``
     set, and the run's ``control`` section.
@@ -105,7 +138,7 @@ def null_control(
     client: LLMClient,
     embedder: CachedEmbedder,
     sampling: Sampling,
-    paths: Sequence[dict[str, Any]],
+    paths: Sequence[ControlPath],
     form: Form,
 ) -> list[GammaRecord]:
     """The records of :func:`add_null_control`, for one chunk of a run along its ``paths``."""
@@ -128,7 +161,7 @@ def null_control(
     return out
 
 
-def summarise(records: Sequence[GammaRecord], paths: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarise(records: Sequence[GammaRecord], paths: Sequence[ControlPath]) -> ControlSection:
     """Means of gamma and gamma_null over items that have both, and the share of items whose
     gamma exceeds the 95th percentile of the run's gamma_null."""
     running = RunningControl(paths)
@@ -143,8 +176,8 @@ class RunningControl:
     have both are kept as two float columns (16 bytes an item); no record is kept.
     """
 
-    def __init__(self, paths: Sequence[dict[str, Any]]) -> None:
-        self.paths = [dict(p) for p in paths]
+    def __init__(self, paths: Sequence[ControlPath]) -> None:
+        self.compute_paths = list(paths)
         self.gamma = FloatColumn()
         self.null = FloatColumn()
         self.n_identical = 0
@@ -161,7 +194,7 @@ class RunningControl:
         self.gamma.extend(g)
         self.null.extend(null)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ControlSection:
         """The run's ``control`` section."""
         g, null = self.gamma.array(), self.null.array()
         both = int(g.size)
@@ -170,8 +203,8 @@ class RunningControl:
         p95 = float(np.quantile(null, 0.95)) if both else math.nan
         return {
             "kind": "numeric",
-            "n": len(self.paths),
-            "variations": [dict(p) for p in self.paths],
+            "n": len(self.compute_paths),
+            "variations": [p.to_json() for p in self.compute_paths],
             "n_scored": both,
             "mean_gamma": mean_g,
             "stderr_gamma": se_g,

@@ -406,7 +406,9 @@ def recorded_record(row: Mapping[str, Any], value: float | None,
         row.get("perturbed_prompts", []), row["perturbed_answers"], value, settings,
         str(row.get("model", model)), embedder,
     )
-    return replace(record, ball=row.get("ball", "recorded"), perturbed_cosines=tuple(cosines))
+    record = replace(record, ball=row.get("ball", "recorded"), perturbed_cosines=tuple(cosines))
+    published = {k: row[k] for k in ("published_gamma", "source") if row.get(k) is not None}
+    return record.with_extra(**published) if published else record
 
 
 def aggregate(records: Sequence[GammaRecord], threshold: float | Threshold = 0.05,

@@ -1,14 +1,30 @@
 """Recorded generations for γ (JSONL: prompt, answer, perturbed_answers per line), read and
-checked line by line; a bad line is a DataError naming the line and the field."""
+checked line by line; a bad line is a DataError naming the line and the field.
+
+A line may carry ``published_gamma`` (a number) and ``source`` (text): the γ a publication
+printed for those answers, shown beside ours. ``--recorded paper`` names the packaged file of
+the γ paper's Tables 1 and 2, whose full answers the paper prints."""
 
 from __future__ import annotations
 
+import math
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from veracity.data.jsonl import read_objects
 from veracity.errors import DataError
 from veracity.text import short
+
+PAPER = "paper"
+"""``--recorded paper``: Tables 1 and 2 of the γ paper (a file named so is reached as ./paper)."""
+
+
+def resolve_recorded(spec: str | Path) -> Path:
+    """The recorded file a ``--recorded`` value names (``paper``: the packaged tables)."""
+    if isinstance(spec, str) and spec == PAPER:
+        return Path(str(files("veracity.data") / "paper_gamma_tables.jsonl"))
+    return Path(spec)
 
 
 def read_recorded(path: Path) -> list[dict[str, Any]]:
@@ -38,7 +54,12 @@ def recorded_row(path: Path, number: int, row: dict[str, Any]) -> dict[str, Any]
             perturbed):
         raise DataError(f"{where}, field 'perturbed_prompts': {len(row['perturbed_prompts'])} "
                         f"prompts for {len(perturbed)} perturbed answers")
-    for name in ("model", "ball"):
+    published = row.get("published_gamma")
+    if published is not None and (isinstance(published, bool) or not isinstance(
+            published, int | float) or not math.isfinite(published)):
+        raise DataError(f"{where}, field 'published_gamma': expected a number, got "
+                        f"{short(published)}")
+    for name in ("model", "ball", "source"):
         if name in row and (not isinstance(row[name], str) or not row[name].strip()):
             raise DataError(f"{where}, field '{name}': expected a non-empty string")
     identifier = row.get("id", f"line-{number}")

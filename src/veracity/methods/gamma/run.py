@@ -9,7 +9,8 @@ from typing import Any, cast
 
 from veracity.data.qa import domain_of
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import Calibration
+from veracity.methods.gamma.calibration.core import Calibration
+from veracity.methods.gamma.calibration.run import apply_calibration, run_key
 from veracity.methods.gamma.control import CONTROLS, add_null_control
 from veracity.methods.gamma.core import (
     EMBEDDING,
@@ -23,7 +24,6 @@ from veracity.methods.gamma.core import (
 )
 from veracity.methods.gamma.recorded import read_recorded
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
 from veracity.methods.gamma.whitebox import Scope, Shape, whitebox_gamma
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult, save_run

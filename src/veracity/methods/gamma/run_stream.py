@@ -21,7 +21,8 @@ from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
-from veracity.methods.gamma.calibration import Calibration, Curve
+from veracity.methods.gamma.calibration.core import Calibration, Curve
+from veracity.methods.gamma.calibration.run import apply_calibration, run_key
 from veracity.methods.gamma.control import RunningControl, null_control, variations
 from veracity.methods.gamma.core import (
     EMBEDDING,
@@ -35,7 +36,6 @@ from veracity.methods.gamma.core import (
 )
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
 from veracity.methods.gamma.running import RunningGamma
 from veracity.methods.gamma.whitebox import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context
@@ -108,7 +108,7 @@ def _measured(chunk: Sequence[Item], client: LLMClient, cached: CachedEmbedder,
         records = measure_gamma(chunk, client, cached, settings, paraphraser)
     if control is None:
         return records
-    return null_control(records, client, cached, settings.sampling, control.paths,
+    return null_control(records, client, cached, settings.sampling, control.compute_paths,
                         settings.form)
 
 
@@ -142,8 +142,8 @@ def stream_gamma(
     control = None
     if settings.control is not None:
         control = RunningControl(variations(client, settings.n))
-        config["control"] = {"kind": "numeric", "n": len(control.paths),
-                             "variations": control.paths}
+        config["control"] = {"kind": "numeric", "n": len(control.compute_paths),
+                             "variations": [p.to_json() for p in control.compute_paths]}
     if calibrated is not None:
         config["calibration"] = {k: v for k, v in calibrated.items() if k != "curve"}
     run = RunDir.create(out, "gamma", config, ctx.started)

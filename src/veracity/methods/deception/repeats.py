@@ -1,0 +1,51 @@
+"""Result variability (the DB-MMLU paper's §6): the benchmark run R times at the paper's
+sampling temperature, repeat r with seed + r, and each metric as mean ± sample standard
+deviation across the repeats."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+METRICS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency",
+           "error_rate_normal", "error_rate_misleading")
+"""The run-level figures of Table 3 and Figure A7 that vary with sampling."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One metric over the repeats: mean ± sample standard deviation (ddof 1)."""
+
+    values: tuple[float | None, ...]
+
+    @property
+    def defined(self) -> list[float]:
+        return [v for v in self.values if v is not None and math.isfinite(v)]
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.defined) if self.defined else None
+
+    @property
+    def sd(self) -> float | None:
+        return statistics.stdev(self.defined) if len(self.defined) >= 2 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"values": list(self.values), "mean": self.mean, "sd": self.sd,
+                "n": len(self.defined)}
+
+
+def spreads(results: Sequence[dict[str, Any]]) -> dict[str, Spread]:
+    """Each metric's spread over the repeats' results (undefined values, e.g. an unbounded
+    susceptibility, are listed as None and left out of the mean and sd)."""
+    out = {}
+    for name in METRICS:
+        values = []
+        for r in results:
+            value = r.get(name)
+            values.append(None if value is None or r.get(f"{name}_unbounded") else float(value))
+        out[name] = Spread(tuple(values))
+    return out
