@@ -17,6 +17,12 @@ from veracity.backends.llamacpp_attention import (
 from veracity.doctor import attention_detail
 
 
+@pytest.fixture(autouse=True)
+def _quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timings here are scripted: the real machine's load must not decide what is remembered."""
+    monkeypatch.setattr("veracity.backends.llamacpp_attention.busy", lambda: None)
+
+
 class Scripted:
     """A model whose probe verdict and timings are given; counts what was asked of it."""
 
@@ -178,3 +184,16 @@ def test_the_bundled_model_runs_the_chosen_kernel(faster_kernel: str, tmp_path: 
         assert again.compute_path()["attention"]["measured"] is False
     finally:
         again.close()
+
+
+def test_a_timing_on_a_crowded_machine_is_not_remembered(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    choice = choose_attention("auto", "sequential", Scripted(True, 80.0, 100.0), path, "k",
+                              crowded=lambda: "load average 20.0 on 2 cores")
+    assert choice.kernel == "standard" and choice.measured
+    assert "not remembered: load average 20.0 on 2 cores" in choice.reason
+    assert not path.exists()
+    again = Scripted(True, 130.0, 100.0)  # measured again at the next load, on a quiet machine
+    assert choose_attention("auto", "sequential", again, path, "k",
+                            crowded=lambda: None).kernel == "flash"
+    assert json.loads(path.read_text())["k"]["kernel"] == "flash"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -110,12 +111,19 @@ def _remembered(path: Path, key: str) -> dict[str, Any] | None:
     return None
 
 
+def busy() -> str | None:
+    """Why a timing now would not be worth remembering: a load average above the cores."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    return f"load average {load:.1f} on {cores} cores" if load > cores else None
+
+
 def choose_attention(setting: str, decode: str, kernels: Kernels, path: Path,
-                     key: str) -> AttentionChoice:
+                     key: str, crowded: Callable[[], str | None] | None = None) -> AttentionChoice:
     """The kernel to run: flash or standard when named; for ``auto``, flash with
     ``decode=draft`` (which needs it), else flash where the probe shows batch-invariance and a
     timing (remembered under ``key`` in ``path``, else measured now and remembered) shows it
-    no slower than standard."""
+    no slower than standard. A timing taken while ``crowded()`` names a reason (other jobs
+    filling the CPU) decides this load only and is not remembered."""
     if setting in KERNELS:
         probed = kernels.invariant() if setting == "flash" else None
         return AttentionChoice(setting, setting, "asked for", probed)
@@ -142,6 +150,12 @@ def choose_attention(setting: str, decode: str, kernels: Kernels, path: Path,
         reason = ("flash attention is batch-invariant and no slower" if kernel == "flash" else
                   "flash attention is batch-invariant but slower here")
         choice = AttentionChoice(setting, kernel, reason, True, figures, measured=True)
+    why = (crowded or busy)() if choice.measured else None
+    if why is not None:
+        logger.info("llamacpp: attention=auto chose %s (%s), not remembered: %s", choice.kernel,
+                    choice.reason, why)
+        return AttentionChoice(setting, choice.kernel, f"{choice.reason} (not remembered: {why})",
+                               choice.batch_invariant, choice.tokens_per_second, True)
     entry = {"kernel": choice.kernel, "reason": choice.reason,
              "batch_invariant": choice.batch_invariant,
              "tokens_per_second": choice.tokens_per_second,
