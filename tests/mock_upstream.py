@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import sys
 import threading
 from collections.abc import Callable
@@ -90,6 +91,8 @@ class MockUpstream:
     concurrency: int = 10_000
     chunk_delay: float = 0.0
     model: str = "mock-model"
+    stable: bool = False
+    """Answer every prompt with the stable answer ("unstable" ones too): a stronger model."""
     received: list[Received] = field(default_factory=list)
     port: int = 0
     in_flight: int = 0
@@ -97,6 +100,10 @@ class MockUpstream:
     """Most chat requests waiting for their answer at once."""
     abandoned: list[str] = field(default_factory=list)
     """The prompts of held answers (``hang``) whose client closed the connection first."""
+    fault_rate: float = 0.0
+    """Share of requests (not scripted) answered with a 500, drawn from a seeded generator."""
+    record: bool = True
+    """Keep every request in ``received`` (a long soak turns it off: it would only grow)."""
     _queue: list[Reply] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -116,10 +123,13 @@ class MockUpstream:
     def _next(self, received: Received) -> Reply:
         asked = _last_user(received.body) if isinstance(received.body, dict) else ""
         with self._lock:
-            self.received.append(received)
+            if self.record:
+                self.received.append(received)
             for i, reply in enumerate(self._queue):
                 if reply.match is None or reply.match(asked):
                     return self._queue.pop(i)
+            if self.fault_rate and self._faults.random() < self.fault_rate:
+                return Reply(status=500)
             return Reply()
 
     async def serve(self, ready: threading.Event | None = None) -> None:
@@ -134,6 +144,7 @@ class MockUpstream:
             await self._stopping.wait()
 
     def __enter__(self) -> MockUpstream:
+        self._faults = random.Random(0)
         ready = threading.Event()
         self._thread = threading.Thread(target=asyncio.run, args=(self.serve(ready),), daemon=True)
         self._thread.start()
@@ -195,13 +206,19 @@ class MockUpstream:
             self._send(writer, reply.status, reply.body or {"error": {"message": "scripted"}},
                        reply.headers)
             return True
-        text = answer_to(_last_user(body)) if reply.text is None else reply.text
+        text = (STABLE if self.stable else answer_to(_last_user(body))) if reply.text is None \
+            else reply.text
         if body.get("stream"):
             return await self._stream(writer, text, reply)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"}
+        if body.get("logprobs"):  # one token a word: the stable answer sure of itself
+            sure = -0.05 if text == STABLE else -1.5
+            choice["logprobs"] = {"content": [{"token": w, "logprob": sure, "top_logprobs": []}
+                                              for w in text.split(" ")]}
         self._send(writer, 200, {
             "id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"}],
+            "choices": [choice],
             "usage": {"prompt_tokens": 7, "completion_tokens": 7, "total_tokens": 14}})
         return True
 
@@ -258,6 +275,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds before each answer")
     parser.add_argument("--concurrency", type=int, default=10_000, help="answers at once")
+    parser.add_argument("--fault-rate", type=float, default=0.0,
+                        help="share of requests answered with a 500 (seeded)")
     args = parser.parse_args()
     try:  # the load bench's upstream: as little CPU per answer as the machine allows
         import uvloop
@@ -265,7 +284,8 @@ def main() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:
         pass
-    mock = MockUpstream(delay=args.delay, concurrency=args.concurrency)
+    mock = MockUpstream(delay=args.delay, concurrency=args.concurrency,
+                        fault_rate=args.fault_rate, record=False)
     with mock:
         print(f"PORT {mock.port}", flush=True)
         sys.stdin.read()

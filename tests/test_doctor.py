@@ -78,3 +78,24 @@ def test_a_base_url_is_checked_for_an_answer() -> None:
     assert not bad.ok and "not an http(s) URL" in bad.detail
     closed = doctor.check_base_url("http://user:secret@127.0.0.1:9/v1", timeout=2)
     assert not closed.ok and "secret" not in closed.detail
+
+
+def test_the_cache_check_wants_room_for_the_write_ahead_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VERACITY_HOME", str(tmp_path))
+    from veracity.paths import default_cache_path
+
+    cache = default_cache_path()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(b"\0" * (8 << 20))  # an 8 MiB cache: its log may reach 4 MiB
+    assert doctor.cache_space_wanted(cache) == doctor.MIN_FREE_BYTES + (4 << 20)
+    monkeypatch.setattr(doctor, "MIN_FREE_BYTES", 1 << 60)
+    check = doctor.check_home()
+    assert not check.ok and "wants" in check.detail and "operations.md" in check.fix
+
+
+def test_the_temp_check_names_tmpdir(tmp_path: Path) -> None:
+    assert doctor.check_temp(wanted=1).ok
+    low = doctor.check_temp(wanted=1 << 60)
+    assert not low.ok and not low.required and "TMPDIR" in low.fix

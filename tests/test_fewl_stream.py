@@ -17,7 +17,7 @@ from veracity.errors import DataError
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
-from veracity.methods.fewl.run_stream import INDEX_DIR, stream_fewl
+from veracity.methods.fewl.run_stream import stream_fewl, work_folders
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import Item
@@ -94,7 +94,7 @@ def test_streamed_equals_whole_run_in_any_chunk_size(tmp_path: Path) -> None:
     assert len(by_id["q10"]["pairs"]) == 12 and by_id["q2"]["references"][0]
     assert all(n not in ("q4", "q13") for r in records for n in r["neighbours"])  # no refs
     run = tmp_path / "small"
-    assert not (run / INDEX_DIR).exists()
+    assert not work_folders(run)
     info = json.loads((run / "run.json").read_text())
     assert info["finished"] and info["config"]["reference_models"] == [
         "refs.jsonl#0", "refs.jsonl#1", "refs.jsonl#2"]
@@ -206,7 +206,7 @@ def test_interrupted_mid_chunk_resumes_without_embedding_twice(
     assert len(embedded) == len(set(embedded)) == distinct  # every text embedded once
     assert [r.to_json() for r in resumed.records] == whole.records_json()
     assert resumed.results["models"] == whole.results["models"]
-    assert not (out / INDEX_DIR).exists()
+    assert not work_folders(out)
 
 
 def test_blocked_neighbour_search_is_the_stable_sort_of_each_row() -> None:

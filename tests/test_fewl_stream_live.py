@@ -20,7 +20,7 @@ from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings, side_files
-from veracity.methods.fewl.run_stream import INDEX_DIR, stream_fewl
+from veracity.methods.fewl.run_stream import stream_fewl, work_folders
 from veracity.runs.common import Context
 from veracity.runs.streamed import StoredRecords
 from veracity.types import GenRequest, Item
@@ -108,7 +108,7 @@ def test_live_streamed_equals_in_memory_in_any_chunk_size(tmp_path: Path) -> Non
     expected = side_files(whole.records)
     for name in ("references.jsonl", "pairs.jsonl", "answers/fake-unstable.jsonl"):
         assert _lines(run / name) == expected[name]
-    assert not (run / INDEX_DIR).exists()
+    assert not work_folders(run)
     models = small.results["models"]
     assert models["fake/stable"]["n"] == 26 - 4
     assert set(models) == {"fake/stable", "given", "fake/unstable"}
@@ -210,7 +210,7 @@ def test_interrupted_mid_generation_resumes_without_a_repeated_call(
                     generate_chunk=6)
     before = len(sent)
     assert 50 <= before < total - 20
-    assert not (out / "samples.jsonl").exists() and (out / INDEX_DIR).exists()
+    assert not (out / "samples.jsonl").exists() and work_folders(out)
     with _ctx(cache) as ctx:
         resumed = stream_fewl(items, sources, settings, ctx, out, "qs", {}, chunk_size=4,
                               generate_chunk=6)
@@ -218,7 +218,7 @@ def test_interrupted_mid_generation_resumes_without_a_repeated_call(
     assert len(sent) == len(set(sent)) == total  # every request sent once over both attempts
     assert [r.to_json() for r in resumed.records] == whole.records_json()
     assert resumed.results == whole.results
-    assert not (out / INDEX_DIR).exists()
+    assert not work_folders(out)
 
 
 def _labelled(tmp: Path, count: int) -> tuple[list[Item], list[AnswerSource]]:

@@ -21,7 +21,7 @@ from veracity.methods.fewl import modes
 from veracity.methods.fewl.modes import run_fewl_select
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
-from veracity.methods.fewl.run_stream import INDEX_DIR
+from veracity.methods.fewl.run_stream import work_folders
 from veracity.methods.fewl.selection.run import stream_select
 from veracity.runs.common import Context
 from veracity.runs.streamed import StoredRecords
@@ -98,7 +98,7 @@ def _same_run(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     info_a, info_b = (json.loads((d / "run.json").read_text()) for d in (a, b))
     assert info_a["config"] == info_b["config"] and info_a["files"] == info_b["files"]
-    assert info_b["finished"] and not (b / INDEX_DIR).exists()
+    assert info_b["finished"] and not work_folders(b)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -230,7 +230,7 @@ def test_interrupted_select_resumes_with_exactly_the_missing_calls(
                       generate_chunk=6)
     before = len(sent)
     assert 45 <= before < total - 20
-    assert not (out / "samples.jsonl").exists() and (out / INDEX_DIR).exists()
+    assert not (out / "samples.jsonl").exists() and work_folders(out)
     with _ctx(cache) as ctx:
         stream_select(items, source, settings, ctx, out, "qs", extra, 3, 0.7, chunk_size=4,
                       generate_chunk=6)

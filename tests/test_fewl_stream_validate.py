@@ -28,7 +28,7 @@ from veracity.methods.fewl.core import FewlScores, Terms, measurement_accuracy
 from veracity.methods.fewl.modes import run_fewl_validate
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import FewlSettings
-from veracity.methods.fewl.run_stream import INDEX_DIR
+from veracity.methods.fewl.run_stream import work_folders
 from veracity.methods.fewl.validation.run import (
     AccuracyCounts,
     MeasurementTally,
@@ -157,7 +157,7 @@ def test_streamed_validate_equals_in_memory_byte_for_byte(
         expected = (tmp_path / "whole" / name).read_bytes()
         for label, out in runs.items():
             assert (out / name).read_bytes() == expected, (label, name)
-        assert not (out / INDEX_DIR).exists()
+        assert not work_folders(out)
     results = whole.results
     first = next(iter(results["validation"].values()))
     cell = first["tv"]["fewl"]
@@ -196,7 +196,7 @@ def test_interrupted_streamed_validate_resumes_with_exactly_the_missing_calls(
                              generate_chunk=3)
     before = len(sent)
     assert total // 2 < before < total
-    assert (out / "samples.jsonl").exists() and (out / INDEX_DIR).exists()
+    assert (out / "samples.jsonl").exists() and work_folders(out)
     assert not (out / "results.json").exists()
     with _ctx(cache) as ctx:
         stream_fewl_validate(items, settings, ctx, out, "toy", 2, chunk_size=4,
@@ -205,7 +205,7 @@ def test_interrupted_streamed_validate_resumes_with_exactly_the_missing_calls(
     assert len(sent) == len(set(sent)) == total  # every request sent once over both attempts
     for name in FILES:
         assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
-    assert not (out / INDEX_DIR).exists()
+    assert not work_folders(out)
 
 
 def test_accuracy_counts_on_hand_computed_numbers() -> None:

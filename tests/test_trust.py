@@ -117,7 +117,8 @@ def test_trust_on_the_bundled_model() -> None:
 
 LIBRARY_KEYS = ["gamma", "verdict", "thresholds", "form", "prompt", "answer", "answer_reused",
                 "perturbed_prompts", "perturbed_answers", "model", "embedder", "n", "ball",
-                "seconds", "model_calls", "p_correct", "p_correct_band", "calibration"]
+                "seconds", "model_calls", "p_correct", "p_correct_band", "calibration", "decision",
+                "decision_reason", "escalated"]
 
 
 def test_an_empty_answer_says_why_and_the_library_shape_is_unchanged() -> None:
@@ -145,7 +146,8 @@ def test_the_gateway_writes_a_trust_score_in_its_wire_format() -> None:
     assert list(wire) == ["id", "gamma", "verdict", "thresholds", "p_correct", "p_correct_band",
                           "calibration", "form", "n", "ball", "seed", "model", "embedder",
                           "sampling", "perturbed_edits", "perturbed_answers", "model_calls",
-                          "timings", "error", "error_kind"]
+                          "tokens", "timings", "error", "error_kind", "decision", "decision_reason"]
+    assert wire["decision"] == "answer"
     assert wire["thresholds"] == {"low": 0.1, "high": 0.3, "source": "--thresholds"}
     assert wire["p_correct_band"] == [0.5, 0.9] and wire["perturbed_answers"] == ["Because!", "No."]
     assert wire["perturbed_edits"] == [{"at": 4, "cut": 0, "insert": " \x01"},

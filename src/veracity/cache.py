@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -19,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from veracity.embed.base import Matrix
-from veracity.errors import ConfigError
+from veracity.errors import ConfigError, StorageError
 from veracity.paths import check_output_file, default_cache_path, user_path
+from veracity.space import storage_error
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -41,12 +43,30 @@ _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statemen
 # (a put never waits for it), and a commit checkpoints itself only if the log reaches 16384
 # pages (64 MiB), which bounds the log when the thread falls behind. A 64 MiB page cache keeps
 # the index's inner pages and recent leaves in memory instead of reading them again.
+# The log's file keeps its largest size unless it is cut when it starts over: it is cut to 1 MiB,
+# and a put that finds it above half the database (at least 1 MiB, at most 64 MiB) checkpoints
+# at once, so the disk a run needs stays within 1.5 times the final cache plus a few MiB
+# (docs/operations.md), where a small cache used to carry a log eight times its size.
 _PRAGMAS = (
     "PRAGMA cache_size = -65536",
     "PRAGMA wal_autocheckpoint = 16384",
-    "PRAGMA journal_size_limit = 67108864",
+    f"PRAGMA journal_size_limit = {1 << 20}",
 )
 _CHECKPOINT_ROWS = 4096  # rows put between background checkpoints: about as many log pages
+WAL_FLOOR = 1 << 20
+"""The log may always reach this size (bytes) before a put checkpoints it itself."""
+WAL_CEILING = 16384 * 4096
+"""... and never more than this (the autocheckpoint's bound)."""
+
+
+def wal_allowance(db_bytes: int) -> int:
+    """How large the write-ahead log may grow before a put checkpoints it: half the database,
+    within [WAL_FLOOR, WAL_CEILING].
+
+    >>> wal_allowance(0) == WAL_FLOOR, wal_allowance(10 << 20), wal_allowance(1 << 40) == WAL_CEILING
+    (True, 5242880, True)
+    """
+    return min(WAL_CEILING, max(WAL_FLOOR, db_bytes // 2))
 # An entry already there with the same value is left alone instead of deleted and inserted again
 # (which INSERT OR REPLACE does, rewriting its pages and both indexes); a different value still
 # replaces it, as before.
@@ -156,17 +176,23 @@ class CacheStats:
 class Cache:
     """A SQLite file shared by every run; safe to use from several threads."""
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, page_cache_mib: int = 64) -> None:
+        """``page_cache_mib``: pages SQLite keeps in memory (a long-lived process that never
+        rereads its puts, the gateway, keeps fewer: its resident size would grow with the file
+        up to this much)."""
         self.path = user_path(path) if path is not None else default_cache_path()
         check_output_file(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = _open(self.path)
+            self._conn.execute(f"PRAGMA cache_size = {-1024 * max(1, int(page_cache_mib))}")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cache {self.path}: cannot open it ({exc})") from None
         self._lock = threading.Lock()
         self._checkpointer: _Checkpointer | None = None  # started by the first put
         self._unchecked = 0  # rows put since the checkpointer was last woken
+        self._broken: StorageError | None = None
+        """Set once a put failed (disk full): every later put raises it at once."""
 
     def _get(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -188,9 +214,20 @@ class Cache:
         if not rows:
             return
         with self._lock:
-            with self._conn:
-                self._conn.executemany(_UPSERT, rows)
+            if self._broken is not None:
+                raise self._broken
+            try:
+                with self._conn:
+                    self._conn.executemany(_UPSERT, rows)
+            except sqlite3.Error as exc:
+                # SQLite rolls the transaction back and the file stays sound; what was stored
+                # before stays stored, and a rerun after space is freed sends only the rest
+                self._broken = storage_error(
+                    exc, self.path, f"{len(rows)} new {kind} entries of the cache",
+                    "what the cache held stays there: the rerun sends only the missing requests")
+                raise self._broken from exc
             self._unchecked += len(rows)
+            self._bound_log()
             if self._unchecked >= _CHECKPOINT_ROWS:
                 self._unchecked = 0
                 if self._checkpointer is None:
@@ -199,6 +236,17 @@ class Cache:
                     except (OSError, sqlite3.Error):
                         return  # the put is stored; commits checkpoint the log themselves
                 self._checkpointer.wake()
+
+    def _bound_log(self) -> None:
+        """Checkpoint here when the log outgrew its allowance (the background thread fell
+        behind or has not started); the next write starts it over, cut to 1 MiB."""
+        try:
+            wal = os.stat(f"{self.path}-wal").st_size
+            if wal <= WAL_FLOOR or wal <= wal_allowance(os.stat(self.path).st_size):
+                return
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (OSError, sqlite3.Error):
+            return  # busy or gone: the next put tries again; the autocheckpoint still bounds it
 
     def get_json(self, keys: Sequence[str]) -> dict[str, Any]:
         """Decoded JSON values of the keys that are present."""
@@ -241,7 +289,12 @@ class Cache:
 
     def close(self) -> None:
         with self._lock:
-            if self._checkpointer is not None:
-                self._checkpointer.close()
-                self._checkpointer = None
-            self._conn.close()
+            try:
+                if self._checkpointer is not None:
+                    self._checkpointer.close()
+                    self._checkpointer = None
+                self._conn.close()
+            except sqlite3.Error:
+                if self._broken is None:
+                    raise  # after a failed put, the error already said why
+

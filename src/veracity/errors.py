@@ -100,3 +100,8 @@ class AccessError(PermanentError):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a model stage; the message says what was kept and how to resume."""
+
+
+class StorageError(VeracityError):
+    """A file could not be written (out of space, a file size limit, a read-only file system);
+    the message names the file and what was being written."""

@@ -14,11 +14,15 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
-from veracity.errors import UnknownSpecError
+from veracity.errors import UnknownSpecError, VeracityError
+from veracity.types import Generation, Item, Sampling
+
+if TYPE_CHECKING:
+    from veracity.runs.common import Context
 
 _log = logging.getLogger(__name__)
 
@@ -119,6 +123,59 @@ class Method(Protocol):
 
 
 @dataclass(frozen=True)
+class SignalRequest:
+    """What ``veracity benchmark`` hands every method: the same questions, the same greedy
+    answers, and the model calls each question may cost."""
+
+    items: tuple[Item, ...]
+    answers: tuple[Generation | None, ...]
+    """The shared greedy answer of each item (None: the model failed on it; leave it unscored)."""
+    budget: int
+    """K model calls per question, the shared greedy answer included: a method may spend
+    K - 1 more per question (the benchmark counts them at the client and refuses overspending)."""
+    model: str | None
+    """Model spec to call; None when scoring a recorded file (no model call allowed)."""
+    embedder: str
+    sampling: Sampling
+    """How the greedy answers were decoded (temperature 0, max tokens)."""
+    temperature: float = 0.7
+    """Temperature of methods that sample answers."""
+    seed: int = 0
+    samples: tuple[tuple[str, ...], ...] | None = None
+    """Recorded answers sampled at ``temperature`` per item (score-only runs), else None."""
+    entailment: str | None = None
+    """Spec of the model that decides whether two answers mean the same (semantic entropy)."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One per-item score a method gives the benchmark (a method may give several, e.g.
+    logprob's mean log-probability and minimum token probability)."""
+
+    name: str
+    """Row of the leaderboard, e.g. ``gamma`` or ``logprob.mean``."""
+    values: tuple[float | None, ...]
+    """One value per item; None = not scored (that item is left out of every table)."""
+    higher_is_better: bool
+    """True when a larger value means a more trustworthy answer (the benchmark negates it)."""
+    baseline: bool
+    """One of the field's baselines (differences are taken to the best of them)."""
+    settings: dict[str, Any] = field(default_factory=dict, hash=False)
+    """How it was measured (e.g. ``{"n": 10}``), recorded with the run."""
+
+
+class SignalUnavailable(VeracityError):
+    """A method cannot score this request (no log-probabilities, budget too small, no model for
+    a recorded file); the benchmark leaves it out and says why."""
+
+
+class SignalFunction(Protocol):
+    """``veracity benchmark``'s way into a method (its spec's ``signal`` target)."""
+
+    def __call__(self, ctx: Context, request: SignalRequest) -> list[Signal]: ...
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """A method registered by ``module:attribute`` strings (a :class:`Method`)."""
 
@@ -135,6 +192,9 @@ class MethodSpec:
     api: tuple[str, ...] = ()
     fake_modes: tuple[FakeMode, ...] = ()
     """Scripted ``fake/<name>`` models answering its prompts (listed by ``veracity models``)."""
+    signal: str = ""
+    """``module:function`` (a :class:`SignalFunction`) through which ``veracity benchmark``
+    scores items with this method; empty = not benchmarked."""
 
     def record_type(self) -> type[Any]:
         return cast(type[Any], load_target(self.record))
@@ -166,6 +226,12 @@ class Part:
     fake_modes: tuple[FakeMode, ...] = ()
 
 
+def signal_function(method: Method) -> SignalFunction | None:
+    """The method's benchmark entry point, if it declares one."""
+    target = getattr(method, "signal", "")
+    return cast(SignalFunction, load_target(target)) if target else None
+
+
 _REGISTRY: dict[str, Method] = {}
 _loaded = False
 
@@ -178,6 +244,7 @@ BUILTIN = (
     "veracity.methods.length:METHODS",
     "veracity.methods.semantic_entropy:METHODS",
     "veracity.methods.p_true:METHODS",
+    "veracity.methods.benchmark:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
 

@@ -21,6 +21,8 @@ from veracity.data.jsonl import load_json, read_text, stream_objects
 from veracity.errors import ConfigError, DataError
 from veracity.method import get_method, method_names, methods
 from veracity.paths import check_output_dir
+from veracity.runlock import claim_run_dir, run_dir_claimed
+from veracity.space import replace_text, writing
 from veracity.text import json_safe, redact_urls
 
 SCHEMA_VERSION = 1
@@ -102,10 +104,11 @@ def run_files() -> tuple[str, ...]:
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """One JSON object per line (UTF-8), creating the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(dumps(record) + "\n")
+    with writing(path, "records"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as fh:
+            for record in records:
+                fh.write(dumps(record) + "\n")
 
 
 def timestamp() -> str:
@@ -138,8 +141,10 @@ def _inside(name: str) -> bool:
 
 def check_run_target(path: Path) -> None:
     """Refuse, before any work, an output directory veracity cannot write a run into: a
-    file, a path under a file, or a directory whose run.json is not a veracity run."""
+    file, a path under a file, a directory whose run.json is not a veracity run, or one
+    another process is writing; then claim it for this process (:mod:`veracity.runlock`)."""
     check_output_dir(path)
+    claim_run_dir(path)
     marker = path / "run.json"
     if not marker.exists():
         foreign = [name for name in run_files() if (path / name).exists()]
@@ -170,7 +175,8 @@ class RunDir:
         """Write run.json; ``started`` is when the work began (default: now)."""
         run = cls(Path(path))
         check_run_target(run.path)
-        run.path.mkdir(parents=True, exist_ok=True)
+        with writing(run.path, "the run directory"):
+            run.path.mkdir(parents=True, exist_ok=True)
         run._clear_previous()
         spec = get_method(method)
         run._write(
@@ -238,10 +244,8 @@ class RunDir:
         return run
 
     def _write(self, name: str, value: Any) -> None:
-        target = self.path / name
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(dumps(value, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(target)
+        with run_dir_claimed(self.path):  # held already by a run, or just for this write
+            replace_text(self.path / name, dumps(value, indent=2) + "\n", f"the run's {name}")
 
     def _read(self, name: str) -> Any:
         target = self.path / name
@@ -264,12 +268,9 @@ class RunDir:
         return str(self.info["method"])
 
     def write_samples(self, records: Iterable[dict[str, Any]], name: str = "samples.jsonl") -> None:
-        target = self.path / name
-        tmp = target.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            for record in records:
-                fh.write(dumps(record) + "\n")
-        tmp.replace(target)
+        with run_dir_claimed(self.path):
+            replace_text(self.path / name, (dumps(r) + "\n" for r in records),
+                         f"the run's {name}")
 
     def samples(self, name: str = "samples.jsonl") -> Iterator[dict[str, Any]]:
         target = self.path / name

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from veracity.calls import CachedCalls, Progress
 from veracity.errors import ConfigError
+from veracity.space import storage_error, writing
 from veracity.store import dumps
 from veracity.text import json_safe
 
@@ -184,16 +185,19 @@ class SampleWriter:
         self.count = 0
 
     def __enter__(self) -> SampleWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("w", encoding="utf-8")
+        with writing(self.path, "the run's records"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = self.path.open("w", encoding="utf-8")
         return self
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
         """One chunk of records, then a flush."""
         if self._fh is None:
             raise RuntimeError("SampleWriter used outside its with block")
-        self._fh.write("".join(self._dumps(r) + "\n" for r in records if self._counted()))
-        self._fh.flush()
+        text = "".join(self._dumps(r) + "\n" for r in records if self._counted())
+        with writing(self.path, "the run's records"):
+            self._fh.write(text)
+            self._fh.flush()
 
     def _counted(self) -> bool:
         self.count += 1
@@ -202,8 +206,12 @@ class SampleWriter:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+            fh, self._fh = self._fh, None
+            try:
+                fh.close()
+            except OSError as exc:  # what the last flush could not write
+                if error is None:
+                    raise storage_error(exc, self.path, "the run's records") from exc
 
 
 class RunProgress:

@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS exchanges (
     total_ms REAL,
     error TEXT,
     score TEXT NOT NULL,
-    p_correct REAL
+    p_correct REAL,
+    decision TEXT
 );
 CREATE INDEX IF NOT EXISTS exchanges_time ON exchanges (time);
 CREATE TABLE IF NOT EXISTS scores (
@@ -45,14 +46,19 @@ CREATE TABLE IF NOT EXISTS scores (
 );
 CREATE INDEX IF NOT EXISTS scores_time ON scores (time);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS feedback (
+    id TEXT PRIMARY KEY,
+    time REAL NOT NULL,
+    correct INTEGER NOT NULL
+);
 """
 LOGGED_CHARS = 16_384
 """Longest text kept in a row (prompt, answer, each perturbed answer); longer ones are cut."""
 LOGGED_ITEMS = 256
 """Longest list kept in a row's score."""
 _COLUMNS = ("id", "time", "model", "prompt", "answer", "gamma", "verdict", "upstream_ms",
-            "scoring_ms", "total_ms", "error", "score", "p_correct")
-_ADDED = {"p_correct": "REAL"}
+            "scoring_ms", "total_ms", "error", "score", "p_correct", "decision")
+_ADDED = {"p_correct": "REAL", "decision": "TEXT"}
 """Columns added after the first release: logs written before lack them."""
 
 
@@ -74,6 +80,8 @@ class Entry:
     score: dict[str, Any]
     p_correct: float | None = None
     """P(correct) from the gateway's calibration (None without one)."""
+    decision: str | None = None
+    """answer, abstain or escalate (None in logs written before decisions)."""
 
     def row(self) -> tuple[Any, ...]:
         return tuple(_score_text(self.score) if c == "score" else bounded(getattr(self, c))
@@ -175,6 +183,26 @@ class TrafficLog:
             ).fetchone()
         return None if row is None else _exchange(row)
 
+    def add_feedback(self, exchange_id: str, correct: bool) -> Entry | None:
+        """Label a logged exchange (a later label replaces an earlier one); None when no
+        exchange has that id."""
+        found = self.get(exchange_id)
+        if found is None:
+            return None
+        with self._lock, self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO feedback VALUES (?, ?, ?)",
+                               (exchange_id, time.time(), int(correct)))
+        return found
+
+    def feedback_counts(self) -> list[tuple[str, str, int, int]]:
+        """(model, decision, labelled, wrong) over the labelled exchanges."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT e.model, COALESCE(e.decision, 'answer'), COUNT(*), SUM(1 - f.correct) "
+                "FROM feedback f JOIN exchanges e ON e.id = f.id "
+                "GROUP BY e.model, COALESCE(e.decision, 'answer')").fetchall()
+        return [(str(m), str(d), int(n), int(w or 0)) for m, d, n, w in rows]
+
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close."""
         with self._lock:
@@ -213,6 +241,40 @@ def iter_traffic(path: Path) -> Iterator[Entry]:
             conn.close()
     except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
         raise DataError(f"{path} is not a veracity traffic log: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A logged exchange with a label fed back to it."""
+
+    id: str
+    model: str
+    gamma: float | None
+    decision: str | None
+    correct: bool
+
+
+def read_feedback(path: Path) -> list[Labelled]:
+    """The labelled exchanges of a traffic log (``POST /v1/veracity/feedback``), oldest first."""
+    if not path.is_file():
+        raise DataError(f"traffic log not found: {path}")
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "exchanges" not in tables:
+                raise DataError(f"{path} is not a veracity traffic log (no exchanges)")
+            if "feedback" not in tables:
+                return []
+            decision = "e.decision" if "decision" in _columns(conn) else "NULL"
+            rows = conn.execute(f"SELECT e.id, e.model, e.gamma, {decision}, f.correct FROM "
+                                "feedback f JOIN exchanges e ON e.id = f.id ORDER BY e.time").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise DataError(f"{path} is not a veracity traffic log: {exc}") from None
+    return [Labelled(str(i), str(m), None if g is None else float(g), d, bool(c))
+            for i, m, g, d, c in rows]
 
 
 def read_traffic(path: Path) -> list[Entry]:

@@ -540,3 +540,31 @@ def test_a_long_answer_is_cut_in_the_log_not_in_the_response(gateway: Callable[.
     assert row.answer == long[:LOGGED_CHARS] + cut
     assert all(len(a) < LOGGED_CHARS + 60 for a in row.score["perturbed_answers"])
     assert (tmp_path / "traffic.sqlite").stat().st_size < 200_000
+
+
+def test_sixty_byte_at_a_time_clients_are_closed_and_the_others_served(
+        gateway: Callable[..., Gw]) -> None:
+    """Issue 42: 60 connections trickling their headers stay open no longer than the timeout,
+    and a well-behaved client is served meanwhile as fast as alone."""
+    gw = gateway(client_timeout=1.0)
+    began = time.monotonic()
+    alone = gw.chat()
+    alone_s = time.monotonic() - began
+    request = head(gw, 10)
+    slow = [connect(gw) for _ in range(60)]
+    for step in range(5):  # a byte each every 0.1 s: never done before the deadline
+        for sock in slow:
+            try:
+                sock.sendall(request[step:step + 1])
+            except OSError:
+                pass
+        time.sleep(0.1)
+    began = time.monotonic()
+    served = gw.chat()
+    assert served.status_code == 200 and alone.status_code == 200
+    assert time.monotonic() - began < max(1.0, 5 * alone_s)
+    for sock in slow:
+        status, _, took = closed_within(sock, 5)
+        assert status == 408 and took < 5
+        sock.close()
+    assert wait_until(lambda: open_connections(gw) == 0)

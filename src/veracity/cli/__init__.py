@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from veracity import crash
+from veracity import crash, terminal
 from veracity.method import Command, load_target, methods
 
 SHELL = (
@@ -54,3 +54,4 @@ class VeracityGroup(click.Group):
 def main() -> None:
     """Measure how far an LLM's answers can be trusted."""
     crash.arm()  # a segfault in native code prints where it happened
+    terminal.arm()  # warnings and log lines repeat dataset text: shown harmless

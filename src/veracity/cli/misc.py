@@ -12,6 +12,7 @@ from veracity.cli.output import echo
 from veracity.paths import check_output_file
 from veracity.registry import SCORERS, declared, list_providers
 from veracity.report import build_report, compare_json
+from veracity.space import writing
 from veracity.store import RunDir, dumps
 
 
@@ -46,6 +47,7 @@ def cache() -> None:
 
 @cache.command("info")
 @click.option("--cache", "cache_path", type=click.Path(path_type=Path), default=None)
+@handles_errors
 def cache_info(cache_path: Path | None) -> None:
     """Where the cache is, its size, and entries per model / embedder."""
     c = Cache(cache_path)
@@ -62,12 +64,15 @@ def cache_info(cache_path: Path | None) -> None:
 @click.option("--cache", "cache_path", type=click.Path(path_type=Path), default=None)
 @click.option("--spec", default=None, help="Only entries of this model or embedder spec.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@handles_errors
 def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
     """Delete cached generations and embeddings."""
     c = Cache(cache_path)
     if not yes:
         click.confirm(f"delete {'all entries' if spec is None else spec} from {c.path}?", abort=True)
-    echo(f"deleted {c.clear(spec)} entries")
+    with writing(c.path, "the cache (VACUUM needs room for a copy of it)"):
+        deleted = c.clear(spec)
+    echo(f"deleted {deleted} entries")
     c.close()
 
 

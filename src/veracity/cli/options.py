@@ -310,8 +310,12 @@ def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def handles_errors(func: F) -> F:
-    """Turn veracity errors into clean CLI errors, and Ctrl-C into a resume hint."""
+    """Turn veracity errors into clean CLI errors, and Ctrl-C into a resume hint. A write that
+    ran out of space where no message names its file yet still gets one line, no traceback."""
+    import sqlite3
+
     from veracity.errors import VeracityError
+    from veracity.space import is_no_space, storage_error
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -319,6 +323,12 @@ def handles_errors(func: F) -> F:
             return func(*args, **kwargs)
         except VeracityError as exc:
             raise click.ClickException(safe(redact_urls(str(exc)))) from exc
+        except (OSError, sqlite3.Error) as exc:
+            if not is_no_space(exc):
+                raise
+            where = getattr(exc, "filename", None) or "a file"
+            message = str(storage_error(exc, where, "data"))
+            raise click.ClickException(safe(redact_urls(message))) from exc
         except KeyboardInterrupt as exc:
             detail = (f" {exc}" if str(exc) else
                       ": finished generations are cached; rerun the same command to resume")
@@ -329,6 +339,51 @@ def handles_errors(func: F) -> F:
 
 
 def default_out(kind: str, dataset: str, model: str) -> Path:
-    """A stable run directory name, so rerunning the same command resumes in place."""
-    name = slug(f"{kind}-{Path(dataset).stem}-{model}")
-    return Path("runs") / name
+    """A stable run directory name, so rerunning the same command resumes in place; another
+    configuration gets a directory of its own (:func:`unique_out`)."""
+    return unique_out(slug(f"{kind}-{Path(dataset).stem}-{model}"))
+
+
+FINGERPRINT_FILE = ".veracity-settings"
+"""In a run directory made under a default name: the digest of the settings that made it."""
+_NOT_SETTINGS = frozenset({
+    "out", "cache_path", "no_cache", "quiet", "as_json", "max_concurrency", "timeout",
+    "api_key_env", "embedder_api_key_env", "executor", "ray_address", "actors", "actor_cpus",
+    "actor_gpus", "actor_batch", "ray_embeddings", "force"})
+"""Options that change where and how fast a run goes, not what it computes."""
+
+
+def settings_digest() -> str:
+    """A digest of the current command and every option that changes what it computes."""
+    import hashlib
+    import json
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return "0" * 12
+    given = {k: v for k, v in ctx.params.items() if k not in _NOT_SETTINGS}
+    text = json.dumps([ctx.command_path.split()[1:], given], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def unique_out(name: str) -> Path:
+    """``runs/NAME`` unless it holds a run made with other settings; then ``runs/NAME-DIGEST``
+    (said on stderr), so a default directory is never replaced by another configuration's run
+    and rerunning the same command still resumes in place."""
+    digest = settings_digest()
+    plain = Path("runs") / name
+    for candidate in (plain, Path("runs") / f"{name}-{digest}"):
+        mark = candidate / FINGERPRINT_FILE
+        try:
+            recorded = mark.read_text(encoding="utf-8").strip()
+        except OSError:
+            recorded = None
+        if recorded == digest or (recorded is None and not (candidate / "run.json").exists()):
+            if candidate != plain:
+                click.echo(safe(f"{plain} holds a run made with other settings: this one goes "
+                                f"to {candidate}"), err=True)
+            candidate.mkdir(parents=True, exist_ok=True)
+            mark.write_text(digest + "\n", encoding="utf-8")
+            return candidate
+    raise ConfigError(f"{plain} and {plain}-{digest} hold runs made with other settings: give "
+                      "--out DIR")

@@ -23,6 +23,7 @@ from typing import Any
 from veracity.data.jsonl import line_objects, read_objects
 from veracity.errors import DataError
 from veracity.paths import user_path
+from veracity.space import replace_text, writing
 from veracity.text import csv_cell, csv_uncell, short
 from veracity.types import MCItem
 
@@ -402,11 +403,11 @@ def write_db_mmlu_file(path: Path, items: Sequence[MCItem]) -> None:
     for item in items:
         if len(item.options) != 4 or not item.misleading_start:
             raise DataError(f"item {item.id}: needs 4 options and a misleading opening")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
-        for item in items:
-            writer.writerow([csv_cell(cell) for cell in (item.question, item.misleading_start,
-                                                         *item.options, item.answer)])
-    tmp.replace(path)
+    with writing(path.parent, "a dataset's folder"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    rows = io.StringIO()
+    writer = csv.writer(rows)
+    for item in items:
+        writer.writerow([csv_cell(cell) for cell in (item.question, item.misleading_start,
+                                                     *item.options, item.answer)])
+    replace_text(path, rows.getvalue(), "a DB-MMLU file")  # a temporary name per process

@@ -30,6 +30,7 @@ from veracity.data.mc import load_mc, parse_dataset_spec, stream_mc_jsonl
 from veracity.data.qa import STREAMED, dataset_source, load_items
 from veracity.data.sample import Selection
 from veracity.errors import DataError
+from veracity.space import writing
 from veracity.types import Item, MCItem
 
 T = TypeVar("T")
@@ -99,7 +100,9 @@ class _File:
     the last of them is collected or the process exits."""
 
     def __init__(self, directory: Path | None) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="veracity-items-", dir=directory))
+        where = directory or Path(tempfile.gettempdir())
+        with scratch_writes(where):
+            self.folder = Path(tempfile.mkdtemp(prefix="veracity-items-", dir=directory))
         self.db = sqlite3.connect(self.folder / "items.sqlite", check_same_thread=False)
         # a scratch file: rebuilt from the dataset after a crash, so no journal and no fsync
         self.db.execute("PRAGMA journal_mode=OFF")
@@ -120,6 +123,14 @@ class _File:
     @property
     def closed(self) -> bool:
         return not self._final.alive
+
+
+@contextmanager
+def scratch_writes(folder: Path) -> Iterator[None]:
+    """A failed write of the item store names its folder and how to move it (TMPDIR)."""
+    what = "the item store of a large dataset (set TMPDIR to a folder with more room)"
+    with writing(folder, what):
+        yield
 
 
 def _remove(db: sqlite3.Connection, folder: Path) -> None:
@@ -163,9 +174,11 @@ class RowStore(Sequence[R]):
             source, size = iter(items), 0
             while rows := [(size + k, store._encode(item))
                            for k, item in enumerate(islice(source, batch))]:
-                file.db.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
+                with scratch_writes(file.folder):
+                    file.db.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
                 size += len(rows)
-            file.db.commit()
+            with scratch_writes(file.folder):
+                file.db.commit()
         except BaseException:
             file.close()
             raise
@@ -272,10 +285,11 @@ class RowStore(Sequence[R]):
         for start in range(0, len(positions), self._page):
             part = positions[start:start + self._page]
             rows = self._raw(part)
-            with self._file.lock:
+            with self._file.lock, scratch_writes(self._file.folder):
                 self._file.db.executemany(f"INSERT INTO {table} VALUES (?, ?)",
                                           [(start + k, rows[p]) for k, p in enumerate(part)])
-        self._file.db.commit()
+        with scratch_writes(self._file.folder):
+            self._file.db.commit()
         return type(self)(self._file, table, len(positions), self._page, self._cached)
 
     def _raw(self, positions: Sequence[int]) -> dict[int, str]:

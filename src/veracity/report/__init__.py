@@ -12,7 +12,9 @@ from veracity.errors import DataError
 from veracity.method import get_method, load_target, methods
 from veracity.report.html import esc, page, plain_text_labels, table
 from veracity.report.sidecar import beside
+from veracity.space import writing
 from veracity.store import RunDir
+from veracity.terminal import harmless_warnings
 
 Section = Callable[[list[RunDir]], str]
 """A report section: the runs it covers -> HTML."""
@@ -90,8 +92,10 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
         info = (paper_model_info() if isinstance(model_info, str) and model_info == PAPER
                 else read_model_info(Path(model_info)))
     sections = [_guarded(_runs_table, runs, "run.json")]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with plain_text_labels(), beside(out) as sidecar:  # large item tables: rows beside out
+    with writing(out.parent, "the report's folder"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+    # large item tables: rows beside out; warnings raised drawing dataset text shown harmless
+    with plain_text_labels(), beside(out) as sidecar, harmless_warnings():
         for method, group in by_method.items():
             sections += _method_sections(method, group, info)
         for method, part in ((m.name, s) for m in methods() for s in m.sections if s.file):
@@ -100,5 +104,7 @@ def build_report(paths: Sequence[Path], out: Path, title: str = "veracity report
                 sections.append(f"<h2>{esc(part.title)}</h2>")
                 sections.append(_guarded(part.load(), holding, part.file))
     scripts = [s for m in methods() for s in m.scripts]
-    out.write_text(page(title, sections, scripts, scripts_beside=sidecar.used), encoding="utf-8")
+    html = page(title, sections, scripts, scripts_beside=sidecar.used)
+    with writing(out, "the report"):
+        out.write_text(html, encoding="utf-8")
     return out

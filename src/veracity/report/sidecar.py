@@ -31,6 +31,7 @@ import numpy as np
 
 from veracity.report.html import esc, json_block
 from veracity.report.items import Column, Drill
+from veracity.space import writing
 from veracity.store import RunDir, clean_json
 from veracity.text import json_safe
 
@@ -238,7 +239,8 @@ def paged_items(
             chunk_values = flat_values[part]
             scored = chunk_values[~np.isnan(chunk_values)]
             file = f"{name}-{index:05d}.js"
-            (target.directory / file).write_text(_script(name, index, rows), encoding="utf-8")
+            with writing(target.directory / file, "the report's item table"):
+                (target.directory / file).write_text(_script(name, index, rows), encoding="utf-8")
             target.files.append(file)
             manifest.append({"file": file, "n": len(rows),
                              "lo": float(scored.min()) if scored.size else None,

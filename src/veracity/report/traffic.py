@@ -32,6 +32,17 @@ def _summary(summary: TrafficSummary) -> str:
                   "median total ms", "embedder"], rows)
 
 
+def _decisions_and_cost(summary: TrafficSummary) -> str:
+    rows = []
+    for model, m in summary.models.items():
+        scored = len(m.gammas)
+        rows.append([model, *(m.decisions.get(d, 0) for d in ("answer", "abstain", "escalate")),
+                     m.tokens / scored if scored else None,
+                     1000 * m.cost / m.priced if m.priced else None])
+    return table(["model", "answer", "abstain", "escalate", "tokens per scored answer",
+                  "USD per 1,000 scored answers"], rows)
+
+
 def _over_time(summary: TrafficSummary) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.2))
@@ -128,7 +139,9 @@ def build_traffic_report(path: Path, out: Path, title: str = "veracity traffic")
              f"{fmt(thresholds.get('high'))} ({esc(thresholds.get('source'))}). γ depends on the "
              "embedder: compare models scored with the same one.</p>" + _calibration(summary))
     with plain_text_labels():
-        sections = [intro, "<h2>Per model</h2>", _summary(summary), "<h2>γ over time</h2>",
+        sections = [intro, "<h2>Per model</h2>", _summary(summary),
+                    "<h2>Decisions and the cost of scoring</h2>", _decisions_and_cost(summary),
+                    "<h2>γ over time</h2>",
                     _over_time(summary), "<h2>γ distribution per model</h2>",
                     _distribution(summary),
                     f"<h2>Least trustworthy answers (highest γ, at most {SHOWN})</h2>",

@@ -29,6 +29,12 @@ class ModelTraffic:
     latency: array[float] = field(default_factory=lambda: array("d"))
     verdicts: Counter[str] = field(default_factory=Counter)
     embedders: set[str] = field(default_factory=set)
+    decisions: Counter[str] = field(default_factory=Counter)
+    tokens: int = 0
+    """Tokens the scores' perturbed calls sent upstream (logs that record them)."""
+    priced: int = 0
+    """Scores that carry a cost (a gateway run with --prices), and their total in USD."""
+    cost: float = 0.0
 
     def add(self, e: Entry) -> None:
         self.exchanges += 1
@@ -41,6 +47,14 @@ class ModelTraffic:
             self.latency.append(e.total_ms)
         self.verdicts[e.verdict] += 1
         self.embedders.add(str(e.score.get("embedder")))
+        self.decisions[e.decision or "answer"] += 1
+        spent = e.score.get("tokens")
+        if isinstance(spent, dict):
+            self.tokens += sum(v for v in spent.values() if isinstance(v, int))
+        cost = e.score.get("cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            self.priced += 1
+            self.cost += float(cost)
 
 
 def fmean(values: array[float]) -> float | None:

@@ -19,6 +19,7 @@ from veracity.client import (
     ScorerClient,
 )
 from veracity.embed.base import Embedder
+from veracity.errors import ConfigError
 from veracity.executors import RaySettings, runs_on_ray
 from veracity.registry import (
     load_embedder,
@@ -27,7 +28,9 @@ from veracity.registry import (
     resolve,
     resolved_options,
 )
+from veracity.runlock import release_run_dirs
 from veracity.store import timestamp
+from veracity.text import redact_urls
 
 
 @dataclass
@@ -140,11 +143,46 @@ class Context:
             out[f"scorer:{spec}"] = asdict(scorer.stats) | {"identity": scorer.scorer.identity()}
         return out
 
+    def reuse_endpoints(self, config: dict[str, Any], models: tuple[str, ...] = (),
+                        embedders: tuple[str, ...] = ()) -> list[str]:
+        """Take what a run recorded for the providers of the ``models`` and ``embedders`` it
+        used (its endpoint above all: ``base_url``), wherever this command set nothing of its
+        own, so a command re-opening a run's model asks the same server. Never a key, nor which
+        variable holds one: those stay this command's. Returns what was taken, as lines to show.
+        """
+        recorded = config.get("model_options")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        notes = []
+        for what, specs, target in (("model", models, self.model_options),
+                                    ("embedder", embedders, self.embedder_options)):
+            kept = recorded.get(f"{what}s")
+            for spec in specs:
+                try:
+                    provider = resolve(spec).provider
+                except ConfigError:  # "recorded": generations read from a file, no model
+                    continue
+                options = kept.get(provider) if isinstance(kept, dict) else None
+                if not isinstance(options, dict):
+                    continue
+                given = target.get(provider, {})
+                taken = {k: v for k, v in options.items() if k not in given and not _secret(k)}
+                if not taken:
+                    continue
+                target[provider] = {**given, **taken}
+                url = taken.get("base_url") or taken.get("base_urls")
+                if url:
+                    key = resolved_options(f"{provider}/", target[provider], what).get("api_key_env")
+                    sent = f"${key}" if key else "no key"
+                    notes.append(f"{what} {spec}: the run's endpoint {redact_urls(str(url))} (from "
+                                 f"run.json; {sent} is sent there; --base-url overrides it)")
+        return notes
+
     def model_calls(self) -> int:
         return sum(c.stats.model_calls for c in self.clients.values())
 
     def close(self) -> None:
-        """Close every model and embedder, then the cache (unless ``close_cache`` is False)."""
+        """Close every model and embedder, then the cache (unless ``close_cache`` is False), and
+        give up the run directories this thread claimed."""
         try:
             for client in self.clients.values():
                 client.close()
@@ -160,6 +198,12 @@ class Context:
             self.scorers.clear()
             if self.close_cache and self.cache is not None:
                 self.cache.close()
+            release_run_dirs()
+
+
+def _secret(name: str) -> bool:
+    """Option names a run file may not set for a command: keys and where they are read from."""
+    return any(word in name.lower() for word in ("key", "secret", "token", "password", "auth"))
 
 
 def _plain(options: dict[str, Any]) -> dict[str, Any]:

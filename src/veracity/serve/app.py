@@ -35,6 +35,7 @@ from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck
+from veracity.serve.decide import Decisions, answer_logprob, without_logprobs
 from veracity.serve.intake import Refused, media_problem, parse_body, read_body
 from veracity.serve.jobs import LogWriter, ScoreBook, ScoreQueue, entry
 from veracity.serve.local import LocalUpstream
@@ -50,7 +51,8 @@ if TYPE_CHECKING:  # the otel extra is imported only when tracing is configured
     from veracity.serve.tracing import Tracing
 
 log = logging.getLogger(__name__)
-ROUTES = ("/v1/chat/completions", "/v1/models", "/v1/veracity/scores", "/metrics", "/healthz", "/readyz")
+ROUTES = ("/v1/chat/completions", "/v1/models", "/v1/veracity/scores", "/v1/veracity/feedback",
+          "/metrics", "/healthz", "/readyz")
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
@@ -63,6 +65,7 @@ def error(status: int, message: str, kind: str = "invalid_request_error", code: 
 def score_headers(score: dict[str, Any]) -> dict[str, str]:
     gamma, p_correct = score.get("gamma"), score.get("p_correct")
     return {"x-veracity-id": score["id"], "x-veracity-verdict": str(score.get("verdict")),
+            "x-veracity-decision": str(score.get("decision", "answer")),
             "x-veracity-gamma": "none" if gamma is None else f"{gamma:.6f}",
             "x-veracity-p-correct": "none" if p_correct is None else f"{p_correct:.6f}"}
 
@@ -95,6 +98,15 @@ class Gateway:
         if tracing is not None:  # the answer's and the perturbed calls' spans
             self.upstream = tracing.wrap(self.upstream)
         self.thresholds = thresholds or threshold_source(s)
+        self.decisions = Decisions(s.policy, s.score_rate)
+        escalate = None if s.policy is None else s.policy.escalate
+        self.stronger: Upstream | None = None
+        """The policy's second upstream (escalations); None: none, or the same one."""
+        if escalate is not None and escalate.upstream is not None:
+            self.stronger = HttpUpstream(escalate.upstream, escalate.api_key_env, s.timeout,
+                                         max_connections=s.max_concurrency * (s.n + 1) + 8)
+            if tracing is not None:
+                self.stronger = tracing.wrap(self.stronger)
         self.admission = Admission(s.max_concurrency, s.queue,
                                    self.metrics.queue_depth.labels("requests").set)
         self.book = ScoreBook()
@@ -116,6 +128,8 @@ class Gateway:
         s = self.settings
         await self.upstream.start()
         try:
+            if self.stronger is not None:
+                await self.stronger.start()
             embedder = self._embedder
             if embedder is None:
                 embedder = await anyio.to_thread.run_sync(
@@ -123,9 +137,12 @@ class Gateway:
             if isinstance(self.thresholds, CalibratedThresholds):
                 model = None if s.upstream else self.upstream.scoring_key(s.model)[0]
                 self.thresholds.check(embedder.spec, s.form, model)
-            self.cache = None if s.no_cache else Cache(s.cache)
+            # a small page cache: the gateway's resident size must not grow with the file
+            self.cache = None if s.no_cache else Cache(s.cache, page_cache_mib=4)
         except BaseException:  # no embedder, a calibration for another setup, no cache
             await self.upstream.aclose()
+            if self.stronger is not None:
+                await self.stronger.aclose()
             raise
         self._scorer = Scorer(s, self.upstream, embedder, self.cache, self.thresholds)
         self._scorer.start()
@@ -134,6 +151,11 @@ class Gateway:
             self.tags = await anyio.to_thread.run_sync(self.keys.tags, traffic.salt())
         self.writer = LogWriter(traffic)
         self.writer.start()
+        policy = s.policy
+        if policy is not None and policy.rule is not None and policy.rule.alpha is not None:
+            self.metrics.error_bound.set(policy.rule.alpha)
+        if traffic is not None:  # the observed error carries over a restart
+            self.metrics.observe_feedback(await anyio.to_thread.run_sync(traffic.feedback_counts))
         self.scores.start()
         self.ready = True
 
@@ -147,6 +169,8 @@ class Gateway:
         if self._scorer is not None:
             await self._scorer.aclose()
         await self.upstream.aclose()
+        if self.stronger is not None:
+            await self.stronger.aclose()
         if self.cache is not None:
             self.cache.close()
         if self.tracing is not None:  # export what is buffered (the exporter blocks)
@@ -166,7 +190,7 @@ class Gateway:
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        if self.ready:
+        if self.ready and self.writer.failure is None:
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "not ready"}, status_code=503)
 
@@ -205,6 +229,43 @@ class Gateway:
         return JSONResponse({"id": score_id, "status": "done", "veracity": result},
                             headers=score_headers(result))
 
+    async def feedback(self, request: Request) -> Response:
+        """``POST /v1/veracity/feedback`` ``{"id": SCORE_ID, "correct": true|false}``: a label
+        for a scored answer, kept in the traffic log (``veracity calibrate --from-traffic``)."""
+        if self.owner(request) is None:
+            return self.refused()
+        try:
+            raw = await read_body(request, self.settings.max_body, self.settings.client_timeout)
+            body = parse_body(raw.decode("utf-8"))
+        except Refused as exc:
+            return error(exc.status, exc.message, code=exc.code, headers={"Connection": "close"})
+        except (ClientDisconnect, UnicodeDecodeError):
+            return error(400, "the request body: invalid JSON")
+        except DataError as exc:
+            return error(400, str(exc))
+        if not isinstance(body, dict) or not isinstance(body.get("id"), str) or \
+                not isinstance(body.get("correct"), bool):
+            return error(400, 'feedback is {"id": "<the veracity id of a scored answer>", '
+                              '"correct": true or false}')
+        log_file = self.writer.log
+        if log_file is None:
+            return error(409, "this gateway keeps no traffic log (--no-log): feedback has nowhere "
+                              "to go", code="no_traffic_log")
+        found = await anyio.to_thread.run_sync(log_file.add_feedback, body["id"], body["correct"])
+        if found is None:  # rows are written in batches: a score just served may not be yet
+            await anyio.sleep(0.3)
+            found = await anyio.to_thread.run_sync(log_file.add_feedback, body["id"],
+                                                   body["correct"])
+        if found is None:
+            return error(404, f"no scored answer with id '{body['id'][:100]}' in the traffic log",
+                         code="score_not_found")
+        decision = found.decision or "answer"
+        label = self.metrics.model_label(found.model)
+        self.metrics.feedback.labels(label, decision, str(body["correct"]).lower()).inc()
+        self.metrics.observe_feedback(await anyio.to_thread.run_sync(log_file.feedback_counts))
+        return JSONResponse({"id": found.id, "correct": body["correct"], "decision": decision,
+                             "gamma": found.gamma})
+
     async def chat(self, request: Request) -> Response:
         owner = self.owner(request)
         if owner is None:
@@ -230,9 +291,16 @@ class Gateway:
         problem = check_body(body)
         if problem:
             return error(400, problem)
+        if self.writer.failure is not None:  # nothing is served that the log cannot keep
+            return error(503, "the gateway cannot write its traffic log (its disk is full or "
+                         "unwritable); retry later", "server_error", "traffic_log_unwritable",
+                         {"Retry-After": str(self.settings.retry_after)})
         if self.tracing is not None:
             self.tracing.asked(body)
-        if isinstance(self.thresholds, CalibratedThresholds):
+        exchange_id = f"vrc-{uuid.uuid4().hex}"
+        scored = self.decisions.scored(request.headers.get("x-request-id") or exchange_id,
+                                       body["model"])
+        if scored and isinstance(self.thresholds, CalibratedThresholds):
             try:
                 self.scorer.thresholds_for(body["model"])
             except ConfigError as exc:  # made for another model: refused before anything is sent
@@ -242,13 +310,14 @@ class Gateway:
         except Saturated:
             return error(429, "the gateway is at capacity: retry later", "rate_limit_exceeded",
                          "rate_limit_exceeded", {"Retry-After": str(self.settings.retry_after)})
-        exchange_id = f"vrc-{uuid.uuid4().hex}"
         release = True
         try:
             if body.get("stream"):
-                response = await self.chat_stream(exchange_id, body, owner)
+                response = await self.chat_stream(exchange_id, body, owner, scored)
                 release = not isinstance(response, StreamingResponse)  # the stream releases it
                 return response
+            if not scored:
+                return await self.pass_through(exchange_id, body)
             return await self.chat_once(exchange_id, body, owner)
         finally:
             if release:
@@ -259,6 +328,20 @@ class Gateway:
         return error(exc.status, exc.message, exc.error_type, exc.code,
                      None if exc.retry_after is None else {"Retry-After": exc.retry_after})
 
+    async def pass_through(self, exchange_id: str, body: dict[str, Any]) -> Response:
+        """A request left out of scoring: the upstream's answer as it is, marked unscored."""
+        began = time.perf_counter()
+        try:
+            data = await self.upstream.chat(body)
+        except UpstreamError as exc:
+            return self.upstream_failed(exc)
+        self.observe_upstream(body["model"], began)
+        self.metrics.unscored.labels(self.metrics.model_label(body["model"])).inc()
+        data["veracity"] = {"id": exchange_id, "scored": False, "decision": "answer"}
+        return JSONResponse(data, headers={"x-veracity-id": exchange_id,
+                                           "x-veracity-decision": "answer",
+                                           "x-veracity-scored": "false"})
+
     def start_perturbed(self, exchange: Exchange) -> Started | None:
         """Inline mode: the perturbed calls go out with the request for the answer. (Async
         mode makes them later, from its bounded score queue.)"""
@@ -267,26 +350,40 @@ class Gateway:
     async def chat_once(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
         began = time.perf_counter()
         asked = Exchange(exchange_id, body["model"], body, None)
-        started = self.start_perturbed(asked)
+        gamma = self.decisions.needs_gamma
+        started = self.start_perturbed(asked) if gamma else None
+        added = self.decisions.needs_logprobs and not body.get("logprobs")
         try:
-            try:
-                data = await self.upstream.chat(body)
+            try:  # the answer's log-probabilities, when the policy uses them: no extra call
+                data = await self.upstream.chat({**body, "logprobs": True} if added else body)
             except UpstreamError as exc:
                 return self.upstream_failed(exc)
             upstream_ms = self.observe_upstream(body["model"], began)
             exchange = replace(asked, answer=first_answer(data))
+            logprob = answer_logprob(data) if self.decisions.needs_logprobs else None
+            if added:
+                data = without_logprobs(data)
             if self.settings.mode == "inline":
-                data["veracity"] = await self.run_score(exchange, upstream_ms, began, started)
-                return JSONResponse(data, headers=score_headers(data["veracity"]))
+                wire = await self.run_score(exchange, upstream_ms, began, started,
+                                            logprob=logprob, gamma=gamma)
+                if wire["decision"] == "escalate":
+                    data = await self.escalate(exchange, data, wire, began)
+                elif wire["decision"] == "abstain":
+                    data = self.abstained(data, wire)
+                data["veracity"] = wire
+                return JSONResponse(data, headers=score_headers(wire))
             data["veracity"] = self.enqueue(exchange, owner, upstream_ms, began)
             return JSONResponse(data, headers={"x-veracity-id": exchange_id})
         finally:
             discard(started)  # not awaited when the answer failed or could not be scored
 
-    async def chat_stream(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
+    async def chat_stream(self, exchange_id: str, body: dict[str, Any], owner: int,
+                          scored: bool = True) -> Response:
+        """A streamed answer; its score (or, unscored, a mark) in a last chunk. A policy's
+        decision is reported there but cannot act: the answer has already been sent."""
         began = time.perf_counter()
         asked = Exchange(exchange_id, body["model"], body, None)
-        started = self.start_perturbed(asked)
+        started = self.start_perturbed(asked) if scored else None
         try:
             stream = await self.upstream.stream(body)
         except UpstreamError as exc:
@@ -330,7 +427,10 @@ class Gateway:
                     return
                 upstream_ms = self.observe_upstream(body["model"], began)
                 exchange = replace(asked, answer=reader.answer)
-                if not (reader.finished or reader.done):  # ended cleanly, but short of the end
+                if not scored:
+                    self.metrics.unscored.labels(self.metrics.model_label(body["model"])).inc()
+                    score = {"id": exchange_id, "scored": False, "decision": "answer"}
+                elif not (reader.finished or reader.done):  # ended cleanly, but short of the end
                     discard(started)
                     self.metrics.upstream_errors.labels("incomplete_stream").inc()
                     score = self.unscored(exchange, owner, upstream_ms, began, "incomplete_stream",
@@ -340,6 +440,8 @@ class Gateway:
                     score = await self.run_score(exchange, upstream_ms, began, started)
                 else:
                     score = self.enqueue(exchange, owner, upstream_ms, began)
+                if score.get("decision", "answer") != "answer":
+                    score["acted"] = False  # the streamed answer is already with the client
                 final = {"id": exchange_id, "object": "chat.completion.chunk", "created": int(time.time()),
                          "model": body["model"], "choices": [], "veracity": score}
                 yield event(final, reader.separator)
@@ -359,14 +461,63 @@ class Gateway:
         return 1000 * seconds
 
     async def run_score(self, exchange: Exchange, upstream_ms: float, began: float,
-                        started: Started | None = None) -> dict[str, Any]:
-        """Score the exchange; the score as the client gets it."""
-        return self.finish(exchange, await self.scorer.score(exchange, started), upstream_ms,
-                           began)
+                        started: Started | None = None, escalated: bool = False,
+                        scorer: Scorer | None = None, logprob: float | None = None,
+                        gamma: bool = True) -> dict[str, Any]:
+        """Score the exchange and decide; the score as the client gets it. ``gamma`` False:
+        a policy deciding on ``logprob`` alone; no perturbed call is made."""
+        if gamma:
+            score = await (scorer or self.scorer).score(exchange, started)
+        else:
+            score = replace(self.scorer.describe(exchange, None), n=0,
+                            timings={"scoring_ms": 0.0})
+        return self.finish(exchange, score, upstream_ms, began, escalated, logprob)
+
+    def abstained(self, data: dict[str, Any], wire: dict[str, Any]) -> dict[str, Any]:
+        """An answer the policy abstains on: withheld (its text replaced) or only flagged."""
+        withheld = self.decisions.withheld(data)
+        wire["withheld"] = withheld is not None
+        return data if withheld is None else withheld
+
+    async def escalate(self, exchange: Exchange, data: dict[str, Any], wire: dict[str, Any],
+                       began: float) -> dict[str, Any]:
+        """Ask the policy's stronger model, score its answer in turn (logged as its own
+        exchange, ``<id>-escalated``); the response to return. ``wire`` gains ``escalation``."""
+        policy = self.settings.policy
+        assert policy is not None and policy.escalate is not None
+        upstream = self.stronger or self.upstream
+        body = {**exchange.body, "model": policy.escalate.model or exchange.model}
+        asked = Exchange(f"{exchange.id}-escalated", body["model"], body, None)
+        second_began = time.perf_counter()
+        added = self.decisions.needs_logprobs and not body.get("logprobs")
+        try:
+            answered = await upstream.chat({**body, "logprobs": True} if added else body)
+        except UpstreamError as exc:  # no stronger answer: the first one, as the fallback says
+            self.metrics.upstream_errors.labels(exc.kind).inc()
+            then = policy.escalate.otherwise
+            self.metrics.decisions.labels(self.metrics.model_label(body["model"]), then,
+                                          "escalated").inc()
+            wire["escalation"] = {"model": body["model"], "error": exc.message, "decision": then}
+            return self.abstained(data, wire) if then == "abstain" else data
+        upstream_ms = self.observe_upstream(body["model"], second_began)
+        second = replace(asked, answer=first_answer(answered))
+        logprob = answer_logprob(answered) if self.decisions.needs_logprobs else None
+        if added:
+            answered = without_logprobs(answered)
+        scorer = self.scorer if self.stronger is None else self.scorer.on(self.stronger)
+        found = await self.run_score(second, upstream_ms, second_began, escalated=True,
+                                     scorer=scorer, logprob=logprob,
+                                     gamma=self.decisions.needs_gamma)
+        wire["escalation"] = {"model": body["model"], "veracity": found}
+        if found["decision"] == "abstain":
+            return self.abstained(answered, found)
+        return answered
 
     def finish(self, exchange: Exchange, score: TrustScore, upstream_ms: float,
-               began: float) -> dict[str, Any]:
-        """Timings, metrics and the traffic log of a finished (or failed) score; its JSON."""
+               began: float, escalated: bool = False,
+               logprob: float | None = None) -> dict[str, Any]:
+        """Timings, decision, metrics and the traffic log of a finished (or failed) score;
+        its JSON."""
         score = replace(score, timings={**score.timings, "upstream_ms": upstream_ms,
                                         "total_ms": 1000 * (time.perf_counter() - began)})
         m, label = self.metrics, self.metrics.model_label(exchange.model)
@@ -374,13 +525,29 @@ class Gateway:
             m.scoring_seconds.labels(label).observe(score.timings["scoring_ms"] / 1000)
         if score.gamma is not None:
             m.gamma.labels(label).observe(score.gamma)
+        cost = None
+        if score.tokens:
+            spent = score.tokens.get("prompt", 0) + score.tokens.get("completion", 0)
+            m.scoring_tokens.labels(label).observe(spent)
+            prices = self.settings.prices
+            cost = None if prices is None else prices.cost(
+                exchange.model, score.tokens.get("prompt", 0), score.tokens.get("completion", 0))
+            if cost is not None:
+                m.scoring_cost.labels(label).inc(cost)
         if score.error:
             m.scoring_errors.labels(label, score.error_kind or "scoring").inc()
         m.verdicts.labels(label, score.verdict).inc()
+        decided = self.decisions.decide(score.gamma, logprob, escalated)
+        score = replace(score, decision=decided.decision, decision_reason=decided.reason)
+        m.decisions.labels(label, decided.decision, "escalated" if escalated else "first").inc()
         wire = score_json(score)
+        if cost is not None:
+            wire["cost_usd"] = cost
+        if self.decisions.needs_logprobs:
+            wire["logprob"] = logprob
         self.writer.put(entry(score, wire, exchange.answer or ""))
         if self.tracing is not None:
-            self.tracing.scored(score, exchange.answer)
+            self.tracing.scored(score, exchange.answer, logprob)
         return wire
 
     def enqueue(self, exchange: Exchange, owner: int, upstream_ms: float, began: float) -> dict[str, Any]:
@@ -504,6 +671,7 @@ def create_app(settings: GatewaySettings, *, upstream: Upstream | None = None,
             Route("/v1/chat/completions", gateway.chat, methods=["POST"]),
             Route("/v1/models", gateway.models, methods=["GET"]),
             Route("/v1/veracity/scores/{score_id}", gateway.score, methods=["GET"]),
+            Route("/v1/veracity/feedback", gateway.feedback, methods=["POST"]),
             Route("/metrics", gateway.metrics_page, methods=["GET"]),
             Route("/healthz", gateway.healthz, methods=["GET"]),
             Route("/readyz", gateway.readyz, methods=["GET"]),
@@ -519,6 +687,7 @@ def create_app(settings: GatewaySettings, *, upstream: Upstream | None = None,
     if settings.cors_origins:  # none by default: browsers then refuse pages other sites serve
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"],
-                           expose_headers=["x-veracity-id", "x-veracity-verdict", "x-veracity-gamma",
+                           expose_headers=["x-veracity-id", "x-veracity-verdict", "x-veracity-decision",
+                                           "x-veracity-scored", "x-veracity-gamma",
                                            "x-veracity-p-correct"], max_age=600)
     return app

@@ -75,13 +75,22 @@ class MicroBatcher(Generic[In, Out]):
 
 
 class BatchWriter(Generic[In]):
-    """Items queued from the event loop, written by ``write(items)`` in a worker thread."""
+    """Items queued from the event loop, written by ``write(items)`` in a worker thread.
+
+    A write that fails (a full disk) does not stop the writer: its items are held (the newest
+    ``hold`` of them) and tried again every ``retry`` seconds with what came since, and
+    ``failure`` says why until a write succeeds again."""
 
     def __init__(self, write: Callable[[list[In]], None] | None, what: str = "items",
-                 linger: float = 0.1) -> None:
+                 linger: float = 0.1, hold: int = 100_000, retry: float = 1.0) -> None:
         self._write = write
         self._what = what
         self._linger = linger
+        self._hold = hold
+        self._retry = retry
+        self._held: list[In] = []
+        self.failure: str | None = None
+        """Why the last write failed, while writes fail (None when they succeed)."""
         self._queue: asyncio.Queue[In | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._thread = ThreadPoolExecutor(1, "veracity-writer")
@@ -98,19 +107,39 @@ class BatchWriter(Generic[In]):
         assert self._write is not None
         stop = False
         while not stop:
-            batch = [await self._queue.get()]
-            if batch[0] is not None:
+            batch: list[In | None] = []
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(),
+                                                    self._retry if self._held else None))
+            except TimeoutError:  # held items wait for no one: try them again
+                pass
+            if batch and batch[0] is not None:
                 await asyncio.sleep(self._linger)
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             stop = None in batch
-            items = [b for b in batch if b is not None]
+            items = self._held + [b for b in batch if b is not None]
             if not items:
                 continue
             try:
                 await asyncio.get_running_loop().run_in_executor(self._thread, self._write, items)
-            except Exception:  # a full disk must not stop the gateway
-                log.exception("could not write %d %s", len(items), self._what)
+            except Exception as exc:  # a full disk must not stop the gateway
+                self.failure = self.describe(exc, len(items))
+                if len(items) > self._hold:
+                    self.failure += f"; {len(items) - self._hold} of them dropped"
+                log.error("%s", self.failure)  # one line, no traceback
+                self._held = items[-self._hold:]
+                if stop:
+                    log.error("stopping: %d %s could not be written", len(self._held), self._what)
+            else:
+                if self.failure is not None:
+                    log.warning("%d %s written again after a failure", len(items), self._what)
+                self.failure = None
+                self._held = []
+
+    def describe(self, exc: Exception, count: int) -> str:
+        """The message for a failed write of ``count`` items."""
+        return f"could not write {count} {self._what}: {type(exc).__name__}: {exc}"
 
     async def close(self) -> None:
         """Write what is queued, then stop."""

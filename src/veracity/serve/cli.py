@@ -31,6 +31,17 @@ def parse_thresholds(value: str | None) -> tuple[float, float] | None:
     return low, high
 
 
+DASHBOARD = "grafana/veracity-gateway.json"
+"""The Grafana dashboard shipped with the gateway (Prometheus data source)."""
+
+
+def print_dashboard(ctx: click.Context) -> None:
+    from importlib.resources import files
+
+    click.echo((files("veracity.serve") / DASHBOARD).read_text(encoding="utf-8"), nl=False)
+    ctx.exit(0)
+
+
 OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                   "OTEL_TRACES_EXPORTER")
 
@@ -92,9 +103,14 @@ class ServeOptions:
     max_connections: int
     cors_origin: tuple[str, ...]
     score_retention: float
+    policy_file: Path | None
+    prices_file: Path | None
+    score_rate: float | None
 
     def settings(self) -> GatewaySettings:
         """The gateway's settings; the in-process model's options are refused for an upstream."""
+        from veracity.decisions.policy import read_policy
+        from veracity.prices import read_prices
         from veracity.registry import parse_embedder_options, parse_options, resolve
         from veracity.serve.settings import GatewaySettings, keys_from_env
 
@@ -124,6 +140,9 @@ class ServeOptions:
             shutdown_grace=self.shutdown_grace, max_body=self.max_body,
             client_timeout=self.client_timeout, max_connections=self.max_connections,
             cors_origins=tuple(self.cors_origin), score_retention=self.score_retention,
+            policy=None if self.policy_file is None else read_policy(self.policy_file),
+            score_rate=self.score_rate,
+            prices=None if self.prices_file is None else read_prices(self.prices_file),
         )
 
 
@@ -200,6 +219,19 @@ class ServeOptions:
 @click.option("--score-retention", type=click.FloatRange(0.0, min_open=True), default=7 * 86400.0,
               show_default=True, metavar="SECONDS",
               help="How long async-mode scores stay fetchable (kept in the traffic log).")
+@click.option("--print-dashboard", is_flag=True, is_eager=True, expose_value=False,
+              callback=lambda ctx, _, value: print_dashboard(ctx) if value else None,
+              help="Print a ready Grafana dashboard (JSON) of the gateway's metrics and exit.")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Decision policy (TOML, see docs/decisions.md): answer, abstain or escalate "
+                   "each scored answer; sampling rates per model.")
+@click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Prices (TOML, USD per million tokens by model): the cost of scoring in the "
+                   "metrics and in each score.")
+@click.option("--score-rate", type=click.FloatRange(0.0, 1.0), default=None, metavar="R",
+              help="Share of requests scored, chosen from the request id (X-Request-Id, else "
+                   "the gateway's id); the rest pass through unscored. Default: the policy's "
+                   "rate, else 1.")
 @handles_errors
 @options_as(ServeOptions)
 def serve(o: ServeOptions) -> None:
@@ -244,5 +276,6 @@ def serve(o: ServeOptions) -> None:
                f"(mode {settings.mode}, n {settings.n}, embedder {settings.embedder}; "
                f"log {settings.log or 'off'}"
                f"{'; calibration ' + str(settings.calibration) if settings.calibration else ''}"
-               f"{' (forced)' if settings.force else ''})", err=True)
+               f"{' (forced)' if settings.force else ''}"
+               f"{'; policy ' + str(o.policy_file) if o.policy_file else ''})", err=True)
     run(app, settings, sock)

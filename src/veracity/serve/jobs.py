@@ -14,6 +14,7 @@ import anyio
 
 from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.serve.batching import BatchWriter
+from veracity.space import storage_error
 from veracity.traffic import Entry, StoredScore, TrafficLog
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ def entry(score: TrustScore, wire: dict[str, Any], answer: str) -> Entry:
         id=str(score.id), time=time.time(), model=score.model, prompt=score.prompt,
         answer=answer, gamma=score.gamma, verdict=score.verdict, p_correct=score.p_correct,
         upstream_ms=timings.get("upstream_ms"), scoring_ms=timings.get("scoring_ms"),
-        total_ms=timings.get("total_ms"), error=score.error, score=wire,
+        total_ms=timings.get("total_ms"), error=score.error, score=wire, decision=score.decision,
     )
 
 
@@ -40,6 +41,12 @@ class LogWriter(BatchWriter[Entry | StoredScore]):
     def __init__(self, log_file: TrafficLog | None) -> None:
         super().__init__(None if log_file is None else log_file.write, "traffic-log rows")
         self.log = log_file
+
+    def describe(self, exc: Exception, count: int) -> str:
+        where = "the traffic log" if self.log is None else self.log.path
+        return str(storage_error(exc, where, f"{count} traffic-log rows",
+                                 then="they are written (tried every second; requests get a 503 "
+                                 "meanwhile)"))
 
     async def close(self) -> None:
         """Write what is queued, then close the file."""

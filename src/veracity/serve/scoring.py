@@ -12,6 +12,7 @@ verdict are the project's own (:mod:`veracity.methods.gamma.core`,
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import time
 from dataclasses import dataclass, replace
@@ -79,6 +80,9 @@ class Perturbed:
     answers: list[str]
     calls: int
     ms: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    """Tokens of the calls sent (the upstream's usage; 0 when it reports none)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,13 @@ class Scorer:
     def start(self) -> None:
         self.io.start()
         self.embedder.start()
+
+    def on(self, upstream: Upstream) -> Scorer:
+        """This scorer (its cache, embedder and thresholds) asking another upstream for the
+        perturbed answers: a policy's stronger model. Started and closed with this one."""
+        other = copy.copy(self)
+        other.upstream = upstream
+        return other
 
     async def aclose(self) -> None:
         """Stop the embedder; write what the cache still has queued."""
@@ -195,7 +206,9 @@ class Scorer:
             perturbed = await (started.task if started is not None
                                else self.generate(exchange.model, drafted))
             score = replace(score, model_calls=perturbed.calls,
-                            perturbed_answers=tuple(perturbed.answers))
+                            perturbed_answers=tuple(perturbed.answers),
+                            tokens={"prompt": perturbed.prompt_tokens,
+                                    "completion": perturbed.completion_tokens})
             timings["generation_ms"] = perturbed.ms
             generated = time.perf_counter()
             vectors = await self.embedder.embed([exchange.answer.strip(), *perturbed.answers])
@@ -229,7 +242,9 @@ class Scorer:
             raise ScoringError(f"{len(failures)} of {len(requests)} perturbed calls failed: {failures[0]}")
         found.update(fresh)
         return Perturbed([found[k].text.strip() for k in keys], len(todo),
-                         1000 * (time.perf_counter() - began))
+                         1000 * (time.perf_counter() - began),
+                         sum(g.prompt_tokens for g in fresh.values()),
+                         sum(g.completion_tokens for g in fresh.values()))
 
     def describe(self, exchange: Exchange, thresholds: Thresholds | None) -> TrustScore:
         """The score's settings, before any result: what is compared and how."""
@@ -268,7 +283,9 @@ def score_json(score: TrustScore) -> dict[str, Any]:
         "sampling": {k: dict(v) for k, v in score.sampling.items()},
         "perturbed_edits": [edit(score.prompt, p) for p in score.perturbed_prompts],
         "perturbed_answers": list(score.perturbed_answers), "model_calls": score.model_calls,
+        "tokens": dict(score.tokens),
         "timings": dict(score.timings), "error": score.error, "error_kind": score.error_kind,
+        "decision": score.decision, "decision_reason": score.decision_reason,
     }
 
 

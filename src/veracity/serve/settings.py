@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from veracity.decisions.policy import Policy
 from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration.trust import check_thresholds
 from veracity.methods.gamma.core import FORMS, Form
 from veracity.perturb import resolve_ball
+from veracity.prices import Prices
 from veracity.text import redact_url
 
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
@@ -111,6 +113,14 @@ class GatewaySettings:
     """Web origins allowed to call the gateway from a browser (CORS); none by default."""
     score_retention: float = 7 * 86400.0
     """Seconds an async-mode score stays fetchable (kept in the traffic log across restarts)."""
+    policy: Policy | None = None
+    """What to do with a scored answer (``--policy FILE``); None: every decision is ``answer``."""
+    prices: Prices | None = None
+    """USD per million tokens by model (``--prices FILE``): the cost of scoring in the
+    metrics and each score."""
+    score_rate: float | None = None
+    """Share of requests scored, chosen from the request id (``--score-rate``); None: the
+    policy's ``[sampling] rate``, else 1. The policy's per-model rates take precedence."""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -138,6 +148,11 @@ class GatewaySettings:
         if self.max_body < 1024 or self.max_connections < 1:
             raise ConfigError(f"--max-body must be at least 1024 bytes and --max-connections at least 1, "
                               f"got {self.max_body} and {self.max_connections}")
+        if self.score_rate is not None and not 0.0 <= self.score_rate <= 1.0:
+            raise ConfigError(f"--score-rate must lie between 0 and 1, got {self.score_rate}")
+        if self.policy is not None and self.policy.rule is not None and self.mode == "async":
+            raise ConfigError("a --policy that decides acts on the answer before it is returned: "
+                              "use --mode inline (async mode returns the answer before its score)")
         if self.client_timeout <= 0 or self.score_retention <= 0:
             raise ConfigError("--client-timeout and --score-retention must be positive")
         for origin in self.cors_origins:

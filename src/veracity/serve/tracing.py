@@ -61,6 +61,39 @@ _REQUEST: contextvars.ContextVar[Span | None] = contextvars.ContextVar("veracity
 """The request span of the exchange being handled (its children change the current span)."""
 
 
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+"""The OpenTelemetry GenAI semantic conventions' event for an evaluation of a model's output."""
+
+
+def evaluation_events(score: TrustScore, logprob: float | None = None) -> list[dict[str, Any]]:
+    """The ``gen_ai.evaluation.result`` events of a score (GenAI semantic conventions:
+    ``gen_ai.evaluation.name``, ``.score.value``, ``.score.label``, ``.explanation``): γ with
+    its verdict, the log-probability when the policy used it, and the decision with its
+    reason. Numbers and fixed words only: never a prompt or answer text."""
+    base = {"gen_ai.response.id": str(score.id)} if score.id else {}
+    gamma: dict[str, Any] = {**base, "gen_ai.evaluation.name": "veracity.gamma",
+                             "gen_ai.evaluation.score.label": score.verdict}
+    if score.gamma is not None:
+        gamma["gen_ai.evaluation.score.value"] = float(score.gamma)
+        gamma["gen_ai.evaluation.explanation"] = (
+            f"harmonic gamma over {score.n} perturbed answers ({score.form} form); "
+            f"lower is more trustworthy")
+    elif score.error:
+        gamma["gen_ai.evaluation.explanation"] = (
+            f"not scored: {score.error_kind or score_error_kind(score.error)}")
+    events = [gamma] if score.n else []
+    if logprob is not None:
+        events.append({**base, "gen_ai.evaluation.name": "veracity.logprob",
+                       "gen_ai.evaluation.score.value": float(logprob),
+                       "gen_ai.evaluation.explanation": "mean token log-probability of the answer"})
+    decision = {**base, "gen_ai.evaluation.name": "veracity.decision",
+                "gen_ai.evaluation.score.label": score.decision}
+    if score.decision_reason:
+        decision["gen_ai.evaluation.explanation"] = score.decision_reason
+    events.append(decision)
+    return events
+
+
 def score_error_kind(message: str) -> str:
     """A short label for a scoring failure message."""
     return next((kind for needle, kind in SCORE_ERRORS if needle in message), "scoring_error")
@@ -152,12 +185,15 @@ class Tracing:
             attributes["gen_ai.input.messages"] = _messages(body.get("messages"))
         span.set_attributes(attributes)
 
-    def scored(self, score: TrustScore, answer: str | None) -> None:
+    def scored(self, score: TrustScore, answer: str | None, logprob: float | None = None) -> None:
         """A finished (or failed) score: a ``veracity.score`` span over its scoring time, and
-        gamma, the verdict and P(correct) on it and on the request span while it is open."""
+        gamma, the verdict and P(correct) on it and on the request span while it is open;
+        ``gen_ai.evaluation.result`` events (:func:`evaluation_events`) on the request span
+        (on the score span once the request span has ended: async mode)."""
         held = _REQUEST.get()
         if type(held) is not GatewaySpan:
             return  # not traced, or left out by the sampler
+        events = evaluation_events(score, logprob)
         result: dict[str, Any] = {"veracity.verdict": score.verdict}
         if score.gamma is not None:
             result["veracity.gamma"] = float(score.gamma)
@@ -171,6 +207,8 @@ class Tracing:
                                  "veracity.model_calls": score.model_calls})
             if self.content and answer is not None:
                 held.set_attribute("gen_ai.output.messages", _output(answer, None))
+            for attributes in events:
+                held.add_event(EVALUATION_EVENT, attributes)
         timings = score.timings
         embedding = timings.get("embedding_ms")
         if isinstance(embedding, (int, float)):
@@ -181,6 +219,9 @@ class Tracing:
         start = end - int(1e6 * float(timings.get("scoring_ms", 0.0)))
         span = self.tracer.child(held, f"veracity.score {score.model}", attributes=result,
                                  start_time=start)
+        if not held.is_recording():
+            for attributes in events:
+                span.add_event(EVALUATION_EVENT, attributes)
         if score.error:
             span.set_status(Status(StatusCode.ERROR))
         span.end(end)

@@ -12,6 +12,7 @@ METHODS = (
                scripts=("veracity.methods.consistency:drill.js",),
                higher_is_better=True, primary_metric="score",
                api=("veracity.methods.consistency.api:consistency",),
+               signal="veracity.methods.consistency.signal:signal",
                commands=(Command("veracity.methods.consistency.cli:consistency"),
                          Command("veracity.methods.consistency.cli:validate_command",
                                  group="validate"))),

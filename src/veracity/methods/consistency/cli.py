@@ -151,6 +151,8 @@ def validate_command(o: ValidateOptions) -> None:
     from veracity.store import RunDir
 
     write_report(RunDir.open(run), "veracity self-consistency", quiet=True)
+    for note in results["endpoints_from_run"]:
+        echo(f"using {note}", err=True)
     if o.as_json:
         echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
         return

@@ -8,7 +8,7 @@ from typing import Any
 
 from veracity.methods.consistency.records import ConsistencyRecord
 from veracity.records import read_records
-from veracity.report.html import figure, fmt, pyplot, table
+from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
 from veracity.store import VALIDATION_FILE, RunDir
 
@@ -59,9 +59,25 @@ def section(runs: list[RunDir]) -> str:
                Column("error", "not scored because")]
     if len(runs) == 1:
         columns = columns[1:]
-    return (_summary(runs) + _histogram(runs)
+    return (_headline(runs) + _summary(runs) + _histogram(runs)
             + item_table("consistency-items", columns, _rows(runs), drill="consistency",
                          range_key="score"))
+
+
+def _headline(runs: list[RunDir]) -> str:
+    """On the first screen, for validated runs: how well the score flags wrong answers."""
+    lines = []
+    for run in runs:
+        if not (run.path / VALIDATION_FILE).is_file():
+            continue
+        found = json.loads((run.path / VALIDATION_FILE).read_text(encoding="utf-8"))
+        a = found["auroc"]
+        lines.append(f"<li><b>{esc(run.path.name)}</b>: AUROC of 1 − score for flagging wrong "
+                     f"answers {fmt(a['auroc'])} [{fmt(a['ci'][0])}, {fmt(a['ci'][1])}] on "
+                     f"{a['n']} answers ({a['n_incorrect']} wrong); 0.5 = chance. It is itself "
+                     "the baseline; compare it with the other signals with "
+                     "<code>veracity benchmark</code>.</li>")
+    return f"<ul class='verdict'>{''.join(lines)}</ul>" if lines else ""
 
 
 def validation_section(runs: list[RunDir]) -> str:

@@ -56,6 +56,8 @@ def validate_consistency(path: Path, ctx: Context, judge: str | None = None,
         raise DataError(f"{path} is a {run.method} run, not a consistency run")
     records = [ConsistencyRecord.from_json(r) for r in run.samples()]
     items = [Labelled(r.prompt, r.answer, r.references) for r in records]
+    endpoints = ctx.reuse_endpoints(run.info.get("config", {}), (),
+                                    (records[0].embedder,) if records else ())
     embedder = ctx.embedder(records[0].embedder) if records else None
     verdicts = label_answers(items, embedder=embedder,
                              judge=ctx.client(judge) if judge else None)
@@ -70,6 +72,7 @@ def validate_consistency(path: Path, ctx: Context, judge: str | None = None,
     low, high = percentile_ci(boot[:, 0], level)
     results = {
         "method": "validate-consistency", "run": str(path), "judge": judge,
+        "endpoints_from_run": endpoints,
         "n_items": len(records), "n_labelled": len(kept),
         "accuracy": float(np.mean([not x for x in incorrect])),
         "auroc": {"auroc": auroc(flags, incorrect), "ci": [low, high], "n": len(kept),

@@ -21,6 +21,7 @@ from veracity.cli.options import (
     record_selection,
     sample_options,
     selection_of,
+    unique_out,
 )
 from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
@@ -267,7 +268,7 @@ def warn_single_reference(settings: FewlSettings) -> None:
 
 def default_out(mode: str, dataset: str) -> Path:
     stem = Path(dataset.split(":", 1)[-1]).stem or dataset
-    return Path("runs") / slug(f"fewl-{mode}-{stem}")
+    return unique_out(slug(f"fewl-{mode}-{stem}"))
 
 
 def _f(value: Any, digits: int = 4) -> str:

@@ -66,6 +66,7 @@ from veracity.methods.fewl.similarity import (
 from veracity.runs.common import Context
 from veracity.runs.result import RunResult
 from veracity.runs.streamed import StoredRecords
+from veracity.space import writing
 from veracity.store import RunDir, check_run_target
 from veracity.streaming import SampleWriter, chunks, one_bar
 from veracity.types import Item
@@ -75,6 +76,12 @@ CHUNK = 1024
 GENERATE_CHUNK = 256
 """Questions whose answers, references and pairs are asked of the models at once."""
 INDEX_DIR = "fewl-index.tmp"
+"""The work folder's name before it was named per process (``fewl-index.PID.tmp``)."""
+
+
+def work_folders(out: Path) -> list[Path]:
+    """The work folders a streamed run left in ``out`` (none once it finished)."""
+    return sorted(p for p in (*out.glob("fewl-index.*.tmp"), out / INDEX_DIR) if p.is_dir())
 """Where the run keeps its lookup tables and mapped arrays while it runs."""
 _LOOKUP = 400  # keys per SQL query (under SQLite's bound on parameters)
 _ANSWER_FIELDS = ("answers", "candidates", "answer")
@@ -494,12 +501,14 @@ def reference_names(inputs: _Inputs, settings: FewlSettings, index: _Index) -> l
 
 
 def fresh_work(out: Path) -> Path:
-    """The run's work folder, empty: what an interrupted run left there is rebuilt (every call
-    in it is cached)."""
-    work = out / INDEX_DIR
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    """The run's work folder, named for this process and empty: what an interrupted run left
+    is removed (this process holds the directory's lock, so no other run is using it) and
+    rebuilt (every call in it is cached)."""
+    for left in work_folders(out):
+        shutil.rmtree(left)
+    work = out / f"fewl-index.{os.getpid()}.tmp"
+    with writing(work, "the run's work folder"):
+        work.mkdir(parents=True)
     return work
 
 

@@ -11,6 +11,7 @@ METHODS = (
                scripts=("veracity.methods.gamma:drill.js",),
                higher_is_better=False, primary_metric="gamma",
                compare_json="veracity.methods.gamma.validation.table:table8_json",
+               signal="veracity.methods.gamma.signal:signal",
                api=("veracity.methods.gamma.api:gamma", "veracity.methods.gamma.api:score_gamma",
                     "veracity.methods.gamma.api:trust", "veracity.methods.gamma.api:Truster"),
                commands=(Command("veracity.methods.gamma.cli:gamma"),),

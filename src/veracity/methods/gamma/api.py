@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
+from veracity.decisions.policy import Policy, as_policy
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration.core import Calibration, Curve, as_calibration
@@ -101,10 +103,15 @@ class Truster:
         paraphraser: str | Backend | None = None,
         calibration: str | Path | Calibration | None = None,
         force: bool = False,
+        policy: str | Path | Policy | None = None,
     ) -> None:
         """``calibration`` (a file from ``veracity calibrate``) adds P(correct) to every score
         and sets the verdict thresholds; one made for another model, embedder, form, ball or
-        N is refused unless ``force`` (recorded in each score's ``calibration``)."""
+        N is refused unless ``force`` (recorded in each score's ``calibration``).
+        ``policy`` (a TOML file, docs/decisions.md) adds a decision to every score: ``answer``,
+        ``abstain``, or ``escalate`` — then the policy's ``[escalate] model`` (a model spec)
+        answers the prompt itself and that answer is scored in turn (``score.escalated``)."""
+        self.policy = as_policy(policy)
         self.curve: Curve | None = None
         self.calibration: dict[str, Any] | None = None
         if calibration is not None and thresholds is not None:
@@ -120,6 +127,14 @@ class Truster:
         self.client = self._client(model, store)
         self.paraphraser = None if paraphraser is None else self._client(paraphraser, store)
         self.embedder = _embedder(embedder, store)
+        self.stronger: LLMClient | None = None
+        escalate = None if self.policy is None else self.policy.escalate
+        if escalate is not None:
+            if escalate.model is None:
+                self.close()
+                raise ConfigError(f"policy {self.policy.source if self.policy else ''}: trust() "
+                                  "escalates to [escalate] model, a model spec; it names none")
+            self.stronger = self._client(escalate.model, store)
         if found is not None:
             key = {"model": self.client.spec, "embedder": self.embedder.spec, "form": form,
                    "ball": ball, "n": n}
@@ -136,9 +151,20 @@ class Truster:
         return client
 
     def __call__(self, prompt: str, answer: str | None = None) -> TrustScore:
-        """Score ``answer`` to ``prompt`` (the model's own answer when None)."""
-        return score_trust(prompt, self.client, self.embedder, answer, self.settings,
-                           self.paraphraser, curve=self.curve, calibration=self.calibration)
+        """Score ``answer`` to ``prompt`` (the model's own answer when None), and decide."""
+        score = score_trust(prompt, self.client, self.embedder, answer, self.settings,
+                            self.paraphraser, curve=self.curve, calibration=self.calibration)
+        if self.policy is None:
+            return score
+        decided = self.policy.decide(score.gamma)
+        score = replace(score, decision=decided.decision, decision_reason=decided.reason)
+        if decided.decision != "escalate" or self.stronger is None:
+            return score
+        second = score_trust(prompt, self.stronger, self.embedder, None, self.settings,
+                             self.paraphraser)
+        then = self.policy.decide_escalated(second.gamma)
+        return replace(score, escalated=replace(second, decision=then.decision,
+                                                decision_reason=then.reason))
 
     def close(self) -> None:
         """Release the models this Truster loaded itself."""
@@ -167,6 +193,7 @@ def trust(
     cache: bool | str | Path | Cache = True,
     calibration: str | Path | Calibration | None = None,
     force: bool = False,
+    policy: str | Path | Policy | None = None,
 ) -> TrustScore:
     """Real-time trust score of one answer: gamma from N perturbed calls, and a verdict.
 
@@ -179,6 +206,9 @@ def trust(
     ``calibration`` (a file from ``veracity calibrate``, made for the same model, embedder,
     form, ball and n, or any with ``force=True``) adds ``p_correct`` and sets the thresholds.
 
+    ``policy`` (a TOML file or :class:`~veracity.decisions.policy.Policy`) sets ``decision``:
+    ``answer``, ``abstain`` or ``escalate`` (see :class:`Truster`); without one it is ``answer``.
+
     This loads the model and embedder on every call; for many calls keep a :class:`Truster`.
 
     >>> veracity.trust("What is 2+2?", answer="4", model="fake/constant",
@@ -186,5 +216,5 @@ def trust(
     'trustworthy'
     """
     with Truster(model, embedder, n, form, thresholds, ball, seed, max_tokens, cache,
-                 calibration=calibration, force=force) as truster:
+                 calibration=calibration, force=force, policy=policy) as truster:
         return truster(prompt, answer)

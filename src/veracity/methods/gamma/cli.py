@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from veracity.checks import MAX_N
-from veracity.cli.lifecycle import command_run, write_report
+from veracity.cli.lifecycle import command_run, never_answered, write_report
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
@@ -41,6 +41,7 @@ from veracity.methods.gamma.core import (
     GammaSettings,
     check_prompt,
 )
+from veracity.methods.gamma.estimate import estimate_lines, spent_line
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.presets import (
     DEFAULT_EMBEDDER,
@@ -55,6 +56,7 @@ from veracity.methods.gamma.records import GammaRecord, GammaSummary
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
+from veracity.prices import read_prices
 from veracity.runs.result import RunResult
 from veracity.store import dumps
 from veracity.types import Item, Sampling
@@ -215,6 +217,8 @@ class GammaOptions:
     out: Path | None
     as_json: bool
     preset: str | None
+    estimate: bool = False
+    prices_file: Path | None = None
     common: CommonOptions = CommonOptions()
 
     def settings(self) -> GammaSettings:
@@ -302,6 +306,12 @@ def _refuse_generation_options() -> None:
                    "(veracity validate's rules) and report the AUROC of γ for flagging wrong ones.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-prompt records as JSON.")
+@click.option("--estimate", is_flag=True,
+              help="Print the model calls and tokens the run will make (and their cost with "
+                   "--prices), then stop before making any.")
+@click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Prices (TOML, USD per million tokens by model spec): the cost of --estimate, "
+                   "and the tokens and USD per 1,000 scored answers after a run.")
 @preset_option("gamma")
 @common_options
 @handles_errors
@@ -323,6 +333,10 @@ def gamma(o: GammaOptions) -> None:
     if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     validity: dict[str, Any] | None = None
+    spent = ""
+    prices = None if o.prices_file is None else read_prices(o.prices_file)
+    if o.estimate and o.recorded:
+        raise ConfigError("--estimate is for runs that call a model; --recorded makes no call")
     with command_run(o.common) as cmd, ExitStack() as held:
         ctx = cmd.ctx
         if o.recorded:
@@ -344,8 +358,18 @@ def gamma(o: GammaOptions) -> None:
                 dataset = o.dataset
                 out = o.out or default_out("gamma", dataset.split(":")[-1], o.model)
             settings = o.settings()
+            if o.estimate:
+                for line in estimate_lines(items, settings, o.model, prices):
+                    echo(line)
+                return
             outcome = run_gamma(items, o.model, o.embedder, settings, ctx, out, dataset,
                                 calibration, o.force, o.domain)
+            if prices is not None:
+                stats = ctx.client(o.model).stats  # loaded by the run
+                scored = sum(1 for r in outcome.records if r.gamma is not None)
+                mean_chars = sum(len(i.question) for i in items) / max(1, len(items))
+                spent = spent_line(scored, stats.completion_tokens,
+                                   int(stats.model_calls * mean_chars), o.model, prices)
             # a Programming QA reference is a whole worked answer, not a gold answer to match
             judged = o.validity and outcome.run is not None and any(
                 i.references and i.metadata.get("domain") != PROGRAMMING for i in items)
@@ -363,4 +387,7 @@ def gamma(o: GammaOptions) -> None:
         echo(dumps(shown, indent=2))
     else:
         print_summary(outcome, cmd.calls_line(), validity)
+        if prices is not None and not o.recorded:
+            echo(spent)
     write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", o.as_json)
+    never_answered([r.error for r in outcome.records], cmd.stats.model_calls - cmd.stats.failed)

@@ -217,8 +217,10 @@ def _calibration(runs: list[RunDir]) -> str:
 
 def section(runs: list[RunDir]) -> str:
     """HTML for a group of gamma runs."""
+    from veracity.methods.gamma.validation.report import headline
+
     names = labels(runs)
-    parts = [_summary(runs), _control(runs), _calibration(runs),
+    parts = [headline(runs), _summary(runs), _control(runs), _calibration(runs),
              "<h3>γ distribution per model × dataset</h3>", _histograms(runs),
              "<h3>Every answer</h3>", _items(runs, names)]
     if len(runs) > 1:

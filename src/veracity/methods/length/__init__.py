@@ -10,5 +10,6 @@ METHODS = (
                scripts=("veracity.methods.length:drill.js",),
                higher_is_better=False, primary_metric="score",
                api=("veracity.methods.length.api:length",),
+               signal="veracity.methods.length.signal:signal",
                commands=(Command("veracity.methods.length.cli:length"),)),
 )

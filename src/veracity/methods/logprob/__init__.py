@@ -11,5 +11,6 @@ METHODS = (
                scripts=("veracity.methods.logprob:drill.js",),
                higher_is_better=True, primary_metric="score",
                api=("veracity.methods.logprob.api:logprob",),
+               signal="veracity.methods.logprob.signal:signal",
                commands=(Command("veracity.methods.logprob.cli:logprob"),)),
 )

@@ -10,5 +10,6 @@ METHODS = (
                scripts=("veracity.methods.p_true:drill.js",),
                higher_is_better=True, primary_metric="score",
                api=("veracity.methods.p_true.api:p_true",),
+               signal="veracity.methods.p_true.signal:signal",
                commands=(Command("veracity.methods.p_true.cli:p_true"),)),
 )

@@ -10,5 +10,6 @@ METHODS = (
                scripts=("veracity.methods.semantic_entropy:drill.js",),
                higher_is_better=False, primary_metric="score",
                api=("veracity.methods.semantic_entropy.api:semantic_entropy",),
+               signal="veracity.methods.semantic_entropy.signal:signal",
                commands=(Command("veracity.methods.semantic_entropy.cli:semantic_entropy"),)),
 )

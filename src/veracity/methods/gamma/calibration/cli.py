@@ -21,9 +21,19 @@ def _num(value: Any, digits: int = 3) -> str:
 
 
 @click.command("calibrate")
-@click.argument("runs", nargs=-1, required=True, type=RUN)
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="Calibration file to write (JSON).")
+@click.argument("runs", nargs=-1, type=RUN)
+@click.option("--out", type=click.Path(path_type=Path),
+              help="Calibration file to write (JSON); required without --risk.")
+@click.option("--risk", "alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              help="Risk mode: certify a threshold keeping the error rate among passed answers ≤ α "
+                   "(any method's labelled runs; Learn-then-Test).")
+@click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              default=0.05, show_default=True,
+              help="Risk mode: the bound may fail with probability at most δ.")
+@click.option("--from-traffic", "traffic", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="Risk mode: calibrate on the labels fed back to a gateway's traffic log "
+                   "(POST /v1/veracity/feedback) instead of runs.")
+@click.option("--model", help="Risk mode with --from-traffic: only this model's answers.")
 @click.option("--target-precision", type=click.FloatRange(0.0, 1.0), default=0.9, show_default=True,
               help="Share of 'trustworthy' answers that must be correct.")
 @click.option("--target-recall", type=click.FloatRange(0.0, 1.0), default=0.9, show_default=True,
@@ -40,15 +50,28 @@ def _num(value: Any, digits: int = 3) -> str:
               help="HTML report to write (default: the --out file with .html).")
 @click.option("--json", "as_json", is_flag=True, help="Print the calibration as JSON.")
 @handles_errors
-def calibrate_command(runs: tuple[Path, ...], out: Path, target_precision: float,
+def calibrate_command(runs: tuple[Path, ...], out: Path | None, target_precision: float,
                       target_recall: float, resamples: int, holdout: float, bins: int, seed: int,
-                      report_path: Path | None, as_json: bool) -> None:
+                      report_path: Path | None, as_json: bool, alpha: float | None, delta: float,
+                      traffic: Path | None, model: str | None) -> None:
     """Fit P(correct) as a monotone function of γ on validated gamma RUNS.
 
     Each RUN needs labels (veracity validate gamma RUN). One isotonic curve per model, embedder,
     form, ball and N, with bootstrap bands, verdict thresholds for the targets, and the
     expected calibration error on a held-out part. Use it with `veracity gamma --calibration`.
+
+    With --risk α (any method's labelled RUNS, or --from-traffic LOG): the loosest threshold
+    whose error rate among passed answers is ≤ α with probability ≥ 1 − δ, for a gateway
+    policy (see docs/decisions.md).
     """
+    if alpha is not None or traffic is not None:
+        from veracity.decisions.cli import risk_mode
+
+        risk_mode(runs, traffic, model, alpha, delta, out, as_json)
+        return
+    if not runs or out is None:
+        raise click.UsageError("give labelled RUNS and --out FILE (or --risk α for a "
+                               "risk-controlled threshold)")
     calibration = calibrate(list(runs), out, target_precision, target_recall, resamples, holdout,
                             bins, seed)
     report = write_calibration_report(calibration, report_path or out.with_suffix(".html"))

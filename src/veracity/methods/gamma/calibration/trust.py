@@ -150,6 +150,16 @@ class TrustScore:
     """The gateway's sampling of the answer and of the perturbed calls."""
     timings: Mapping[str, float] = field(default_factory=dict)
     """The gateway's milliseconds per stage."""
+    tokens: Mapping[str, int] = field(default_factory=dict)
+    """The gateway's tokens spent on scoring: ``prompt`` and ``completion`` of the perturbed
+    calls actually sent (cached answers cost none)."""
+    decision: str = "answer"
+    """What a policy decided: ``answer``, ``abstain`` or ``escalate`` (always ``answer``
+    without one; :mod:`veracity.decisions.policy`)."""
+    decision_reason: str | None = None
+    escalated: TrustScore | None = None
+    """With ``escalate``: the stronger model's own answer and its score (its decision is
+    ``answer`` or the policy's fallback)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The library's fields (the gateway's shape is ``veracity.serve.scoring.score_json``)."""
@@ -159,7 +169,8 @@ class TrustScore:
 _LIBRARY_FIELDS = frozenset(
     ("gamma", "verdict", "thresholds", "form", "prompt", "answer", "answer_reused",
      "perturbed_prompts", "perturbed_answers", "model", "embedder", "n", "ball", "seconds",
-     "model_calls", "p_correct", "p_correct_band", "calibration"))
+     "model_calls", "p_correct", "p_correct_band", "calibration", "decision", "decision_reason",
+     "escalated"))
 
 
 UNDEFINED = "gamma is undefined for this answer"

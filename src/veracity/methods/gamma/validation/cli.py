@@ -33,6 +33,7 @@ from veracity.methods.gamma.validation.core import (
     validate_gamma,
 )
 from veracity.report import build_report
+from veracity.runlock import run_dir_claimed
 from veracity.store import dumps
 
 RUN = click.Path(path_type=Path, exists=True, file_okay=False)
@@ -94,7 +95,8 @@ class ExportOptions:
 
 
 def _rebuild_report(path: Path) -> Path:
-    return build_report([path], path / "report.html", title=f"veracity: {path.name}")
+    with run_dir_claimed(path):
+        return build_report([path], path / "report.html", title=f"veracity: {path.name}")
 
 
 @click.group()
@@ -144,6 +146,8 @@ def validate_gamma_command(o: ValidateOptions) -> None:
     with command_run(o.common) as cmd:
         results = validate_gamma(run, settings, cmd.ctx, o.out)
     report = _rebuild_report(run)
+    for note in results["endpoints_from_run"]:
+        echo(f"using {note}", err=True)
     if o.as_json:
         echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
         return

@@ -360,6 +360,9 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
     embedder_spec = settings.embedder or str(config.get("embedder") or records[0]["embedder"])
     model_spec = settings.model or str(config.get("model") or records[0]["model"])
     items = labelled_items(records, config, settings.dataset)
+    # the run's own model and embedder are asked where the run asked them
+    endpoints = ctx.reuse_endpoints(config, () if settings.model else (model_spec,),
+                                    () if settings.embedder else (embedder_spec,))
     embedder = ctx.embedder(embedder_spec)
     judge = ctx.client(settings.judge) if settings.judge else None
     verdicts = label_answers(items, embedder=embedder, judge=judge)
@@ -394,6 +397,7 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
         "settings": asdict(settings),
         "labels": {"judge": settings.judge, "rules": agg.rules},
         "baseline_settings": baseline_info,
+        "endpoints_from_run": endpoints,
         "excluded_model_errors": [r.get("id") for r, no in zip(every, rejected, strict=True) if no],
         "selection": settings.selection.record(n_run, [str(r.get("id")) for r in every]),
         **agg.to_json(),

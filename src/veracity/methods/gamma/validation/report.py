@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import DataError
-from veracity.report.html import figure, fmt, pyplot, table
+from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.store import RATINGS_FILE, VALIDATION_FILE, RunDir
 
 
@@ -136,6 +136,25 @@ def _auroc_table(found: list[Validation]) -> str:
         "Percentile bootstrap over questions, paired between γ and the baseline; computed on "
         "the answers both could score. γ − γ_null: runs with the numeric control.</p>"
     )
+
+
+def headline(runs: list[RunDir]) -> str:
+    """For the runs validated against labels, on the report's first screen: how well γ
+    separates right from wrong answers, and against which baseline."""
+    lines = []
+    for run in runs:
+        if not (run.path / VALIDATION_FILE).is_file():
+            continue
+        v = Validation.read(run)
+        rules = ", ".join(f"{n} {rule}" for rule, n in v.rules.items())
+        against = ("; no baseline was scored" if v.baseline is None else
+                   f"; self-consistency baseline (M={v.baseline_m}, T={v.baseline_temperature})"
+                   f" {esc(_ci(v.baseline))}; γ − baseline {esc(_ci(v.difference))}")
+        lines.append(f"<li><b>{esc(v.label)}</b>: AUROC of γ for flagging wrong answers "
+                     f"{esc(_ci(v.gamma))} on {v.gamma.n} answers "
+                     f"({v.gamma.n_incorrect} wrong; labels: {esc(rules)}){against}. "
+                     "0.5 = chance; details under “Validation against labels”.</li>")
+    return f"<ul class='verdict'>{''.join(lines)}</ul>" if lines else ""
 
 
 def _accuracy_plot(found: list[Validation]) -> str:

@@ -1,0 +1,167 @@
+"""``veracity benchmark``: every trust signal on the same answers at an equal call budget."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.lifecycle import command_run, write_report
+from veracity.cli.options import (
+    SEED,
+    Finite,
+    common_options,
+    default_out,
+    handles_errors,
+    pop_selection,
+    record_selection,
+    sample_options,
+)
+from veracity.cli.output import echo, safe
+from veracity.data.stored import selected_items
+from veracity.errors import ConfigError
+from veracity.methods.benchmark.core import BenchmarkSettings, winner
+from veracity.methods.benchmark.run import run_benchmark, score_recorded
+from veracity.store import dumps
+from veracity.types import Item
+
+DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
+SHOWN = ("auroc", "prr", "auprc", "aurc", "e_aurc", "ece", "brier")
+
+
+@click.command()
+@click.argument("prompts", nargs=-1)
+@click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
+@click.option("--recorded", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="Score-only: a JSONL file of recorded answers (id, question, answer, samples, "
+                   "references, correct); methods that need new model calls are left out "
+                   "unless --model is given too.")
+@click.option("--model", "-m", default=None, help=f"Model spec [default: {DEFAULT_MODEL}; none "
+                                                  "with --recorded].")
+@click.option("--embedder", "-e", default=DEFAULT_EMBEDDER, show_default=True,
+              help="Embedder spec.")
+@click.option("--budget", "-K", type=click.IntRange(1, 1000), default=11, show_default=True,
+              help="Model calls per question for every method, the shared greedy answer "
+                   "included (γ: N = K−1, consistency / semantic entropy: M = K−1, P(True): 1).")
+@click.option("--labels", "labels", multiple=True, default=("contains",), show_default=True,
+              help="Label source: contains, exact, rouge-l, similarity, judge:MODEL, "
+                   "sheet:FILE (repeat, or comma-separate, for several).")
+@click.option("--methods", help="Comma-separated methods to run (default: every one that can "
+                                "be benchmarked).")
+@click.option("--entailment", help="NLI / judge model spec semantic entropy clusters with.")
+@click.option("--temperature", type=Finite(0.0, 10.0, min_open=True), default=0.7,
+              show_default=True, help="Temperature of the methods that sample answers.")
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--folds", type=click.IntRange(2, 100), default=5, show_default=True,
+              help="Cross-fitting folds of the calibration and the fused row.")
+@click.option("--resamples", type=click.IntRange(100, 1_000_000), default=2000,
+              show_default=True, help="Bootstrap resamples of the intervals.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
+@sample_options
+@click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the tables as JSON (per label source and signal: auroc, prr, auprc, "
+                   "aurc, e_aurc, ece, brier).")
+@common_options
+@handles_errors
+def benchmark(prompts: tuple[str, ...], **kw: Any) -> None:
+    """Which trust signal works on this model: every method on the same greedy answers.
+
+    Each method gets the same --budget of model calls per question; answers are labelled by
+    every --labels source; one table per source gives AUROC, PRR, AUPRC (flagging wrong
+    answers), AURC, E-AURC, and ECE / Brier after cross-fitted calibration, each with a 95 %
+    bootstrap interval and the paired interval of its difference to the best baseline.
+    """
+    sources = tuple(s.strip() for text in kw["labels"] for s in text.split(",") if s.strip())
+    methods = tuple(m.strip() for m in (kw["methods"] or "").split(",") if m.strip())
+    settings = BenchmarkSettings(kw["budget"], sources, methods, kw["temperature"],
+                                 kw["max_tokens"], kw["seed"], kw["folds"], kw["resamples"],
+                                 entailment=kw["entailment"])
+    given = [bool(prompts), bool(kw["dataset"]), bool(kw["recorded"])]
+    if sum(given) != 1:
+        raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
+    selection = pop_selection(kw)
+    if selection.active and not kw["dataset"]:
+        raise ConfigError("--limit and --sample choose questions of a --dataset")
+    chosen: dict[str, Any] | None = None
+    held = ExitStack()
+    with held, command_run(kw) as cmd:
+        if kw["recorded"]:
+            out = kw["out"]
+            outcome = score_recorded(kw["recorded"], kw["embedder"], settings, cmd.ctx, out,
+                                     kw["model"])
+        else:
+            model = kw["model"] or DEFAULT_MODEL
+            if prompts:
+                items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+                dataset, out = "prompts", kw["out"]
+            else:
+                items, chosen = held.enter_context(selected_items(
+                    kw["dataset"], selection, kw["question_field"]))
+                dataset = kw["dataset"]
+                out = kw["out"] or default_out("benchmark", dataset.split(":")[-1], model)
+            outcome = run_benchmark(items, model, kw["embedder"], settings, cmd.ctx, out,
+                                    dataset)
+    record_selection(outcome.run, chosen)
+    results = outcome.results
+    if kw["as_json"]:
+        echo(dumps({k: v for k, v in results.items() if k != "tables"}
+                   | {"tables": {s: {k: v for k, v in e.items()
+                                     if k not in ("curves", "reliability")}
+                                 for s, e in results["tables"].items()}}, indent=2))
+    else:
+        echo(terminal_tables(results))
+        echo(cmd.calls_line())
+    write_report(outcome.run, "veracity benchmark", kw["as_json"])
+
+
+def _cell(est: dict[str, Any]) -> str:
+    value, (low, high) = est["value"], est["ci"]
+    if value is None:
+        return "—"
+    return f"{value:.3f} [{_f(low)}, {_f(high)}]"
+
+
+def _f(v: float | None) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
+def terminal_tables(results: dict[str, Any]) -> str:
+    """The leaderboard per label source, costs, skipped methods and warnings, as text."""
+    lines: list[str] = []
+    for source, entry in results["tables"].items():
+        lines.append(f"\nlabels: {safe(source)}: {entry['n']} of {entry['n_items']} answers "
+                     f"scored and labelled, {entry['n_wrong']} wrong")
+        if "problem" in entry:
+            lines.append(f"  no table: {entry['problem']}")
+            continue
+        ref = entry.get("reference")
+        lines.append("  signal               " + "  ".join(f"{k:<20}" for k in SHOWN)
+                     + (f"  ΔAUROC vs {safe(ref)}" if ref else ""))
+        for name, row in entry["intervals"].items():
+            diff = row["auroc"]
+            delta = (f"{diff['diff']:+.3f} [{_f(diff['diff_ci'][0])}, {_f(diff['diff_ci'][1])}]"
+                     if diff["diff"] is not None else "")
+            lines.append(f"  {safe(name):<20} " + "  ".join(f"{_cell(row[k]):<20}" for k in SHOWN)
+                         + f"  {delta}")
+        best = winner(entry)
+        if best:
+            lines.append(f"  best single signal by AUROC: {safe(best)}")
+    lines.append("\ncost per method (budget "
+                 f"{results['settings']['budget']} calls per question):")
+    for name, cost in results["costs"].items():
+        lines.append(f"  {safe(name):<22} {cost['requests_per_question']:.2f} calls/question, "
+                     f"{cost['model_calls']} model calls, {cost['generated_tokens']} tokens, "
+                     f"{cost['wall_seconds']:.1f} s, embedder {cost['embed_seconds']:.1f} s, "
+                     f"NLI {cost['scorer_seconds']:.1f} s")
+    for skipped in results["skipped"]:
+        lines.append(f"  skipped {safe(skipped['method'])}: {safe(skipped['reason'])}")
+    for note in results["warnings"]:
+        lines.append(f"warning: {safe(note)}")
+    return "\n".join(lines)
