@@ -32,10 +32,12 @@ class Running:
         self.url, self.first, self.stronger, self.log = url, first, stronger, log
 
     def ask(self, prompt: str, request_id: str | None = None, model: str = "mock-model",
-            stream: bool = False) -> httpx.Response:
+            stream: bool = False, route: str | None = None) -> httpx.Response:
         headers = {"Authorization": f"Bearer {KEY}"}
         if request_id:
             headers["X-Request-Id"] = request_id
+        if route:
+            headers["X-Veracity-Route"] = route
         body = {"model": model, "messages": [{"role": "user", "content": prompt}]}
         if stream:
             body["stream"] = True
@@ -187,7 +189,8 @@ def test_score_rate_zero_passes_through_with_no_perturbed_call(gateway: Callable
 
 
 def test_sampling_follows_the_request_id_and_the_policy_rates(gateway: Callable[..., Running]) -> None:
-    g = gateway({"sampling": {"rate": 0.5, "models": {"never": 0.0}}})
+    g = gateway({"sampling": {"rate": 0.5, "models": {"never": 0.0},
+                              "routes": {"audited": 1.0, "muted": 0.0}}})
     outcomes = {}
     for k in range(12):
         first = g.ask(STABLE_PROMPT, request_id=f"req-{k}").headers.get("x-veracity-scored")
@@ -196,6 +199,10 @@ def test_sampling_follows_the_request_id_and_the_policy_rates(gateway: Callable[
         outcomes[k] = first
     assert set(outcomes.values()) == {None, "false"}  # some scored, some not
     assert g.ask(STABLE_PROMPT, model="never").headers["x-veracity-scored"] == "false"
+    # a route's rate wins over its model's and the overall one
+    assert "x-veracity-scored" not in g.ask(STABLE_PROMPT, model="never", route="audited").headers
+    assert all(g.ask(STABLE_PROMPT, request_id=f"req-{k}", route="muted")
+               .headers["x-veracity-scored"] == "false" for k in range(4))
 
 
 def test_a_deciding_policy_needs_inline_mode() -> None:

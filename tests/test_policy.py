@@ -41,6 +41,8 @@ otherwise = "answer"
 rate = 0.25
 [sampling.models]
 "cheap" = 0.05
+[sampling.routes]
+"search" = 0.01
 """)
     policy = read_policy(path)
     assert policy.rule == Rule("both", 0.14, -0.7, "any", "")
@@ -49,6 +51,8 @@ rate = 0.25
     assert policy.escalate is not None and policy.escalate.model == "big"
     assert policy.escalate.otherwise == "answer" and policy.escalate.api_key_env == "BIG_KEY"
     assert policy.sampling.rate_for("cheap") == 0.05 and policy.sampling.rate_for("x") == 0.25
+    assert policy.sampling.rate_for("cheap", route="search") == 0.01  # a route wins over its model
+    assert policy.sampling.rate_for("cheap", route="other") == 0.05
 
 
 @pytest.mark.parametrize(("text", "message"), [

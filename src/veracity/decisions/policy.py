@@ -25,6 +25,8 @@ table and key is optional except ``[decide]``'s threshold (docs/decisions.md)::
     rate = 0.25                  # share of requests scored (deterministic from the request id)
     [sampling.models]
     "cheap-model" = 0.05
+    [sampling.routes]            # by the X-Veracity-Route header a client sends (wins over models)
+    "internal-search" = 0.01
 
 Without a policy every answer's decision is ``answer``.
 """
@@ -50,7 +52,7 @@ _TABLES = {"decide": {"score", "calibration", "gamma_max", "logprob_min", "combi
                       "unscored"},
            "abstain": {"action", "message"},
            "escalate": {"upstream", "model", "api_key_env", "otherwise"},
-           "sampling": {"rate", "models"}}
+           "sampling": {"rate", "models", "routes"}}
 DEFAULT_MESSAGE = "The answer was withheld: it did not meet this service's reliability policy."
 
 
@@ -122,13 +124,19 @@ class Escalation:
 
 @dataclass(frozen=True)
 class Sampling:
-    """Which requests are scored: a share, per model, chosen from the request id."""
+    """Which requests are scored: a share per route, per model or overall, chosen from the
+    request id."""
 
     rate: float | None = None
     """None: the gateway's ``--score-rate`` (default 1)."""
     models: Mapping[str, float] = field(default_factory=dict)
+    routes: Mapping[str, float] = field(default_factory=dict)
+    """By the route a client names in its ``X-Veracity-Route`` header (a product surface, a
+    tenant); a route's rate wins over its model's."""
 
-    def rate_for(self, model: str, default: float = 1.0) -> float:
+    def rate_for(self, model: str, default: float = 1.0, route: str | None = None) -> float:
+        if route is not None and route in self.routes:
+            return self.routes[route]
         found = self.models.get(model)
         if found is not None:
             return found
@@ -316,9 +324,11 @@ def parse_policy(data: Mapping[str, Any], source: str = "", base: Path | None = 
                           "where to")
     table = data.get("sampling", {})
     models = _get(table, "models", dict, f"{source} [sampling]", {})
+    routes = _get(table, "routes", dict, f"{source} [sampling]", {})
     sampling = Sampling(
         None if "rate" not in table else _rate(table["rate"], f"{source} [sampling]"),
-        {str(k): _rate(v, f"{source} [sampling.models] '{k}'") for k, v in models.items()})
+        {str(k): _rate(v, f"{source} [sampling.models] '{k}'") for k, v in models.items()},
+        {str(k): _rate(v, f"{source} [sampling.routes] '{k}'") for k, v in routes.items()})
     return Policy(rule, otherwise, unscored, abstain, escalate, sampling, source)
 
 

@@ -299,7 +299,7 @@ class Gateway:
             self.tracing.asked(body)
         exchange_id = f"vrc-{uuid.uuid4().hex}"
         scored = self.decisions.scored(request.headers.get("x-request-id") or exchange_id,
-                                       body["model"])
+                                       body["model"], request.headers.get("x-veracity-route"))
         if scored and isinstance(self.thresholds, CalibratedThresholds):
             try:
                 self.scorer.thresholds_for(body["model"])

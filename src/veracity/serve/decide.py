@@ -51,19 +51,24 @@ class Decisions:
             default = policy.sampling.rate
         self.default_rate = default
         self.models = {} if policy is None else dict(policy.sampling.models)
-        self.everything = default >= 1.0 and all(r >= 1.0 for r in self.models.values())
+        self.routes = {} if policy is None else dict(policy.sampling.routes)
+        self.everything = default >= 1.0 and all(
+            r >= 1.0 for r in (*self.models.values(), *self.routes.values()))
         rule = None if policy is None else policy.rule
         self.needs_logprobs = rule is not None and rule.score in ("logprob", "both")
         """The gateway asks the upstream for the answer's log-probabilities (no extra call)."""
         self.needs_gamma = rule is None or rule.score != "logprob"
         """False when the policy decides on log-probabilities alone: no perturbed call."""
 
-    def rate_for(self, model: str) -> float:
+    def rate_for(self, model: str, route: str | None = None) -> float:
+        if route is not None and route in self.routes:
+            return self.routes[route]
         return self.models.get(model, self.default_rate)
 
-    def scored(self, request_id: str, model: str) -> bool:
-        """Whether this request is scored (the same id always gets the same answer)."""
-        return self.everything or sampled(request_id, self.rate_for(model))
+    def scored(self, request_id: str, model: str, route: str | None = None) -> bool:
+        """Whether this request is scored (the same id always gets the same answer); a route
+        named by the client's ``X-Veracity-Route`` header has its own rate in the policy."""
+        return self.everything or sampled(request_id, self.rate_for(model, route))
 
     def decide(self, gamma: float | None, logprob: float | None, escalated: bool = False) -> Decided:
         if self.policy is None:
