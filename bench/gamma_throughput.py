@@ -1,14 +1,18 @@
 """Gamma throughput on the bundled model: veracity vs a naive Algorithm-1 loop.
 
 N = 10 over the first 20 built-in questions and (when the file is there) the first 20
-TruthfulQA questions, greedy, same max tokens. Prints prompts/s and generated tokens/s for
-both, the ratio (veracity / naive), checks that the gamma values agree, then reruns veracity
-on the same cache to show a finished run makes no model call. Then ``attention=flash``
-(sequential) and the draft path (``decode=draft``, flash attention: perturbed answers verified
-against the centre answer): their speed, the share of perturbed answers identical to
-sequential decoding with the same kernel and with today's default, how γ moved, the share of
-draft tokens accepted, and the draft's ratio to the naive loop on the items whose perturbed
-answers all equal the centre one.
+TruthfulQA questions, greedy, same max tokens. Prints prompts/s and generated tokens/s of
+veracity's default path (``attention=auto``: flash attention where the load-time probe finds
+it batch-invariant and a timing finds it no slower; which kernel it chose is printed) and of
+the naive loop, the ratio (default / naive, the judged figure), then reruns the default on the
+same cache to show a finished run makes no model call. ``attention=standard`` (sequential)
+must give the naive loop's answers and γ exactly (the same kernel), and the default's answers
+are compared with ``attention=flash`` sequential decoding. Then (unless ``--no-draft``) the
+draft path (``decode=draft``, flash attention: perturbed answers verified against the centre
+answer): its speed, the share of perturbed answers identical to sequential decoding with the
+same kernel and with standard attention, how γ moved, the share of draft tokens accepted, and
+the draft's ratio to the naive loop on the items whose perturbed answers all equal the centre
+one.
 
 Both use the same llama.cpp batch size (``n_batch``): how a prompt is split into batches
 changes float rounding, so a different split could flip a greedy token on a near-tie. The
@@ -16,7 +20,7 @@ naive loop evaluates every prompt from an empty context; veracity reuses the pre
 with the previous prompt in whole ``n_batch`` chunks only, which splits every prompt exactly
 as an empty context does, so the answers, and the gamma values, must agree exactly.
 
-    python bench/gamma_throughput.py [--questions 20] [--n 10] [--max-tokens 64]
+    python bench/gamma_throughput.py [--questions 20] [--n 10] [--max-tokens 64] [--no-draft]
     python bench/gamma_throughput.py --smoke     # 2 questions, N 2, 8 tokens (CI)
 
 Without the TruthfulQA file beside the checkout, the built-in questions are used.
@@ -25,6 +29,7 @@ Without the TruthfulQA file beside the checkout, the built-in questions are used
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -84,15 +89,24 @@ def veracity_run(items: list[Item], settings: GammaSettings, embedder: CachedEmb
     """γ through veracity on the bundled model with these model options, on a fresh cache."""
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "cache.sqlite")
-        client = LLMClient(load_model("llamacpp/default", n_threads=2, **options), cache)
-        began = time.perf_counter()
-        records = measure_gamma(items, client, embedder, settings)
-        seconds = time.perf_counter() - began
-        tokens = client.stats.completion_tokens
-        stats = cast(Any, client.backend).draft_stats
-        client.close()
+        records, seconds, tokens, stats, _ = cached_run(items, settings, embedder, cache, **options)
         cache.close()
     return records, seconds, tokens, stats
+
+
+def cached_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbedder, cache: Cache,
+               **options: str) -> tuple[list[GammaRecord], float, int, DraftStats, Any]:
+    """γ through veracity on ``cache``: records, seconds, tokens, draft counts, and the model's
+    compute path (which attention kernel ran and why) and model calls."""
+    client = LLMClient(load_model("llamacpp/default", n_threads=2, **options), cache)
+    began = time.perf_counter()
+    records = measure_gamma(items, client, embedder, settings)
+    seconds = time.perf_counter() - began
+    backend = cast(Any, client.backend)
+    path = backend.compute_path() | {"model_calls": client.stats.model_calls}
+    tokens, stats = client.stats.completion_tokens, backend.draft_stats
+    client.close()
+    return records, seconds, tokens, stats, path
 
 
 def perturbed(records: list[GammaRecord]) -> list[str]:
@@ -113,9 +127,18 @@ def print_moves(name: str, versus: str, items: list[Item], before: np.ndarray, a
         print(f"  gamma moved by {moved[k]:.4f} on {items[k].id}: {before[k]:.4f} -> {after[k]:.4f}")
 
 
-def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder) -> tuple[bool, float]:
-    """One dataset: veracity sequential, the naive loop, veracity with drafts; prints figures
-    prefixed by the dataset; returns (sequential agrees with naive and reruns free, draft ratio)."""
+def identical(a: list[GammaRecord], b: list[GammaRecord]) -> tuple[int, int]:
+    """Answers (centre and perturbed) identical between two runs, and how many."""
+    left = [x for r in a for x in [r.answer, *r.perturbed_answers]]
+    right = [x for r in b for x in [r.answer, *r.perturbed_answers]]
+    return sum(x == y for x, y in zip(left, right, strict=True)), len(left)
+
+
+def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
+                ) -> tuple[bool, float, float]:
+    """One dataset: the default path, the naive loop, standard and flash attention and (unless
+    --no-draft) drafts; prints figures prefixed by the dataset; returns (standard agrees with
+    naive, the default agrees with flash and reruns free; default ratio; draft ratio)."""
     name = dataset.partition(":")[0]
     items = load_items(dataset, args.questions)
     prompts = len(items) * (args.n + 1)
@@ -123,63 +146,78 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "cache.sqlite")
-        client = LLMClient(load_model("llamacpp/default", n_threads=2), cache)
-        began = time.perf_counter()
-        records = measure_gamma(items, client, embedder, settings)
-        ours = time.perf_counter() - began
-        our_tokens = client.stats.completion_tokens
-        client.close()
-
+        records, ours, our_tokens, _, path = cached_run(items, settings, embedder, cache)
         naive_gammas, naive_answers, naive_seconds, naive_tokens = naive_loop(
             [i.question for i in items], args.n, args.max_tokens, embedder
         )
-
-        rerun_client = LLMClient(load_model("llamacpp/default", n_threads=2), cache)
-        began = time.perf_counter()
-        rerun = measure_gamma(items, rerun_client, embedder, settings)
-        rerun_seconds = time.perf_counter() - began
-        rerun_calls = rerun_client.stats.model_calls
-        rerun_client.close()
+        rerun, rerun_seconds, _, _, rerun_path = cached_run(items, settings, embedder, cache)
+        rerun_calls = rerun_path["model_calls"]
         cache.close()
+    standard, standard_seconds, _, _ = veracity_run(items, settings, embedder,
+                                                    attention="standard")
     flashed, flash_seconds, flash_tokens, _ = veracity_run(items, settings, embedder,
                                                            attention="flash")
-    drafted, draft_seconds, draft_tokens, stats = veracity_run(items, settings, embedder,
-                                                               decode="draft")
-
-    our_gammas = gammas(records)
-    agree = np.allclose(our_gammas, np.array(naive_gammas), atol=1e-6)
-    diff = float(np.nanmax(np.abs(our_gammas - np.array(naive_gammas))))
-    our_answers = [a for r in records for a in [r.answer, *r.perturbed_answers]]
-    same = sum(a == b for a, b in zip(our_answers, naive_answers, strict=True))
+    choice = path["attention"]
+    standard_gammas = gammas(standard)
+    agree = np.allclose(standard_gammas, np.array(naive_gammas), atol=1e-6)
+    diff = float(np.nanmax(np.abs(standard_gammas - np.array(naive_gammas))))
+    standard_answers = [a for r in standard for a in [r.answer, *r.perturbed_answers]]
+    same = sum(a == b for a, b in zip(standard_answers, naive_answers, strict=True))
     distinct = len({p for r in records for p in [r.prompt, *r.perturbed_prompts]})
     same_rerun = [r.gamma for r in rerun] == [r.gamma for r in records]
-    draft_perturbed = perturbed(drafted)
-    draft_same = sum(a == b for a, b in zip(perturbed(flashed), draft_perturbed, strict=True))
-    standard_same = sum(a == b for a, b in zip(perturbed(records), draft_perturbed, strict=True))
-    flash_gammas = gammas(flashed)
-    draft_gammas = gammas(drafted)
-    stable = [k for k, r in enumerate(drafted) if all(a == r.answer for a in r.perturbed_answers)]
+    kernel_run = flashed if choice["kernel"] == "flash" else standard
+    same_kernel, total = identical(records, kernel_run)
+    same_flash, _ = identical(records, flashed)
+    our_gammas = gammas(records)
     print(f"dataset {name}, questions {len(items)}, N {args.n}, "
           f"prompts {prompts}, max tokens {args.max_tokens}")
-    print(f"gamma values agree: {agree}; rerun gives the same gammas: {same_rerun}; "
-          f"{prompts - distinct} repeated prompt(s) sent once by veracity")
-    print(f"{name}_veracity_seconds: {ours:.2f} s")
-    print(f"{name}_veracity_prompts_per_s: {prompts / ours:.2f} prompts/s")
-    print(f"{name}_veracity_tokens_per_s: {our_tokens / ours:.1f} tokens/s")
+    print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"default attention=auto chose {choice['kernel']}: {choice['reason']} "
+          f"(tokens/s {choice['tokens_per_second']}, "
+          f"{'measured at this load' if choice['measured'] else 'remembered'})")
+    print(f"standard attention agrees with the naive loop: {agree}; rerun gives the same gammas: "
+          f"{same_rerun}; {prompts - distinct} repeated prompt(s) sent once by veracity")
+    print(f"{name}_default_seconds: {ours:.2f} s")
+    print(f"{name}_default_prompts_per_s: {prompts / ours:.2f} prompts/s")
+    print(f"{name}_default_tokens_per_s: {our_tokens / ours:.1f} tokens/s")
     print(f"{name}_naive_seconds: {naive_seconds:.2f} s")
     print(f"{name}_naive_prompts_per_s: {prompts / naive_seconds:.2f} prompts/s")
     print(f"{name}_naive_tokens_per_s: {naive_tokens / naive_seconds:.1f} tokens/s")
-    print(f"{name}_gamma_max_abs_diff: {diff:.2e} gamma")
-    print(f"{name}_mean_gamma: {our_gammas.mean():.4f} gamma")
-    print(f"{name}_answers_compared: {len(our_answers)} answers")
-    print(f"{name}_answers_identical: {same} answers")
+    print(f"{name}_standard_seconds: {standard_seconds:.2f} s")
+    print(f"{name}_standard_gamma_max_abs_diff_vs_naive: {diff:.2e} gamma")
+    print(f"{name}_standard_answers_identical_to_naive: {same} of {len(standard_answers)} answers")
+    print(f"{name}_mean_gamma: {np.nanmean(our_gammas):.4f} gamma")
+    print(f"{name}_default_answers_identical_to_{choice['kernel']}_sequential: {same_kernel} of "
+          f"{total} answers")
+    print(f"{name}_default_answers_identical_to_flash_sequential: {same_flash} of {total} answers")
+    print_moves(name, "default_vs_standard", items, standard_gammas, our_gammas)
     print(f"{name}_rerun_model_calls: {rerun_calls} calls")
     print(f"{name}_rerun_seconds: {rerun_seconds:.2f} s")
-    print(f"{name}_ratio_veracity_over_naive_prompts_per_s: {naive_seconds / ours:.2f} x")
+    print(f"{name}_ratio_default_over_naive_prompts_per_s: {naive_seconds / ours:.2f} x")
+    print(f"{name}_ratio_standard_over_naive_prompts_per_s: {naive_seconds / standard_seconds:.2f} x")
     print(f"{name}_flash_sequential_seconds: {flash_seconds:.2f} s")
     print(f"{name}_flash_sequential_tokens_per_s: {flash_tokens / flash_seconds:.1f} tokens/s")
     print(f"{name}_ratio_flash_sequential_over_naive_prompts_per_s: "
           f"{naive_seconds / flash_seconds:.2f} x")
+    print(f"\n| {name} | naive loop | default (attention=auto: {choice['kernel']}) | "
+          f"attention=standard | attention=flash |\n|---|---|---|---|---|\n"
+          f"| wall time | {naive_seconds:.1f} s | {ours:.1f} s | {standard_seconds:.1f} s | "
+          f"{flash_seconds:.1f} s |\n"
+          f"| ratio to the naive loop | 1.00x | {naive_seconds / ours:.2f}x | "
+          f"{naive_seconds / standard_seconds:.2f}x | {naive_seconds / flash_seconds:.2f}x |\n"
+          f"| answers identical to flash sequential | – | {same_flash} of {total} | – | – |\n")
+    ok = bool(agree and rerun_calls == 0 and same_kernel == total)
+    ratio = naive_seconds / ours
+    if args.no_draft:
+        return ok, ratio, float("nan")
+    drafted, draft_seconds, draft_tokens, stats = veracity_run(items, settings, embedder,
+                                                               decode="draft")
+    draft_perturbed = perturbed(drafted)
+    draft_same = sum(a == b for a, b in zip(perturbed(flashed), draft_perturbed, strict=True))
+    standard_same = sum(a == b for a, b in zip(perturbed(standard), draft_perturbed, strict=True))
+    flash_gammas = gammas(flashed)
+    draft_gammas = gammas(drafted)
+    stable = [k for k, r in enumerate(drafted) if all(a == r.answer for a in r.perturbed_answers)]
     print(f"{name}_draft_seconds: {draft_seconds:.2f} s")
     print(f"{name}_draft_tokens_per_s: {draft_tokens / draft_seconds:.1f} tokens/s")
     print(f"{name}_draft_perturbed_identical_to_sequential: "
@@ -188,8 +226,8 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     print_moves(name, "draft_vs_flash_sequential", items, flash_gammas, draft_gammas)
     print(f"{name}_draft_perturbed_identical_to_standard_attention: "
           f"{standard_same / max(len(draft_perturbed), 1):.4f} share ({standard_same}/"
-          f"{len(draft_perturbed)}, against today's standard-attention sequential answers)")
-    print_moves(name, "draft_vs_standard_sequential", items, our_gammas, draft_gammas)
+          f"{len(draft_perturbed)}, against standard-attention sequential answers)")
+    print_moves(name, "draft_vs_standard_sequential", items, standard_gammas, draft_gammas)
     print(f"{name}_draft_tokens_accepted: {stats.accepted / max(stats.proposed, 1):.3f} share "
           f"({stats.accepted}/{stats.proposed}, {stats.forward_passes} verification passes)")
     if stats.pass_cost:
@@ -202,9 +240,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
                                                    args.max_tokens, embedder)
         print(f"{name}_stable_items: {len(subset)} items (every perturbed answer equals y0)")
         print(f"{name}_stable_ratio_draft_over_naive: {stable_naive_seconds / stable_draft_seconds:.2f} x")
-    ratio = naive_seconds / draft_seconds
-    print(f"{name}_ratio_draft_over_naive_prompts_per_s: {ratio:.2f} x")
-    return bool(agree and rerun_calls == 0), ratio
+    draft_ratio = naive_seconds / draft_seconds
+    print(f"{name}_ratio_draft_over_naive_prompts_per_s: {draft_ratio:.2f} x")
+    return ok, ratio, draft_ratio
 
 
 def main() -> int:
@@ -213,6 +251,7 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--no-draft", action="store_true", help="skip the decode=draft runs")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), same code path")
     args = parser.parse_args()
     if args.smoke:
@@ -222,8 +261,9 @@ def main() -> int:
     ok = True
     for dataset in datasets:
         ok = run_dataset(dataset, args, embedder)[0] and ok
-    builtin_ok, ratio = run_dataset("builtin", args, embedder)
-    print(f"ratio_draft_over_naive_builtin: {ratio:.2f} x")
+    builtin_ok, ratio, draft_ratio = run_dataset("builtin", args, embedder)
+    print(f"ratio_draft_over_naive_builtin: {draft_ratio:.2f} x")
+    print(f"ratio_default_over_naive_builtin: {ratio:.2f} x")
     return 0 if ok and builtin_ok else 1
 
 

@@ -52,25 +52,26 @@ from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
 
-kind, dataset, answers, references, pairs, out, cache = sys.argv[1:8]
+kind, dataset, answers, references, pairs, out, cache, index = sys.argv[1:9]
 items = load_questions(f"jsonl:{dataset}")
 if kind == "live":  # every answer, reference and pair asked of the fake backend
     settings = FewlSettings(references=("fake/pairs",), reference_samples=3,
                             pairs_model="fake/pairs", similarity="hash/default",
                             question_embedder="hash/default", neighbours=25,
-                            pairs=PairSettings(r=5))
+                            pairs=PairSettings(r=5), neighbours_index=index)
     sources = [AnswerSource("answers", model="fake/stable")]
 else:
     settings = FewlSettings(references_file=Path(references), pairs_file=Path(pairs),
                             similarity="hash/default", question_embedder="hash/default",
-                            neighbours=25, pairs=PairSettings(r=5))
+                            neighbours=25, pairs=PairSettings(r=5), neighbours_index=index)
     sources = [AnswerSource("answers", path=Path(answers))]
 from veracity.runs.common import Context
 with Context(cache=Cache(Path(cache))) as ctx:
     result = run_fewl(items, sources, settings, ctx, None if out == "-" else Path(out),
                       f"jsonl:{dataset}")
     calls = ctx.model_calls()
-print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls}))
+search = result.run.info["config"].get("neighbour_search") if out != "-" else None
+print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls, "search": search}))
 """
 
 VALIDATE_CHILD = """
@@ -100,12 +101,43 @@ print(json.dumps({"validation": result.results["validation"],
 """
 
 
-def run_child(kind: str, files: FewlFiles, out: str,
-              cache: Path) -> tuple[float, int, dict[str, Any]]:
-    """(wall seconds, peak RSS in bytes, the source's summary and the model calls) of one
-    scoring in a child: ``kind`` recorded (files) or live (the fake backend)."""
-    wall, rss, line = measured_child(CHILD, [kind, *map(str, files), out, str(cache)], "scoring")
+def run_child(kind: str, files: FewlFiles, out: str, cache: Path,
+              index: str = "auto") -> tuple[float, int, dict[str, Any]]:
+    """(wall seconds, peak RSS in bytes, the source's summary, the model calls and the
+    neighbour search's record) of one scoring in a child: ``kind`` recorded (files) or live
+    (the fake backend), with the neighbours searched by ``index``."""
+    wall, rss, line = measured_child(CHILD, [kind, *map(str, files), out, str(cache), index],
+                                     "scoring")
     return wall, rss, json.loads(line)
+
+
+def fewl_values(run: Path) -> dict[str, float]:
+    """Each scored question's FEWL in a run directory's samples."""
+    out: dict[str, float] = {}
+    with (run / "samples.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            record = json.loads(line)
+            value = record["answers"]["answers"].get("fewl")
+            if value is not None:
+                out[record["id"]] = float(value)
+    return out
+
+
+def compare_exact(size: int, root: Path, index: str) -> dict[str, Any]:
+    """The recorded case of ``size`` items streamed with exact search: its time, and how far
+    each question's FEWL moved with ``index`` (the run already in ``root``)."""
+    work = root / f"recorded-n{size}"
+    files = FewlFiles(*(work / f"{name}.jsonl"
+                        for name in ("questions", "answers", "references", "pairs")))
+    wall, rss, summary = run_child("recorded", files, str(work / "exact-run"),
+                                   work / "cache-exact.sqlite", "exact")
+    exact, approx = fewl_values(work / "exact-run"), fewl_values(work / "run")
+    moved = [abs(approx[k] - v) for k, v in exact.items() if k in approx]
+    return {"items": size, "wall": wall, "items_s": size / wall, "rss": rss,
+            "mean_abs_delta": statistics.fmean(moved) if moved else 0.0,
+            "max_abs_delta": max(moved, default=0.0), "compared": len(moved),
+            "missing": len(exact) - len(moved), "mean": summary["mean"],
+            "load": os.getloadavg()[0]}
 
 
 def run_validate(dataset: Path, out: str, cache: Path) -> tuple[float, int, str]:
@@ -145,7 +177,7 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
-            prefix: str) -> list[dict[str, Any]]:
+            prefix: str, index: str = "auto", questions: str = "templated") -> list[dict[str, Any]]:
     """Each size streamed into a run directory and, up to ``whole_up_to``, in memory too,
     interleaved, each with a fresh cache; for a live case the smallest streamed run is rerun
     on its cache (its model calls printed: 0 when every generation was cached)."""
@@ -153,14 +185,16 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
     for size in sizes:
         work = root / f"{kind}-n{size}"
         shutil.rmtree(work, ignore_errors=True)
-        files = write_fewl(work, size)
+        files = write_fewl(work, size, questions_kind=questions)
         row: dict[str, Any] = {"items": size}
         ways = ["streamed", "whole"] if size <= whole_up_to else ["streamed"]
         for way in ways:  # each with a fresh cache: the same work
             out = str(work / "run") if way == "streamed" else "-"
-            wall, rss, summary = run_child(kind, files, out, work / f"cache-{way}.sqlite")
+            wall, rss, summary = run_child(kind, files, out, work / f"cache-{way}.sqlite",
+                                           index)
             row[way] = {"wall": wall, "items_s": size / wall, "rss": rss,
-                        "mean": summary["mean"], "load": os.getloadavg()[0]}
+                        "mean": summary["mean"], "load": os.getloadavg()[0],
+                        "search": summary.get("search")}
         if "whole" in row:
             assert row["whole"]["mean"] == row["streamed"]["mean"], "streamed != whole"
         print(f"\n[{kind}, {size} items] load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -169,9 +203,16 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
             print(f"{prefix}{way}_wall_{size}: {r['wall']:.2f} s", flush=True)
             print(f"{prefix}{way}_items_per_s_{size}: {r['items_s']:.1f} items/s", flush=True)
             print(f"{prefix}{way}_peak_rss_{size}: {r['rss'] / 1e6:.0f} MB", flush=True)
+        search = row["streamed"].get("search") or {}
+        if search:
+            print(f"{prefix}neighbour_index_{size}: {search['index']} ({search['library']}, "
+                  f"{search['parameters']}); recall@{search['k']}: {search['recall_at_k']} "
+                  f"on {search['recall_questions']} questions; "
+                  f"{search.get('searched_exactly', 0)} crowded questions searched exactly",
+                  flush=True)
         if kind == "live" and size == sizes[0]:
             wall, _, summary = run_child(kind, files, str(work / "run"),
-                                         work / "cache-streamed.sqlite")
+                                         work / "cache-streamed.sqlite", index)
             assert summary["mean"] == row["streamed"]["mean"], "rerun != first run"
             print(f"{prefix}rerun_model_calls_{size}: {summary['model_calls']} calls "
                   f"({wall:.2f} s)", flush=True)
@@ -209,22 +250,51 @@ def main() -> None:
                         help="300 and 1,500 recorded, 200 and 600 live, 150 and 450 "
                              "validated items, in seconds")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    parser.add_argument("--neighbours-index", default="auto",
+                        choices=("auto", "exact", "hnsw", "ivf"),
+                        help="the neighbour search of every run (auto: exact below 100,000)")
+    parser.add_argument("--questions", choices=("templated", "varied"), default="templated",
+                        help="templated: ~n/72 near-duplicates per question; varied: few")
+    parser.add_argument("--compare-exact-up-to", type=int, default=0,
+                        help="recorded sizes up to this many items are also run with exact "
+                             "search: the FEWL values' mean |change|")
     args = parser.parse_args()
     sizes = [300, 1_500] if args.smoke else sorted(args.sizes)
     live_sizes = [200, 600] if args.smoke else sorted(args.live_sizes)
     validate_sizes = [150, 450] if args.smoke else sorted(args.validate_sizes)
     whole_up_to = 1_500 if args.smoke else args.whole_up_to
+    compare_up_to = 300 if args.smoke else args.compare_exact_up_to
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     root = args.keep or Path(tempfile.mkdtemp(prefix="veracity-fewl-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
-        rows = measure("recorded", sizes, whole_up_to, root, "")
-        live = measure("live", live_sizes, whole_up_to, root, "live_") if live_sizes else []
+        index = args.neighbours_index
+        rows, compared = [], []
+        for size in sizes:  # each size's exact comparison right after it
+            rows += measure("recorded", [size], whole_up_to, root, "", index, args.questions)
+            if size <= compare_up_to and index != "exact":
+                compared.append(compare_exact(size, root, index))
+                c = compared[-1]
+                print(f"fewl_mean_abs_change_vs_exact_{size}: {c['mean_abs_delta']:.2e} "
+                      f"(exact search {c['wall']:.1f} s, load {c['load']:.2f})", flush=True)
+        live = measure("live", live_sizes, whole_up_to, root, "live_", index) if live_sizes else []
         validated = measure_validate(validate_sizes, root) if validate_sizes else []
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    summary(rows, "recorded answers, references and pairs (no model)", "")
+    summary(rows, f"recorded answers, references and pairs (no model), neighbours "
+            f"--neighbours-index {args.neighbours_index}", "")
+    print("\n| items | index | recall@K (sampled questions) | peak RSS MB |\n|---|---|---|---|")
+    for r in rows:
+        search = r["streamed"].get("search") or {}
+        print(f"| {r['items']:,} | {search.get('index')} | {search.get('recall_at_k')} "
+              f"({search.get('recall_questions')}) | {r['streamed']['rss'] / 1e6:.0f} |")
+    for c in compared:
+        print(f"exact_search_wall_{c['items']}: {c['wall']:.2f} s ({c['items_s']:.1f} items/s, "
+              f"peak RSS {c['rss'] / 1e6:.0f} MB, load {c['load']:.2f})")
+        print(f"fewl_mean_abs_change_vs_exact_{c['items']}: {c['mean_abs_delta']:.2e} "
+              f"(max {c['max_abs_delta']:.2e}, {c['compared']} questions compared, "
+              f"{c['missing']} scored by one side only)")
     if live:
         summary(live, "live: answers, references (J = 3) and pairs (R = 5) from the fake "
                 "backend", "live_")

@@ -25,10 +25,19 @@ def onnx_exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("onnx-exports")
 
 
+@pytest.fixture(scope="session")
+def attention_choice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One remembered attention=auto choice for the whole session: llama.cpp's kernels are
+    timed on the first load of a model, not again for every test."""
+    return tmp_path_factory.mktemp("attention") / "attention-choice.json"
+
+
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_exports: Path) -> None:
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_exports: Path,
+                   attention_choice: Path) -> None:
     monkeypatch.setenv("VERACITY_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("VERACITY_ONNX_DIR", str(onnx_exports))
+    monkeypatch.setenv("VERACITY_ATTENTION_CHOICE", str(attention_choice))
     monkeypatch.delenv("VERACITY_CACHE", raising=False)
     monkeypatch.chdir(tmp_path)  # default run directories land in the test's folder
 

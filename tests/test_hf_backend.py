@@ -66,7 +66,7 @@ def test_device_option_reaches_hf_models_only_and_a_missing_gpu_is_named() -> No
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     ctx = make_context(no_cache=True, quiet=True, device="cuda")
-    assert ctx.options_record() == {"models": {"hf": {"device": "cuda", "batch_size": 8,
+    assert ctx.options_record() == {"models": {"hf": {"device": "cuda", "batch": "auto",
                                                       "decode": "sequential"}}}
     with pytest.raises(ConfigError, match="device 'cuda' requested but CUDA is not available"):
         ctx.client("hf/default")

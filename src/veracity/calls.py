@@ -77,10 +77,13 @@ def chunked(
     stop: threading.Event,
     first: int,
     largest: int,
+    smallest: int = 1,
 ) -> Iterator[list[tuple[int, Value | BackendError]]]:
-    """``call`` over ``payloads`` in chunks sized to take about _CHUNK_SECONDS each, so an
-    interruption loses at most one chunk; stops early once ``stop`` is set."""
-    size, start = max(1, first), 0
+    """``call`` over ``payloads`` in chunks sized to take about _CHUNK_SECONDS each (never
+    fewer than ``smallest`` payloads: a backend's batch), so an interruption loses at most one
+    chunk; stops early once ``stop`` is set."""
+    smallest = max(1, smallest)
+    size, start = max(smallest, first), 0
     while start < len(payloads) and not stop.is_set():
         chunk = payloads[start : start + size]
         began = time.perf_counter()
@@ -89,9 +92,9 @@ def chunked(
         yield list(enumerate(outcomes, start))
         start += len(chunk)
         if took < _CHUNK_SECONDS / 2:
-            size = min(largest, size * 2)
+            size = max(smallest, min(largest, size * 2))
         elif took > _CHUNK_SECONDS:
-            size = max(1, size // 2)
+            size = max(smallest, size // 2)
 
 
 def _arrived(finished: Iterator[Any], cut: KeyboardInterrupt) -> list[tuple[int, Any]]:

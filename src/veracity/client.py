@@ -108,7 +108,8 @@ class LLMClient(CachedCalls):
 
         def produce(payloads: Sequence[tuple[GenRequest, npt.NDArray[np.float32]]],
                     stop: threading.Event) -> Iterator[list[tuple[int, Outcome]]]:
-            return chunked(call, payloads, stop, self.max_concurrency, self.chunk_size)
+            return chunked(call, payloads, stop, self.max_concurrency, self.chunk_size,
+                           getattr(self.backend.capabilities, "batch", 1))
 
         payloads = list(zip(requests, embeddings, strict=True))
         return cast(list[Generation], self.call(keys, payloads, produce, GENERATIONS, stage))
@@ -128,7 +129,8 @@ class LLMClient(CachedCalls):
             yield from self.backend.stream(requests, stop)
             return
         yield from chunked(self.backend.generate, requests, stop, self.max_concurrency,
-                           self.chunk_size)
+                           self.chunk_size,
+                           getattr(self.backend.capabilities, "batch", 1))
 
     def close(self) -> None:
         self.backend.close()

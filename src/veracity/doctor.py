@@ -121,7 +121,8 @@ if isinstance(out, Exception):
     sys.exit(3)
 path = backend.compute_path()
 print(json.dumps({"answer": out.text, "tokens": out.completion_tokens, "seconds": seconds,
-                  "load_seconds": loaded, "extra_buffers": path["extra_buffers"]}))
+                  "load_seconds": loaded, "extra_buffers": path["extra_buffers"],
+                  "attention": path.get("attention")}))
 """
 
 PROBE_EMBEDDER = """
@@ -177,7 +178,26 @@ def check_model(timeout: float = 180.0) -> Check:
     answer = " ".join(str(result["answer"]).split())[:40]
     return Check("bundled model", True,
                  f"llamacpp/default answered {answer!r}: {rate:.0f} tokens/s, loaded in "
-                 f"{result['load_seconds']:.1f} s, extra buffers {result['extra_buffers']}")
+                 f"{result['load_seconds']:.1f} s, extra buffers {result['extra_buffers']}"
+                 + attention_detail(result.get("attention")))
+
+
+def attention_detail(choice: dict[str, Any] | None) -> str:
+    """How ``attention=auto`` chose, for the bundled model's line.
+
+    >>> attention_detail({"kernel": "flash", "reason": "no slower",
+    ...     "tokens_per_second": {"flash": 120.0, "standard": 100.0}, "measured": True})
+    '; attention flash: no slower (flash 120.0 vs standard 100.0 tokens/s, measured now)'
+    """
+    if not choice:
+        return ""
+    detail = f"; attention {choice.get('kernel')}: {choice.get('reason')}"
+    figures = choice.get("tokens_per_second") or {}
+    if figures:
+        how = "measured now" if choice.get("measured") else "measured before on this CPU"
+        detail += (f" (flash {figures.get('flash')} vs standard {figures.get('standard')} "
+                   f"tokens/s, {how})")
+    return detail
 
 
 def check_embedder(timeout: float = 300.0) -> Check:

@@ -164,7 +164,8 @@ for _p in (
                      "answer in batches (draft; γ's centre answer; part of the cache identity)",
                      ("sequential", "draft"), default="sequential"),
               Option("attention", "llama.cpp's attention kernel (part of the cache identity); "
-                     "auto: flash for decode=draft, where it makes a verified draft exact",
+                     "auto: flash where the load-time probe finds it batch-invariant and a "
+                     "timing (remembered per CPU and model) finds it no slower",
                      ("auto", "standard", "flash"), default="auto"))),
     Provider("openai", "veracity.backends.endpoints:load", "openai/MODEL [--base-url URL]",
              "any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama); "
@@ -181,7 +182,10 @@ for _p in (
               Option("device", "torch device: cpu, cuda, cuda:1 (default: cuda if available)"),
               Option("dtype", "weights dtype (default: float32 on CPU, auto on GPU)",
                      ("auto", "float32", "float16", "bfloat16")),
-              Option("batch_size", "prompts per forward pass", type=int, default=8),
+              Option("batch", "sequences decoded together in one left-padded batch: auto "
+                     "(bounded by memory) or N; 1 decodes one prompt at a time (sequential, "
+                     "part of the cache identity)", default="auto"),
+              Option("batch_size", "older name of batch (a fixed number)", type=int),
               Option("threads", "torch CPU threads (process-wide)", type=int),
               Option("adapter", "PEFT (LoRA) adapter directory applied on top of the model, "
                      "e.g. one written by veracity fewl finetune"),

@@ -42,6 +42,16 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.backends.base import Capabilities, Outcome
+from veracity.backends.hf_batch import (
+    AUTO_LIMIT,
+    AUTO_LIMIT_GPU,
+    MEMORY_SHARE,
+    BatchStats,
+    available_memory,
+    bytes_per_row,
+    parse_batch,
+    rows_that_fit,
+)
 from veracity.backends.hf_draft import draft_generate
 from veracity.backends.llamacpp import (
     BUNDLED_FILE,
@@ -106,14 +116,18 @@ class HFBackend:
         gguf_file: str | None,
         source: dict[str, Any],
         device: str | None = None,
-        batch_size: int = 8,
+        batch_size: int | None = None,
         dtype: str | None = None,
         threads: int | None = None,
         adapter: str | None = None,
         chat_template: str | None = None,
         decode: str = "sequential",
+        batch: str | int = "auto",
     ) -> None:
-        """``threads`` sets torch's CPU thread count, which is process-wide; ``adapter`` is a
+        """``batch`` is the most sequences decoded together in one left-padded batch: ``auto``
+        (the default) bounded by memory (see :mod:`veracity.backends.hf_batch`), 1 for
+        sequential decoding; ``batch_size`` is its older name, a fixed number.
+        ``threads`` sets torch's CPU thread count, which is process-wide; ``adapter`` is a
         PEFT (LoRA) adapter directory applied on top of the model; ``chat_template`` (a file,
         chatml, llama-2, plain, or raw for raw completion) replaces the tokenizer's;
         ``decode=draft`` verifies a request's draft answer instead of decoding it token by
@@ -121,8 +135,11 @@ class HFBackend:
         if decode not in DECODERS:
             raise ConfigError(f"decode={decode}: choose one of {', '.join(DECODERS)}")
         template = resolve_template(chat_template) if chat_template else None
-        if batch_size < 1:
+        if batch_size is not None and batch != "auto":
+            raise ConfigError(f"{spec}: give batch or batch_size (its older name), not both")
+        if batch_size is not None and batch_size < 1:
             raise ConfigError(f"{spec}: batch_size must be at least 1, got {batch_size}")
+        fixed = batch_size if batch_size is not None else parse_batch(batch)
         if dtype is not None and dtype not in DTYPES:
             raise ConfigError(f"{spec}: unknown dtype '{dtype}'; known: {', '.join(DTYPES)}")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the hub, even for metadata
@@ -143,7 +160,6 @@ class HFBackend:
             raise ConfigError(f"{spec}: device '{device}' requested but CUDA is not available")
         self.spec = spec
         self.device = device
-        self.batch_size = batch_size
         self.extra_padding = 0
         """Pad columns added on the left of every batch (numeric control variations)."""
         self._torch = torch
@@ -165,9 +181,14 @@ class HFBackend:
         except (OSError, ValueError, ImportError) as exc:
             raise ConfigError(f"{spec}: transformers could not load the model: {exc}") from exc
         causal = not self.seq2seq
+        self.batch_size = fixed or (AUTO_LIMIT_GPU if device.startswith("cuda") else AUTO_LIMIT)
+        """The most rows of a batch (with ``auto`` fewer where they would not fit in memory)."""
+        self._auto_batch = fixed is None
+        self.batch_stats = BatchStats("auto" if fixed is None else str(fixed), self.batch_size,
+                                      int(available_memory(device, torch) * MEMORY_SHARE))
         self.capabilities = Capabilities(
-            prefill=causal, seed=True, inputs_embeds=causal, max_concurrency=batch_size,
-            logprobs=True,
+            prefill=causal, seed=True, inputs_embeds=causal, max_concurrency=self.batch_size,
+            batch=self.batch_size, logprobs=True,
         )
         adapter_source = _attach_adapter(self, spec, adapter) if adapter is not None else None
         self.model.to(device)
@@ -203,6 +224,12 @@ class HFBackend:
         """Draft tokens proposed and accepted, forward passes (decode=draft)."""
         if self._decode == "draft":  # drafted answers are decoded alone, in other shapes
             self._identity["decode"] = "draft"
+        if self.batch_size == 1:  # alone, no padding: other shapes than a batch's
+            self._identity["batch"] = "sequential"
+
+    def compute_path(self) -> dict[str, Any]:
+        """How requests were batched (recorded in run.json)."""
+        return {"batch": self.batch_stats.as_dict()}
 
     def _eos_ids(self) -> list[int]:
         ids: list[int] = []
@@ -231,7 +258,10 @@ class HFBackend:
         if unknown:
             raise ConfigError(f"{self.spec}: unknown compute settings {sorted(unknown)}")
         other = copy.copy(self)
+        other._auto_batch = False
         other.batch_size = int(variation["batch_size"])
+        other.batch_stats = BatchStats(str(other.batch_size), other.batch_size,
+                                       self.batch_stats.memory_budget_bytes)
         other.extra_padding = int(variation["extra_padding"])
         if other.batch_size < 1 or other.extra_padding < 0:
             raise ConfigError(f"{self.spec}: bad compute variation {variation}")
@@ -369,14 +399,31 @@ class HFBackend:
             groups.setdefault(job.request.sampling, []).append(job)
         for sampling, group in groups.items():
             group.sort(key=lambda j: (j.length, j.slot))
-            for start in range(0, len(group), self.batch_size):
-                batch = group[start : start + self.batch_size]
+            start = 0
+            while start < len(group):
+                batch = group[start : start + self._rows(group, start, sampling)]
+                start += len(batch)
                 try:
                     results = self._batch(batch, sampling)
                 except Exception as exc:  # one bad batch must not sink the others
                     results = [self._alone(job, sampling, exc) for job in batch]
                 for job, result in zip(batch, results, strict=True):
                     out[job.slot] = result
+
+    def _rows(self, group: list[_Job], start: int, sampling: Sampling) -> int:
+        """Rows of the next batch: ``batch_size``, or with ``auto`` fewer where the batch's
+        widest prompt (the last, as jobs are sorted by length) would not fit in memory."""
+        rows = min(self.batch_size, len(group) - start)
+        if not self._auto_batch:
+            return rows
+        dtype_bytes = int(self._torch.finfo(self.model.dtype).bits // 8)
+        while rows > 1:
+            width = group[start + rows - 1].length + self.extra_padding
+            per_row = bytes_per_row(self.model.config, dtype_bytes, width, sampling.max_tokens)
+            if rows_that_fit(rows, per_row, self.batch_stats.memory_budget_bytes) >= rows:
+                break
+            rows = rows_that_fit(rows, per_row, self.batch_stats.memory_budget_bytes)
+        return rows
 
     def _alone(self, job: _Job, sampling: Sampling, batch_error: Exception) -> Outcome:
         try:
@@ -432,6 +479,7 @@ class HFBackend:
             extra.update(return_dict_in_generate=True, output_logits=True)
         with torch.inference_mode():
             output = self.model.generate(**inputs, generation_config=config, **extra)
+        self.batch_stats.add(len(batch), width, sum(job.length for job in batch))
         steps: Any = None
         if asked:
             steps = torch.stack(output.logits, dim=1).float().cpu().numpy()  # (batch, step, vocab)

@@ -11,16 +11,22 @@ import copy
 import hashlib
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from veracity import crash
 from veracity.backends.base import Capabilities, Outcome
+from veracity.backends.llamacpp_attention import (
+    choice_file,
+    choice_key,
+    choose_attention,
+    decode_speed,
+)
 from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
 from veracity.backends.llamacpp_draft import DraftStats, Proposer, draft_decode
 from veracity.backends.llamacpp_exact import batch_invariant
@@ -31,6 +37,9 @@ from veracity.cpu import cpu_features
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message, TokenLogprob
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODERS = ("sequential", "draft")
@@ -79,6 +88,40 @@ def file_fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+class _Kernels:
+    """The model loaded with one attention kernel or both, while ``attention=auto`` chooses."""
+
+    def __init__(self, load: Callable[[bool], Llama]) -> None:
+        self._load = load
+        self.loaded: dict[str, Llama] = {}
+        self._invariant: bool | None = None
+
+    def get(self, kernel: str) -> Llama:
+        if kernel not in self.loaded:
+            self.loaded[kernel] = self._load(kernel == "flash")
+        return self.loaded[kernel]
+
+    def invariant(self) -> bool:
+        if self._invariant is None:
+            self._invariant = batch_invariant(self.get("flash"))
+        return self._invariant
+
+    def tokens_per_second(self, kernel: str) -> float:
+        return decode_speed(self.get(kernel))
+
+    def keep(self, kernel: str) -> Llama:
+        """The model with this kernel; the other, if loaded, is closed."""
+        llm = self.get(kernel)
+        for other in [k for k in self.loaded if k != kernel]:
+            self.loaded.pop(other).close()
+        return llm
+
+    def close(self) -> None:
+        for llm in self.loaded.values():
+            llm.close()
+        self.loaded.clear()
+
+
 class LlamaCppBackend:
     """A GGUF model run in this process by llama-cpp-python; one request at a time.
 
@@ -116,12 +159,12 @@ class LlamaCppBackend:
         :mod:`veracity.backends.llamacpp_load`); ``decode=draft`` verifies a request's draft
         answer in batches instead of decoding greedily token by token (see
         :mod:`veracity.backends.llamacpp_draft`); ``attention`` (auto, standard, flash) picks
-        llama.cpp's attention kernel, flash for ``decode=draft`` unless told otherwise."""
+        llama.cpp's attention kernel: ``auto`` takes flash for ``decode=draft``, else flash where
+        it is batch-invariant and no slower (see :mod:`veracity.backends.llamacpp_attention`)."""
         if decode not in DECODERS:
             raise ConfigError(f"decode={decode}: choose one of {', '.join(DECODERS)}")
         if attention not in ATTENTION:
             raise ConfigError(f"attention={attention}: choose one of {', '.join(ATTENTION)}")
-        flash = attention == "flash" or (attention == "auto" and decode == "draft")
         if not path.is_file():
             raise ConfigError(f"GGUF model file not found: {path}")
         try:
@@ -155,20 +198,30 @@ class LlamaCppBackend:
         threads = n_threads or os.cpu_count() or 1
         crash.watch_native()
         try:
-            self._llm = new_llama(
-                str(path),
-                extra,
-                n_ctx=n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_batch=n_batch,
-                n_ubatch=n_ubatch or n_batch,
-                n_gpu_layers=n_gpu_layers,
-                flash_attn=flash,
-                verbose=False,
-            )
-        except ValueError as exc:  # llama.cpp could not read the file
-            raise ConfigError(f"{path}: not a GGUF model llama.cpp can load ({exc})") from None
+            llama_version = version("llama-cpp-python")
+        except PackageNotFoundError:
+            llama_version = "unknown"
+        fingerprint = file_fingerprint(path)
+
+        def load_kernel(flash: bool) -> Llama:
+            try:
+                return new_llama(str(path), extra, n_ctx=n_ctx, n_threads=threads,
+                                 n_threads_batch=threads, n_batch=n_batch,
+                                 n_ubatch=n_ubatch or n_batch, n_gpu_layers=n_gpu_layers,
+                                 flash_attn=flash, verbose=False)
+            except ValueError as exc:  # llama.cpp could not read the file
+                raise ConfigError(f"{path}: not a GGUF model llama.cpp can load ({exc})") from None
+
+        kernels = _Kernels(load_kernel)
+        key = choice_key(cpu_features().fingerprint(), fingerprint, threads, n_batch,
+                         n_ubatch or n_batch, extra, n_gpu_layers, llama_version)
+        try:
+            self.attention = choose_attention(attention, decode, kernels, choice_file(), key)
+            self._llm = kernels.keep(self.attention.kernel)
+        except BaseException:
+            kernels.close()
+            raise
+        flash = self.attention.kernel == "flash"
         template = self._llm.metadata.get("tokenizer.chat_template")
         if not template and self._template is None:
             raise ConfigError(f"{path} has no chat template (tokenizer.chat_template) in its "
@@ -178,13 +231,9 @@ class LlamaCppBackend:
         self._formatter: Any = None if self._template is not None else Jinja2ChatFormatter(
             template=str(template), eos_token=self._eos,
             bos_token=self._token_text(self._llm.token_bos()))
-        try:
-            llama_version = version("llama-cpp-python")
-        except PackageNotFoundError:
-            llama_version = "unknown"
         self._identity: dict[str, Any] = {
             "file": path.name,
-            "fingerprint": file_fingerprint(path),
+            "fingerprint": fingerprint,
             "llama_cpp": llama_version,
             "n_batch": n_batch,  # how a prompt is split into batches changes float rounding
         }
@@ -192,7 +241,7 @@ class LlamaCppBackend:
             self._identity["n_gpu_layers"] = n_gpu_layers
         if not extra:  # unrepacked weights run other kernels, which round differently
             self._identity["extra_buffers"] = "off"
-        self.batch_invariant = flash and batch_invariant(self._llm)
+        self.batch_invariant = flash and bool(kernels.invariant())
         """Whether a token's logits here do not depend on how tokens are grouped into batches
         (measured at load, flash attention only): then any shared prompt prefix can be reused
         and a verified draft gives exactly the sequential answer."""
@@ -201,6 +250,7 @@ class LlamaCppBackend:
         if flash:  # another attention kernel rounds differently
             self._identity["attention"] = "flash"
             self._compute_path["batch_invariant"] = self.batch_invariant
+        self._compute_path["attention"] = self.attention.as_dict()
         if decode == "draft":  # tokens verified in a batch may round differently
             if getattr(self._llm, "_is_recurrent", False) or getattr(self._llm, "_is_hybrid", False):
                 self._llm.close()
@@ -258,7 +308,7 @@ class LlamaCppBackend:
             compute=variation, n_gpu_layers=self._options["n_gpu_layers"],
             chat_template=self._options["chat_template"],
             extra_buffers=self._options["extra_buffers"], decode=self._options["decode"],
-            attention=self._options["attention"],
+            attention=self.attention.kernel,  # the control keeps the kernel auto chose
         )
 
     def context_settings(self) -> dict[str, int]:

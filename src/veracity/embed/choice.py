@@ -96,14 +96,15 @@ def choose_backend(
     entry = {"backend": best, "texts_per_second": figures,
              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
-        _remember(path, key, entry)
+        remember_entry(path, key, entry)
     except OSError as exc:  # a read-only home still embeds, it only measures again next time
         logger.warning("st: could not remember the embedding backend choice in %s: %s", path, exc)
     logger.info("st: backend=auto chose %s (%s texts/s)", best, figures)
     return {**entry, "measured": True}
 
 
-def _remember(path: Path, key: str, entry: dict[str, Any]) -> None:
+def remember_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
+    """Store ``entry`` under ``key`` in the JSON file ``path`` (atomically replaced)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     choices = read_choices(path)
     choices[key] = entry

@@ -29,6 +29,7 @@ from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS, Divergence, ExpertiseForm
 from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
+from veracity.methods.fewl.neighbours import INDEXES
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
 from veracity.methods.fewl.reference_list import REFERENCE_MODES
@@ -94,6 +95,10 @@ def fewl_options(func: F) -> F:
         click.option("--neighbours-mode", type=click.Choice(NEIGHBOUR_MODES), default="nearest",
                      show_default=True, help="The penalty's questions: the K nearest, or K "
                      "random ones with cosine <= --near-duplicate (Table 8), seeded."),
+        click.option("--neighbours-index", type=click.Choice(INDEXES), default="auto",
+                     show_default=True, help="Nearest-neighbour search (faiss): exact, or an "
+                     "approximate hnsw / ivf index whose recall@K against exact search is "
+                     "measured on a sample and recorded; auto: exact below 100,000 questions."),
         click.option("--tau", type=Finite(0.0, min_open=True), default=1.0, show_default=True,
                      help="[reconstructed] softmax temperature of the expertise weights."),
         click.option("--expertise", type=click.Choice(EXPERTISE_FORMS), default="gap",
@@ -137,6 +142,7 @@ class FewlParameters:
     neighbours: int
     near_duplicate: float
     neighbours_mode: str
+    neighbours_index: str
     tau: float
     expertise: ExpertiseForm
     divergence: Divergence
@@ -157,7 +163,7 @@ class FewlParameters:
             mapping=self.mapping, question_embedder=self.question_embedder,
             neighbours=self.neighbours, near_duplicate=self.near_duplicate, tau=self.tau,
             expertise=self.expertise, divergence=self.divergence,
-            neighbours_mode=self.neighbours_mode,
+            neighbours_mode=self.neighbours_mode, neighbours_index=self.neighbours_index,
             pair_prompt=PairPrompt.from_file(self.pair_prompt) if self.pair_prompt
             else PairPrompt(),
             max_tokens=self.max_tokens, answer_template=self.answer_template, seed=self.seed,

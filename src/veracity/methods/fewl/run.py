@@ -27,8 +27,8 @@ from veracity.methods.fewl.core import (
     ExpertiseForm,
     FewlScores,
     score_texts,
-    select_neighbours,
 )
+from veracity.methods.fewl.neighbours import IndexSettings, search_all
 from veracity.methods.fewl.pairs import (
     Pair,
     PairOutcome,
@@ -94,6 +94,9 @@ class FewlSettings:
     """Neighbours with question cosine above this are excluded. [reconstructed]"""
     neighbours_mode: str = "nearest"
     """nearest: the K most similar questions; random: K random ones (Table 8), seeded by seed."""
+    neighbours_index: str = "auto"
+    """How the nearest neighbours are searched: exact, hnsw or ivf (faiss); auto: exact below
+    100,000 questions, hnsw from there (see :mod:`veracity.methods.fewl.neighbours`)."""
     tau: float = 1.0
     """Softmax temperature of lambda. [reconstructed]"""
     expertise: ExpertiseForm = "gap"
@@ -124,6 +127,7 @@ class FewlSettings:
         if self.neighbours_mode not in NEIGHBOUR_MODES:
             raise ConfigError(f"unknown neighbours mode '{self.neighbours_mode}'; known: "
                               f"{', '.join(NEIGHBOUR_MODES)}")
+        IndexSettings(self.neighbours_index)  # a clear error for an unknown index
         if "{question}" not in self.answer_template:
             raise ConfigError("the answer template must contain {question}")
         if self.reference_samples < 1 or self.neighbours < 0 or not self.tau > 0:
@@ -269,6 +273,8 @@ class Prepared:
     pairs: PairOutcome
     similarity: Similarity
     neighbours: Any
+    search: dict[str, Any] | None = None
+    """How the nearest neighbours were searched (index, recall): run.json's neighbour_search."""
 
 
 def question_spec(settings: FewlSettings) -> str:
@@ -291,10 +297,10 @@ def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) 
     if settings.neighbours_mode == "random":
         neighbours = random_neighbours(vectors, settings.neighbours, settings.near_duplicate,
                                        eligible, settings.stochastic_seed())
-    else:
-        neighbours = select_neighbours(vectors, settings.neighbours, settings.near_duplicate,
-                                       eligible)
-    return Prepared(refs, names, pairs, similarity, neighbours)
+        return Prepared(refs, names, pairs, similarity, neighbours)
+    neighbours, search = search_all(vectors, settings.neighbours, settings.near_duplicate,
+                                    eligible, IndexSettings(settings.neighbours_index))
+    return Prepared(refs, names, pairs, similarity, neighbours, search.as_dict())
 
 
 def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
@@ -415,6 +421,8 @@ def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[FewlRe
             out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
     failed = [r.id for r in recs if r.pairs_failed]
     results = results_head(mode, dataset, len(items), failed, prep.similarity, settings) | results
+    if prep.search is not None:
+        extra = extra | {"neighbour_search": prep.search}
     config = run_config(mode, dataset, len(items), prep.similarity, prep.reference_names,
                         settings, ctx, extra)
     files = side_files(recs)

@@ -34,7 +34,8 @@ import numpy.typing as npt
 from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.core import FewlScores, Neighbours, neighbour_blocks, unit_rows
+from veracity.methods.fewl.core import FewlScores, Neighbours, unit_rows
+from veracity.methods.fewl.neighbours import IndexSettings, NeighbourSearch
 from veracity.methods.fewl.pairs import Pair, PairOutcome
 from veracity.methods.fewl.random_search import random_neighbour_blocks
 from veracity.methods.fewl.ranking import RankTally
@@ -352,14 +353,23 @@ class _Index:
         def read(a: int, b: int) -> npt.NDArray[np.float64]:
             return unit_rows(questions.read(a, b))
 
-        found = (random_neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible,
-                                         settings.stochastic_seed())
-                 if settings.neighbours_mode == "random" else
-                 neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible))
+        self.search: NeighbourSearch | None = None
+        if settings.neighbours_mode == "random":
+            found = random_neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible,
+                                            settings.stochastic_seed())
+        else:
+            self.search = NeighbourSearch(read, n, k, settings.near_duplicate, self.eligible,
+                                          IndexSettings(settings.neighbours_index))
+            found = self.search.blocks()
         for _, nb in found:
             self.index.append(nb.index)
             self.mask.append(nb.mask)
             self.cosine.append(nb.cosine)
+
+
+    def described(self) -> dict[str, Any]:
+        """run.json's record of the nearest-neighbour search (none for random neighbours)."""
+        return {} if self.search is None else {"neighbour_search": self.search.record().as_dict()}
 
 
 class _Primed:
@@ -545,7 +555,8 @@ def stream_fewl(
                                      settings.mapping, settings.similarity_label)
         index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
         names = reference_names(inputs, settings, index)
-        config = run_config(mode, dataset, len(items), similarity, names, settings, ctx, extra)
+        config = run_config(mode, dataset, len(items), similarity, names, settings, ctx,
+                            extra | index.described())
         run = RunDir.create(out, "fewl", config, ctx.started)
         sources_names = [s.name for s in sources]
         running = RunningFewl(sources_names)

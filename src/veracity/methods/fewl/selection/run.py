@@ -272,7 +272,7 @@ def stream_select(
         index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
         names = reference_names(inputs, settings, index)
         config = run_config("select", dataset, len(items), similarity, names, settings, ctx,
-                            extra)
+                            extra | index.described())
         run = RunDir.create(out, "fewl", config, ctx.started)
         sets = candidate_names(candidates.width)
         running = RunningFewl(sets)

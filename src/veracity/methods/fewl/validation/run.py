@@ -237,7 +237,8 @@ def stream_fewl_validate(
             if r == 0:
                 first = similarity
                 config = run_config("validate", dataset, len(items), similarity, names,
-                                    settings, ctx, {"repeats": repeats, "judge": judge})
+                                    settings, ctx, {"repeats": repeats, "judge": judge}
+                                    | index.described())
                 run = RunDir.create(out, "fewl", config, ctx.started)
                 count = _write(run, batches, running, set_names)
                 if judge_client is not None:

@@ -1,0 +1,200 @@
+"""``attention=auto``: flash attention where it is exact and no slower, decided at load.
+
+Flash attention computes every query row on its own, so where the load-time probe
+(:mod:`veracity.backends.llamacpp_exact`) finds a token's logits bit-identical however tokens
+are batched, any shared prompt prefix can be reused and the answers do not depend on what came
+before. Whether it is also faster depends on the CPU, the build and the model: a short timing of
+both kernels on first load decides, and the result is remembered per CPU fingerprint, model
+file, threads, batch split and llama-cpp-python version in ``attention-choice.json`` beside the
+cache (as ``st``'s ``backend=auto`` remembers its embedding backend). The choice is recorded in
+``run.json`` (``compute_path.attention``) and shown by ``veracity doctor``.
+
+The kernel stays part of the model identity: a run that chose flash caches under the same keys
+as ``attention=flash``, one that chose standard under those of ``attention=standard``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from veracity.embed.choice import read_choices, remember_entry
+from veracity.paths import default_cache_path, user_path
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+logger = logging.getLogger(__name__)
+
+CHOICE_FILE = "attention-choice.json"
+KERNELS = ("flash", "standard")
+TOLERANCE = 0.03
+"""Flash counts as no slower at 97 % of standard's tokens/s or more: two short timings on a
+shared CPU differ by a few per cent from noise alone, and flash brings exact prefix reuse."""
+TIMING_PROMPT = ("Question: Which river flows through the capital of the country that hosted "
+                 "the first modern Olympic Games? Answer in one sentence.")
+TIMING_TOKENS = 16
+"""Decode steps per timing round, after the prompt: a fraction of a second on small models."""
+BUDGET = 3.0
+"""Seconds of timing per kernel after which no further round runs."""
+
+
+@dataclass(frozen=True)
+class AttentionChoice:
+    """Which attention kernel runs and why (``run.json`` → ``compute_path.attention``)."""
+
+    setting: str
+    """What was asked: auto, flash or standard."""
+    kernel: str
+    """What runs: flash or standard."""
+    reason: str
+    batch_invariant: bool | None = None
+    """The probe's verdict on flash attention (None: not probed)."""
+    tokens_per_second: dict[str, float] = field(default_factory=dict)
+    """The timing that decided (per kernel), measured now or remembered."""
+    measured: bool = False
+    """Whether the timing ran at this load (False: remembered, or no timing needed)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Kernels(Protocol):
+    """What the choice needs from a model being loaded."""
+
+    def invariant(self) -> bool:
+        """Whether flash attention passes the batch-invariance probe."""
+        ...
+
+    def tokens_per_second(self, kernel: str) -> float:
+        """A short greedy decode's speed with this kernel."""
+        ...
+
+
+def choice_file() -> Path:
+    """``$VERACITY_ATTENTION_CHOICE``, else ``attention-choice.json`` beside the cache."""
+    configured = os.environ.get("VERACITY_ATTENTION_CHOICE")
+    return user_path(configured) if configured else default_cache_path().parent / CHOICE_FILE
+
+
+def choice_key(cpu: str, model: str, threads: int, n_batch: int, n_ubatch: int,
+               extra_buffers: bool, gpu_layers: int, llama_cpp: str) -> str:
+    """What a timing depends on.
+
+    >>> choice_key("cpu", "model", 2, 32, 32, True, 0, "0.3.1")
+    'cpu/model/t2/b32x32/xb1/gpu0/llama-cpp-python-0.3.1'
+    """
+    return (f"{cpu}/{model}/t{threads}/b{n_batch}x{n_ubatch}/xb{int(extra_buffers)}/"
+            f"gpu{gpu_layers}/llama-cpp-python-{llama_cpp}")
+
+
+def faster(figures: dict[str, float]) -> str:
+    """flash unless it is measurably slower than standard.
+
+    >>> faster({"flash": 98.0, "standard": 100.0}), faster({"flash": 90.0, "standard": 100.0})
+    ('flash', 'standard')
+    """
+    return "flash" if figures["flash"] >= (1.0 - TOLERANCE) * figures["standard"] else "standard"
+
+
+def _remembered(path: Path, key: str) -> dict[str, Any] | None:
+    entry = read_choices(path).get(key)
+    if (isinstance(entry, dict) and entry.get("kernel") in KERNELS
+            and isinstance(entry.get("tokens_per_second"), dict)
+            and isinstance(entry.get("batch_invariant"), bool)):
+        return entry
+    return None
+
+
+def busy() -> str | None:
+    """Why a timing now would not be worth remembering: a load average above the cores."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    return f"load average {load:.1f} on {cores} cores" if load > cores else None
+
+
+def choose_attention(setting: str, decode: str, kernels: Kernels, path: Path,
+                     key: str, crowded: Callable[[], str | None] | None = None) -> AttentionChoice:
+    """The kernel to run: flash or standard when named; for ``auto``, flash with
+    ``decode=draft`` (which needs it), else flash where the probe shows batch-invariance and a
+    timing (remembered under ``key`` in ``path``, else measured now and remembered) shows it
+    no slower than standard. A timing taken while ``crowded()`` names a reason (other jobs
+    filling the CPU) decides this load only and is not remembered."""
+    if setting in KERNELS:
+        probed = kernels.invariant() if setting == "flash" else None
+        return AttentionChoice(setting, setting, "asked for", probed)
+    if decode == "draft":
+        return AttentionChoice(setting, "flash", "decode=draft verifies drafts with flash "
+                               "attention", kernels.invariant())
+    entry = _remembered(path, key)
+    if entry is not None:
+        figures = {k: float(v) for k, v in entry["tokens_per_second"].items()}
+        if entry["kernel"] == "standard":
+            return AttentionChoice(setting, "standard", f"{entry['reason']} (remembered)",
+                                   bool(entry["batch_invariant"]), figures)
+        if kernels.invariant():
+            return AttentionChoice(setting, "flash", f"{entry['reason']} (remembered)", True,
+                                   figures)
+        return AttentionChoice(setting, "standard", "flash attention failed the batch-"
+                               "invariance probe at this load", False, figures)
+    if not kernels.invariant():
+        choice = AttentionChoice(setting, "standard", "flash attention is not batch-invariant "
+                                 "here", False, measured=False)
+    else:
+        figures = {k: round(kernels.tokens_per_second(k), 1) for k in KERNELS}
+        kernel = faster(figures)
+        reason = ("flash attention is batch-invariant and no slower" if kernel == "flash" else
+                  "flash attention is batch-invariant but slower here")
+        choice = AttentionChoice(setting, kernel, reason, True, figures, measured=True)
+    why = (crowded or busy)() if choice.measured else None
+    if why is not None:
+        logger.info("llamacpp: attention=auto chose %s (%s), not remembered: %s", choice.kernel,
+                    choice.reason, why)
+        return AttentionChoice(setting, choice.kernel, f"{choice.reason} (not remembered: {why})",
+                               choice.batch_invariant, choice.tokens_per_second, True)
+    entry = {"kernel": choice.kernel, "reason": choice.reason,
+             "batch_invariant": choice.batch_invariant,
+             "tokens_per_second": choice.tokens_per_second,
+             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        remember_entry(path, key, entry)
+    except OSError as exc:  # a read-only home still loads, it only measures again next time
+        logger.warning("llamacpp: could not remember the attention choice in %s: %s", path, exc)
+    logger.info("llamacpp: attention=auto chose %s (%s)", choice.kernel, choice.reason)
+    return choice
+
+
+def decode_speed(llm: Llama, rounds: int = 2, budget: float = BUDGET) -> float:
+    """Best of ``rounds`` timings (after a warm-up) of the work of a short greedy answer: the
+    timing prompt evaluated as one batch, then ``TIMING_TOKENS`` one-token decode steps, each
+    from an empty context; in tokens per second. The steps feed fixed tokens (the kernels'
+    work does not depend on which token it is), so an early end of text cannot cut the
+    timing short. Past ``budget`` seconds (a loaded machine) no further round is run, the
+    warm-up counting as one. Leaves the context empty."""
+    prompt = list(llm.tokenize(TIMING_PROMPT.encode("utf-8"), add_bos=True, special=False))
+    steps = (prompt * (TIMING_TOKENS // max(len(prompt), 1) + 1))[:TIMING_TOKENS]
+
+    def once() -> float:
+        llm.reset()  # type: ignore[no-untyped-call]
+        llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]
+        began = time.perf_counter()
+        llm.eval(prompt)
+        for token in steps:
+            llm.eval([token])
+        return (len(prompt) + len(steps)) / max(time.perf_counter() - began, 1e-9)
+
+    try:
+        began = time.perf_counter()
+        best = once()
+        for _ in range(rounds):
+            if time.perf_counter() - began > budget:
+                break
+            best = max(best, once())
+        return best
+    finally:
+        llm.reset()  # type: ignore[no-untyped-call]
+        llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]

@@ -1,0 +1,397 @@
+"""NN_K of every question through faiss: exact inner-product search, or an approximate index.
+
+``exact`` (the default below ``APPROXIMATE_FROM`` questions) compares every question with every
+other, a row block against a column block at a time (``faiss.knn``, float32), so memory is
+bounded by the blocks whatever the number of questions; the cosines of the candidates it finds
+are recomputed in float64 and the near-duplicate and self exclusions applied to those, and a
+row that loses too many candidates to them is searched again over the whole block. The work
+still grows with the square of the questions.
+
+``hnsw`` (graph) and ``ivf`` (inverted lists over k-means cells) hold one float32 vector per
+eligible question in memory (4 x dim bytes each, about 300 MB for 300,000 questions of 256
+dimensions) and find neighbours in time that grows far slower than n. They can miss a true
+neighbour: the share of exact neighbours they find (recall@K) is measured on a sample of
+questions against exact search and recorded in ``run.json``.
+
+Ties among equal cosines may go to any of the tied questions (the numpy search in
+:mod:`veracity.methods.fewl.core` sends them to the lower index).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from veracity.errors import ConfigError
+from veracity.methods.fewl.core import COLUMN_BLOCK, ColumnBlock, Neighbours, nearest_block
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+INDEXES = ("auto", "exact", "hnsw", "ivf")
+APPROXIMATE_FROM = 100_000
+"""``auto`` searches exactly below this many questions and with ``hnsw`` from it on."""
+MARGIN = 8
+"""Candidates fetched beyond K (itself and near-duplicates are dropped afterwards)."""
+FETCH_LIMIT = 2048
+"""Candidates an approximate index is asked for at most; rows that still lack K neighbours
+after dropping near-duplicates are searched exactly."""
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """How NN_K is searched (``--neighbours-index``)."""
+
+    kind: str = "auto"
+    approximate_from: int = APPROXIMATE_FROM
+    hnsw_m: int = 32
+    """Graph links per vector (memory: about 2 x m x 4 bytes a question more)."""
+    ef_construction: int = 128
+    ef_search: int = 256
+    """Candidates the graph search keeps: recall against speed."""
+    nlist: int = 0
+    """IVF cells (0: 4 x sqrt(n))."""
+    nprobe: int = 32
+    """IVF cells visited per search."""
+    recall_sample: int = 1000
+    """Questions whose approximate neighbours are checked against exact search."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in INDEXES:
+            raise ConfigError(f"unknown neighbours index '{self.kind}'; known: {', '.join(INDEXES)}")
+        if self.approximate_from < 1 or self.recall_sample < 0:
+            raise ConfigError("approximate_from must be >= 1 and recall_sample >= 0")
+
+    def resolve(self, n: int) -> str:
+        """The index that runs for ``n`` questions.
+
+        >>> IndexSettings().resolve(10), IndexSettings().resolve(200_000)
+        ('exact', 'hnsw')
+        >>> IndexSettings("ivf").resolve(10)
+        'ivf'
+        """
+        if self.kind != "auto":
+            return self.kind
+        return "exact" if n < self.approximate_from else "hnsw"
+
+
+@dataclass
+class SearchRecord:
+    """What ``run.json`` records of the neighbour search."""
+
+    setting: str
+    index: str
+    questions: int
+    k: int
+    library: str = ""
+    recall_at_k: float | None = None
+    """Share of the sampled questions' exact neighbours the index found, ties with the K-th
+    counting as found (1.0 for exact; see :func:`recall_at_k`)."""
+    recall_questions: int = 0
+    searched_exactly: int = 0
+    """Questions an approximate index left short of K (crowded by near-duplicates), searched
+    exactly instead."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _faiss(kind: str) -> Any:
+    """faiss, or None for exact search without it (numpy then)."""
+    try:
+        import faiss
+    except ImportError:
+        if kind == "exact":
+            return None
+        raise ConfigError(f"--neighbours-index {kind} needs faiss: pip install 'veracity[fewl]'"
+                          ) from None
+    return faiss
+
+
+def recall_at_k(found: Floats, found_mask: Bools, exact: Floats, exact_mask: Bools,
+                tolerance: float = 1e-6) -> float:
+    """Share of the exact neighbours an index found, from cosines: in each row, a found
+    neighbour counts when its cosine is at least the row's K-th exact cosine (less
+    ``tolerance``), at most as many as the row has exact neighbours. Questions whose cosines
+    tie with the K-th are equally near, so which of them an index returns does not matter
+    (the "recall with epsilon" of approximate-search benchmarks); 1.0 when there is no exact
+    neighbour at all.
+
+    >>> recall_at_k(np.array([[0.9, 0.5]]), np.array([[True, True]]),
+    ...             np.array([[0.9, 0.7]]), np.array([[True, True]]))
+    0.5
+    """
+    hit = total = 0
+    for row in range(exact.shape[0]):
+        truth = exact[row][exact_mask[row]]
+        total += truth.size
+        if truth.size:
+            near = found[row][found_mask[row]] >= truth.min() - tolerance
+            hit += min(int(near.sum()), truth.size)
+    return 1.0 if total == 0 else hit / total
+
+
+def merge_top(values: Floats, index: Ints, k: int) -> tuple[Floats, Ints]:
+    """Per row, the k largest finite values (ties to the lower index), padded with -inf / 0;
+    the same index may appear twice (once per source) and counts once.
+
+    >>> v, i = merge_top(np.array([[0.5, 0.9, -np.inf, 0.9]]), np.array([[4, 7, 1, 2]]), 2)
+    >>> v.tolist(), i.tolist()
+    ([[0.9, 0.9]], [[2, 7]])
+    """
+    rows = values.shape[0]
+    out = np.full((rows, k), -np.inf)
+    out_index = np.zeros((rows, k), dtype=np.int64)
+    if k == 0 or values.size == 0:
+        return out, out_index
+    row, col = np.nonzero(np.isfinite(values))
+    found, at = values[row, col], index[row, col]
+    order = np.lexsort((at, -found, row))
+    row, found, at = row[order], found[order], at[order]
+    fresh = np.ones(row.size, dtype=bool)
+    fresh[1:] = (row[1:] != row[:-1]) | (at[1:] != at[:-1])
+    row, found, at = row[fresh], found[fresh], at[fresh]
+    starts = np.searchsorted(row, np.arange(rows))
+    rank = np.arange(row.size) - starts[row]
+    take = rank < k
+    out[row[take], rank[take]] = found[take]
+    out_index[row[take], rank[take]] = at[take]
+    return out, out_index
+
+
+def _exclude(values: Floats, index: Ints, own: Ints, near_duplicate: float) -> Floats:
+    """-inf for each question itself and its near-duplicates (and faiss' -1 padding)."""
+    out = values.copy()
+    out[(index == own[:, None]) | (values > near_duplicate) | (index < 0)] = -np.inf
+    return out
+
+
+def _contiguous(own: Ints) -> bool:
+    return bool(own.size == 0 or (own[-1] - own[0] == own.size - 1 and np.all(np.diff(own) == 1)))
+
+
+def _as_neighbours(best: Floats, best_index: Ints) -> Neighbours:
+    mask = np.isfinite(best)
+    return Neighbours(np.where(mask, best_index, 0), mask, np.where(mask, best, np.nan))
+
+
+class NeighbourSearch:
+    """NN_K of n questions whose unit float64 vectors ``read(start, stop)`` gives, a block of
+    rows at a time (:meth:`blocks`), then the record of the search (:meth:`record`)."""
+
+    def __init__(self, read: ColumnBlock, n: int, k: int, near_duplicate: float,
+                 eligible: npt.ArrayLike | None, settings: IndexSettings | None = None,
+                 block: int = 1024, column_block: int = COLUMN_BLOCK) -> None:
+        if k < 0:
+            raise ConfigError(f"number of neighbours must be >= 0, got {k}")
+        self.read, self.n, self.k = read, n, k
+        self.near_duplicate = near_duplicate
+        self.eligible: Bools = (np.ones(n, dtype=bool) if eligible is None
+                                else np.asarray(eligible, dtype=bool))
+        self.settings = settings or IndexSettings()
+        self.block, self.column_block = block, column_block
+        self.kind = self.settings.resolve(n)
+        self._lib = _faiss(self.kind)
+        library = f"faiss {self._lib.__version__}" if self._lib is not None else "numpy"
+        self._record = SearchRecord(self.settings.kind, self.kind, n, k, library=library)
+        rng = np.random.default_rng(self.settings.seed)
+        size = min(self.settings.recall_sample, n) if self.kind != "exact" else 0
+        self._sample = np.sort(rng.choice(n, size=size, replace=False)) if size else \
+            np.zeros(0, np.int64)
+        self._sampled: dict[int, tuple[Floats, Bools]] = {}
+
+    # --- exact: blocks of rows against blocks of columns ----------------------------------
+
+    def _exact_rows(self, rows: Floats, own: Ints) -> Neighbours:
+        faiss = self._lib
+        if faiss is None:
+            return nearest_block(rows, int(own[0]) if own.size else 0, self.read, self.n, self.k,
+                                 self.near_duplicate, self.eligible, self.column_block) \
+                if _contiguous(own) else self._numpy_rows(rows, own)
+        best = np.full((rows.shape[0], self.k), -np.inf)
+        best_index = np.zeros((rows.shape[0], self.k), dtype=np.int64)
+        queries = np.ascontiguousarray(rows, dtype=np.float32)
+        for start in range(0, self.n, self.column_block):
+            stop = min(start + self.column_block, self.n)
+            keep = np.flatnonzero(self.eligible[start:stop])
+            if keep.size == 0 or self.k == 0:
+                continue
+            columns = np.asarray(self.read(start, stop), dtype=np.float64)[keep]
+            fetch = min(keep.size, self.k + MARGIN)
+            _, local = faiss.knn(queries, np.ascontiguousarray(columns, dtype=np.float32), fetch,
+                                 metric=faiss.METRIC_INNER_PRODUCT)
+            local = np.asarray(local, dtype=np.int64)
+            safe = np.maximum(local, 0)
+            # the cosines in float64, as the numpy search computes them
+            cos = np.einsum("rkd,rd->rk", columns[safe], rows)
+            cos[local < 0] = -np.inf
+            at = start + keep[safe]
+            cos = _exclude(cos, at, own, self.near_duplicate)
+            short = np.flatnonzero(np.isfinite(cos).sum(axis=1) < min(self.k, fetch))
+            if fetch < keep.size and short.size:
+                # too many dropped (itself, near-duplicates): this block in full for those rows
+                whole = rows[short] @ columns.T
+                whole_at = np.broadcast_to(start + keep, whole.shape)
+                whole = _exclude(whole, whole_at, own[short], self.near_duplicate)
+                top, top_at = merge_top(whole, np.ascontiguousarray(whole_at), self.k)
+                cos[short], at[short] = -np.inf, 0
+                cos[short, : self.k], at[short, : self.k] = top, top_at
+            best, best_index = merge_top(np.concatenate([best, cos], axis=1),
+                                         np.concatenate([best_index, at], axis=1), self.k)
+        return _as_neighbours(best, best_index)
+
+    # --- approximate: one index of every eligible question -------------------------------
+
+    def _numpy_rows(self, rows: Floats, own: Ints) -> Neighbours:
+        """Exact search in numpy for rows that are not one run of questions (recall samples)."""
+        best = np.full((rows.shape[0], self.k), -np.inf)
+        best_index = np.zeros((rows.shape[0], self.k), dtype=np.int64)
+        for start in range(0, self.n, self.column_block):
+            stop = min(start + self.column_block, self.n)
+            cos = rows @ np.asarray(self.read(start, stop), dtype=np.float64).T
+            at = np.broadcast_to(np.arange(start, stop, dtype=np.int64), cos.shape)
+            cos = _exclude(cos, at, own, self.near_duplicate)
+            cos[:, ~self.eligible[start:stop]] = -np.inf
+            best, best_index = merge_top(np.concatenate([best, cos], axis=1),
+                                         np.concatenate([best_index, at], axis=1), self.k)
+        return _as_neighbours(best, best_index)
+
+    def _build(self) -> tuple[Any, Ints]:
+        faiss = self._lib
+        s = self.settings
+        ids = np.flatnonzero(self.eligible).astype(np.int64)
+        dim = int(np.asarray(self.read(0, 1)).shape[1]) if self.n else 1
+        if self.kind == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, s.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = s.ef_construction
+            index.hnsw.efSearch = s.ef_search
+            self._record.parameters = {"m": s.hnsw_m, "ef_construction": s.ef_construction,
+                                       "ef_search": s.ef_search}
+        else:
+            nlist = s.nlist or max(1, min(ids.size, int(4 * math.sqrt(max(ids.size, 1)))))
+            quantizer = faiss.IndexFlatIP(dim)
+            index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            index.nprobe = min(s.nprobe, nlist)
+            train = self._training_rows(ids, nlist)
+            index.train(train)
+            self._keep_quantizer = quantizer  # the IVF index does not own it in Python
+            self._record.parameters = {"nlist": nlist, "nprobe": int(index.nprobe),
+                                       "trained_on": int(train.shape[0])}
+        for start in range(0, self.n, self.column_block):
+            stop = min(start + self.column_block, self.n)
+            keep = np.flatnonzero(self.eligible[start:stop])
+            if keep.size:
+                part = np.asarray(self.read(start, stop), dtype=np.float32)[keep]
+                index.add(np.ascontiguousarray(part))
+        return index, ids
+
+    def _training_rows(self, ids: Ints, nlist: int) -> npt.NDArray[np.float32]:
+        """At most 64 x nlist eligible questions, spread evenly, for the k-means of IVF."""
+        want = min(ids.size, 64 * nlist)
+        chosen = ids[np.linspace(0, ids.size - 1, want).astype(np.int64)] if want else ids
+        rows = [np.asarray(self.read(int(i), int(i) + 1), dtype=np.float32)[0] for i in chosen]
+        return np.ascontiguousarray(np.stack(rows)) if rows else np.zeros((0, 1), np.float32)
+
+    def _approximate_rows(self, index: Any, ids: Ints, rows: Floats, own: Ints) -> Neighbours:
+        """The index's K best for each row after the exclusions; a row that loses too many
+        candidates to them asks again for four times as many (the graph searched as widely),
+        up to ``FETCH_LIMIT``, and past that is searched exactly: memory stays bounded by the
+        block whatever the number of near-duplicates."""
+        queries = np.ascontiguousarray(rows, dtype=np.float32)
+        fetch = min(ids.size, self.k + MARGIN)
+        best = np.full((rows.shape[0], self.k), -np.inf)
+        best_index = np.zeros((rows.shape[0], self.k), dtype=np.int64)
+        todo = np.arange(rows.shape[0])
+        while todo.size and fetch > 0:
+            values, labels = index.search(queries[todo], fetch, params=self._params(fetch))
+            labels = np.asarray(labels, dtype=np.int64)
+            at = np.where(labels >= 0, ids[np.maximum(labels, 0)], -1)
+            cos = _exclude(np.asarray(values, dtype=np.float64), at, own[todo],
+                           self.near_duplicate)
+            top, top_at = merge_top(cos, at, self.k)
+            best[todo], best_index[todo] = top, top_at
+            short = np.isfinite(top).sum(axis=1) < self.k
+            if fetch >= ids.size or not short.any():
+                break
+            todo = todo[short]
+            if fetch >= FETCH_LIMIT:  # crowded by near-duplicates: exactly, row by row block
+                exact = self._exact_rows(rows[todo], own[todo])
+                best[todo] = np.where(exact.mask, exact.cosine, -np.inf)
+                best_index[todo] = exact.index
+                self._record.searched_exactly += int(todo.size)
+                break
+            fetch = min(ids.size, fetch * 4)
+        return _as_neighbours(best, best_index)
+
+    def _params(self, fetch: int) -> Any:
+        """Search parameters that look at least twice as wide as the answers asked for."""
+        faiss = self._lib
+        if self.kind == "hnsw":
+            return faiss.SearchParametersHNSW(efSearch=max(self.settings.ef_search, 2 * fetch))
+        return None
+
+    # --- the search ----------------------------------------------------------------------
+
+    def blocks(self) -> Iterator[tuple[int, Neighbours]]:
+        """(first row, NN_K of rows first..first + block) for every block of rows."""
+        index: Any = None
+        ids = np.zeros(0, np.int64)
+        if self.kind != "exact" and self.n:
+            index, ids = self._build()
+        for start in range(0, self.n, self.block):
+            stop = min(start + self.block, self.n)
+            rows = np.array(self.read(start, stop), dtype=np.float64, copy=True)
+            own = np.arange(start, stop, dtype=np.int64)
+            nb = (self._exact_rows(rows, own) if index is None else
+                  self._approximate_rows(index, ids, rows, own))
+            for row in self._sample[(self._sample >= start) & (self._sample < stop)]:
+                self._sampled[int(row)] = (nb.cosine[row - start], nb.mask[row - start])
+            yield start, nb
+        del index
+        self._measure_recall()
+
+    def _measure_recall(self) -> None:
+        if self.kind == "exact":
+            self._record.recall_at_k = 1.0
+            return
+        if not self._sample.size:
+            return
+        rows = np.concatenate([np.asarray(self.read(int(i), int(i) + 1), dtype=np.float64)
+                               for i in self._sample])
+        exact = self._exact_rows(rows, self._sample.astype(np.int64))
+        found = np.stack([self._sampled[int(i)][0] for i in self._sample])
+        found_mask = np.stack([self._sampled[int(i)][1] for i in self._sample])
+        self._record.recall_at_k = round(recall_at_k(np.nan_to_num(found, nan=-np.inf), found_mask,
+                                                     np.nan_to_num(exact.cosine, nan=-np.inf),
+                                                     exact.mask), 6)
+        self._record.recall_questions = int(self._sample.size)
+
+    def record(self) -> SearchRecord:
+        """What the search did; complete once :meth:`blocks` has been read to its end."""
+        return self._record
+
+
+def search_all(vectors: npt.ArrayLike, k: int, near_duplicate: float,
+               eligible: npt.ArrayLike | None, settings: IndexSettings | None = None
+               ) -> tuple[Neighbours, SearchRecord]:
+    """NN_K of every row of an in-memory matrix (rows scaled to unit length first)."""
+    from veracity.methods.fewl.core import unit_rows
+
+    unit = unit_rows(vectors)
+    search = NeighbourSearch(lambda a, b: unit[a:b], unit.shape[0], k, near_duplicate,
+                             eligible, settings)
+    parts = [nb for _, nb in search.blocks()]
+    if not parts:
+        empty = Neighbours(np.zeros((0, k), np.int64), np.zeros((0, k), bool), np.zeros((0, k)))
+        return empty, search.record()
+    return (Neighbours(np.concatenate([p.index for p in parts]),
+                       np.concatenate([p.mask for p in parts]),
+                       np.concatenate([p.cosine for p in parts])), search.record())

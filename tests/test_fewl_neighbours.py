@@ -1,0 +1,175 @@
+"""FEWL's neighbour search through faiss: every index path finds the exact neighbours on small
+data, recall@K on hand-made cases, the record a run keeps, and the CLI's route."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import veracity.methods.fewl.neighbours as nbmod
+from veracity.errors import ConfigError
+from veracity.methods.fewl.core import select_neighbours, unit_rows
+from veracity.methods.fewl.neighbours import (
+    IndexSettings,
+    NeighbourSearch,
+    merge_top,
+    recall_at_k,
+    search_all,
+)
+
+pytest.importorskip("faiss")
+
+
+def _data(n: int = 240, dim: int = 24, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, dim))
+    # near-duplicates of question 0 and 1 (cosine > 0.8): excluded as neighbours
+    vectors[5] = vectors[0] + 0.01 * rng.normal(size=dim)
+    vectors[7] = vectors[1] + 0.01 * rng.normal(size=dim)
+    return vectors
+
+
+def _same(found: object, exact: object) -> None:
+    a, b = found, exact
+    assert np.array_equal(a.mask, b.mask)  # type: ignore[attr-defined]
+    assert np.array_equal(np.where(a.mask, a.index, -1),  # type: ignore[attr-defined]
+                          np.where(b.mask, b.index, -1))  # type: ignore[attr-defined]
+    assert np.allclose(np.nan_to_num(a.cosine), np.nan_to_num(b.cosine),  # type: ignore[attr-defined]
+                       atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["exact", "hnsw", "ivf"])
+def test_every_index_finds_the_exact_neighbours_on_small_data(kind: str) -> None:
+    vectors = _data()
+    eligible = np.ones(len(vectors), dtype=bool)
+    eligible[[3, 11, 40]] = False  # no references: never a neighbour
+    exact = select_neighbours(vectors, 6, 0.8, eligible)
+    # an index small enough to be searched whole: ef_search and nprobe cover everything
+    settings = IndexSettings(kind, ef_search=512, nlist=8, nprobe=8, recall_sample=50)
+    found, record = search_all(vectors, 6, 0.8, eligible, settings)
+    _same(found, exact)
+    assert record.index == kind and record.questions == len(vectors) and record.k == 6
+    assert record.recall_at_k == 1.0
+    assert record.recall_questions == (0 if kind == "exact" else 50)
+    assert 5 not in found.index[0][found.mask[0]]  # the near-duplicate is left out
+    assert not np.isin(found.index[found.mask], [3, 11, 40]).any()
+
+
+def test_exact_search_over_many_column_blocks_and_near_duplicate_crowds() -> None:
+    """More near-duplicates of one question than the candidates fetched beyond K: the block
+    is searched again in full for that row, and the answer stays exact."""
+    rng = np.random.default_rng(9)
+    vectors = rng.normal(size=(200, 16))
+    for i in range(1, 30):  # 29 near-duplicates of question 0
+        vectors[i] = vectors[0] + 0.02 * rng.normal(size=16)
+    unit = unit_rows(vectors)
+    exact = select_neighbours(vectors, 5, 0.8)
+    search = NeighbourSearch(lambda a, b: unit[a:b], 200, 5, 0.8, None, IndexSettings("exact"),
+                             block=17, column_block=23)
+    parts = list(search.blocks())
+    assert [start for start, _ in parts] == list(range(0, 200, 17))
+    index = np.concatenate([nb.index for _, nb in parts])
+    mask = np.concatenate([nb.mask for _, nb in parts])
+    assert np.array_equal(np.where(mask, index, -1), np.where(exact.mask, exact.index, -1))
+    assert not np.isin(index[0], range(1, 30)).any()
+
+
+def test_exact_search_without_faiss_runs_in_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nbmod, "_faiss", lambda kind: None)
+    vectors = _data(90)
+    found, record = search_all(vectors, 4, 0.8, None, IndexSettings("exact"))
+    _same(found, select_neighbours(vectors, 4, 0.8))
+    assert record.library == "numpy"
+
+
+def test_fewer_candidates_than_k_leave_slots_masked() -> None:
+    vectors = _data(8, dim=4)
+    for kind in ("exact", "hnsw", "ivf"):
+        found, _ = search_all(vectors, 10, 0.8, None, IndexSettings(kind, nlist=2, nprobe=2))
+        exact = select_neighbours(vectors, 10, 0.8)
+        _same(found, exact)
+        assert found.mask.sum(axis=1).max() <= 7 and not found.mask.all()
+
+
+def test_recall_on_hand_made_cases() -> None:
+    exact = np.array([[0.9, 0.8, 0.7], [0.6, 0.5, 0.0]])
+    exact_mask = np.array([[True, True, True], [True, True, False]])
+    # row 0: 0.9 and 0.7 reach its 3rd exact cosine (0.7), 0.65 does not; row 1: 0.6 reaches
+    # 0.5, 0.55 is masked out, 0.4 falls short: 3 of 5
+    found = np.array([[0.9, 0.7, 0.65], [0.6, 0.55, 0.4]])
+    found_mask = np.array([[True, True, True], [True, False, True]])
+    assert recall_at_k(found, found_mask, exact, exact_mask) == pytest.approx(3 / 5)
+    assert recall_at_k(exact, exact_mask, exact, exact_mask) == 1.0
+    # a tie with the K-th exact neighbour is as near: found, even if another question
+    tie = np.array([[0.9, 0.8, 0.7 - 1e-9], [0.6, 0.5, 0.5]])
+    assert recall_at_k(tie, np.ones((2, 3), bool), exact, exact_mask) == 1.0
+    nothing = np.zeros((2, 3), dtype=bool)
+    assert recall_at_k(found, nothing, exact, exact_mask) == 0.0
+    assert recall_at_k(found, found_mask, exact, nothing) == 1.0  # no exact neighbour at all
+
+
+def test_the_recorded_recall_is_the_share_of_exact_neighbours_found() -> None:
+    """An HNSW graph searched with almost no candidates misses neighbours: the record says
+    how many, against exact search on the sampled questions."""
+    vectors = np.random.default_rng(1).normal(size=(400, 32))
+    settings = IndexSettings("hnsw", hnsw_m=4, ef_construction=8, ef_search=1, recall_sample=400)
+    found, record = search_all(vectors, 10, 0.99, None, settings)
+    exact = select_neighbours(vectors, 10, 0.99)
+    assert record.recall_questions == 400
+    assert record.recall_at_k == pytest.approx(
+        recall_at_k(found.cosine, found.mask, exact.cosine, exact.mask), abs=1e-6)
+    assert record.recall_at_k < 1.0
+
+
+def test_merge_keeps_each_index_once_and_ties_to_the_lower_index() -> None:
+    values = np.array([[0.5, 0.9, 0.9, 0.9, -np.inf]])
+    index = np.array([[1, 8, 3, 8, 0]])
+    top, at = merge_top(values, index, 3)
+    assert at.tolist() == [[3, 8, 1]] and top.tolist() == [[0.9, 0.9, 0.5]]
+
+
+def test_settings_choose_and_reject() -> None:
+    assert IndexSettings(approximate_from=50).resolve(49) == "exact"
+    assert IndexSettings(approximate_from=50).resolve(50) == "hnsw"
+    with pytest.raises(ConfigError, match="unknown neighbours index"):
+        IndexSettings("annoy")
+
+
+def test_a_fewl_run_records_its_neighbour_search(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from veracity.cli import main
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is item {i} of "
+                                             f"list {i % 3}?"}) + "\n" for i in range(12)))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, [
+        "fewl", "run", "--dataset", f"jsonl:{questions}", "--answers", "fake/stable",
+        "--reference", "fake/pairs", "--similarity", "hash/default", "--neighbours", "3",
+        "--pairs", "2", "--neighbours-index", "hnsw", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    run = json.loads((out / "run.json").read_text())
+    search = run["config"]["neighbour_search"]
+    assert search["index"] == "hnsw" and search["setting"] == "hnsw"
+    assert search["recall_at_k"] == 1.0 and search["recall_questions"] == 12
+    assert run["config"]["settings"]["neighbours_index"] == "hnsw"
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_rows_crowded_by_near_duplicates_are_searched_exactly(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 near-duplicates of question 0: past the fetch limit, those rows go to exact search
+    (counted in the record), so the answer is exact and memory stays bounded."""
+    monkeypatch.setattr(nbmod, "FETCH_LIMIT", 8)
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(160, 16))
+    for i in range(1, 41):
+        vectors[i] = vectors[0] + 0.02 * rng.normal(size=16)
+    settings = IndexSettings(kind, nlist=4, nprobe=4, recall_sample=0)
+    found, record = search_all(vectors, 5, 0.8, None, settings)
+    _same(found, select_neighbours(vectors, 5, 0.8))
+    assert record.searched_exactly >= 41
