@@ -83,18 +83,6 @@ def selection_of(sample: int | None, sample_seed: int, limit: int | None = None)
     return Selection(limit, Sample(sample, sample_seed) if sample is not None else None)
 
 
-def pop_selection(kw: dict[str, Any], limit: str | None = "limit") -> Selection:
-    """The --sample / --sample-seed options (removed from ``kw``) with the command's ``limit``
-    option (None: the command has none)."""
-    k, seed = kw.pop("sample", None), kw.pop("sample_seed", 0)
-    if k is None and click.get_current_context(silent=True) is not None \
-            and click.get_current_context().get_parameter_source("sample_seed") \
-            == click.core.ParameterSource.COMMANDLINE:
-        raise ConfigError("--sample-seed only applies with --sample K")
-    first = kw.get(limit) if limit is not None else None
-    return Selection(first, Sample(k, seed) if k is not None else None)
-
-
 def pick(items: Sequence[T], selection: Selection, ids: Callable[[T], str]) -> tuple[list[T],
                                                                                       dict[str, Any]]:
     """The selected items and what run.json records about the choice."""
