@@ -312,9 +312,11 @@ def test_the_python_api_takes_the_control() -> None:
 
 def test_hf_variations_change_batching_and_padding_only() -> None:
     from veracity.backends.hf import HFBackend
+    from veracity.backends.hf_batch import BatchStats
 
     backend = HFBackend.__new__(HFBackend)  # the batching logic needs no loaded model
     backend.spec, backend.batch_size, backend.extra_padding = "hf/x", 8, 0
+    backend.batch_stats = BatchStats("8", 8, 1 << 30)
     backend._identity = {"path": "x", "dtype": "float32"}
     found = backend.compute_variations(12)
     assert len({v["batch_size"] for v in found}) == 12 and all(v["batch_size"] != 8 for v in found)
