@@ -30,6 +30,7 @@ _VOLATILE_KEYS = {"started", "finished", "git", "versions", "python", "platform"
 _TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _SECONDS_RE = re.compile(r"\d+(?:\.\d+)?\s*(?:s|ms|seconds)\b")
 _HEX_RE = re.compile(r"\b[0-9a-f]{40}\b")
+_COMMIT_CELL_RE = re.compile(r"(<td>\d+\.\d+[^<]*</td><td>)[0-9a-f]*(?:\+dirty)?(</td>)")
 
 
 def _scrub(value: Any) -> Any:
@@ -59,6 +60,7 @@ def normalised(path: Path) -> bytes:
         text = data.decode("utf-8", "surrogateescape")
         text = _TIME_RE.sub("<time>", text)
         text = _HEX_RE.sub("<commit>", text)
+        text = _COMMIT_CELL_RE.sub(r"\1<commit>\2", text)  # the runs table's short commit
         return text.encode("utf-8", "surrogateescape")
     return data
 
