@@ -1,0 +1,130 @@
+"""The one path every run takes: the method scores chunk after chunk, the driver keeps the
+records and feeds the method's running summary, and at the end the summary becomes the run's
+results.
+
+Where the records go is the only thing ``out`` decides: a list in memory, or samples.jsonl of
+a run directory, appended and flushed chunk by chunk (an interrupted run leaves every
+finished chunk on disk; every model call is cached as it arrives, so a rerun makes exactly the
+missing calls). Either way the records and the results are the same: the summaries are exact
+running sums, so the chunks do not change a digit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from veracity.records import Record
+from veracity.runs.result import RunResult
+from veracity.runs.streamed import StoredRecords
+from veracity.store import RunDir, check_run_target
+from veracity.streaming import SampleWriter
+
+R = TypeVar("R", bound=Record)
+R_contra = TypeVar("R_contra", bound=Record, contravariant=True)
+
+
+class Tally(Protocol[R_contra]):
+    """A method's running summary: fed each chunk of records as it is scored."""
+
+    def add(self, records: Sequence[R_contra]) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunPlan(Generic[R]):
+    """What the driver needs to know of a run before its first chunk."""
+
+    method: str
+    """run.json's ``method``."""
+    kind: type[R]
+    """The records' type (to read samples.jsonl back)."""
+    config: Mapping[str, Any]
+    """run.json's ``config`` as known before the run (``late_config`` adds to it)."""
+    started: str | None = None
+    """When the run began (default: when its directory is made)."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """What the driver writes once every chunk is scored."""
+
+    results: dict[str, Any]
+    """results.json."""
+    late_config: Mapping[str, Any] = field(default_factory=dict)
+    """run.json config values only known at the end (e.g. options as the backend resolved
+    them)."""
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    """Call statistics for run.json."""
+
+
+class _Sink(Protocol[R]):
+    def write(self, records: Sequence[R]) -> None: ...
+
+    def abandon(self) -> None: ...
+
+    def close(self, finish: Finish) -> RunResult[R]: ...
+
+
+class _Memory(Generic[R]):
+    """Records kept in a list."""
+
+    def __init__(self) -> None:
+        self.records: list[R] = []
+
+    def write(self, records: Sequence[R]) -> None:
+        self.records.extend(records)
+
+    def abandon(self) -> None:
+        self.records.clear()
+
+    def close(self, finish: Finish) -> RunResult[R]:
+        return RunResult(tuple(self.records), finish.results, None)
+
+
+class _Directory(Generic[R]):
+    """Records appended to samples.jsonl of a run directory, chunk by chunk."""
+
+    def __init__(self, out: Path, plan: RunPlan[R]) -> None:
+        self.kind = plan.kind
+        self.run = RunDir.create(out, plan.method, dict(plan.config), plan.started)
+        self.writer = SampleWriter(self.run.path / "samples.jsonl").__enter__()
+
+    def write(self, records: Sequence[R]) -> None:
+        self.writer.write(r.to_json() for r in records)
+
+    def abandon(self) -> None:
+        self.writer.__exit__(None, None, None)
+
+    def close(self, finish: Finish) -> RunResult[R]:
+        self.writer.__exit__(None, None, None)
+        if finish.late_config:
+            self.run.update_config(dict(finish.late_config))
+        self.run.write_results(finish.results)
+        self.run.finish(dict(finish.stats))
+        return RunResult(StoredRecords(self.writer.path, self.kind, self.writer.count),
+                         finish.results, self.run)
+
+
+def check_target(out: Path | None) -> None:
+    """Refuse a run directory that cannot be written, before any model call."""
+    if out is not None:
+        check_run_target(out)
+
+
+def drive(out: Path | None, plan: RunPlan[R], batches: Iterable[Sequence[R]],
+          tallies: Sequence[Tally[R]], finish: Callable[[], Finish]) -> RunResult[R]:
+    """Score ``batches`` (a lazy iterable: each chunk is scored when the driver asks for it),
+    keep each chunk's records (in ``out`` when given, else in memory) and add them to every
+    tally; then ``finish`` gives the results, written beside the records."""
+    sink: _Sink[R] = _Memory() if out is None else _Directory(out, plan)
+    try:
+        for records in batches:
+            for tally in tallies:
+                tally.add(records)
+            sink.write(records)
+    except BaseException:
+        sink.abandon()  # a run directory keeps every finished chunk for the rerun
+        raise
+    return sink.close(finish())
