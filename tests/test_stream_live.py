@@ -27,7 +27,7 @@ from veracity.methods.deception.core import DeceptionSettings, build_request
 from veracity.methods.deception.run import run_deception
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.result import save_run
+from veracity.runs.driver import save_run
 from veracity.stats import histogram, mean_stderr
 from veracity.store import dumps
 from veracity.types import GenRequest, Item, MCItem

@@ -57,6 +57,8 @@ class Finish:
     them)."""
     stats: Mapping[str, Any] = field(default_factory=dict)
     """Call statistics for run.json."""
+    files: Mapping[str, Iterable[dict[str, Any]]] = field(default_factory=dict)
+    """Side files (JSONL, by name) written beside samples.jsonl."""
 
 
 class _Sink(Protocol[R]):
@@ -99,6 +101,8 @@ class _Directory(Generic[R]):
 
     def close(self, finish: Finish) -> RunResult[R]:
         self.writer.__exit__(None, None, None)
+        for name, rows in finish.files.items():
+            self.run.write_jsonl(name, rows)
         if finish.late_config:
             self.run.update_config(dict(finish.late_config))
         self.run.write_results(finish.results)
@@ -128,3 +132,23 @@ def drive(out: Path | None, plan: RunPlan[R], batches: Iterable[Sequence[R]],
         sink.abandon()  # a run directory keeps every finished chunk for the rerun
         raise
     return sink.close(finish())
+
+
+def save_run(
+    out: Path | None,
+    method: str,
+    config: dict[str, Any],
+    records: Sequence[R],
+    results: dict[str, Any],
+    started: str | None = None,
+    stats: dict[str, Any] | None = None,
+    files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
+) -> RunResult[R]:
+    """A run scored in one piece (a search, a table) through the driver, as one chunk: run.json,
+    samples.jsonl, any side ``files``, results.json and the finish time into ``out`` (nothing
+    when None); the run's result either way."""
+    plan: RunPlan[Record] = RunPlan(method, Record, config, started)
+    whole: list[Sequence[Record]] = [records]
+    outcome = drive(out, plan, whole, [],
+                    lambda: Finish(results, stats=stats or {}, files=files or {}))
+    return RunResult(tuple(records), outcome.results, outcome.run)  # as given, not read back

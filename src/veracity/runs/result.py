@@ -1,10 +1,9 @@
-"""What every run returns, and the one place a run directory is written."""
+"""What every run returns."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from veracity.records import Record
@@ -26,26 +25,3 @@ class RunResult(Generic[R]):
     def records_json(self) -> list[dict[str, Any]]:
         """The records as samples.jsonl holds them."""
         return [record.to_json() for record in self.records]
-
-
-def save_run(
-    out: Path | None,
-    method: str,
-    config: dict[str, Any],
-    records: Sequence[R],
-    results: dict[str, Any],
-    started: str | None = None,
-    stats: dict[str, Any] | None = None,
-    files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
-) -> RunResult[R]:
-    """Write run.json, samples.jsonl, any side ``files`` (JSONL, by name), results.json and
-    the finish time into ``out`` (nothing when None); the run's result either way."""
-    if out is None:
-        return RunResult(tuple(records), results, None)
-    run = RunDir.create(out, method, config, started)
-    run.write_samples(record.to_json() for record in records)
-    for name, rows in (files or {}).items():
-        run.write_jsonl(name, rows)
-    run.write_results(results)
-    run.finish(stats or {})
-    return RunResult(tuple(records), results, run)

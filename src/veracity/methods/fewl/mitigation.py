@@ -28,7 +28,8 @@ from veracity.methods.fewl.run import (
 from veracity.methods.fewl.selection import RULES, best_candidates, gold_answers, split_indices
 from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
+from veracity.runs.driver import save_run
+from veracity.runs.result import RunResult
 from veracity.types import GenRequest, Item, Message, Sampling
 
 

@@ -47,7 +47,8 @@ from veracity.methods.fewl.similarity import (
 )
 from veracity.paths import user_path
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
+from veracity.runs.driver import save_run
+from veracity.runs.result import RunResult
 from veracity.stats import bootstrap_ci, mean_stderr
 from veracity.types import GenRequest, Item, Sampling
 

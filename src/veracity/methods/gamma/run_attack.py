@@ -13,7 +13,8 @@ from pathlib import Path
 from veracity.methods.gamma.attack import AttackSettings, OnStep, aggregate, walk_attack
 from veracity.methods.gamma.records import AttackStep
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
+from veracity.runs.driver import save_run
+from veracity.runs.result import RunResult
 from veracity.store import check_run_target
 
 

@@ -10,7 +10,8 @@ from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.isotropy import DEFAULT_CONE, aggregate, isotropy_records
 from veracity.methods.gamma.records import IsotropyRecord
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
+from veracity.runs.driver import save_run
+from veracity.runs.result import RunResult
 from veracity.store import check_run_target
 from veracity.types import Item
 
