@@ -17,6 +17,7 @@ SHELL = (
     Command("veracity.cli.misc:cache"),
     Command("veracity.serve.cli:serve"),
     Command("veracity.cli.doctor:doctor"),
+    Command("veracity.cli.data:data"),
 )
 
 
