@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from veracity.records import Record
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult, S
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
 from veracity.streaming import SampleWriter
@@ -47,11 +47,11 @@ class RunPlan(Generic[R]):
 
 
 @dataclass(frozen=True)
-class Finish:
+class Finish(Generic[S]):
     """What the driver writes once every chunk is scored."""
 
-    results: dict[str, Any]
-    """results.json."""
+    summary: S
+    """The method's summary: results.json is its ``to_json()``."""
     late_config: Mapping[str, Any] = field(default_factory=dict)
     """run.json config values only known at the end (e.g. options as the backend resolved
     them)."""
@@ -66,7 +66,7 @@ class _Sink(Protocol[R]):
 
     def abandon(self) -> None: ...
 
-    def close(self, finish: Finish) -> RunResult[R]: ...
+    def close(self, finish: Finish[S]) -> RunResult[R, S]: ...
 
 
 class _Memory(Generic[R]):
@@ -81,8 +81,8 @@ class _Memory(Generic[R]):
     def abandon(self) -> None:
         self.records.clear()
 
-    def close(self, finish: Finish) -> RunResult[R]:
-        return RunResult(tuple(self.records), finish.results, None)
+    def close(self, finish: Finish[S]) -> RunResult[R, S]:
+        return RunResult(tuple(self.records), finish.summary, None)
 
 
 class _Directory(Generic[R]):
@@ -99,16 +99,16 @@ class _Directory(Generic[R]):
     def abandon(self) -> None:
         self.writer.__exit__(None, None, None)
 
-    def close(self, finish: Finish) -> RunResult[R]:
+    def close(self, finish: Finish[S]) -> RunResult[R, S]:
         self.writer.__exit__(None, None, None)
         for name, rows in finish.files.items():
             self.run.write_jsonl(name, rows)
         if finish.late_config:
             self.run.update_config(dict(finish.late_config))
-        self.run.write_results(finish.results)
+        self.run.write_results(finish.summary.to_json())
         self.run.finish(dict(finish.stats))
         return RunResult(StoredRecords(self.writer.path, self.kind, self.writer.count),
-                         finish.results, self.run)
+                         finish.summary, self.run)
 
 
 def check_target(out: Path | None) -> None:
@@ -118,10 +118,10 @@ def check_target(out: Path | None) -> None:
 
 
 def drive(out: Path | None, plan: RunPlan[R], batches: Iterable[Sequence[R]],
-          tallies: Sequence[Tally[R]], finish: Callable[[], Finish]) -> RunResult[R]:
+          tallies: Sequence[Tally[R]], finish: Callable[[], Finish[S]]) -> RunResult[R, S]:
     """Score ``batches`` (a lazy iterable: each chunk is scored when the driver asks for it),
     keep each chunk's records (in ``out`` when given, else in memory) and add them to every
-    tally; then ``finish`` gives the results, written beside the records."""
+    tally; then ``finish`` gives the summary, written beside the records as results.json."""
     sink: _Sink[R] = _Memory() if out is None else _Directory(out, plan)
     try:
         for records in batches:
@@ -143,12 +143,12 @@ def save_run(
     started: str | None = None,
     stats: dict[str, Any] | None = None,
     files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
-) -> RunResult[R]:
+) -> RunResult[R, Results]:
     """A run scored in one piece (a search, a table) through the driver, as one chunk: run.json,
     samples.jsonl, any side ``files``, results.json and the finish time into ``out`` (nothing
     when None); the run's result either way."""
     plan: RunPlan[Record] = RunPlan(method, Record, config, started)
     whole: list[Sequence[Record]] = [records]
     outcome = drive(out, plan, whole, [],
-                    lambda: Finish(results, stats=stats or {}, files=files or {}))
-    return RunResult(tuple(records), outcome.results, outcome.run)  # as given, not read back
+                    lambda: Finish(Results(results), stats=stats or {}, files=files or {}))
+    return RunResult(tuple(records), outcome.summary, outcome.run)  # as given, not read back

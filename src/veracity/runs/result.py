@@ -1,10 +1,11 @@
-"""What every run returns."""
+"""What every run returns: its typed records, its typed summary (results.json is written from
+it), and the run directory if one was written."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from veracity.records import Record
 from veracity.store import RunDir
@@ -12,15 +13,40 @@ from veracity.store import RunDir
 R = TypeVar("R", bound=Record)
 
 
+class Summary(Protocol):
+    """A method's summary of a run: results.json is its ``to_json()``."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=Summary)
+
+
 @dataclass(frozen=True)
-class RunResult(Generic[R]):
-    """A run's typed per-item records, its aggregates (results.json), and the run directory
-    if one was written."""
+class Results:
+    """The summary of a method that does not type its own yet: results.json as a dict."""
+
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+
+@dataclass(frozen=True)
+class RunResult(Generic[R, S]):
+    """A run's typed per-item records, its typed summary, and the run directory if one was
+    written."""
 
     records: Sequence[R]
-    """A tuple, or for a streamed run its samples.jsonl read back on demand."""
-    results: dict[str, Any]
+    """A tuple, or for a run written to a directory its samples.jsonl read back on demand."""
+    summary: S
+    """The method's summary; results.json is ``summary.to_json()``."""
     run: RunDir | None
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """results.json as a dict (for JSON output; read the fields from ``summary``)."""
+        return self.summary.to_json()
 
     def records_json(self) -> list[dict[str, Any]]:
         """The records as samples.jsonl holds them."""

@@ -12,7 +12,7 @@ import numpy as np
 from veracity.correctness import Labelled, label_answers
 from veracity.errors import DataError
 from veracity.methods.consistency.core import ConsistencySettings
-from veracity.methods.consistency.records import ConsistencyRecord
+from veracity.methods.consistency.records import ConsistencyRecord, ConsistencySummary
 from veracity.methods.consistency.running import RunningConsistency
 from veracity.methods.consistency.scored import consistency_records, results_of
 from veracity.runs.common import Context
@@ -37,7 +37,8 @@ def summarise(records: Sequence[ConsistencyRecord]) -> dict[str, Any]:
 
 def run_consistency(items: Sequence[Item], model: str, embedder: str,
                     settings: ConsistencySettings, ctx: Context, out: Path | None,
-                    dataset: str, chunk_size: int = LIVE_CHUNK) -> RunResult[ConsistencyRecord]:
+                    dataset: str, chunk_size: int = LIVE_CHUNK,
+                    ) -> RunResult[ConsistencyRecord, ConsistencySummary]:
     """Score every question, chunk by chunk: the greedy answer, the M samples, their vectors
     and the scores of ``chunk_size`` questions at a time, the records into ``out`` (appended
     as each chunk is scored) or a list; the summary is a running one, equal to the last digit
@@ -54,7 +55,7 @@ def run_consistency(items: Sequence[Item], model: str, embedder: str,
     batches = (consistency_records(chunk, model, embedder, settings, ctx)
                for chunk in chunks(items, chunk_size))
 
-    def finish() -> Finish:
+    def finish() -> Finish[ConsistencySummary]:
         return Finish(results_of(model, embedder, dataset, settings, running.result()),
                       {"model_options": ctx.options_record()},  # as the backend resolved them
                       ctx.stats())

@@ -30,7 +30,7 @@ from veracity.methods.deception.core import (
 )
 from veracity.methods.deception.dataset import MAX_SHOTS, MakeSettings
 from veracity.methods.deception.prompt import DEFAULT_PROMPT, load_prompt_file
-from veracity.methods.deception.records import DeceptionRecord, DeceptionSummary
+from veracity.methods.deception.records import DeceptionRecord, DeceptionResults, DeceptionSummary
 from veracity.methods.deception.run import make_dataset, run_deception, run_deception_recorded
 from veracity.runs.result import RunResult
 from veracity.store import dumps
@@ -107,7 +107,7 @@ def print_metrics(results: dict[str, Any]) -> None:
                    "(error_kind in samples.jsonl); rerun the same command to retry them")
 
 
-def _finish(outcome: RunResult[DeceptionRecord], as_json: bool, title: str) -> None:
+def _finish(outcome: RunResult[DeceptionRecord, DeceptionResults], as_json: bool, title: str) -> None:
     if as_json:
         echo(dumps(outcome.results, indent=2))
     else:

@@ -7,7 +7,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from veracity.methods.deception.dataset import (
     write_openings,
 )
 from veracity.methods.deception.recorded import recorded_subjects, subject_records
-from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.deception.records import DeceptionRecord, DeceptionResults
 from veracity.paths import check_output_dir
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, check_target, drive
@@ -68,12 +68,13 @@ class RunningDeception:
         self.n_records += len(records)
         self.subjects.update(r.subject for r in records)
 
-    def results(self, head: dict[str, Any], threshold: float,
-                susceptibility: str) -> dict[str, Any]:
-        """results.json: ``head`` (method, model, dataset, source, settings), the unscored
-        count and the paper's metrics."""
-        return head | {"n_unscored": self.n_records - self.total.n} | metrics_from_counts(
-            self.by_subject, self.total, threshold, susceptibility)
+    def results(self, model: str, dataset: str, source: str, settings: Mapping[str, Any],
+                threshold: float, susceptibility: str) -> DeceptionResults:
+        """The run's summary (results.json): its setup, the unscored count and the paper's
+        metrics."""
+        return DeceptionResults(model, dataset, source, settings, self.n_records - self.total.n,
+                                metrics_from_counts(self.by_subject, self.total, threshold,
+                                                    susceptibility))
 
 
 def run_deception(
@@ -86,7 +87,7 @@ def run_deception(
     limit_per_subject: int | None = None,
     items: Sequence[MCItem] | None = None,
     chunk_size: int = LIVE_CHUNK,
-) -> RunResult[DeceptionRecord]:
+) -> RunResult[DeceptionRecord, DeceptionResults]:
     """Benchmark a model on a deception dataset, ``chunk_size`` items at a time (records into
     ``out``, appended as each chunk finishes, or a list; metrics from counts per subject).
     Every generation goes through the cache, so a rerun makes no model call and an
@@ -119,10 +120,9 @@ def run_deception(
     running = RunningDeception()
     batches = (answer_items(chunk, client, settings) for chunk in chunks(items, chunk_size))
 
-    def finish() -> Finish:
-        head = {"method": "deception", "model": client.spec, "dataset": str(spec),
-                "source": "live", "settings": settings.describe()}
-        return Finish(running.results(head, settings.threshold, settings.susceptibility),
+    def finish() -> Finish[DeceptionResults]:
+        return Finish(running.results(client.spec, str(spec), "live", settings.describe(),
+                                      settings.threshold, settings.susceptibility),
                       {"model_options": ctx.options_record()},  # as the backend resolved them
                       ctx.stats())
 
@@ -140,7 +140,7 @@ def run_deception_recorded(
     subjects: Sequence[str] | None = None,
     model: str | None = None,
     susceptibility: str = "pooled",
-) -> RunResult[DeceptionRecord]:
+) -> RunResult[DeceptionRecord, DeceptionResults]:
     """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model,
     subject by subject (one results file in memory at a time); ``susceptibility`` names the
     headline formula (both are reported)."""
@@ -157,10 +157,9 @@ def run_deception_recorded(
     running = RunningDeception()
     batches = (subject_records(spec, subject, found, dataset_files, name) for subject in chosen)
 
-    def finish() -> Finish:
-        head = {"method": "deception", "model": name, "dataset": str(spec),
-                "source": "recorded", "settings": recorded}
-        return Finish(running.results(head, threshold, susceptibility),
+    def finish() -> Finish[DeceptionResults]:
+        return Finish(running.results(name, str(spec), "recorded", recorded, threshold,
+                                      susceptibility),
                       {"n_items": running.n_records, "subjects": sorted(running.subjects)})
 
     return drive(out, RunPlan("deception", DeceptionRecord, config), batches, [running], finish)

@@ -30,7 +30,7 @@ from veracity.methods.fewl.records import FewlRecord, FewlSummary
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
 from veracity.methods.fewl.similarity import MAPPINGS
 from veracity.methods.fewl.validation import TABLE_ROWS
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.text import slug
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -218,7 +218,7 @@ def load_selected(kw: dict[str, Any], labelled: bool = False) -> tuple[list[Any]
     return pick(items, pop_selection(kw), lambda item: str(item.id))
 
 
-def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun, chosen: dict[str, Any]) -> None:
+def _finish(outcome: RunResult[FewlRecord, Results], cmd: CommandRun, chosen: dict[str, Any]) -> None:
     record_selection(outcome.run, chosen)
     results = outcome.results
     if results.get("validation"):

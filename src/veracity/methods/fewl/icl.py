@@ -37,7 +37,7 @@ from veracity.methods.fewl.records import Comparison, IclPair, MitigationRecord
 from veracity.methods.fewl.selection import nearest
 from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.store import check_run_target
 from veracity.types import Item, Message
 
@@ -85,7 +85,8 @@ def prompts(train: Sequence[Item], test: Sequence[Item], picked: Sequence[str | 
 
 
 def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, icl: IclSettings,
-             ctx: Context, out: Path | None = None, dataset: str = "") -> RunResult[MitigationRecord]:
+             ctx: Context, out: Path | None = None,
+             dataset: str = "") -> RunResult[MitigationRecord, Results]:
     """Head-to-head win rates (and accuracy on labels) of K-shot answers per rule."""
     if out is not None:
         check_run_target(out)  # before any model call

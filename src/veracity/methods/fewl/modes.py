@@ -42,14 +42,14 @@ from veracity.methods.fewl.select_stream import (
 from veracity.methods.fewl.validate_stream import stream_fewl_validate
 from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.store import check_run_target
 from veracity.types import Item
 
 
 def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
              ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
-             ) -> RunResult[FewlRecord]:
+             ) -> RunResult[FewlRecord, Results]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them.
 
     A ``run`` or ``rank`` into a directory (nearest or random neighbours) goes chunk by chunk, in
@@ -104,7 +104,7 @@ def _comparisons(items: Sequence[LabelledItem], scores: Any) -> dict[str, Any]:
 
 def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
                       out: Path | None = None, dataset: str = "", repeats: int = 1,
-                      judge: str | None = None) -> RunResult[FewlRecord]:
+                      judge: str | None = None) -> RunResult[FewlRecord, Results]:
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
     as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
     records are those of the first repeat). With a ``judge`` model, also the data of the
@@ -155,7 +155,7 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
 def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
                 out: Path | None = None, dataset: str = "", samples: int = 4,
                 temperature: float = 0.7, icl_examples: int = 3,
-                min_fewl: float | None = None) -> RunResult[FewlRecord]:
+                min_fewl: float | None = None) -> RunResult[FewlRecord, Results]:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
     answers of each question's nearest neighbours, and a chat-format fine-tuning set.
 

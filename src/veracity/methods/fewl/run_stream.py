@@ -63,7 +63,7 @@ from veracity.methods.fewl.similarity import (
     load_similarity,
 )
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
 from veracity.streaming import SampleWriter, chunks, one_bar
@@ -509,7 +509,7 @@ def stream_fewl(
     items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
     ctx: Context, out: Path, dataset: str, extra: dict[str, Any], mode: str = "run",
     chunk_size: int = CHUNK, generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord]:
+) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run`` or ``rank``) chunk by
     chunk: the same run directory, records and aggregates. What comes from models is generated
     ``generate_chunk`` questions at a time into the run's lookup tables, then scored as
@@ -553,7 +553,8 @@ def stream_fewl(
     run.update_config({"model_options": ctx.options_record()})
     run.write_results(results)
     run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
+    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count),
+                     Results(results), run)
 
 
 def _write(run: RunDir, batches: Iterable[list[FewlRecord]], running: RunningFewl,

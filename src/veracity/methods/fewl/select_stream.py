@@ -56,7 +56,7 @@ from veracity.methods.fewl.run_stream import (
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, choose_options, load_similarity
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.stats import bootstrap_ci
 from veracity.store import RunDir, check_run_target, dumps
@@ -236,7 +236,7 @@ def stream_select(
     out: Path, dataset: str, extra: dict[str, Any], samples: int = 4, temperature: float = 0.7,
     icl_examples: int = 3, min_fewl: float | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord]:
+) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl_select` chunk by chunk: the same run
     directory, records, aggregates and exports."""
     check_run_target(out)
@@ -290,4 +290,5 @@ def stream_select(
     run.update_config({"model_options": ctx.options_record()})
     run.write_results(results)
     run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
+    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count),
+                     Results(results), run)

@@ -57,7 +57,7 @@ from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
 from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
 from veracity.types import Item
@@ -178,7 +178,7 @@ def stream_fewl_validate(
     items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context, out: Path,
     dataset: str = "", repeats: int = 1, judge: str | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord]:
+) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl_validate` chunk by chunk: the same run
     directory, records and aggregates, in memory bounded by the chunk sizes."""
     check_run_target(out)
@@ -262,7 +262,8 @@ def stream_fewl_validate(
     run.update_config({"model_options": ctx.options_record()})
     run.write_results(results)
     run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
+    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count),
+                     Results(results), run)
 
 
 def _generate(plain: Sequence[Item], inputs: _Inputs, settings: FewlSettings, ctx: Context,

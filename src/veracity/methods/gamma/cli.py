@@ -32,7 +32,7 @@ from veracity.methods.gamma.calibration import read_calibration
 from veracity.methods.gamma.control import CONTROLS
 from veracity.methods.gamma.core import ALL_FORMS, EMBEDDING, LENGTH, GammaSettings, check_prompt
 from veracity.methods.gamma.paraphrase import PARAPHRASE
-from veracity.methods.gamma.records import GammaRecord, GammaSummary
+from veracity.methods.gamma.records import GammaRecord, GammaResults, GammaSummary
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
@@ -100,7 +100,7 @@ def _short(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def print_summary(outcome: RunResult[GammaRecord], calls_line: str,
+def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str,
                   validity: dict[str, Any] | None = None) -> None:
     """The first records, the aggregates, and (with ``validity``) each answer's correctness."""
     agg = GammaSummary.from_results(outcome.results)

@@ -35,7 +35,7 @@ from veracity.methods.gamma.core import (
     score_answers,
 )
 from veracity.methods.gamma.paraphrase import PARAPHRASE
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
 from veracity.methods.gamma.running import RunningGamma
 from veracity.methods.gamma.whitebox import Scope, Shape, check_ball, whitebox_gamma
@@ -105,7 +105,7 @@ def run_gamma(
     force: bool = False,
     domain: str | None = None,
     chunk_size: int = LIVE_CHUNK,
-) -> RunResult[GammaRecord]:
+) -> RunResult[GammaRecord, GammaResults]:
     """Score items with gamma on a model, ``chunk_size`` questions at a time, under any ball;
     all generations go through the cache.
 
@@ -148,13 +148,11 @@ def run_gamma(
     batches = _calibrated((_measured(chunk, client, cached, settings, paraphraser, control)
                            for chunk in chunks(items, chunk_size)), curve)
 
-    def finish() -> Finish:
-        results["aggregate"] = running.result() | _named(settings)
-        if control is not None:
-            results["control"] = control.result()
-        if calibrated is not None:
-            results["calibration"] = calibrated
-        return Finish(results, {"model_options": ctx.options_record()}, ctx.stats())
+    def finish() -> Finish[GammaResults]:
+        summary = GammaResults(client.spec, cached.spec, dataset, domain, settings.describe(),
+                               running.result() | _named(settings),
+                               None if control is None else control.result(), calibrated)
+        return Finish(summary, {"model_options": ctx.options_record()}, ctx.stats())
 
     # the paraphrases are asked in stages of their own, as many as it takes, and the control
     # skips rejected items: no total then
@@ -208,7 +206,7 @@ def run_gamma_recorded(
     force: bool = False,
     threshold_form: Form | None = None,
     chunk_size: int = RECORDED_CHUNK,
-) -> RunResult[GammaRecord]:
+) -> RunResult[GammaRecord, GammaResults]:
     """Score recorded generations with no model at all, reading the file as a stream (memory
     that does not grow with the file); ``threshold`` is in ``threshold_form`` (default: the
     paper's paper-code for the angle forms).
@@ -242,12 +240,11 @@ def run_gamma_recorded(
     batches = _calibrated((_score_recorded(chunk, settings, model, cached, form, sizes)
                            for chunk in chunks(chain([first], rows), chunk_size)), curve)
 
-    def finish() -> Finish:
+    def finish() -> Finish[GammaResults]:
         described["n"] = _n_of(sizes)
-        results["aggregate"] = running.result() | _named(settings)
-        if calibrated is not None:
-            results["calibration"] = calibrated
-        return Finish(results, {"settings": described, "model_options": ctx.options_record()},
+        summary = GammaResults(model, cached.spec, dataset, domain_of(dataset), described,
+                               running.result() | _named(settings), None, calibrated)
+        return Finish(summary, {"settings": described, "model_options": ctx.options_record()},
                       ctx.stats())
 
     return drive(out, RunPlan("gamma", GammaRecord, config, ctx.started), batches, [running],

@@ -14,7 +14,7 @@ from veracity.methods.gamma.attack import AttackSettings, OnStep, aggregate, wal
 from veracity.methods.gamma.records import AttackStep
 from veracity.runs.common import Context
 from veracity.runs.driver import save_run
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.store import check_run_target
 
 
@@ -26,7 +26,7 @@ def run_attack(
     ctx: Context,
     out: Path | None = None,
     on_step: OnStep | None = None,
-) -> RunResult[AttackStep]:
+) -> RunResult[AttackStep, Results]:
     """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
     if out is not None:
         check_run_target(out)  # before any model call

@@ -11,7 +11,7 @@ from veracity.methods.gamma.isotropy import DEFAULT_CONE, aggregate, isotropy_re
 from veracity.methods.gamma.records import IsotropyRecord
 from veracity.runs.common import Context
 from veracity.runs.driver import save_run
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.store import check_run_target
 from veracity.types import Item
 
@@ -25,7 +25,7 @@ def run_isotropy(
     cone: float = DEFAULT_CONE,
     out: Path | None = None,
     dataset: str = "prompts",
-) -> RunResult[IsotropyRecord]:
+) -> RunResult[IsotropyRecord, Results]:
     """Ask each question N+1 times (the same cached calls as a gamma run) and measure angles."""
     if out is not None:
         check_run_target(out)  # before any model call
