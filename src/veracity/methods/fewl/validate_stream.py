@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +59,7 @@ from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
 from veracity.runs.result import Results, RunResult
 from veracity.runs.streamed import StoredRecords
+from veracity.sequences import LazySequence
 from veracity.store import RunDir, check_run_target
 from veracity.types import Item
 
@@ -131,7 +132,7 @@ class MeasurementTally:
         return table
 
 
-class _Plain(Sequence[Item]):
+class _Plain(LazySequence[Item]):
     """The labelled items as the questions FEWL scores (id, question, gold), made on access."""
 
     def __init__(self, items: Sequence[LabelledItem]) -> None:
@@ -140,20 +141,15 @@ class _Plain(Sequence[Item]):
     def __len__(self) -> int:
         return len(self.items)
 
-    @overload
-    def __getitem__(self, index: int) -> Item: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Item]: ...
-
-    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
-        if isinstance(index, slice):
-            return [Item(x.id, x.question, (x.gold,)) for x in self.items[index]]
+    def _item(self, index: int) -> Item:
         x = self.items[index]
         return Item(x.id, x.question, (x.gold,))
 
+    def _items(self, start: int, stop: int, step: int) -> list[Item]:
+        return [Item(x.id, x.question, (x.gold,)) for x in self.items[start:stop:step]]
 
-class _Texts(Sequence[str]):
+
+class _Texts(LazySequence[str]):
     """One text field of the labelled items (question or gold), read on access."""
 
     def __init__(self, items: Sequence[LabelledItem], field: str) -> None:
@@ -162,16 +158,11 @@ class _Texts(Sequence[str]):
     def __len__(self) -> int:
         return len(self.items)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [str(getattr(x, self.field)) for x in self.items[index]]
+    def _item(self, index: int) -> str:
         return str(getattr(self.items[index], self.field))
+
+    def _items(self, start: int, stop: int, step: int) -> list[str]:
+        return [str(getattr(x, self.field)) for x in self.items[start:stop:step]]
 
 
 def stream_fewl_validate(
