@@ -245,6 +245,7 @@ class GammaResults:
     embedder: str
     dataset: str
     domain: str
+    """The corpus in comparisons across runs (empty in runs made before it was recorded)."""
     settings: Mapping[str, Any]
     """The run's settings as described (for a recorded run: what the file says)."""
     aggregate: Mapping[str, Any]
@@ -261,7 +262,8 @@ class GammaResults:
     def from_json(cls, data: Any) -> GammaResults:
         found = json_object(data, "gamma results")
         return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
-                   str(found.get("domain")), json_object(found.get("settings") or {}, "settings"),
+                   str(found.get("domain") or ""),
+                   json_object(found.get("settings") or {}, "settings"),
                    json_object(found["aggregate"], "aggregate"), found.get("control"),
                    found.get("calibration"))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
 from veracity.methods.gamma.annotate import gamma_edges
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.records import read_records
 from veracity.report.html import esc, figure, pyplot
 from veracity.stats import binned_means
@@ -50,7 +50,7 @@ def _ratings(run: RunDir) -> dict[str, Any] | None:
     return found
 
 
-def _threshold(agg: dict[str, Any], form: str) -> dict[str, Any]:
+def _threshold(agg: Mapping[str, Any], form: str) -> dict[str, Any]:
     given = agg.get("threshold_given") or {"value": agg["threshold"], "form": form}
     return {"value": float(agg["threshold"]), "form": agg.get("threshold_form") or form,
             "given": float(given["value"]), "given_form": given["form"]}
@@ -58,13 +58,13 @@ def _threshold(agg: dict[str, Any], form: str) -> dict[str, Any]:
 
 def cell(run: RunDir) -> dict[str, Any]:
     """One run's Table 8 cell: γ statistics, and ratings when the run holds ratings.json."""
-    results = run.results
-    agg = results["aggregate"]
-    form = str(results["settings"]["form"])
+    results = GammaResults.from_json(run.results)
+    agg = results.aggregate
+    form = str(results.settings["form"])
     out: dict[str, Any] = {
-        "run": str(run.path), "model": results["model"],
-        "domain": results.get("domain") or domain_of(str(results["dataset"])),
-        "embedder": results["embedder"], "form": form, "n": agg["n_scored"],
+        "run": str(run.path), "model": results.model,
+        "domain": results.domain or domain_of(results.dataset),
+        "embedder": results.embedder, "form": form, "n": agg["n_scored"],
         "mean_gamma": _number(agg["mean"]), "stderr": _number(agg["stderr"]),
         "share_below": _number(agg["share_below_threshold"]), "threshold": _threshold(agg, form),
         "n_truncated": agg.get("n_truncated"),
