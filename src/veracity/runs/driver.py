@@ -44,6 +44,10 @@ class RunPlan(Generic[R]):
     """run.json's ``config`` as known before the run (``late_config`` adds to it)."""
     started: str | None = None
     """When the run began (default: when its directory is made)."""
+    side_files: tuple[str, ...] = ()
+    """JSONL files beside samples.jsonl that grow chunk by chunk (``side`` gives their rows)."""
+    side: Callable[[Sequence[R]], Mapping[str, Sequence[dict[str, Any]]]] | None = None
+    """A chunk's rows of each side file (a run kept in memory has no side files)."""
 
 
 @dataclass(frozen=True)
@@ -90,17 +94,25 @@ class _Directory(Generic[R]):
 
     def __init__(self, out: Path, plan: RunPlan[R]) -> None:
         self.kind = plan.kind
+        self.side = plan.side
         self.run = RunDir.create(out, plan.method, dict(plan.config), plan.started)
         self.writer = SampleWriter(self.run.path / "samples.jsonl").__enter__()
+        self.sides = {name: SampleWriter(self.run.record(name)).__enter__()
+                      for name in plan.side_files}
 
     def write(self, records: Sequence[R]) -> None:
         self.writer.write(r.to_json() for r in records)
+        if self.side is not None:
+            rows = self.side(records)
+            for name, writer in self.sides.items():
+                writer.write(rows.get(name, []))
 
     def abandon(self) -> None:
-        self.writer.__exit__(None, None, None)
+        for writer in (self.writer, *self.sides.values()):
+            writer.__exit__(None, None, None)
 
     def close(self, finish: Finish[S]) -> RunResult[R, S]:
-        self.writer.__exit__(None, None, None)
+        self.abandon()  # every record file complete: closed
         for name, rows in finish.files.items():
             self.run.write_jsonl(name, rows)
         if finish.late_config:

@@ -52,9 +52,10 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
              ) -> RunResult[FewlRecord, Results]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them.
 
-    A ``run`` or ``rank`` into a directory (nearest or random neighbours) goes chunk by chunk, in
-    bounded memory (:mod:`veracity.methods.fewl.run_stream`): models asked a chunk of
-    questions at a time, files read as streams; the same records and aggregates."""
+    A ``run`` or ``rank`` (nearest or random neighbours, answers from models or files) goes
+    chunk by chunk through the run driver, in bounded memory
+    (:mod:`veracity.methods.fewl.run_stream`): models asked a chunk of questions at a time,
+    files read as streams; the records kept in a list or written to ``out``."""
     if out is not None:
         check_run_target(out)  # before any model call
     if not sources:
@@ -63,7 +64,7 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     if len(set(names)) != len(names):
         raise ConfigError(f"answer sources must have distinct names, got {names}")
     extra = {"answers": [_describe(s) for s in sources]}
-    if out is not None and mode in ("run", "rank") and streamable(sources, settings):
+    if mode in ("run", "rank") and streamable(sources, settings):
         return stream_fewl(items, sources, settings, ctx, out, dataset, extra, mode)
     answer_sets: dict[str, list[str | None]] = {
         s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
