@@ -63,6 +63,9 @@ class Finish(Generic[S]):
     """Call statistics for run.json."""
     files: Mapping[str, Iterable[dict[str, Any]]] = field(default_factory=dict)
     """Side files (JSONL, by name) written beside samples.jsonl."""
+    exports: Callable[[RunDir], None] | None = None
+    """Writes files made from the whole run into its directory (e.g. a fine-tuning set);
+    a run kept in memory has none."""
 
 
 class _Sink(Protocol[R]):
@@ -115,6 +118,8 @@ class _Directory(Generic[R]):
         self.abandon()  # every record file complete: closed
         for name, rows in finish.files.items():
             self.run.write_jsonl(name, rows)
+        if finish.exports is not None:
+            finish.exports(self.run)
         if finish.late_config:
             self.run.update_config(dict(finish.late_config))
         self.run.write_results(finish.summary.to_json())

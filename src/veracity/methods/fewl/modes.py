@@ -169,7 +169,7 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
     if source.model is not None and samples > 1 and temperature <= 0:
         raise ConfigError("several candidates from one model need --temperature > 0")
     extra = {"candidates": _describe(source) | {"samples": samples, "temperature": temperature}}
-    if out is not None and streamable([source], settings):
+    if streamable([source], settings):
         return stream_select(items, source, settings, ctx, out, dataset, extra, samples,
                              temperature, icl_examples, min_fewl)
     candidates = answers_from(source, items, settings, ctx, samples, temperature)

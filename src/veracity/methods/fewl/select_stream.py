@@ -30,11 +30,13 @@ from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
+    answers_file,
     answers_from,
     as_number,
     pairs_model,
     results_head,
     run_config,
+    side_files,
 )
 from veracity.methods.fewl.run_stream import (
     _ANSWER_FIELDS,
@@ -48,7 +50,6 @@ from veracity.methods.fewl.run_stream import (
     _scored_chunks,
     _texts,
     _total,
-    _write,
     fresh_work,
     generation_bar,
     reference_names,
@@ -56,10 +57,10 @@ from veracity.methods.fewl.run_stream import (
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, choose_options, load_similarity
 from veracity.runs.common import Context
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
 from veracity.runs.result import Results, RunResult
-from veracity.runs.streamed import StoredRecords
 from veracity.stats import bootstrap_ci
-from veracity.store import RunDir, check_run_target, dumps
+from veracity.store import RunDir, dumps
 from veracity.streaming import FloatColumn, MomentSums, SampleWriter
 from veracity.types import Item
 
@@ -233,13 +234,14 @@ def _exports(run: RunDir, items: Sequence[Item], index: _Index, chosen: _Chosen,
 
 def stream_select(
     items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
-    out: Path, dataset: str, extra: dict[str, Any], samples: int = 4, temperature: float = 0.7,
+    out: Path | None, dataset: str, extra: dict[str, Any], samples: int = 4,
+    temperature: float = 0.7,
     icl_examples: int = 3, min_fewl: float | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
 ) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl_select` chunk by chunk: the same run
     directory, records, aggregates and exports."""
-    check_run_target(out)
+    check_target(out)
     settings.check()
     if not items:
         raise DataError("no questions to score")
@@ -272,23 +274,29 @@ def stream_select(
         names = reference_names(inputs, settings, index)
         config = run_config("select", dataset, len(items), similarity, names, settings, ctx,
                             extra)
-        run = RunDir.create(out, "fewl", config, ctx.started)
         sets = candidate_names(candidates.width)
         running = RunningFewl(sets)
         tally = SelectionTally(similarity)
         chosen = _Chosen(db)
         scored = _scored_chunks(items, inputs, index, similarity, names, settings, chunk_size,
                                 None, lambda start, stop: candidates.sets(items, start, stop))
-        count = _write(run, _selected(items, scored, tally, chosen), running, sets)
-        _exports(run, items, index, chosen, icl_examples, min_fewl, settings.answer_template,
-                 chunk_size)
+
+        def exports(run: RunDir) -> None:
+            _exports(run, items, index, chosen, icl_examples, min_fewl, settings.answer_template,
+                     chunk_size)
+
+        def finish() -> Finish[Results]:
+            results = results_head("select", dataset, len(items), running.failed, similarity,
+                                   settings)
+            results |= {"models": running.summaries(), "selection": tally.result()}
+            return Finish(Results(results), {"model_options": ctx.options_record()},
+                          ctx.stats(), exports=exports)
+
+        files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
+                                     *(answers_file(n) for n in sets)]))
+        outcome = drive(out, RunPlan("fewl", FewlRecord, config, ctx.started, files, side_files),
+                        _selected(items, scored, tally, chosen), [running], finish)
     finally:
         db.close()
     shutil.rmtree(work)
-    results = results_head("select", dataset, len(items), running.failed, similarity, settings)
-    results |= {"models": running.summaries(), "selection": tally.result()}
-    run.update_config({"model_options": ctx.options_record()})
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count),
-                     Results(results), run)
+    return outcome
