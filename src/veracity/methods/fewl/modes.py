@@ -118,7 +118,7 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
         raise DataError("no labelled questions")
     if repeats < 1:
         raise ConfigError(f"repeats must be at least 1, got {repeats}")
-    if out is not None and streamable((), settings):
+    if streamable((), settings):
         return stream_fewl_validate(items, settings, ctx, out, dataset, repeats, judge)
     plain = [Item(x.id, x.question, (x.gold,)) for x in items]
     sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}

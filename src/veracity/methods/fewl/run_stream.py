@@ -66,8 +66,7 @@ from veracity.methods.fewl.similarity import (
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, check_target, drive
 from veracity.runs.result import Results, RunResult
-from veracity.store import RunDir
-from veracity.streaming import SampleWriter, chunks, one_bar
+from veracity.streaming import chunks, one_bar
 from veracity.types import Item
 
 CHUNK = 1024
@@ -563,26 +562,3 @@ def stream_fewl(
         db.close()
     shutil.rmtree(work)
     return outcome
-
-
-def _write(run: RunDir, batches: Iterable[list[FewlRecord]], running: RunningFewl,
-           names: list[str]) -> int:
-    """samples.jsonl and the side files, a chunk at a time; how many records (selection and
-    validation, not yet on the run driver)."""
-    files = list(dict.fromkeys(["references.jsonl", "pairs.jsonl",
-                                *(answers_file(n) for n in names)]))
-    writers = [SampleWriter(run.record(name)) for name in files]
-    with SampleWriter(run.path / "samples.jsonl") as samples:
-        for writer in writers:
-            writer.__enter__()
-        try:
-            for records in batches:
-                running.add(records)
-                samples.write(r.to_json() for r in records)
-                rows = side_files(records)
-                for name, writer in zip(files, writers, strict=True):
-                    writer.write(rows.get(name, []))
-        finally:
-            for writer in writers:
-                writer.__exit__(None, None, None)
-        return samples.count

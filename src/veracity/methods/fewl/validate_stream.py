@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import shutil
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,11 @@ from veracity.methods.fewl.figures import (
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
     FewlSettings,
+    answers_file,
     pairs_model,
     results_head,
     run_config,
+    side_files,
 )
 from veracity.methods.fewl.run_stream import (
     CHUNK,
@@ -48,7 +50,6 @@ from veracity.methods.fewl.run_stream import (
     _Inputs,
     _scored_chunks,
     _total,
-    _write,
     fresh_work,
     generation_bar,
     reference_names,
@@ -57,10 +58,9 @@ from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
 from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
 from veracity.runs.result import Results, RunResult
-from veracity.runs.streamed import StoredRecords
 from veracity.sequences import LazySequence
-from veracity.store import RunDir, check_run_target
 from veracity.types import Item
 
 
@@ -166,13 +166,13 @@ class _Texts(LazySequence[str]):
 
 
 def stream_fewl_validate(
-    items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context, out: Path,
+    items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context, out: Path | None,
     dataset: str = "", repeats: int = 1, judge: str | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
 ) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl_validate` chunk by chunk: the same run
     directory, records and aggregates, in memory bounded by the chunk sizes."""
-    check_run_target(out)
+    check_target(out)
     settings.check()
     if not items:
         raise DataError("no labelled questions")
@@ -206,11 +206,9 @@ def stream_fewl_validate(
     work = fresh_work(out)
     tables: list[dict[str, Any]] = []
     running = RunningFewl(set_names)
-    run: RunDir | None = None
-    first: Similarity | None = None
-    figures: dict[str, Any] | None = None
-    count = 0
-    for r in range(repeats):
+    found: dict[str, Any] = {}
+
+    def repeat(r: int) -> _Repeat:
         current = replace(settings, repeat=settings.repeat + r)
         here = work / f"repeat-{r}"
         here.mkdir()
@@ -222,39 +220,72 @@ def stream_fewl_validate(
                                          current.mapping, current.similarity_label)
             index = _Index(here, plain, inputs, current, ctx, chunk_size, similarity)
             names = reference_names(inputs, current, index)
-            tally = MeasurementTally(better, worse)
-            batches = _scored_chunks(plain, inputs, index, similarity, names, current,
-                                     chunk_size, tally, given, labels, variants=r == 0)
-            if r == 0:
-                first = similarity
-                config = run_config("validate", dataset, len(items), similarity, names,
-                                    settings, ctx, {"repeats": repeats, "judge": judge})
-                run = RunDir.create(out, "fewl", config, ctx.started)
-                count = _write(run, batches, running, set_names)
-                if judge_client is not None:
-                    figures = _figures(judge_client, items, inputs, index, current, names,
-                                       chunk_size)
-            else:
-                for _ in batches:  # scored for the tally only: the records are the first's
-                    pass
-            tables.append(tally.result())
-        finally:
+        except BaseException:
             db.close()
-        shutil.rmtree(here)
+            raise
+        tally = MeasurementTally(better, worse)
+        batches = _scored_chunks(plain, inputs, index, similarity, names, current, chunk_size,
+                                 tally, given, labels, variants=r == 0)
+        return _Repeat(here, db, inputs, index, similarity, names, tally, batches, current)
+
+    def scored(first: _Repeat) -> Iterator[list[FewlRecord]]:
+        """The first repeat's records; then every other repeat, scored for its table only."""
+        for r in range(repeats):
+            current = first if r == 0 else repeat(r)
+            try:
+                if r == 0:
+                    yield from current.batches
+                    if judge_client is not None:
+                        found["figures"] = _figures(judge_client, items, current.inputs,
+                                                    current.index, current.settings,
+                                                    current.names, chunk_size)
+                else:
+                    for _ in current.batches:  # the records are the first repeat's
+                        pass
+                tables.append(current.tally.result())
+            finally:
+                current.db.close()
+            shutil.rmtree(current.here)
+
+    first = repeat(0)
+    config = run_config("validate", dataset, len(items), first.similarity, first.names,
+                        settings, ctx, {"repeats": repeats, "judge": judge})
+
+    def finish() -> Finish[Results]:
+        results = results_head("validate", dataset, len(items), running.failed,
+                               first.similarity, settings) | {
+            "models": running.summaries(), "validation": combine_repeats(tables),
+            "repeats": repeats,
+            "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
+            "table_rows": [list(row) for row in TABLE_ROWS]}
+        if "figures" in found:
+            results["figures"] = found["figures"]
+        return Finish(Results(results), {"model_options": ctx.options_record()}, ctx.stats())
+
+    files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
+                                 *(answers_file(n) for n in set_names)]))
+    try:
+        outcome = drive(out, RunPlan("fewl", FewlRecord, config, ctx.started, files, side_files),
+                        scored(first), [running], finish)
+    finally:
+        first.db.close()  # a no-op once closed: only an early failure leaves it open
     shutil.rmtree(work)
-    assert run is not None and first is not None
-    results = results_head("validate", dataset, len(items), running.failed, first, settings) | {
-        "models": running.summaries(), "validation": combine_repeats(tables),
-        "repeats": repeats,
-        "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
-        "table_rows": [list(row) for row in TABLE_ROWS]}
-    if figures is not None:
-        results["figures"] = figures
-    run.update_config({"model_options": ctx.options_record()})
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count),
-                     Results(results), run)
+    return outcome
+
+
+@dataclass
+class _Repeat:
+    """One repeat's lookup tables, neighbour index and scored chunks (a lazy iterator)."""
+
+    here: Path
+    db: sqlite3.Connection
+    inputs: _Inputs
+    index: _Index
+    similarity: Similarity
+    names: list[str]
+    tally: MeasurementTally
+    batches: Iterator[list[FewlRecord]]
+    settings: FewlSettings
 
 
 def _generate(plain: Sequence[Item], inputs: _Inputs, settings: FewlSettings, ctx: Context,
