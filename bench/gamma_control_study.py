@@ -26,11 +26,11 @@ from typing import Any
 from veracity.cache import Cache
 from veracity.data.qa import load_items
 from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
+from veracity.methods.gamma.calibration.run import calibrate
 from veracity.methods.gamma.control import null_generations, variations
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.run import run_gamma
-from veracity.methods.gamma.run_calibrate import calibrate
-from veracity.methods.gamma.validate import ValidateSettings, validate_gamma
+from veracity.methods.gamma.validation.core import ValidateSettings, validate_gamma
 from veracity.runs.common import Context
 from veracity.types import Item, Sampling
 

@@ -262,9 +262,9 @@ def tracing_cost(gateway_args: list[str], tmp: str, requests: int, concurrency: 
 
 def embedding_ms(spec: str, n: int, rounds: int, pairs: list[str]) -> float:
     """p50 time to embed one answer and its n perturbed answers (no cache)."""
-    from veracity.registry import load_embedder, parse_embedder_options, split_spec
+    from veracity.registry import load_embedder, parse_embedder_options, resolve
 
-    embedder = load_embedder(spec, **parse_embedder_options(pairs).get(split_spec(spec)[0], {}))
+    embedder = load_embedder(spec, **parse_embedder_options(pairs).get(resolve(spec).provider, {}))
     times = []
     for r in range(rounds):
         texts = [f"Answer {r}.{k}: the sum is {r + k}." for k in range(n + 1)]

@@ -20,7 +20,7 @@ import statistics
 import time
 
 import veracity
-from veracity.methods.gamma.trust import TrustSettings
+from veracity.methods.gamma.calibration.trust import TrustSettings
 from veracity.types import Sampling
 
 QUESTIONS = (

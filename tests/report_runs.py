@@ -9,11 +9,11 @@ from veracity.methods.deception.run import run_deception
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
-from veracity.methods.gamma.attack import AttackSettings
+from veracity.methods.gamma.attack.core import AttackSettings
+from veracity.methods.gamma.attack.run import run_attack
 from veracity.methods.gamma.core import GammaSettings
+from veracity.methods.gamma.isotropy.run import run_isotropy
 from veracity.methods.gamma.run import run_gamma
-from veracity.methods.gamma.run_attack import run_attack
-from veracity.methods.gamma.run_isotropy import run_isotropy
 from veracity.runs.common import Context
 from veracity.types import Item, MCItem
 

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from veracity.cli import main
 from veracity.errors import DataError
-from veracity.methods.gamma.annotate import (
+from veracity.methods.gamma.core import GammaSettings, aggregate, gamma_record
+from veracity.methods.gamma.validation.annotate import (
     RUBRICS,
     analyse_ratings,
     answer_check,
@@ -22,8 +23,7 @@ from veracity.methods.gamma.annotate import (
     read_ratings,
     sheet_rows,
 )
-from veracity.methods.gamma.core import GammaSettings, aggregate, gamma_record
-from veracity.methods.gamma.validate import import_ratings
+from veracity.methods.gamma.validation.core import import_ratings
 from veracity.stats import fleiss_kappa
 from veracity.store import RunDir
 from veracity.types import Item

@@ -15,7 +15,7 @@ from veracity.cli import main
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
-from veracity.methods.gamma.attack import (
+from veracity.methods.gamma.attack.core import (
     AttackSettings,
     candidates,
     choose,
@@ -23,7 +23,7 @@ from veracity.methods.gamma.attack import (
     visible,
     walk_attack,
 )
-from veracity.methods.gamma.run_attack import run_attack
+from veracity.methods.gamma.attack.run import run_attack
 from veracity.perturb import perturb
 from veracity.runs.common import Context
 from veracity.store import RunDir

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import veracity
 from veracity.cli import main
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma.calibration import (
+from veracity.methods.gamma.calibration.core import (
     choose_thresholds,
     fit_curve,
     fit_isotonic,
@@ -69,7 +69,7 @@ def _calibration_file(tmp_path: Path, model: str = "fake/unstable") -> Path:
     gammas = [0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9, 0.95]
     correct = [True, True, True, False, True, False, False, False]
     curve = fit_curve(key, gammas, correct, ["run"], resamples=20)
-    from veracity.methods.gamma.calibration import Calibration
+    from veracity.methods.gamma.calibration.core import Calibration
 
     path = tmp_path / "cal.json"
     path.write_text(dumps(Calibration([curve]).to_dict()))

@@ -155,7 +155,7 @@ def test_cli_control_writes_run_results_report_and_json(tmp_path: Path) -> None:
 
 
 def test_validate_reports_gamma_minus_null(tmp_path: Path, ctx: Context) -> None:
-    from veracity.methods.gamma.validate import ValidateSettings, validate_gamma
+    from veracity.methods.gamma.validation.core import ValidateSettings, validate_gamma
 
     dataset = tmp_path / "qa.jsonl"
     rows = [{"question": f"Question {k}?", "references": [w]}

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from veracity.cli import main
 from veracity.data.model_info import read_model_info
 from veracity.errors import DataError
-from veracity.methods.deception.compare import (
+from veracity.methods.deception.compare.core import (
     ModelRecords,
     ModelSummary,
     Relation,
@@ -293,7 +293,7 @@ def test_cli_model_info_needs_deception_runs(tmp_path: Path) -> None:
 
 
 def test_malformed_samples_are_a_clear_error(tmp_path: Path) -> None:
-    from veracity.methods.deception.report_compare import section
+    from veracity.methods.deception.compare.report import section
 
     run = tmp_path / "broken"
     shutil.copytree(FIXTURES / "alpha", run)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from data_paths import FIXTURES
 from veracity.backends.base import Capabilities
-from veracity.backends.fake import FakeBackend, Responder, misleader
+from veracity.backends.fake import FakeBackend, Responder
 from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.data.mc import load_db_mmlu, load_mc
@@ -28,6 +28,7 @@ from veracity.methods.deception.dataset import (
     shuffle_within_subjects,
     write_openings,
 )
+from veracity.methods.deception.dataset import fake_misleader as misleader
 from veracity.methods.deception.run import make_dataset
 from veracity.runs.common import Context
 from veracity.types import GenRequest, MCItem

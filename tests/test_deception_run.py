@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from data_paths import FIXTURES, full_or_fixture
 from local_models import has_local_models
 from veracity.backends.base import Capabilities, Outcome
-from veracity.backends.fake import FakeBackend, deceive
+from veracity.backends.fake import FakeBackend
 from veracity.client import LLMClient
 from veracity.errors import CapabilityError, DataError, ErrorKind
 from veracity.methods.deception.cli import deception
@@ -25,6 +25,7 @@ from veracity.methods.deception.core import (
     json_escape,
     pairs_from_records,
 )
+from veracity.methods.deception.core import fake_deceive as deceive
 from veracity.methods.deception.report import correlation, section
 from veracity.methods.deception.run import run_deception
 from veracity.report import build_report

@@ -38,7 +38,7 @@ from veracity.methods.fewl.pairs import (
 from veracity.methods.fewl.random_search import random_neighbours
 from veracity.methods.fewl.run import FewlSettings
 from veracity.methods.fewl.similarity import EmbeddingSimilarity
-from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
 from veracity.runs.common import Context
 from veracity.store import RunDir
 
@@ -48,9 +48,9 @@ FAST = ["--reference", "fake/pairs", "--reference-samples", "3", "--pairs", "4",
 
 
 def fewl_cli(args: list[str], cache: Path, ok: bool = True) -> Result:
-    from veracity.methods.fewl.cli import fewl
+    from veracity.cli import main
 
-    result = CliRunner().invoke(fewl, [*args, "--cache", str(cache)], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["fewl", *args, "--cache", str(cache)], catch_exceptions=False)
     if ok:
         assert result.exit_code == 0, result.output
     return result
@@ -312,7 +312,7 @@ def _judge(request: Any) -> str:
 
 def test_figures_two_and_three_from_a_judge(tmp_path: Path) -> None:
     from veracity.data.labelled import LabelledItem
-    from veracity.methods.fewl.figures import parse_rating
+    from veracity.methods.fewl.validation.figures import parse_rating
     from veracity.report import build_report
 
     golds = ["Paris", "Paris", "Rome", "Rome"]

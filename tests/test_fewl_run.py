@@ -27,9 +27,9 @@ FAST = ["--reference", "fake/pairs", "--reference-samples", "3", "--pairs", "4",
 
 
 def fewl_cli(args: list[str], cache: Path) -> Result:
-    from veracity.methods.fewl.cli import fewl
+    from veracity.cli import main
 
-    result = CliRunner().invoke(fewl, [*args, "--cache", str(cache)], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["fewl", *args, "--cache", str(cache)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result
 

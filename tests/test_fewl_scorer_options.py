@@ -97,10 +97,10 @@ def test_bad_scorer_options_are_clear() -> None:
 
 def test_validate_with_the_scorer_option_records_it(custom_code_model: Path,
                                                     tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli import fewl
+    from veracity.cli import main
 
     out = tmp_path / "run"
-    result = CliRunner().invoke(fewl, [
+    result = CliRunner().invoke(main, ["fewl",
         "validate", "--dataset", f"halueval:{FIXTURES / 'formats' / 'halueval.json'}",
         "--reference", "fake/pairs", "--pairs", "2", "--neighbours", "1",
         "--question-embedder", "hash/default", "--similarity", f"cross-encoder/{custom_code_model}",

@@ -139,7 +139,7 @@ def test_random_neighbours_from_files_streamed_byte_for_byte_as_in_memory(
 
 
 def test_cli_route_scores_files_streamed_as_in_memory(tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli import fewl
+    from veracity.cli import main
 
     items, sources, settings = _files(tmp_path, 30)
     dataset = _write(tmp_path / "qs.jsonl", [{"id": i.id, "question": i.question} for i in items])
@@ -149,7 +149,7 @@ def test_cli_route_scores_files_streamed_as_in_memory(tmp_path: Path) -> None:
             str(settings.pairs_file), "--pairs", "12", "--neighbours", "4",
             "--similarity", "hash/default", "--out", str(tmp_path / "run"),
             "--cache", str(tmp_path / "cache.sqlite")]
-    result = CliRunner().invoke(fewl, args, catch_exceptions=False)
+    result = CliRunner().invoke(main, ["fewl", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "0 model calls" in result.output
     with Context(cache=None) as ctx:

@@ -22,7 +22,7 @@ from veracity.methods.fewl.modes import run_fewl_select
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
 from veracity.methods.fewl.run_stream import INDEX_DIR
-from veracity.methods.fewl.select_stream import stream_select
+from veracity.methods.fewl.selection.run import stream_select
 from veracity.runs.common import Context
 from veracity.runs.streamed import StoredRecords
 from veracity.types import GenRequest, Item

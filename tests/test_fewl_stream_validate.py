@@ -29,7 +29,7 @@ from veracity.methods.fewl.modes import run_fewl_validate
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import FewlSettings
 from veracity.methods.fewl.run_stream import INDEX_DIR
-from veracity.methods.fewl.validate_stream import (
+from veracity.methods.fewl.validation.run import (
     AccuracyCounts,
     MeasurementTally,
     stream_fewl_validate,

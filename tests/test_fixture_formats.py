@@ -24,7 +24,7 @@ from veracity.data.mc import load_db_mmlu, load_mc, read_recorded_file
 from veracity.data.qa import load_builtin, load_items, load_truthfulqa
 from veracity.errors import DataError
 from veracity.methods.deception.run import run_deception_recorded
-from veracity.methods.gamma.annotate import read_all, read_ratings, sheet_rows
+from veracity.methods.gamma.validation.annotate import read_all, read_ratings, sheet_rows
 
 FORMATS = FIXTURES / "formats"
 DB_MMLU = FIXTURES / "db-mmlu-smoke"

@@ -26,7 +26,7 @@ from veracity.methods.gamma.core import (
     measure_gamma,
 )
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.validate import import_ratings
+from veracity.methods.gamma.validation.core import import_ratings
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import Generation, GenRequest, Item, Sampling

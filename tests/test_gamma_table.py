@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from veracity.cli import main
 from veracity.methods.gamma.core import Threshold, aggregate
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.report_table import ALL_MODELS, rating_bins, table8
-from veracity.methods.gamma.validate import import_ratings
+from veracity.methods.gamma.validation.core import import_ratings
+from veracity.methods.gamma.validation.table import ALL_MODELS, rating_bins, table8
 from veracity.report import build_report
 from veracity.store import RunDir
 

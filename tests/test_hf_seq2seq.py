@@ -84,11 +84,11 @@ def test_an_encoder_decoder_model_loads_and_generates_as_in_one_call(tiny_t5: Pa
 
 
 def test_fewl_ranks_answers_of_an_encoder_decoder_model(tiny_t5: Path, tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli import fewl
+    from veracity.cli import main
 
     out = tmp_path / "rank"
     dataset = f"haltt4llm:{FIXTURES / 'formats' / 'haltt4llm.json'}"
-    result = CliRunner().invoke(fewl, [
+    result = CliRunner().invoke(main, ["fewl",
         "rank", "--dataset", dataset, "--answers", f"hf/{tiny_t5}", "--answers", "fake/stable",
         "--reference", "fake/pairs", "--reference-samples", "2", "--pairs", "2",
         "--neighbours", "1", "--similarity", "hash/default", "--max-tokens", "6",

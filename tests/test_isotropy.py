@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from veracity.cli import main
 from veracity.methods.gamma.core import GammaSettings, gamma_from_embeddings
-from veracity.methods.gamma.isotropy import (
+from veracity.methods.gamma.isotropy.core import (
     aggregate,
     angles_deg,
     centroid_angle,
@@ -20,8 +20,9 @@ from veracity.methods.gamma.isotropy import (
     share_within,
     spread,
 )
-from veracity.methods.gamma.records import GammaRecord, IsotropyRecord
-from veracity.methods.gamma.run_isotropy import run_isotropy
+from veracity.methods.gamma.isotropy.records import IsotropyRecord
+from veracity.methods.gamma.isotropy.run import run_isotropy
+from veracity.methods.gamma.records import GammaRecord
 from veracity.runs.common import Context
 from veracity.types import Item
 

@@ -16,7 +16,9 @@ from veracity import method as base
 from veracity.method import Method, get_method, method_names
 from veracity.methods.deception.records import DeceptionRecord
 from veracity.methods.fewl.records import FewlRecord
-from veracity.methods.gamma.records import AttackStep, GammaRecord, IsotropyRecord
+from veracity.methods.gamma.attack.records import AttackStep
+from veracity.methods.gamma.isotropy.records import IsotropyRecord
+from veracity.methods.gamma.records import GammaRecord
 from veracity.report import build_report
 from veracity.store import RunDir, check_run_target, run_files
 
@@ -53,8 +55,8 @@ class LengthRecord(Record):
 
 def run_length(answers, out=None):
     records = [LengthRecord(str(i), len(a)) for i, a in enumerate(answers)]
-    results = {"method": "length", "mean": sum(len(a) for a in answers) / len(answers)}
-    return save_run(out, "length", {"n": len(answers)}, records, results,
+    results = {"method": "char-length", "mean": sum(len(a) for a in answers) / len(answers)}
+    return save_run(out, "char-length", {"n": len(answers)}, records, results,
                     files={"lengths.jsonl": [r.to_json() for r in records]})
 
 
@@ -70,7 +72,7 @@ def section(runs):
     return "".join(f"<p>mean length {esc(str(r.results['mean']))}</p>" for r in runs)
 
 
-METHOD = MethodSpec("length", "Answer length", "length_method:LengthRecord",
+METHOD = MethodSpec("char-length", "Answer length", "length_method:LengthRecord",
                     (ReportSection("length_method:section"),), higher_is_better=False,
                     primary_metric="length", commands=(Command("length_method:command"),),
                     run_files=("lengths.jsonl",))
@@ -122,7 +124,7 @@ def plugin(tmp_path: Path, plugin_log: Messages) -> Iterator[None]:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: length-plugin\nVersion: 0.1\n",
                                    encoding="utf-8")
     (info / "entry_points.txt").write_text(
-        "[veracity.methods]\nlength = length_method:METHOD\nbroken = no_such_module:METHOD\n"
+        "[veracity.methods]\nchar-length = length_method:METHOD\nbroken = no_such_module:METHOD\n"
         "wrong = length_method:section\n", encoding="utf-8")
     saved = dict(base._REGISTRY)
     sys.path.insert(0, str(site))
@@ -162,7 +164,7 @@ def test_unknown_method_is_a_clear_error() -> None:
 def test_a_plugin_method_runs_reports_and_has_a_command(
     plugin: None, plugin_log: Messages, tmp_path: Path
 ) -> None:
-    assert "length" in method_names() and "lengths.jsonl" in run_files()
+    assert "char-length" in method_names() and "lengths.jsonl" in run_files()
     assert not {"broken", "wrong"} & set(method_names())  # skipped, said, the rest go on
     assert "method plugin broken (no_such_module:METHOD) not loaded: ModuleNotFoundError" in (
         plugin_log.text)
@@ -172,7 +174,7 @@ def test_a_plugin_method_runs_reports_and_has_a_command(
     result = run_length(["abc", "a"], tmp_path / "run")
     assert result.results["mean"] == 2.0 and result.records[1].to_json()["length"] == 1
     run = RunDir.open(tmp_path / "run")  # its run.json names a registered method
-    assert run.method == "length" and "lengths.jsonl" in run.info["files"]
+    assert run.method == "char-length" and "lengths.jsonl" in run.info["files"]
     html = build_report([run.path], tmp_path / "r.html").read_text(encoding="utf-8")
     assert "<h2>Answer length</h2>" in html and "mean length 2.0" in html
     check_run_target(tmp_path / "run")  # a plugin's run may be replaced by a new one
@@ -183,7 +185,7 @@ def test_a_plugin_method_runs_reports_and_has_a_command(
 
     with pytest.raises(ConfigError, match="lengths.jsonl but no run.json"):
         check_run_target(stray)
-    (command_spec,) = get_method("length").commands
+    (command_spec,) = get_method("char-length").commands
     command = command_spec.load()
     out = CliRunner().invoke(command, ["hello", "hi"])
     assert out.exit_code == 0 and "mean length 3.5" in out.output

@@ -15,8 +15,8 @@ from veracity.backends.fake import FakeBackend
 from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.judge import Judged, combine, judge_pairs, parse_verdict, win_rates
-from veracity.methods.fewl.selection import best_candidates, gold_answers, nearest, split_indices
+from veracity.methods.fewl.mitigation.judge import Judged, combine, judge_pairs, parse_verdict, win_rates
+from veracity.methods.fewl.mitigation.selection import best_candidates, gold_answers, nearest, split_indices
 from veracity.report import build_report
 from veracity.store import RunDir
 from veracity.types import GenRequest
@@ -66,7 +66,7 @@ def test_win_rates_hand_computed() -> None:
 
 
 def test_the_judge_asks_the_papers_question_or_a_users(tmp_path: Path) -> None:
-    from veracity.methods.fewl.judge import judge_prompt
+    from veracity.methods.fewl.mitigation.judge import judge_prompt
 
     prompt = judge_prompt("Is it safe?", "Yes.", "No {x}.")
     assert "helpful" in prompt and "truthful" in prompt and "C if you are not sure" in prompt
@@ -136,7 +136,7 @@ def test_nearest_skips_unusable() -> None:
 
 
 def test_icl_end_to_end_on_fake(tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli_train import icl_cmd
+    from veracity.methods.fewl.mitigation.cli import icl_cmd
 
     out = tmp_path / "icl"
     args = ["--dataset", f"jsonl:{FIXTURE}", "--model", "fake/context", "--reference",
@@ -205,7 +205,7 @@ def test_icl_end_to_end_on_fake(tmp_path: Path) -> None:
 
 
 def test_icl_refuses_gold_without_references(tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli_train import icl_cmd
+    from veracity.methods.fewl.mitigation.cli import icl_cmd
 
     data = tmp_path / "q.jsonl"
     data.write_text("".join(json.dumps({"question": f"Question {i}?"}) + "\n" for i in range(6)))
@@ -218,7 +218,7 @@ def test_icl_refuses_gold_without_references(tmp_path: Path) -> None:
 
 
 def test_finetune_cli_refuses_a_base_it_cannot_train(tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli_train import finetune_cmd
+    from veracity.methods.fewl.mitigation.cli import finetune_cmd
 
     result = CliRunner().invoke(finetune_cmd, [
         "--dataset", f"jsonl:{FIXTURE}", "--base", f"hf/{tmp_path / 'missing'}", "--reference",

@@ -14,16 +14,16 @@ import pytest
 from click.testing import CliRunner
 
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.icl_examples import (
+from veracity.methods.fewl.mitigation.annotation.core import analyse_pairs, majority, outcome_of, pair_rows
+from veracity.methods.fewl.mitigation.examples import (
     chat_turns,
     differing_pool,
     pool_flags,
     single_message,
 )
-from veracity.methods.fewl.judge import Judged
-from veracity.methods.fewl.mitigation_paper import comparison_rows, labelled_candidates
-from veracity.methods.fewl.pair_sheet import analyse_pairs, majority, outcome_of, pair_rows
-from veracity.methods.fewl.selection import nearest
+from veracity.methods.fewl.mitigation.judge import Judged
+from veracity.methods.fewl.mitigation.paper import comparison_rows, labelled_candidates
+from veracity.methods.fewl.mitigation.selection import nearest
 from veracity.report import build_report
 from veracity.store import RunDir
 from veracity.types import Message
@@ -85,7 +85,7 @@ def test_examples_in_one_user_message() -> None:
 
 
 def test_table_6_arithmetic_on_hand_made_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
-    from veracity.methods.fewl.cli_tables import print_table6
+    from veracity.methods.fewl.mitigation.tables import print_table6
 
     verdicts = [Judged("candidate", "A", "B", "A", "B"), Judged("candidate", "A", "B", "A", "B"),
                 Judged("candidate", "A", "B", "A", "B"), Judged("base", "B", "A", "B", "A"),
@@ -126,7 +126,7 @@ def test_chale_answers_are_the_candidates(tmp_path: Path) -> None:
 
 
 def _icl(tmp_path: Path, out: Path, *extra: str) -> tuple[str, dict[str, object]]:
-    from veracity.methods.fewl.cli_train import icl_cmd
+    from veracity.methods.fewl.mitigation.cli import icl_cmd
 
     data = _chale(tmp_path / "chale.json")
     args = ["--dataset", f"chale:{data}", "--model", "fake/echo", "--candidates", "dataset",
@@ -187,7 +187,7 @@ def test_icl_on_chale_is_head_to_head_with_pool_examples(tmp_path: Path) -> None
 
 
 def test_the_rating_sheet_round_trip(tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli_annotate import export_cmd, import_cmd
+    from veracity.methods.fewl.mitigation.annotation.cli import export_cmd, import_cmd
 
     run = tmp_path / "icl"
     _icl(tmp_path, run, "--zero-shot")

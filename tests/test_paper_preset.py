@@ -13,7 +13,7 @@ from data_paths import FIXTURES
 from veracity.cli import main
 from veracity.data.qa import domain_of, load_items
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma.annotate import read_rubric, resolve_rubric, sheet_rows
+from veracity.methods.gamma.validation.annotate import read_rubric, resolve_rubric, sheet_rows
 from veracity.store import RunDir
 
 PROGQA = FIXTURES / "progqa" / "programming_qa.jsonl"

@@ -10,16 +10,19 @@ import pytest
 
 from veracity.errors import DataError, ErrorKind
 from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.fewl.mitigation.records import FinetunePair, IclPair, MitigationRecord
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
-from veracity.methods.fewl.records import FewlRecord, FinetunePair, IclPair, MitigationRecord
+from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
-from veracity.methods.gamma.attack import AttackSettings
+from veracity.methods.gamma.attack.core import AttackSettings
+from veracity.methods.gamma.attack.records import AttackStep
+from veracity.methods.gamma.attack.run import run_attack
 from veracity.methods.gamma.core import GammaSettings
-from veracity.methods.gamma.records import AttackStep, GammaRecord, IsotropyRecord
+from veracity.methods.gamma.isotropy.records import IsotropyRecord
+from veracity.methods.gamma.isotropy.run import run_isotropy
+from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.run import run_gamma
-from veracity.methods.gamma.run_attack import run_attack
-from veracity.methods.gamma.run_isotropy import run_isotropy
 from veracity.records import RecordError, read_records
 from veracity.report import build_report
 from veracity.runs.common import Context

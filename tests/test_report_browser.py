@@ -155,7 +155,7 @@ def test_gamma_report_sorts_filters_drills_and_compares(
     assert note.startswith("12 items scored in both runs")
     points = browser.execute_script(
         "var c = document.querySelector('div.vcompare canvas'); var r = c.getBoundingClientRect();"
-        "return window.veracityReport.compare[0].points.map(function (p) {"
+        "return window.veracityReport.views.vcompare[0].points.map(function (p) {"
         "  return [p[0] * r.width / c.width, p[1] * r.height / c.height]; });")
     x, y = points[0]
     from selenium.webdriver.common.action_chains import ActionChains

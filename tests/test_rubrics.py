@@ -7,7 +7,7 @@ import csv
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from veracity.methods.gamma.annotate import RUBRICS, export_sheet, read_rubric, resolve_rubric
+from veracity.methods.gamma.validation.annotate import RUBRICS, export_sheet, read_rubric, resolve_rubric
 
 PUNT = {"id": "c1", "prompt": "Write a Python function that parses RFC 5322 dates.",
         "answer": "I don't know how to do that reliably.", "gamma": 0.0}

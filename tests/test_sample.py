@@ -122,14 +122,14 @@ def test_deception_sample(tmp_path: Path) -> None:
 
 
 def test_fewl_sample(tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli import fewl
+    from veracity.cli import main
 
     out = tmp_path / "fewl"
     args = ["run", "--dataset", "builtin", "--limit", "12", "--sample", "5", "--answers",
             "fake/stable", "--reference", "fake/pairs", "--reference-samples", "2", "--pairs",
             "2", "--neighbours", "2", "--similarity", "hash/default", "--out", str(out),
             "--no-cache"]
-    result = CliRunner().invoke(fewl, args, catch_exceptions=False)
+    result = CliRunner().invoke(main, ["fewl", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     selection = RunDir.open(out).info["config"]["selection"]
     assert selection["sample_from"] == 12 and selection["n_selected"] == 5

@@ -17,8 +17,8 @@ from gateway_server import RunningApp
 from mock_upstream import MockUpstream
 from veracity.cli import main
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import read_calibration
-from veracity.methods.gamma.trust import verdict
+from veracity.methods.gamma.calibration.core import read_calibration
+from veracity.methods.gamma.calibration.trust import verdict
 from veracity.serve import GatewaySettings, create_app
 from veracity.traffic import read_traffic
 

@@ -17,13 +17,15 @@ import pytest
 from interrupting import CtrlCOnce
 from test_stream_progress import Recorded
 from veracity.backends.base import Outcome
-from veracity.backends.fake import FakeBackend, deceive, deceive_flaky
+from veracity.backends.fake import FakeBackend
 from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.errors import EmptyReplyError
 from veracity.methods.consistency.core import ConsistencySettings
 from veracity.methods.consistency.run import run_consistency, summarise
 from veracity.methods.deception.core import DeceptionSettings, build_request
+from veracity.methods.deception.core import fake_deceive as deceive
+from veracity.methods.deception.core import fake_deceive_flaky as deceive_flaky
 from veracity.methods.deception.run import run_deception
 from veracity.report import build_report
 from veracity.runs.common import Context

@@ -16,7 +16,7 @@ import pytest
 
 from veracity.cache import Cache
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import Calibration, fit_curve
+from veracity.methods.gamma.calibration.core import Calibration, fit_curve
 from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.records import GammaRecord
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded

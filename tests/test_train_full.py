@@ -54,7 +54,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_raw_prompts_are_tokenized_as_the_backend_renders_them(tiny: Path) -> None:
     from transformers import AutoTokenizer
 
-    from veracity.methods.fewl.prompts import templated_examples
+    from veracity.methods.fewl.mitigation.prompts import templated_examples
 
     tok = AutoTokenizer.from_pretrained(str(tiny))
     ids = {w: i for i, w in enumerate(WORDS)}
@@ -69,7 +69,7 @@ def test_raw_prompts_are_tokenized_as_the_backend_renders_them(tiny: Path) -> No
 
 
 def test_a_base_without_template_needs_one(tiny: Path) -> None:
-    from veracity.methods.fewl.lora import LoraSettings, load_base, train_lora
+    from veracity.methods.fewl.mitigation.lora import LoraSettings, load_base, train_lora
 
     with pytest.raises(ConfigError, match="--chat-template"):
         load_base(f"hf/{tiny}", "cpu")
@@ -80,7 +80,7 @@ def test_a_base_without_template_needs_one(tiny: Path) -> None:
 def test_full_fine_tuning_checkpoints_resumes_and_loads(tiny: Path, tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    from veracity.methods.fewl.lora import LoraSettings, train_lora
+    from veracity.methods.fewl.mitigation.lora import LoraSettings, train_lora
 
     settings = LoraSettings(method="full", chat_template="raw", max_steps=1, save_steps=1,
                             batch_size=2, max_length=64, threads=1, learning_rate=1e-2)
@@ -112,7 +112,7 @@ def test_full_fine_tuning_checkpoints_resumes_and_loads(tiny: Path, tmp_path: Pa
 def test_lora_on_a_base_without_template(tiny: Path, tmp_path: Path) -> None:
     from safetensors.numpy import load_file
 
-    from veracity.methods.fewl.lora import LoraSettings, train_lora
+    from veracity.methods.fewl.mitigation.lora import LoraSettings, train_lora
 
     settings = LoraSettings(chat_template="raw", max_steps=2, save_steps=1, batch_size=2,
                             lora_r=2, max_length=64, threads=1)
@@ -131,7 +131,7 @@ def test_lora_on_a_base_without_template(tiny: Path, tmp_path: Path) -> None:
 
 
 def test_finetune_full_prints_table_7(tiny: Path, tmp_path: Path) -> None:
-    from veracity.methods.fewl.cli_train import finetune_cmd
+    from veracity.methods.fewl.mitigation.cli import finetune_cmd
 
     out = tmp_path / "ft"
     args = ["--dataset", f"jsonl:{FIXTURE}", "--base", f"hf/{tiny}", "--preset", "paper",

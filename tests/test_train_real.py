@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from veracity.errors import ConfigError
-from veracity.methods.fewl.lora import LoraSettings, base_location, train_lora
+from veracity.methods.fewl.mitigation.lora import LoraSettings, base_location, train_lora
 from veracity.registry import load_model
 from veracity.types import Generation, GenRequest, Sampling
 

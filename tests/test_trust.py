@@ -11,7 +11,7 @@ import veracity
 from local_models import has_local_models
 from veracity.backends.fake import FakeBackend
 from veracity.errors import ConfigError
-from veracity.methods.gamma.trust import (
+from veracity.methods.gamma.calibration.trust import (
     TrustSettings,
     convert_threshold,
     default_thresholds,

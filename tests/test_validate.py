@@ -32,7 +32,7 @@ from veracity.methods.consistency.core import (
 )
 from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.run import run_gamma
-from veracity.methods.gamma.validate import ValidateSettings, aggregate, validate_gamma
+from veracity.methods.gamma.validation.core import ValidateSettings, aggregate, validate_gamma
 from veracity.runs.common import Context
 from veracity.stats import auroc, binned_means, bootstrap_aurocs, percentile_ci
 from veracity.types import GenRequest, Sampling

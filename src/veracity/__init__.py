@@ -13,13 +13,14 @@ from veracity.errors import (
     VeracityError,
 )
 from veracity.methods.gamma.api import Truster, gamma, score_gamma, trust
-from veracity.methods.gamma.calibration import read_calibration
+from veracity.methods.gamma.calibration.core import read_calibration
+from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.methods.gamma.core import gamma_from_embeddings
-from veracity.methods.gamma.trust import TrustScore
 from veracity.registry import load_embedder, load_model
 from veracity.types import Generation, GenRequest, Item, MCItem, Message, Sampling
 
 if TYPE_CHECKING:
+    from veracity.methods.consistency.api import consistency
     from veracity.methods.deception.api import deception, score_deception
     from veracity.methods.deception.records import DeceptionRecord, DeceptionSummary
     from veracity.methods.fewl.api import fewl, score_fewl
@@ -34,8 +35,6 @@ __version__ = "0.1.0"
 
 _GAMMA, _DECEPTION, _FEWL = (f"veracity.methods.{m}" for m in ("gamma", "deception", "fewl"))
 _LAZY = {
-    "deception": f"{_DECEPTION}.api", "score_deception": f"{_DECEPTION}.api",
-    "fewl": f"{_FEWL}.api", "score_fewl": f"{_FEWL}.api",
     "GammaRecord": f"{_GAMMA}.records", "GammaSummary": f"{_GAMMA}.records",
     "DeceptionRecord": f"{_DECEPTION}.records", "DeceptionSummary": f"{_DECEPTION}.records",
     "FewlRecord": f"{_FEWL}.records", "FewlSummary": f"{_FEWL}.records",
@@ -45,8 +44,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Deception, FEWL and the record types load on first use (their datasets and runs); a
-    method's spec may add more names (``api``), found in the method registry."""
+    """The record types load on first use, and each method's public functions (deception,
+    fewl, consistency, ...) come from its spec (``api``), found in the method registry."""
     import importlib
 
     if name in _LAZY:
@@ -83,6 +82,7 @@ __all__ = [
     "TrustScore",
     "Truster",
     "VeracityError",
+    "consistency",
     "deception",
     "fewl",
     "gamma",

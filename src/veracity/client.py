@@ -16,7 +16,7 @@ from veracity.cache import Cache, cache_key
 from veracity.calls import CachedCalls, CallStats, Codec, NullProgress, Progress, chunked
 from veracity.embed.base import Embedder, Matrix, PairScorer
 from veracity.errors import BackendError
-from veracity.types import Generation, GenRequest
+from veracity.types import Generation, GenRequest, TokenLogprob
 
 __all__ = ["CachedEmbedder", "CallStats", "LLMClient", "NullProgress", "Progress", "ScorerClient",
            "request_key"]
@@ -39,6 +39,9 @@ def request_key(spec: str, identity: dict[str, Any], request: GenRequest) -> str
         "sampling": sampling,
         "sample_index": request.sample_index,
     }
+    if request.logprobs is not None:
+        # only when asked, so every key written before log-probabilities existed stays valid
+        payload["logprobs"] = request.logprobs
     if request.draft and identity.get("decode") == "draft":
         # which tokens were verified in a batch can change a near-tied greedy choice
         payload["draft"] = request.draft
@@ -171,7 +174,18 @@ def _stored(generation: Generation) -> dict[str, Any]:
     value = asdict(generation)
     if not value["replaced_chars"]:
         del value["replaced_chars"]
+    del value["logprobs"]
+    if generation.logprobs is not None:
+        value["logprobs"] = [t.to_json() for t in generation.logprobs]
     return value
+
+
+def _loaded(value: dict[str, Any]) -> Generation:
+    """A cached generation (with its token log-probabilities when they were asked for)."""
+    fields = dict(value)
+    tokens = fields.pop("logprobs", None)
+    return Generation(**fields, logprobs=None if tokens is None
+                      else tuple(TokenLogprob.from_json(t) for t in tokens))
 
 
 def _repaired(generation: Generation) -> Generation:
@@ -191,7 +205,7 @@ def _repaired(generation: Generation) -> Generation:
 
 
 def _generation_codec() -> Codec[Generation]:
-    return Codec("generation", lambda v: Generation(**v), _stored, _repaired,
+    return Codec("generation", _loaded, _stored, _repaired,
                  lambda g: g.completion_tokens)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -44,6 +44,18 @@ class ReportSection:
 
     def load(self) -> Callable[..., str]:
         return cast(Callable[..., str], load_target(self.target))
+
+
+@dataclass(frozen=True)
+class FakeMode:
+    """A scripted ``fake/<name>`` model a method brings for its tests and examples: a function
+    ``(GenRequest) -> str`` answering the prompts the method writes."""
+
+    name: str
+    target: str
+
+    def load(self) -> Callable[[Any], str]:
+        return cast(Callable[[Any], str], load_target(self.target))
 
 
 @dataclass(frozen=True)
@@ -121,9 +133,37 @@ class MethodSpec:
     scripts: tuple[str, ...] = ()
     compare_json: str = ""
     api: tuple[str, ...] = ()
+    fake_modes: tuple[FakeMode, ...] = ()
+    """Scripted ``fake/<name>`` models answering its prompts (listed by ``veracity models``)."""
 
     def record_type(self) -> type[Any]:
         return cast(type[Any], load_target(self.record))
+
+    def with_parts(self, *parts: Part) -> MethodSpec:
+        """This method with what its sub-folders add (their commands, sections, scripts, ...)."""
+        return replace(
+            self,
+            sections=self.sections + tuple(s for p in parts for s in p.sections),
+            commands=self.commands + tuple(c for p in parts for c in p.commands),
+            run_files=self.run_files + tuple(f for p in parts for f in p.run_files),
+            scripts=self.scripts + tuple(s for p in parts for s in p.scripts),
+            api=self.api + tuple(a for p in parts for a in p.api),
+            fake_modes=self.fake_modes + tuple(f for p in parts for f in p.fake_modes),
+        )
+
+
+@dataclass(frozen=True)
+class Part:
+    """A sub-folder of a method folder that is not a method of its own (γ's calibration and
+    validation, FEWL's annotation): what it adds to the method it belongs to, declared in its
+    ``__init__`` as ``PART`` and joined by :meth:`MethodSpec.with_parts`."""
+
+    sections: tuple[ReportSection, ...] = ()
+    commands: tuple[Command, ...] = ()
+    run_files: tuple[str, ...] = ()
+    scripts: tuple[str, ...] = ()
+    api: tuple[str, ...] = ()
+    fake_modes: tuple[FakeMode, ...] = ()
 
 
 _REGISTRY: dict[str, Method] = {}
@@ -134,6 +174,10 @@ BUILTIN = (
     "veracity.methods.deception:METHODS",
     "veracity.methods.fewl:METHODS",
     "veracity.methods.consistency:METHODS",
+    "veracity.methods.logprob:METHODS",
+    "veracity.methods.length:METHODS",
+    "veracity.methods.semantic_entropy:METHODS",
+    "veracity.methods.p_true:METHODS",
 )
 """Where the built-in method folders declare their methods: one line registers a folder."""
 
@@ -194,3 +238,8 @@ def get_method(name: str) -> Method:
     if name not in _REGISTRY:
         raise UnknownSpecError(f"unknown method '{name}'; known: {', '.join(_REGISTRY)}")
     return _REGISTRY[name]
+
+
+def fake_modes() -> dict[str, FakeMode]:
+    """The scripted ``fake/<name>`` models the registered methods bring, by name."""
+    return {f.name: f for m in methods() for f in getattr(m, "fake_modes", ())}

@@ -60,6 +60,9 @@ class Provider:
     """What ``--model-option`` / ``--embedder-option KEY=VALUE`` may set for this provider."""
     remote: bool = False
     """It calls a server, so it already runs elsewhere (never moved to Ray actors)."""
+    names: str = ""
+    """``module:function`` giving every name it knows (``veracity models`` lists them all in
+    place of ``examples``); empty = the names are open (paths, server models)."""
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
@@ -67,6 +70,14 @@ class Provider:
     def factory(self) -> Callable[..., Any]:
         module_name, _, attr = self.target.partition(":")
         return cast(Callable[..., Any], getattr(importlib.import_module(module_name), attr))
+
+    def listing(self) -> str:
+        """Its specs as ``veracity models`` shows them: every name when they are known."""
+        if not self.names:
+            return self.examples
+        module_name, _, attr = self.names.partition(":")
+        known = getattr(importlib.import_module(module_name), attr)()
+        return ", ".join(f"{self.name}/{name}" for name in known)
 
 
 MODELS: dict[str, Provider] = {}
@@ -174,7 +185,7 @@ for _p in (
     Provider("fake", "veracity.backends.fake:load", "fake/echo, fake/stable, fake/unstable, ...",
              "deterministic scripted outputs for tests and examples", (), "",
              (Option("delay", "seconds each request takes, like a slow model", type=float,
-                     default=0.0),)),
+                     default=0.0),), names="veracity.backends.fake:mode_names"),
 ):
     register_model(_p)
 
@@ -224,20 +235,38 @@ def _load_entry_points() -> None:
                 table[ep.name] = Provider(ep.name, ep.value, f"{ep.name}/...", "plugin")
 
 
-def split_spec(spec: str) -> tuple[str, str]:
-    """``"provider/name"`` -> (provider, name); the name may itself contain slashes.
+@dataclass(frozen=True)
+class ModelRef:
+    """A model, embedder or scorer spec read once: its provider and the name that provider is
+    given (which may itself contain slashes)."""
 
-    >>> split_spec("llamacpp/models/tiny.gguf")
-    ('llamacpp', 'models/tiny.gguf')
+    provider: str
+    name: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}/{self.name}"
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def resolve(spec: str | ModelRef) -> ModelRef:
+    """The typed reference of a ``provider/name`` spec: the one place a spec is split.
+
+    >>> resolve("llamacpp/models/tiny.gguf")
+    ModelRef(provider='llamacpp', name='models/tiny.gguf')
     """
+    if isinstance(spec, ModelRef):
+        return spec
     provider, sep, name = spec.strip().partition("/")
     if not sep or not provider:
         raise ConfigError(f"spec '{spec}' must look like provider/name (e.g. llamacpp/default)")
-    return provider, name
+    return ModelRef(provider, name)
 
 
 def _resolve(spec: str, table: dict[str, Provider], what: str) -> tuple[Provider, str]:
-    provider, name = split_spec(spec)
+    provider, name = (ref := resolve(spec)).provider, ref.name
     if provider not in table:
         _load_entry_points()
     if provider not in table:
@@ -260,7 +289,10 @@ def _call(entry: Provider, name: str, spec: str, options: dict[str, Any]) -> Any
 
 def is_scorer(spec: str) -> bool:
     """Whether a spec names a pair scorer (``cross-encoder/PATH``) rather than an embedder."""
-    provider = spec.strip().partition("/")[0]
+    try:
+        provider = resolve(spec).provider
+    except ConfigError:
+        return False
     if provider not in SCORERS:
         _load_entry_points()
     return provider in SCORERS
@@ -329,7 +361,7 @@ def resolved_options(spec: str, given: dict[str, Any], what: str = "model") -> d
     >>> resolved_options("llamacpp/default", {"n_ctx": 2048})["n_ctx"]
     2048
     """
-    provider = split_spec(spec)[0]
+    provider = resolve(spec).provider
     entry = _TABLES[what].get(provider)
     defaults = {o.name: o.default for o in declared(entry) if o.default is not None} if entry else {}
     return {**defaults, **given}
@@ -337,7 +369,10 @@ def resolved_options(spec: str, given: dict[str, Any], what: str = "model") -> d
 
 def is_remote(spec: str, what: str = "model") -> bool:
     """Whether the spec's provider calls a server (``openai/...``) rather than running here."""
-    provider = spec.strip().partition("/")[0]
+    try:
+        provider = resolve(spec).provider
+    except ConfigError:
+        return False
     table = _TABLES[what]
     if provider not in table:
         _load_entry_points()

@@ -59,6 +59,10 @@ class GenRequest:
     sampling: Sampling = Sampling()
     prefill: str = ""
     sample_index: int = 0
+    logprobs: int | None = None
+    """Token log-probabilities wanted with the answer: None = none; k >= 0 = each generated
+    token's own log-probability and the k most likely alternatives at its position. Part of
+    the cache key only when set; needs a backend with the ``logprobs`` capability."""
     draft: str = ""
     """An answer this one is expected to resemble (γ's centre answer, a given answer to score):
     a backend decoding with ``decode=draft`` verifies it instead of generating token by token;
@@ -67,6 +71,27 @@ class GenRequest:
     @staticmethod
     def user(prompt: str, sampling: Sampling = Sampling(), **kw: Any) -> GenRequest:
         return GenRequest(messages=(Message("user", prompt),), sampling=sampling, **kw)
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its text, its natural-log probability, and the most likely
+    alternatives at its position (token text, log-probability; the chosen one may be among
+    them), as many as the request asked for."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+    @staticmethod
+    def from_json(value: Any) -> TokenLogprob:
+        token, logprob, top = value
+        return TokenLogprob(str(token), float(logprob),
+                            tuple((str(t), float(lp)) for t, lp in top))
+
+    def to_json(self) -> list[Any]:
+        """Compact ``[token, logprob, [[alt, logprob], ...]]`` (cached with the generation)."""
+        return [self.token, self.logprob, [[t, lp] for t, lp in self.top]]
 
 
 @dataclass(frozen=True)
@@ -79,6 +104,8 @@ class Generation:
     completion_tokens: int = 0
     replaced_chars: int = 0
     """Invalid characters in the model's text (lone UTF-16 surrogates) replaced by U+FFFD."""
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """Each generated token with its log-probability, when the request asked for them."""
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from veracity.errors import VeracityError
 from veracity.methods.deception.core import PREFILL_HEAD, parse_response
 from veracity.methods.deception.dataset import parse_batch
 from veracity.methods.fewl.pairs import parse_pairs
-from veracity.methods.gamma.annotate import SheetRow, read_ratings
 from veracity.methods.gamma.paraphrase import parse_paraphrase
 from veracity.methods.gamma.recorded import read_recorded
+from veracity.methods.gamma.validation.annotate import SheetRow, read_ratings
 from veracity.report import build_report
 from veracity.store import RunDir
 

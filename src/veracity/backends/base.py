@@ -36,6 +36,9 @@ class Capabilities:
     """Can generate from perturbed input embeddings (white-box ball)."""
     max_concurrency: int = 1
     """How many requests it usefully runs at once."""
+    logprobs: bool = False
+    """Returns each generated token's log-probability and its top alternatives when a request
+    asks (``GenRequest.logprobs``)."""
 
 
 @runtime_checkable

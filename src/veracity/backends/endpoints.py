@@ -207,7 +207,8 @@ class PooledOpenAIBackend:
         first = endpoints[0].backend
         self.prefill_mode = first.prefill_mode
         self.capabilities = Capabilities(
-            prefill=first.capabilities.prefill, seed=True, max_concurrency=max_concurrency * len(urls)
+            prefill=first.capabilities.prefill, seed=True, max_concurrency=max_concurrency * len(urls),
+            logprobs=first.capabilities.logprobs,
         )
         self._identity = {k: v for k, v in first.identity().items() if k != "base_url"}
         self._identity["served_model"] = model

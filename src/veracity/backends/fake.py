@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.fingerprint import Unstable, fingerprint, label
 from veracity.errors import ConfigError, PermanentError
-from veracity.types import Generation, GenRequest
+from veracity.types import Generation, GenRequest, TokenLogprob
 
-Responder = Callable[[GenRequest], str]
+Responder = Callable[[GenRequest], "str | Generation"]
+"""Answers one request: its text, or a whole Generation (to script token log-probabilities)."""
 logger = logging.getLogger(__name__)
 
 _WORDS = (
@@ -26,38 +27,38 @@ _WORDS = (
 _PERTURBATION = re.compile(r"\s[^\w\s?.!,'\"-]{0,3}$|[\x00-\x1f]+")
 
 
-def _last_user(request: GenRequest) -> str:
+def last_user(request: GenRequest) -> str:
     return next((m.content for m in reversed(request.messages) if m.role == "user"), "")
 
 
-def _digest(text: str) -> int:
+def digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
 
 
-def _babble(seed_text: str, words: int = 8) -> str:
-    value = _digest(seed_text)
+def babble(seed_text: str, words: int = 8) -> str:
+    value = digest(seed_text)
     out = []
     for _ in range(words):
         out.append(_WORDS[value % len(_WORDS)])
         value //= len(_WORDS)
         if value == 0:
-            value = _digest(seed_text + str(len(out)))
+            value = digest(seed_text + str(len(out)))
     return " ".join(out)
 
 
 def echo(request: GenRequest) -> str:
     """Repeats the prompt, so every perturbation shows up in the answer."""
-    return f"You asked: {_last_user(request)}"
+    return f"You asked: {last_user(request)}"
 
 
 def stable(request: GenRequest) -> str:
     """Answers from the question with trailing noise removed: gamma is 0."""
-    return _babble(_PERTURBATION.sub("", _last_user(request)).strip())
+    return babble(_PERTURBATION.sub("", last_user(request)).strip())
 
 
 def unstable(request: GenRequest) -> str:
     """Answers from the full prompt: any perturbation changes the answer."""
-    return _babble(_last_user(request) + f"#{request.sample_index}")
+    return babble(last_user(request) + f"#{request.sample_index}")
 
 
 def constant(request: GenRequest) -> str:
@@ -70,144 +71,39 @@ def empty(request: GenRequest) -> str:
     return ""
 
 
-_REASONING_OPEN = '"Reasoning": "'
-
-
-def deceive(request: GenRequest) -> str:
-    """Finishes a deception prefill as valid JSON with a letter hashed from the prompt:
-    from the question alone when answering normally, from question + prefill otherwise."""
-    question = _last_user(request)
-    normal = request.prefill.endswith("Let's reason step by step.")
-    letter = "ABCD"[_digest(question if normal else question + request.prefill) % 4]
-    if _REASONING_OPEN not in request.prefill:
-        return f'{{"Reasoning": "The options were compared.", "Answer": "{letter}"}}'
-    return f' The options were compared.",\n    "Answer": "{letter}"\n}}'
-
-
-def deceive_flaky(request: GenRequest) -> str:
-    """Like ``deceive``, but a third of first attempts are cut off (invalid JSON)."""
-    if request.sample_index == 0 and _digest(_last_user(request) + request.prefill) % 3 == 0:
-        return " and then the text stops"
-    return deceive(request)
-
-
 def garbage(request: GenRequest) -> str:
     """Never finishes the JSON it is asked to continue."""
     return " I am not sure, maybe B"
 
 
-def misleader(request: GenRequest) -> str:
-    """Answers a make-dataset batch (a JSON list of {id, target, ...} ending the last user
-    turn) with one plausible mistake and misleading opening per question."""
-    text = _last_user(request)
-    try:
-        batch = json.loads(text[text.rindex("\n[") + 1 :])
-    except (ValueError, json.JSONDecodeError):
-        return "[]"
-    out = [
-        {
-            "id": q.get("id"),
-            "mistake": f"Mixes up the key terms and so prefers option {q.get('target')}.",
-            "misleading_start": f"The key term here clearly points to option {q.get('target')}.",
-        }
-        for q in batch
-        if isinstance(q, dict)
-    ]
-    reply = json.dumps(out, indent=2)
-    return reply[len(request.prefill) :] if reply.startswith(request.prefill) else reply
-
-
-_PAIRS_ASKED = re.compile(r"Write (\d+) pairs")
-
-
-def pairs(request: GenRequest) -> str:
-    """Answers FEWL pair prompts in the numbered Wrong / Corrected template (one pair fewer
-    than asked, after a chatty preamble); any other prompt like ``stable``."""
-    prompt = _last_user(request)
-    asked = _PAIRS_ASKED.search(prompt)
-    if asked is None:
-        return stable(request)
-    lines = ["Sure! Here are the pairs:"]
-    for i in range(1, max(int(asked.group(1)) - 1, 1) + 1):
-        lines.append(f"{i}. Wrong: {_babble(f'{prompt}#wrong{i}#{request.sample_index}', 6)}")
-        lines.append(f"{i}. Corrected: {_babble(f'{prompt}#right{i}#{request.sample_index}', 6)}")
-    text = "\n".join(lines)
-    # like a real prefill-capable backend, return only the continuation of a prefill
-    return text.split(request.prefill, 1)[1] if request.prefill and request.prefill in text \
-        else text
-
-
-def slope(request: GenRequest) -> str:
-    """A gamma landscape with a slope: each character outside printable ASCII in the prompt
-    makes every answer word more likely to depend on the exact prompt (certain from 12 on),
-    so appending exotic characters raises gamma and an adversarial search can climb."""
-    prompt = _last_user(request)
-    noise = sum(1 for c in prompt if not " " <= c <= "~")
-    clean = "".join(c for c in prompt if " " <= c <= "~").strip()
-    words = _babble(clean).split()
-    for i in range(len(words)):
-        if _digest(f"{prompt}#{i}") % 12 < noise:
-            words[i] = _babble(f"{prompt}#{i}", 1)
-    return " ".join(words)
-
-
-_PARAPHRASE_ASKED = re.compile(r"Rewrite the question below.*\n\nQuestion: (.*)$", re.DOTALL)
-
-
-def paraphraser(request: GenRequest) -> str:
-    """Answers paraphrase requests in assorted chatty formats (always empty for
-    ``sample_index`` 1, so callers must retry), and any other prompt like ``stable``."""
-    asked = _PARAPHRASE_ASKED.search(_last_user(request))
-    if asked is None:
-        return stable(request)
-    if request.sample_index == 1:
-        return ""
-    question = asked.group(1).strip()
-    variant = _digest(f"{question}#{request.sample_index}#{request.sampling.seed}") % 3
-    opener = _babble(f"{question}#{request.sample_index}#{request.sampling.seed}", 2)
-    if variant == 0:
-        return f'Sure! Here is the question in other words:\n"{opener}, {question}"'
-    if variant == 1:
-        return f"1. Put differently ({opener}): {question}"
-    return f"**Rephrased:** {opener} - {question.lower()}"
-
-
-def context(request: GenRequest) -> str:
-    """Answers from the whole conversation (worked examples change the answer) and the sample
-    index, 3 to 12 words long."""
-    text = "\n".join(m.content for m in request.messages) + f"#{request.sample_index}"
-    return _babble(text, 3 + _digest(text) % 10)
-
-
-_JUDGED = re.compile(r"\nAnswer A: (.*)\n\nAnswer B: (.*)\n\nReply", re.DOTALL)
-
-
-def judge(request: GenRequest) -> str:
-    """Answers pairwise judge prompts for the longer answer, in words ("TIE" when equal), with
-    some chatter; any other prompt like ``stable``."""
-    found = _JUDGED.search(_last_user(request))
-    if found is None:
-        return stable(request)
-    a, b = (len(text.split()) for text in found.groups())
-    return "TIE" if a == b else f"Answer {'A' if a > b else 'B'} is more truthful."
-
-
 MODES: dict[str, Responder] = {
+    # generic modes; a method's own (``fake/deceive``, ``fake/judge``, ...) are in its folder
     "echo": echo,
     "stable": stable,
     "unstable": unstable,
     "constant": constant,
     "empty": empty,
-    "deceive": deceive,
-    "deceive-flaky": deceive_flaky,
     "garbage": garbage,
-    "misleader": misleader,
-    "pairs": pairs,
-    "slope": slope,
-    "paraphraser": paraphraser,
-    "judge": judge,
-    "context": context,
 }
+
+
+def mode_names() -> list[str]:
+    """Every ``fake/<mode>``: the generic ones here, then those the method folders bring."""
+    from veracity.method import fake_modes
+
+    return [*MODES, *(name for name in fake_modes() if name not in MODES)]
+
+
+def responder_of(mode: str) -> Responder:
+    """The responder of ``fake/<mode>``; a method's own mode is imported on first use."""
+    if mode in MODES:
+        return MODES[mode]
+    from veracity.method import fake_modes
+
+    found = fake_modes().get(mode)
+    if found is None:
+        raise ConfigError(f"unknown fake mode '{mode}'; known: {', '.join(sorted(mode_names()))}")
+    return found.load()
 
 
 class FakeBackend:
@@ -223,7 +119,7 @@ class FakeBackend:
     without a name the answers are cached for this backend object only.
     """
 
-    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=8)
+    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=8, logprobs=True)
 
     def __init__(self, mode: str | None = None, responder: Responder | None = None,
                  delay: float = 0.0, name: str | None = None) -> None:
@@ -237,10 +133,8 @@ class FakeBackend:
             if name is not None:
                 raise ConfigError("name= labels a responder; a fake mode is named by mode=")
             mode = mode or "echo"
-            if mode not in MODES:
-                raise ConfigError(f"unknown fake mode '{mode}'; known: {', '.join(sorted(MODES))}")
             self.spec = f"fake/{mode}"
-            self._responder = MODES[mode]
+            self._responder = responder_of(mode)
             self._identity: dict[str, Any] = {"mode": self.spec}
             return
         if mode is not None:
@@ -265,16 +159,46 @@ class FakeBackend:
             self.history.append(request)
             if self.delay:
                 time.sleep(self.delay)
-            text = self._queue.pop(0) if self._queue else self._responder(request)
+            reply = self._queue.pop(0) if self._queue else self._responder(request)
+            text = reply if isinstance(reply, str) else reply.text
             if text.startswith("!error"):
                 out.append(PermanentError(text[len("!error") :].strip() or "scripted error"))
                 continue
-            tokens = len(text.split())
-            out.append(Generation(text=text, completion_tokens=tokens))
+            out.append(_with_logprobs(reply, request))
         return out
 
     def close(self) -> None:
         pass
+
+
+_TOKEN = re.compile(r"\s*\S+")
+
+
+def _with_logprobs(reply: str | Generation, request: GenRequest) -> Generation:
+    """The reply as a generation, with token log-probabilities exactly when the request asks:
+    a responder's scripted ones (their alternatives cut to the k asked for), else made up
+    deterministically from the text (each whitespace-separated word one token)."""
+    if isinstance(reply, Generation):
+        found = reply if reply.completion_tokens else replace(
+            reply, completion_tokens=len(reply.text.split()))
+        if request.logprobs is None:
+            return replace(found, logprobs=None)
+        if found.logprobs is not None:
+            return replace(found, logprobs=tuple(
+                replace(t, top=t.top[: request.logprobs]) for t in found.logprobs))
+        reply = found.text
+    text = reply if isinstance(reply, str) else reply.text
+    generation = Generation(text=text, completion_tokens=len(text.split()))
+    if request.logprobs is None:
+        return generation
+    tokens = []
+    for k, token in enumerate(_TOKEN.findall(text)):
+        logprob = -(digest(f"{text}#{k}") % 2000) / 1000.0
+        alternatives = [(token, logprob)] + [
+            (f" {_WORDS[(digest(token) + j) % len(_WORDS)]}", logprob - j)
+            for j in range(1, request.logprobs)]
+        tokens.append(TokenLogprob(token, logprob, tuple(alternatives[: request.logprobs])))
+    return replace(generation, logprobs=tuple(tokens))
 
 
 def _responder_fingerprint(responder: Responder, name: str | None) -> str:

@@ -50,6 +50,7 @@ from veracity.backends.llamacpp import (
     file_fingerprint,
 )
 from veracity.backends.llamacpp_draft import DraftStats
+from veracity.backends.logprobs import token_logprobs
 from veracity.backends.templates import resolve_template
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
@@ -165,7 +166,8 @@ class HFBackend:
             raise ConfigError(f"{spec}: transformers could not load the model: {exc}") from exc
         causal = not self.seq2seq
         self.capabilities = Capabilities(
-            prefill=causal, seed=True, inputs_embeds=causal, max_concurrency=batch_size
+            prefill=causal, seed=True, inputs_embeds=causal, max_concurrency=batch_size,
+            logprobs=True,
         )
         adapter_source = _attach_adapter(self, spec, adapter) if adapter is not None else None
         self.model.to(device)
@@ -274,7 +276,8 @@ class HFBackend:
                 out[slot] = error
                 continue
             s = request.sampling
-            if self._decode == "draft" and request.draft and s.greedy and s.repeat_penalty == 1.0:
+            if (self._decode == "draft" and request.draft and s.greedy and s.repeat_penalty == 1.0
+                    and request.logprobs is None):
                 out[slot] = self._drafted(ids, request)
                 continue
             jobs.append(_Job(slot, request, len(ids), ids=ids))
@@ -424,15 +427,25 @@ class HFBackend:
             seeds = [s.seed + job.request.sample_index for job in batch]
             sampler = _row_sampler(s, seeds, self.device)
             extra["logits_processor"] = transformers.LogitsProcessorList([sampler])
+        asked = [job.request.logprobs for job in batch if job.request.logprobs is not None]
+        if asked:  # the raw logits of every step, before any sampling filter
+            extra.update(return_dict_in_generate=True, output_logits=True)
         with torch.inference_mode():
             output = self.model.generate(**inputs, generation_config=config, **extra)
+        steps: Any = None
+        if asked:
+            steps = torch.stack(output.logits, dim=1).float().cpu().numpy()  # (batch, step, vocab)
+            output = output.sequences
         if self.seq2seq:
             new = output[:, 1:]  # the decoder's output starts with its start token
         else:
             new = output[:, width:] if "input_ids" in inputs else output
-        return [self._finish(row.tolist(), job.length, s) for row, job in zip(new, batch, strict=True)]
+        return [self._finish(row.tolist(), job.length, s, job.request.logprobs,
+                             None if steps is None else steps[k])
+                for k, (row, job) in enumerate(zip(new, batch, strict=True))]
 
-    def _finish(self, tokens: list[int], prompt_tokens: int, s: Sampling) -> Generation:
+    def _finish(self, tokens: list[int], prompt_tokens: int, s: Sampling,
+                logprobs: int | None = None, logits: Any = None) -> Generation:
         reason = "length"
         for i, token in enumerate(tokens):
             if token in self._eos:
@@ -442,12 +455,25 @@ class HFBackend:
         cuts = [i for i in (text.find(stop) for stop in s.stop if stop) if i >= 0]
         if cuts:
             text, reason = text[: min(cuts)], "stop"
+        found = None
+        if logprobs is not None and logits is not None:
+            kept = len(tokens)
+            if cuts:  # the tokens that make up the text left before the stop string
+                kept = next((i + 1 for i in range(len(tokens))
+                             if len(self.tokenizer.decode(tokens[: i + 1],
+                                                          skip_special_tokens=True)) >= len(text)),
+                            len(tokens))
+            found = token_logprobs(logits[:kept], tokens[:kept], logprobs, self._piece)
         return Generation(
             text=text,
             finish_reason=reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=len(tokens),
+            logprobs=found,
         )
+
+    def _piece(self, token: int) -> str:
+        return str(self.tokenizer.decode([token], skip_special_tokens=False))
 
     def close(self) -> None:
         self.model = None

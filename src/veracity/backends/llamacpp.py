@@ -12,7 +12,7 @@ import hashlib
 import os
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,12 @@ from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode
 from veracity.backends.llamacpp_draft import DraftStats, Proposer, draft_decode
 from veracity.backends.llamacpp_exact import batch_invariant
 from veracity.backends.llamacpp_load import compute_path, new_llama, use_extra_buffers
+from veracity.backends.logprobs import token_logprobs
 from veracity.backends.templates import resolve_template
 from veracity.cpu import cpu_features
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.paths import user_path
-from veracity.types import Generation, GenRequest, Message
+from veracity.types import Generation, GenRequest, Message, TokenLogprob
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODERS = ("sequential", "draft")
@@ -90,7 +91,7 @@ class LlamaCppBackend:
     resumption. ``reuse_prefix=False`` always starts from an empty context.
     """
 
-    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=1)
+    capabilities = Capabilities(prefill=True, seed=True, max_concurrency=1, logprobs=True)
 
     def __init__(
         self,
@@ -325,15 +326,67 @@ class LlamaCppBackend:
                           completion_tokens=len(done.tokens))
 
     def _one(self, request: GenRequest) -> Outcome:
+        if request.logprobs is None:
+            return self._generated(request)
+        if self._layout is not None:
+            return PermanentError(f"{self.spec}: a batch-composition variation gives no token "
+                                  "log-probabilities")
+        steps: list[tuple[int, np.ndarray]] = []
+
+        def record(ids: Any, logits: Any) -> Any:
+            # what llama.cpp samples from, before any penalty, temperature or filter
+            steps.append((int(ids[-1]), np.array(logits, dtype=np.float32)))
+            return logits
+
+        outcome = self._generated(request, record)
+        if not isinstance(outcome, Generation):
+            return outcome
+        return replace(outcome, logprobs=self._logprobs(request, outcome.text, steps,
+                                                        request.logprobs))
+
+    def _logprobs(self, request: GenRequest, text: str, steps: list[tuple[int, np.ndarray]],
+                  top: int) -> tuple[TokenLogprob, ...]:
+        """Each answer token's log-probability from the logits it was sampled from. Step k's
+        token is the last input of step k + 1; the last step's token is the one that completes
+        the text (a token past the text, such as end-of-sequence, is left out)."""
+        if not steps:
+            return ()
+        prompt = self.tokenize(self.render(request.messages, request.prefill))
+        known = [ids for ids, _ in steps[1:]]
+        target = text.encode("utf-8")
+
+        def shown(tokens: list[int]) -> bytes:
+            return bytes(self._llm.detokenize(tokens, prev_tokens=prompt))
+
+        tokens = known
+        retokenised = list(self._llm.tokenize(target, add_bos=False, special=False))
+        for last in (int(steps[-1][1].argmax()), *retokenised[-1:]):
+            if shown([*known, last]) == target:
+                tokens = [*known, last]
+                break
+        else:
+            while tokens and not target.startswith(shown(tokens)):
+                tokens = tokens[:-1]
+        rows = np.stack([row for _, row in steps[: len(tokens)]]) if tokens else np.zeros((0, 1))
+        return token_logprobs(rows, tokens, top, self._token_text)
+
+    def _generated(self, request: GenRequest, record: Any = None) -> Outcome:
+        """One generation; ``record`` (a logits processor) sees each step's logits and makes
+        the request decode token by token."""
         if self._layout is not None:
             return self._in_batch(request)
         s = request.sampling
         prompt = self.render(request.messages, request.prefill)
         if (self._decode == "draft" and (request.draft or self.batch_invariant) and s.greedy
-                and s.repeat_penalty == 1.0):
+                and s.repeat_penalty == 1.0 and record is None):
             return self._verify_draft(request, prompt)
         ids = self._keep_aligned_prefix(prompt)
         self._prompt_ids = []  # until this prompt is fully evaluated (Ctrl-C, errors)
+        processors = None
+        if record is not None:
+            from llama_cpp import LogitsProcessorList
+
+            processors = LogitsProcessorList([record])
         try:
             result: Any = self._llm.create_completion(
                 prompt=prompt,
@@ -345,6 +398,7 @@ class LlamaCppBackend:
                 repeat_penalty=s.repeat_penalty,
                 seed=s.seed + request.sample_index,
                 stop=[self._eos, *s.stop],
+                logits_processor=processors,
             )
         except ValueError as exc:  # e.g. prompt longer than the context window
             return PermanentError(f"{self.spec}: {exc}")

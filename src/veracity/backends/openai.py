@@ -224,7 +224,8 @@ class OpenAIBackend:
         self.prefill_mode = prefill_mode
         self.extra_body = dict(extra_body or {})
         self.capabilities = Capabilities(
-            prefill=prefill_mode != "none", seed=True, max_concurrency=max_concurrency
+            prefill=prefill_mode != "none", seed=True, max_concurrency=max_concurrency,
+            logprobs=True,  # asked per request; a server that sends none fails that request
         )
         template: ChatTemplate | None = None
         if prefill_mode == "completions":
@@ -317,7 +318,8 @@ class OpenAIBackend:
         chat = path == "/chat/completions"
         try:
             return self._http.post_read(
-                path, body, lambda data: read_reply(data, chat, self._http.malformed)
+                path, body, lambda data: read_reply(data, chat, self._http.malformed,
+                                                    request.logprobs is not None)
             )
         except PermanentError as exc:
             return type(exc)(f"{self.spec}: {exc}")  # keeps AccessError, EmptyReplyError

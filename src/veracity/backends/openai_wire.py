@@ -79,7 +79,12 @@ def request_body(shape: RequestShape, request: GenRequest) -> tuple[str, dict[st
     if shape.prefill_mode == "completions":
         path = "/completions"
         body["prompt"] = render_prompt(shape, request.messages, request.prefill)
+        if request.logprobs is not None:  # the legacy API: an int, the alternatives wanted
+            body["logprobs"] = request.logprobs
     else:
+        if request.logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.logprobs
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         if request.prefill:
             messages.append({"role": "assistant", "content": request.prefill})

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from veracity.errors import EmptyReplyError, RetryableError
-from veracity.types import Generation
+from veracity.errors import EmptyReplyError, PermanentError, RetryableError
+from veracity.types import Generation, TokenLogprob
 
 Malformed = Callable[[dict[str, Any], str], RetryableError]
 """Builds the (redacted) error of a malformed reply from the reply and what is wrong."""
@@ -31,8 +31,58 @@ def _parts_text(parts: list[Any]) -> str | None:
     return "".join(texts) if texts else None
 
 
-def read_reply(data: dict[str, Any], chat: bool, malformed: Malformed) -> Generation:
-    """The Generation in ``data``, a ``/chat/completions`` (``chat``) or ``/completions`` reply."""
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("not a number")
+    return min(float(value), 0.0)
+
+
+def _chat_logprobs(found: Any) -> tuple[TokenLogprob, ...]:
+    """``choice.logprobs.content`` of a chat reply: [{token, logprob, top_logprobs}, ...]."""
+    content = found.get("content") if isinstance(found, dict) else None
+    if not isinstance(content, list):
+        raise ValueError("no logprobs.content list")
+    return tuple(
+        TokenLogprob(str(t["token"]), _number(t["logprob"]),
+                     tuple((str(a["token"]), _number(a["logprob"]))
+                           for a in t.get("top_logprobs") or ()))
+        for t in content)
+
+
+def _completion_logprobs(found: Any) -> tuple[TokenLogprob, ...]:
+    """``choice.logprobs`` of a legacy completions reply: parallel lists ``tokens``,
+    ``token_logprobs`` and ``top_logprobs`` (one {token: logprob} object per token)."""
+    if not isinstance(found, dict):
+        raise ValueError("logprobs is not an object")
+    tokens, values = found.get("tokens"), found.get("token_logprobs")
+    tops = found.get("top_logprobs") or [None] * len(tokens or ())
+    if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
+        raise ValueError("tokens and token_logprobs are not lists of one length")
+    out = []
+    for token, value, top in zip(tokens, values, tops, strict=True):
+        alternatives = sorted(((str(k), _number(v)) for k, v in (top or {}).items()),
+                              key=lambda kv: -kv[1])
+        out.append(TokenLogprob(str(token), _number(value), tuple(alternatives)))
+    return tuple(out)
+
+
+def read_logprobs(choice: dict[str, Any], chat: bool) -> tuple[TokenLogprob, ...]:
+    """The token log-probabilities of a reply's choice; a PermanentError (never cached) when a
+    server that was asked for them sent none or sent them malformed."""
+    found = choice.get("logprobs")
+    if found is None:
+        raise PermanentError("the server returned no token log-probabilities although they were "
+                             "requested (logprobs / top_logprobs): it does not support them")
+    try:
+        return _chat_logprobs(found) if chat else _completion_logprobs(found)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise PermanentError(f"the server's token log-probabilities are malformed: {exc}") from None
+
+
+def read_reply(data: dict[str, Any], chat: bool, malformed: Malformed,
+               logprobs: bool = False) -> Generation:
+    """The Generation in ``data``, a ``/chat/completions`` (``chat``) or ``/completions`` reply;
+    with ``logprobs``, its tokens' log-probabilities too."""
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         raise malformed(data, "no choices")
@@ -65,4 +115,5 @@ def read_reply(data: dict[str, Any], chat: bool, malformed: Malformed) -> Genera
         finish_reason=finish if isinstance(finish, str) and finish else "stop",
         prompt_tokens=_count(usage, "prompt_tokens"),
         completion_tokens=_count(usage, "completion_tokens"),
+        logprobs=read_logprobs(choice, chat) if logprobs else None,
     )

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from veracity.cli.options import make_context, pop_common
+from veracity.cli.options import CommonOptions, make_context, pop_common
 from veracity.cli.output import echo
 from veracity.client import CallStats
 from veracity.runs.common import Context, total_stats
@@ -31,10 +31,11 @@ class CommandRun:
 
 
 @contextmanager
-def command_run(kw: dict[str, Any]) -> Iterator[CommandRun]:
-    """Take the common options out of a command's ``kw``, build its Context, and close it
+def command_run(kw: dict[str, Any] | CommonOptions) -> Iterator[CommandRun]:
+    """A Context from a command's common options (taken out of its ``kw``), closed
     (models, embedders) whatever happens; the call counters are kept for the summary."""
-    run = CommandRun(make_context(**pop_common(kw)))
+    run = CommandRun(kw.context() if isinstance(kw, CommonOptions)
+                     else make_context(**pop_common(kw)))
     try:
         yield run
     finally:

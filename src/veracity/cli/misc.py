@@ -29,7 +29,7 @@ def models() -> None:
             if p.extra:
                 needs += f" (pip install 'veracity[{p.extra}]')"
             status = "ready" if p.installed() else "missing"
-            echo(f"  {p.examples:<44} {status}")
+            echo(f"  {p.listing():<44} {status}")
             echo(f"  {'':<44} {p.description}")
             echo(f"  {'':<44} needs: {needs}")
             for option in declared(p):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -71,6 +72,15 @@ def sample_options(func: F) -> F:
     return click.option("--sample", "sample", type=click.IntRange(min=1), default=None,
                         metavar="K", help="A random K items of the dataset (of the first "
                         "--limit items when both are given), in the dataset's order.")(func)
+
+
+def selection_of(sample: int | None, sample_seed: int, limit: int | None = None) -> Selection:
+    """The items ``--limit``, ``--sample`` and ``--sample-seed`` choose."""
+    if sample is None and click.get_current_context(silent=True) is not None \
+            and click.get_current_context().get_parameter_source("sample_seed") \
+            == click.core.ParameterSource.COMMANDLINE:
+        raise ConfigError("--sample-seed only applies with --sample K")
+    return Selection(limit, Sample(sample, sample_seed) if sample is not None else None)
 
 
 def pop_selection(kw: dict[str, Any], limit: str | None = "limit") -> Selection:
@@ -161,6 +171,62 @@ def common_options(func: F) -> F:
     for decorator in reversed(decorators):
         func = decorator(func)
     return func
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """What :func:`common_options` adds to a command: the cache, how servers are reached,
+    where models run and the providers' own options (turned into a run Context)."""
+
+    cache_path: Path | None = None
+    no_cache: bool = False
+    quiet: bool = False
+    base_url: tuple[str, ...] = ()
+    base_urls_file: Path | None = None
+    api_key_env: str | None = None
+    max_concurrency: int | None = None
+    timeout: float | None = None
+    prefill_mode: str | None = None
+    chat_template: str | None = None
+    embedder_base_url: str | None = None
+    embedder_api_key_env: str | None = None
+    device: str | None = None
+    executor: str | None = None
+    ray_address: str | None = None
+    actors: int = 2
+    actor_cpus: float = 1.0
+    actor_gpus: float = 0.0
+    actor_batch: int = 8
+    ray_embeddings: bool = False
+    embedder_option: tuple[str, ...] = ()
+    model_option: tuple[str, ...] = ()
+    scorer_option: tuple[str, ...] = ()
+
+    def context(self) -> Context:
+        return make_context(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+S = TypeVar("S")
+
+
+def options_as(cls: type[S]) -> Callable[[Callable[[S], None]], Callable[..., None]]:
+    """A command that takes its options as one frozen dataclass ``cls`` (a field per option,
+    typed): click's keyword arguments become its fields, the common options its ``common``
+    field. The dataclass builds the method's settings, so no command reads an untyped dict."""
+    takes_common = "common" in {f.name for f in fields(cast(Any, cls))}
+    common_names = {f.name for f in fields(CommonOptions)} if takes_common else set()
+
+    def wrap(func: Callable[[S], None]) -> Callable[..., None]:
+        @functools.wraps(func)
+        def command(**kw: Any) -> None:
+            common = {k: kw.pop(k) for k in list(kw) if k in common_names}
+            if common:
+                kw["common"] = CommonOptions(**common)
+            func(cls(**kw))
+
+        return command
+
+    return wrap
 
 
 def make_context(

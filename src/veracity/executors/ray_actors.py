@@ -22,6 +22,7 @@ from veracity.backends.base import Capabilities, Finished, Outcome
 from veracity.embed.base import Matrix
 from veracity.errors import BackendError, ConfigError
 from veracity.executors import RaySettings
+from veracity.registry import resolve
 from veracity.types import GenRequest
 
 try:
@@ -53,9 +54,10 @@ def connect(settings: RaySettings) -> None:
 def _load_options(spec: str, options: dict[str, Any], settings: RaySettings) -> dict[str, Any]:
     """An actor's in-process threads follow the CPUs it reserved, unless given."""
     threads = max(1, int(settings.num_cpus))
-    if spec.startswith("llamacpp/"):
+    provider = resolve(spec).provider
+    if provider == "llamacpp":
         return {"n_threads": threads, **options}
-    if spec.startswith("hf/") and not settings.num_gpus:
+    if provider == "hf" and not settings.num_gpus:
         return {"threads": threads, **options}
     return dict(options)
 
@@ -134,7 +136,7 @@ class RayBackend:
         caps = Capabilities(**described[0][2])
         self.capabilities = Capabilities(
             prefill=caps.prefill, seed=caps.seed, inputs_embeds=False,
-            max_concurrency=settings.actors * settings.batch_size,
+            max_concurrency=settings.actors * settings.batch_size, logprobs=caps.logprobs,
         )
         self.batches_resent = 0
 

@@ -21,8 +21,8 @@ from inspect_ai.util import collect
 from veracity.checks import MAX_N
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, VeracityError
+from veracity.methods.gamma.calibration.trust import check_thresholds, default_thresholds, verdict
 from veracity.methods.gamma.core import FORMS, Form, check_prompt, gamma_from_embeddings
-from veracity.methods.gamma.trust import check_thresholds, default_thresholds, verdict
 from veracity.perturb import perturb, resolve_ball
 from veracity.registry import load_embedder
 from veracity.stats import auroc

@@ -1,5 +1,6 @@
-"""Interactive pieces of a report: item tables (sort, filter, drill-down, CSV) and the γ
-comparison of two runs. Python hands over data as JSON; ``static/report.js`` renders it.
+"""Interactive pieces of a report: item tables (sort, filter, drill-down, CSV). Python hands
+over data as JSON; ``static/report.js`` renders it, and a method's own script adds its
+drill-down and any view over a table (γ's comparison of two runs is in γ's ``drill.js``).
 
 A section adds a table with :func:`item_table` and gets back HTML to place where it wants;
 rows are plain dicts with one value per column, ``_d`` for the drill-down and ``_run`` for
@@ -66,13 +67,3 @@ def item_table(
     said = esc(caption) if caption else f"All {len(rows)} rows"
     return (f"<p class='muted'>{said}; click a column to sort.{hint}</p>"
             f"<div class='vtable' data-src=\"{esc(name)}\"></div>{json_block(name, spec)}")
-
-
-def gamma_comparison(
-    name: str, items: str, runs: Sequence[str], pair: tuple[int, int], upper: float
-) -> str:
-    """γ of run A against run B over the items of table ``items`` both answered (same id
-    and prompt), with the items they disagree on most; ``runs`` labels each ``_run``."""
-    spec = {"items": items, "runs": [{"label": label} for label in runs],
-            "default_pair": list(pair), "upper": upper}
-    return f"<div class='vcompare' data-src=\"{esc(name)}\"></div>{json_block(name, spec)}"

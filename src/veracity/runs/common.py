@@ -24,8 +24,8 @@ from veracity.registry import (
     load_embedder,
     load_model,
     load_scorer,
+    resolve,
     resolved_options,
-    split_spec,
 )
 from veracity.store import timestamp
 
@@ -71,7 +71,7 @@ class Context:
     def client(self, spec: str, **options: Any) -> LLMClient:
         """The cached client of a model spec, built once per run."""
         if spec not in self.clients:
-            merged = {**self.model_options.get(split_spec(spec)[0], {}), **options}
+            merged = {**self.model_options.get(resolve(spec).provider, {}), **options}
             if self.ray is not None and runs_on_ray(spec):
                 from veracity.executors.ray_actors import RayBackend
 
@@ -84,7 +84,7 @@ class Context:
     def embedder(self, spec: str, **options: Any) -> CachedEmbedder:
         """The cached embedder of a spec, built once per run."""
         if spec not in self.embedders:
-            merged = {**self.embedder_options.get(split_spec(spec)[0], {}), **options}
+            merged = {**self.embedder_options.get(resolve(spec).provider, {}), **options}
             if self.ray is not None and self.ray.embeddings and runs_on_ray(spec, "embedder"):
                 from veracity.executors.ray_actors import RayEmbedder
 
@@ -97,7 +97,7 @@ class Context:
     def scorer(self, spec: str, **options: Any) -> ScorerClient:
         """The cached client of a pair-scorer spec (``cross-encoder/PATH``), built once per run."""
         if spec not in self.scorers:
-            merged = {**self.scorer_options.get(split_spec(spec)[0], {}), **options}
+            merged = {**self.scorer_options.get(resolve(spec).provider, {}), **options}
             self.scorers[spec] = ScorerClient(load_scorer(spec, **merged), self.cache,
                                               self.progress)
         return self.scorers[spec]
@@ -110,7 +110,7 @@ class Context:
         for what, given, used in (("model", self.model_options, self.clients),
                                   ("embedder", self.embedder_options, self.embedders),
                                   ("scorer", self.scorer_options, self.scorers)):
-            providers = dict.fromkeys([*given, *(split_spec(s)[0] for s in used)])
+            providers = dict.fromkeys([*given, *(resolve(s).provider for s in used)])
             resolved = {p: resolved_options(f"{p}/", dict(given.get(p, {})), what) for p in providers}
             resolved = {p: _plain(v) for p, v in resolved.items() if v}
             if resolved:

@@ -32,6 +32,13 @@ class Tally(Protocol[R_contra]):
     def add(self, records: Sequence[R_contra]) -> None: ...
 
 
+class Kept(list[R]):
+    """A tally that keeps every record, for a summary that needs them all at once."""
+
+    def add(self, records: Sequence[R]) -> None:
+        self.extend(records)
+
+
 @dataclass(frozen=True)
 class RunPlan(Generic[R]):
     """What the driver needs to know of a run before its first chunk."""

@@ -30,8 +30,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from veracity.cache import Cache
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma.calibration import read_calibration
-from veracity.methods.gamma.trust import TrustScore
+from veracity.methods.gamma.calibration.core import read_calibration
+from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.registry import load_embedder
 from veracity.serve.admission import Admission, Saturated
 from veracity.serve.auth import KeyCheck

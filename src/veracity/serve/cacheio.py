@@ -13,10 +13,10 @@ and empty replies first.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from veracity.cache import Cache
+from veracity.client import GENERATIONS
 from veracity.embed.base import Matrix
 from veracity.serve.batching import BatchWriter
 from veracity.types import Generation
@@ -44,7 +44,7 @@ class CacheIO:
             return {}
         queued = {k: self._pending[k] for k in keys if k in self._pending}
         stored = self._reader.get_json([k for k in keys if k not in queued])
-        return queued | {k: Generation(**v) for k, v in stored.items()}
+        return queued | {k: GENERATIONS.load(v) for k, v in stored.items()}
 
     def save_generations(self, spec: str, items: Mapping[str, Generation]) -> None:
         if items and self.cache is not None:
@@ -76,8 +76,6 @@ class CacheIO:
 
 
 def _stored(generation: Generation) -> dict[str, Any]:
-    """A generation as the project's client caches it (``replaced_chars`` only when set)."""
-    value = asdict(generation)
-    if not value.get("replaced_chars"):
-        value.pop("replaced_chars", None)
-    return value
+    """A generation as the project's client caches it."""
+    stored: dict[str, Any] = GENERATIONS.dump(generation)
+    return stored

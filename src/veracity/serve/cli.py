@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from veracity.cli.options import ball_choice, handles_errors
+from veracity.cli.options import ball_choice, handles_errors, options_as
 from veracity.errors import ConfigError
-from veracity.methods.gamma.core import FORMS
+from veracity.methods.gamma.core import FORMS, Form
 from veracity.text import redact_url
+
+if TYPE_CHECKING:
+    from veracity.serve.settings import GatewaySettings, Mode
 
 
 def parse_thresholds(value: str | None) -> tuple[float, float] | None:
@@ -47,6 +51,80 @@ def gateway_tracing(flag: bool, content: bool) -> Any:
         click.echo(f"veracity gateway: OTEL_* is set but {hint}; no traces", err=True)
         return None
     return configure(content)
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """``veracity serve``'s options."""
+
+    upstream: str | None
+    upstream_api_key_env: str
+    model: str
+    model_option: tuple[str, ...]
+    embedder: str
+    embedder_option: tuple[str, ...]
+    n: int
+    ball: str
+    seed: int
+    form: Form
+    temperature: float
+    max_tokens: int
+    thresholds: str | None
+    calibration: Path | None
+    force: bool
+    mode: Mode
+    max_concurrency: int
+    queue: int
+    timeout: float
+    log_file: Path
+    no_log: bool
+    cache_path: Path | None
+    no_cache: bool
+    api_keys_env: str
+    no_auth: bool
+    host: str
+    port: int
+    shutdown_grace: float
+    otel: bool
+    trace_content: bool
+    max_body: int
+    client_timeout: float
+    max_connections: int
+    cors_origin: tuple[str, ...]
+    score_retention: float
+
+    def settings(self) -> GatewaySettings:
+        """The gateway's settings; the in-process model's options are refused for an upstream."""
+        from veracity.registry import parse_embedder_options, parse_options, resolve
+        from veracity.serve.settings import GatewaySettings, keys_from_env
+
+        options = parse_embedder_options(self.embedder_option).get(
+            resolve(self.embedder).provider, {})
+        parsed = parse_options(self.model_option)
+        model_options = parsed.get(resolve(self.model).provider, {})
+        unused = [p for p in self.model_option
+                  if self.upstream or p.partition("=")[0].strip() not in model_options]
+        if unused:
+            served = "the upstream" if self.upstream else self.model
+            raise ConfigError(f"--model-option sets the in-process model's options; {served} "
+                              f"does not take {', '.join(unused)}")
+        return GatewaySettings(
+            upstream=self.upstream, upstream_api_key_env=self.upstream_api_key_env,
+            model=self.model, model_options=model_options,
+            embedder=self.embedder, embedder_options=options, n=self.n, ball=self.ball,
+            seed=self.seed, form=self.form,
+            temperature=self.temperature, max_tokens=self.max_tokens,
+            thresholds=parse_thresholds(self.thresholds), calibration=self.calibration,
+            force=self.force, mode=self.mode,
+            max_concurrency=self.max_concurrency, queue=self.queue, timeout=self.timeout,
+            log=None if self.no_log else self.log_file, cache=self.cache_path,
+            no_cache=self.no_cache,
+            api_keys=() if self.no_auth else keys_from_env(self.api_keys_env),
+            no_auth=self.no_auth, host=self.host, port=self.port,
+            shutdown_grace=self.shutdown_grace, max_body=self.max_body,
+            client_timeout=self.client_timeout, max_connections=self.max_connections,
+            cors_origins=tuple(self.cors_origin), score_retention=self.score_retention,
+        )
 
 
 @click.command()
@@ -123,10 +201,9 @@ def gateway_tracing(flag: bool, content: bool) -> Any:
               show_default=True, metavar="SECONDS",
               help="How long async-mode scores stay fetchable (kept in the traffic log).")
 @handles_errors
-def serve(**kw: Any) -> None:
+@options_as(ServeOptions)
+def serve(o: ServeOptions) -> None:
     """Serve an OpenAI-compatible API that scores every answer with gamma."""
-    from veracity.serve.settings import GatewaySettings, keys_from_env
-
     try:
         from veracity.serve.app import create_app, threshold_source
         from veracity.serve.server import run
@@ -134,33 +211,7 @@ def serve(**kw: Any) -> None:
     except ImportError as exc:
         raise ConfigError(
             f"veracity serve needs the serve extra: pip install 'veracity[serve]' ({exc})") from None
-    from veracity.registry import parse_embedder_options, parse_options, split_spec
-
-    options = parse_embedder_options(kw["embedder_option"]).get(split_spec(kw["embedder"])[0], {})
-    parsed = parse_options(kw["model_option"])
-    model_options = parsed.get(split_spec(kw["model"])[0], {})
-    unused = [p for p in kw["model_option"]
-              if kw["upstream"] or p.partition("=")[0].strip() not in model_options]
-    if unused:
-        served = "the upstream" if kw["upstream"] else kw["model"]
-        raise ConfigError(f"--model-option sets the in-process model's options; {served} does "
-                          f"not take {', '.join(unused)}")
-    settings = GatewaySettings(
-        upstream=kw["upstream"], upstream_api_key_env=kw["upstream_api_key_env"], model=kw["model"],
-        model_options=model_options,
-        embedder=kw["embedder"], embedder_options=options, n=kw["n"], ball=kw["ball"],
-        seed=kw["seed"], form=kw["form"],
-        temperature=kw["temperature"], max_tokens=kw["max_tokens"],
-        thresholds=parse_thresholds(kw["thresholds"]), calibration=kw["calibration"],
-        force=kw["force"], mode=kw["mode"],
-        max_concurrency=kw["max_concurrency"], queue=kw["queue"], timeout=kw["timeout"],
-        log=None if kw["no_log"] else kw["log_file"], cache=kw["cache_path"], no_cache=kw["no_cache"],
-        api_keys=() if kw["no_auth"] else keys_from_env(kw["api_keys_env"]), no_auth=kw["no_auth"],
-        host=kw["host"], port=kw["port"], shutdown_grace=kw["shutdown_grace"],
-        max_body=kw["max_body"], client_timeout=kw["client_timeout"],
-        max_connections=kw["max_connections"], cors_origins=tuple(kw["cors_origin"]),
-        score_retention=kw["score_retention"],
-    )
+    settings = o.settings()
     embedder, thresholds = None, None
     if settings.calibration is not None:  # refused here, before anything listens
         from veracity.registry import load_embedder
@@ -170,7 +221,7 @@ def serve(**kw: Any) -> None:
         embedder = load_embedder(settings.embedder, **settings.embedder_options)
         assert isinstance(thresholds, CalibratedThresholds)
         thresholds.check(embedder.spec, settings.form, None if settings.upstream else settings.model)
-    tracing = gateway_tracing(kw["otel"], kw["trace_content"])
+    tracing = gateway_tracing(o.otel, o.trace_content)
     app = create_app(settings, embedder=embedder, thresholds=thresholds, freeze_gc=True,
                      tracing=tracing)
     if tracing is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from veracity.methods.gamma.trust import TrustScore
+from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.serve.batching import BatchWriter
 from veracity.traffic import Entry, StoredScore, TrafficLog
 

@@ -5,7 +5,8 @@ own async client, sent with the request for the answer since they do not depend 
 batch on an in-process model, after the answer), after a cache lookup; only real answers
 are cached. Their embeddings join those of all
 concurrent scores in one batch (:class:`~veracity.serve.embedding.EmbedWorker`). Gamma and the
-verdict are the project's own (:mod:`veracity.methods.gamma.core`, :mod:`veracity.methods.gamma.trust`).
+verdict are the project's own (:mod:`veracity.methods.gamma.core`,
+:mod:`veracity.methods.gamma.calibration.trust`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from veracity.cache import Cache
 from veracity.client import request_key
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, VeracityError
+from veracity.methods.gamma.calibration.trust import UNDEFINED, TrustScore
 from veracity.methods.gamma.core import check_prompt, gamma_from_embeddings
-from veracity.methods.gamma.trust import UNDEFINED, TrustScore
 from veracity.perturb import perturb
 from veracity.serve.cacheio import CacheIO
 from veracity.serve.embedding import EmbedWorker

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from veracity.errors import ConfigError
+from veracity.methods.gamma.calibration.trust import check_thresholds
 from veracity.methods.gamma.core import FORMS, Form
-from veracity.methods.gamma.trust import check_thresholds
 from veracity.perturb import resolve_ball
 from veracity.text import redact_url
 

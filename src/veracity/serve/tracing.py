@@ -33,7 +33,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.backends.base import Outcome
 from veracity.errors import BackendError, ConfigError
-from veracity.methods.gamma.trust import TrustScore
+from veracity.methods.gamma.calibration.trust import TrustScore
+from veracity.registry import resolve
 from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
 from veracity.types import Generation, GenRequest
@@ -301,7 +302,7 @@ class TracedUpstream:
             host = parts.hostname or ""
             self._provider = "openai" if host.endswith("openai.com") else "openai_compatible"
         else:
-            self._provider = inner.name.split("/", 1)[0]
+            self._provider = resolve(inner.name).provider
 
     def _attributes(self, model: str) -> dict[str, Any]:
         """The client span's first attributes (a copy of those made for the model before)."""

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import KEY_FIELDS, Calibration, Curve, describe_key
-from veracity.methods.gamma.core import Form
-from veracity.methods.gamma.trust import (
+from veracity.methods.gamma.calibration.core import KEY_FIELDS, Calibration, Curve, describe_key
+from veracity.methods.gamma.calibration.trust import (
     AUTHORS_SOURCE,
     Verdict,
     check_thresholds,
     default_thresholds,
     verdict,
 )
+from veracity.methods.gamma.core import Form
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,15 @@ import click
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
+    CommonOptions,
     Finite,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
@@ -30,6 +33,42 @@ from veracity.store import dumps
 from veracity.types import Item
 
 DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
+
+
+@dataclass(frozen=True)
+class ConsistencyOptions:
+    """``veracity consistency``'s options."""
+
+    prompts: tuple[str, ...]
+    dataset: str | None
+    model: str
+    embedder: str
+    m: int
+    temperature: float
+    max_tokens: int
+    seed: int
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    out: Path | None
+    as_json: bool
+    common: CommonOptions = CommonOptions()
+
+    def settings(self) -> ConsistencySettings:
+        return ConsistencySettings(self.m, self.temperature, self.max_tokens, self.seed)
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """``veracity validate consistency``'s options."""
+
+    run: Path
+    judge: str | None
+    resamples: int
+    seed: int
+    as_json: bool
+    common: CommonOptions = CommonOptions()
 
 
 @click.command()
@@ -52,33 +91,33 @@ DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
 @click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
 @common_options
 @handles_errors
-def consistency(prompts: tuple[str, ...], **kw: Any) -> None:
+@options_as(ConsistencyOptions)
+def consistency(o: ConsistencyOptions) -> None:
     """Self-consistency baseline: how close M answers sampled at T > 0 stay to the greedy one.
 
     Score = (mean cosine of the samples' embeddings to the greedy answer's + 1) / 2, in [0, 1];
     higher = more consistent (UQLM's cosine scorer). Give prompts or --dataset.
     """
-    if bool(prompts) == bool(kw["dataset"]):
+    if bool(o.prompts) == bool(o.dataset):
         raise ConfigError("give prompts or --dataset SPEC (exactly one)")
-    selection = pop_selection(kw)
-    if selection.active and not kw["dataset"]:
+    selection = selection_of(o.sample, o.sample_seed, o.limit)
+    if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     chosen: dict[str, Any] | None = None
     held = ExitStack()
-    if prompts:
-        items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
-        dataset, out = "prompts", kw["out"]
+    if o.dataset is None:
+        items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(o.prompts, 1)]
+        dataset, out = "prompts", o.out
     else:
         items, chosen = held.enter_context(selected_items(  # large files: on disk
-            kw["dataset"], selection, kw["question_field"]))
-        dataset = kw["dataset"]
-        out = kw["out"] or default_out("consistency", dataset.split(":")[-1], kw["model"])
-    settings = ConsistencySettings(kw["m"], kw["temperature"], kw["max_tokens"], kw["seed"])
-    with held, command_run(kw) as cmd:
-        outcome = run_consistency(items, kw["model"], kw["embedder"], settings, cmd.ctx, out,
+            o.dataset, selection, o.question_field))
+        dataset = o.dataset
+        out = o.out or default_out("consistency", dataset.split(":")[-1], o.model)
+    with held, command_run(o.common) as cmd:
+        outcome = run_consistency(items, o.model, o.embedder, o.settings(), cmd.ctx, out,
                                   dataset)
     record_selection(outcome.run, chosen)
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps(outcome.records_json(), indent=2))
     else:
         for record in outcome.records:
@@ -87,7 +126,7 @@ def consistency(prompts: tuple[str, ...], **kw: Any) -> None:
         r = outcome.summary
         echo(f"\nmean score {_float(r.mean_score):.4f} ± {_float(r.stderr):.4f} (SE) over "
              f"{r.n_scored} questions, {r.n_unscored} unscored\n{cmd.calls_line()}")
-    write_report(outcome.run, f"veracity self-consistency: {dataset}", kw["as_json"])
+    write_report(outcome.run, f"veracity self-consistency: {dataset}", o.as_json)
 
 
 def _float(value: float | None) -> float:
@@ -104,20 +143,20 @@ def _float(value: float | None) -> float:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @common_options
 @handles_errors
-def validate_command(run: Path, **kw: Any) -> None:
+@options_as(ValidateOptions)
+def validate_command(o: ValidateOptions) -> None:
     """AUROC of 1 - score for flagging incorrect answers of a consistency RUN.
 
     Labels come from the references stored with each question, or from --judge. Writes
     validation.json into RUN and rebuilds its report.
     """
-    as_json = kw.pop("as_json")
-    judge, resamples, seed = kw.pop("judge"), kw.pop("resamples"), kw.pop("seed")
-    with command_run(kw) as cmd:
-        results = validate_consistency(run, cmd.ctx, judge, resamples, seed)
+    run = o.run
+    with command_run(o.common) as cmd:
+        results = validate_consistency(run, cmd.ctx, o.judge, o.resamples, o.seed)
     from veracity.store import RunDir
 
     write_report(RunDir.open(run), "veracity self-consistency", quiet=True)
-    if as_json:
+    if o.as_json:
         echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
         return
     a = results["auroc"]

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
+    CommonOptions,
     Finite,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo
 from veracity.data.stored import selected_mc
@@ -119,16 +122,91 @@ def _finish(outcome: RunResult[DeceptionRecord, DeceptionResults], as_json: bool
 def deception() -> None:
     """Deception-based benchmarking (DB-MMLU): accuracy with and without misleading openings."""
 
+T = TypeVar("T")
 
-def _sampling(kw: dict[str, Any]) -> Sampling:
-    explicit = [n for n in ("temperature", "top_p", "top_k", "repeat_penalty") if kw[n] is not None]
-    if kw["greedy"]:
-        if explicit:
-            raise ConfigError(f"--greedy cannot be combined with --{explicit[0].replace('_', '-')}")
-        return Sampling(temperature=0.0, max_tokens=kw["max_tokens"], seed=kw["seed"])
-    values = {n: kw[n] if kw[n] is not None else getattr(PAPER_SAMPLING, n)
-              for n in ("temperature", "top_p", "top_k", "repeat_penalty")}
-    return Sampling(**values, max_tokens=kw["max_tokens"], seed=kw["seed"])
+
+@dataclass(frozen=True)
+class RunOptions:
+    """``veracity deception run``'s options."""
+
+    model: str
+    dataset: str
+    subjects: str | None
+    limit_per_subject: int | None
+    sample: int | None
+    sample_seed: int
+    temperature: float | None
+    top_p: float | None
+    top_k: int | None
+    repeat_penalty: float | None
+    greedy: bool
+    max_tokens: int
+    seed: int
+    retries: int
+    threshold: float
+    lenient: bool
+    susceptibility: str
+    prompt_file: Path | None
+    system_prompt: bool
+    out: Path | None
+    as_json: bool
+    common: CommonOptions = CommonOptions()
+
+    def sampling(self) -> Sampling:
+        """The paper's sampling, each value replaced where given; or greedy decoding."""
+        given = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
+                 "repeat_penalty": self.repeat_penalty}
+        explicit = [n for n, v in given.items() if v is not None]
+        if self.greedy:
+            if explicit:
+                raise ConfigError(
+                    f"--greedy cannot be combined with --{explicit[0].replace('_', '-')}")
+            return Sampling(temperature=0.0, max_tokens=self.max_tokens, seed=self.seed)
+        return Sampling(temperature=_given(self.temperature, PAPER_SAMPLING.temperature),
+                        top_p=_given(self.top_p, PAPER_SAMPLING.top_p),
+                        top_k=_given(self.top_k, PAPER_SAMPLING.top_k),
+                        repeat_penalty=_given(self.repeat_penalty, PAPER_SAMPLING.repeat_penalty),
+                        max_tokens=self.max_tokens, seed=self.seed)
+
+    def settings(self) -> DeceptionSettings:
+        prompt = load_prompt_file(self.prompt_file) if self.prompt_file else DEFAULT_PROMPT
+        return DeceptionSettings(sampling=self.sampling(), threshold=self.threshold,
+                                 retries=self.retries, lenient=self.lenient,
+                                 susceptibility=self.susceptibility, prompt=prompt,
+                                 system_prompt=self.system_prompt)
+
+
+def _given(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class MakeOptions:
+    """``veracity deception make-dataset``'s options."""
+
+    model: str
+    source: str
+    out: Path
+    subjects: str | None
+    limit_per_subject: int | None
+    batch_size: int
+    shots: int
+    shuffle: bool
+    system_prompt: bool
+    seed: int
+    retries: int
+    temperature: float
+    max_tokens: int
+    as_json: bool
+    common: CommonOptions = CommonOptions()
+
+    def settings(self) -> MakeSettings:
+        return MakeSettings(
+            batch_size=self.batch_size, seed=self.seed, retries=self.retries, shots=self.shots,
+            shuffle=self.shuffle, system_prompt=self.system_prompt,
+            sampling=Sampling(temperature=self.temperature, top_p=0.95, top_k=40,
+                              repeat_penalty=1.1, max_tokens=self.max_tokens),
+        )
 
 
 @deception.command("run")
@@ -167,23 +245,20 @@ def _sampling(kw: dict[str, Any]) -> Sampling:
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @common_options
 @handles_errors
-def run(**kw: Any) -> None:
+@options_as(RunOptions)
+def run(o: RunOptions) -> None:
     """Answer each item normally and from its misleading opening; print the paper's metrics."""
-    prompt = load_prompt_file(kw["prompt_file"]) if kw["prompt_file"] else DEFAULT_PROMPT
-    settings = DeceptionSettings(sampling=_sampling(kw), threshold=kw["threshold"],
-                                 retries=kw["retries"], lenient=kw["lenient"],
-                                 susceptibility=kw["susceptibility"], prompt=prompt,
-                                 system_prompt=kw["system_prompt"])
-    out = kw["out"] or default_out("deception", kw["dataset"].split(":", 1)[-1], kw["model"])
+    settings = o.settings()
+    out = o.out or default_out("deception", o.dataset.split(":", 1)[-1], o.model)
     # a sample is drawn from what --subjects and --limit-per-subject leave
-    held = selected_mc(kw["dataset"], _subjects(kw["subjects"]),  # large files: on disk
-                       kw["limit_per_subject"], pop_selection(kw, limit=None))
-    with held as (items, chosen), command_run(kw) as cmd:
-        outcome = run_deception(kw["model"], kw["dataset"], cmd.ctx, settings, out,
-                                _subjects(kw["subjects"]), kw["limit_per_subject"], items)
+    held = selected_mc(o.dataset, _subjects(o.subjects),  # large files: on disk
+                       o.limit_per_subject, selection_of(o.sample, o.sample_seed))
+    with held as (items, chosen), command_run(o.common) as cmd:
+        outcome = run_deception(o.model, o.dataset, cmd.ctx, settings, out,
+                                _subjects(o.subjects), o.limit_per_subject, items)
     record_selection(outcome.run, chosen)
-    _finish(outcome, kw["as_json"], f"veracity deception: {outcome.results['model']}")
-    if not kw["as_json"]:
+    _finish(outcome, o.as_json, f"veracity deception: {outcome.results['model']}")
+    if not o.as_json:
         echo(cmd.calls_line())
 
 
@@ -238,19 +313,15 @@ def score_recorded(results_dir: Path, dataset: str, subjects: str | None, model_
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @common_options
 @handles_errors
-def make_dataset_command(**kw: Any) -> None:
+@options_as(MakeOptions)
+def make_dataset_command(o: MakeOptions) -> None:
     """Write misleading openings for any multiple-choice data, in the DB-MMLU format."""
-    settings = MakeSettings(
-        batch_size=kw["batch_size"], seed=kw["seed"], retries=kw["retries"],
-        shots=kw["shots"], shuffle=kw["shuffle"], system_prompt=kw["system_prompt"],
-        sampling=Sampling(temperature=kw["temperature"], top_p=0.95, top_k=40,
-                          repeat_penalty=1.1, max_tokens=kw["max_tokens"]),
-    )
-    with command_run(kw) as cmd:
-        made = make_dataset(kw["model"], kw["source"], kw["out"], cmd.ctx, settings,
-                            _subjects(kw["subjects"]), kw["limit_per_subject"])
+    settings = o.settings()
+    with command_run(o.common) as cmd:
+        made = make_dataset(o.model, o.source, o.out, cmd.ctx, settings,
+                            _subjects(o.subjects), o.limit_per_subject)
     s = made.summary
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps(s, indent=2))
     else:
         echo(f"wrote {s['n_written']} of {s['n_items']} items to {made.out} "

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from veracity.backends.base import require
+from veracity.backends.fake import digest, last_user
 from veracity.client import LLMClient
 from veracity.data.mc import LETTERS, NO_ANSWER
 from veracity.errors import BackendError, ConfigError, DataError, ErrorKind, InvalidValueError
@@ -438,3 +439,24 @@ def pairs_from_records(records: Sequence[DeceptionRecord]) -> list[AnswerPair]:
                    r.misleading.error_kind is ErrorKind.TRUNCATED)
         for r in records if r.scored
     ]
+
+
+_REASONING_OPEN = '"Reasoning": "'
+
+
+def fake_deceive(request: GenRequest) -> str:
+    """Finishes a deception prefill as valid JSON with a letter hashed from the prompt:
+    from the question alone when answering normally, from question + prefill otherwise."""
+    question = last_user(request)
+    normal = request.prefill.endswith("Let's reason step by step.")
+    letter = "ABCD"[digest(question if normal else question + request.prefill) % 4]
+    if _REASONING_OPEN not in request.prefill:
+        return f'{{"Reasoning": "The options were compared.", "Answer": "{letter}"}}'
+    return f' The options were compared.",\n    "Answer": "{letter}"\n}}'
+
+
+def fake_deceive_flaky(request: GenRequest) -> str:
+    """Like ``fake/deceive``, but a third of first attempts are cut off (invalid JSON)."""
+    if request.sample_index == 0 and digest(last_user(request) + request.prefill) % 3 == 0:
+        return " and then the text stops"
+    return fake_deceive(request)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from veracity.backends.fake import last_user
 from veracity.client import LLMClient
 from veracity.data.mc import LETTERS
 from veracity.errors import ConfigError
@@ -330,3 +331,24 @@ def shuffle_within_subjects(items: Sequence[MCItem], seed: int) -> list[MCItem]:
         random.Random(f"{seed}:{subject}").shuffle(shuffled)
         out.extend(shuffled)
     return out
+
+
+def fake_misleader(request: GenRequest) -> str:
+    """Answers a make-dataset batch (a JSON list of {id, target, ...} ending the last user
+    turn) with one plausible mistake and misleading opening per question."""
+    text = last_user(request)
+    try:
+        batch = json.loads(text[text.rindex("\n[") + 1 :])
+    except (ValueError, json.JSONDecodeError):
+        return "[]"
+    out = [
+        {
+            "id": q.get("id"),
+            "mistake": f"Mixes up the key terms and so prefers option {q.get('target')}.",
+            "misleading_start": f"The key term here clearly points to option {q.get('target')}.",
+        }
+        for q in batch
+        if isinstance(q, dict)
+    ]
+    reply = json.dumps(out, indent=2)
+    return reply[len(request.prefill) :] if reply.startswith(request.prefill) else reply

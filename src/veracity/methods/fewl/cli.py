@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -11,37 +12,32 @@ import click
 from veracity.cli.lifecycle import CommandRun, command_run, write_report
 from veracity.cli.options import (
     SEED,
+    CommonOptions,
     Finite,
     common_options,
     handles_errors,
+    options_as,
     pick,
-    pop_selection,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo
 from veracity.data.labelled import load_labelled, load_questions
 from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
-from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS
+from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS, Divergence, ExpertiseForm
 from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
 from veracity.methods.fewl.similarity import MAPPINGS
-from veracity.methods.fewl.validation import TABLE_ROWS
+from veracity.methods.fewl.similarity import Mapping as SimilarityMapping
+from veracity.methods.fewl.validation.core import TABLE_ROWS
 from veracity.runs.result import Results, RunResult
 from veracity.text import slug
 
 F = TypeVar("F", bound=Callable[..., Any])
-_SETTINGS = ("reference", "reference_samples", "reference_temperature", "references_file",
-             "pairs", "pairs_model", "pairs_file", "pairs_temperature", "pair_retries",
-             "min_pairs", "pairs_max_tokens", "similarity", "similarity_label", "mapping",
-             "question_embedder", "neighbours", "near_duplicate", "tau", "expertise",
-             "pair_prompt", "neighbours_mode",
-             "divergence",
-             "max_tokens", "answer_template", "seed")
-
 
 questions_dataset = click.option(
     "--dataset", required=True,
@@ -111,23 +107,106 @@ def fewl_options(func: F) -> F:
     return func
 
 
-def settings_from(kw: dict[str, Any]) -> FewlSettings:
-    """FewlSettings from the parsed options (removes them from ``kw``)."""
-    o = {name: kw.pop(name) for name in _SETTINGS}
-    return FewlSettings(
-        references=tuple(o["reference"]), reference_samples=o["reference_samples"],
-        reference_temperature=o["reference_temperature"], references_file=o["references_file"],
-        pairs=PairSettings(r=o["pairs"], temperature=o["pairs_temperature"],
-                           max_tokens=o["pairs_max_tokens"], retries=o["pair_retries"],
-                           min_pairs=o["min_pairs"], seed=o["seed"]),
-        pairs_model=o["pairs_model"], pairs_file=o["pairs_file"], similarity=o["similarity"],
-        similarity_label=o["similarity_label"], mapping=o["mapping"],
-        question_embedder=o["question_embedder"], neighbours=o["neighbours"],
-        near_duplicate=o["near_duplicate"], tau=o["tau"], expertise=o["expertise"],
-        divergence=o["divergence"], neighbours_mode=o["neighbours_mode"],
-        pair_prompt=PairPrompt.from_file(o["pair_prompt"]) if o["pair_prompt"] else PairPrompt(),
-        max_tokens=o["max_tokens"], answer_template=o["answer_template"], seed=o["seed"],
-    )
+@dataclass(frozen=True, kw_only=True)
+class FewlParameters:
+    """The options that make FewlSettings: references, pairs, similarity and FEWL's own."""
+
+    reference: tuple[str, ...]
+    reference_samples: int
+    reference_temperature: float
+    references_file: Path | None
+    pairs: int
+    pairs_model: str | None
+    pairs_file: Path | None
+    pairs_temperature: float
+    pair_retries: int
+    min_pairs: int
+    pairs_max_tokens: int | None
+    pair_prompt: Path | None
+    similarity: str
+    similarity_label: str | None
+    mapping: SimilarityMapping
+    question_embedder: str | None
+    neighbours: int
+    near_duplicate: float
+    neighbours_mode: str
+    tau: float
+    expertise: ExpertiseForm
+    divergence: Divergence
+    max_tokens: int
+    answer_template: str
+    seed: int
+
+    def settings(self) -> FewlSettings:
+        return FewlSettings(
+            references=tuple(self.reference), reference_samples=self.reference_samples,
+            reference_temperature=self.reference_temperature,
+            references_file=self.references_file,
+            pairs=PairSettings(r=self.pairs, temperature=self.pairs_temperature,
+                               max_tokens=self.pairs_max_tokens, retries=self.pair_retries,
+                               min_pairs=self.min_pairs, seed=self.seed),
+            pairs_model=self.pairs_model, pairs_file=self.pairs_file,
+            similarity=self.similarity, similarity_label=self.similarity_label,
+            mapping=self.mapping, question_embedder=self.question_embedder,
+            neighbours=self.neighbours, near_duplicate=self.near_duplicate, tau=self.tau,
+            expertise=self.expertise, divergence=self.divergence,
+            neighbours_mode=self.neighbours_mode,
+            pair_prompt=PairPrompt.from_file(self.pair_prompt) if self.pair_prompt
+            else PairPrompt(),
+            max_tokens=self.max_tokens, answer_template=self.answer_template, seed=self.seed,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FewlOptions(FewlParameters):
+    """What every FEWL mode's command takes (:func:`fewl_options` and the common options)."""
+
+    dataset: str
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    out: Path | None
+    common: CommonOptions = CommonOptions()
+
+    def selected(self, labelled: bool = False) -> tuple[list[Any], dict[str, Any]]:
+        """The --dataset's questions left by --limit and --sample, and the record of that
+        choice."""
+        items: list[Any] = (load_labelled(self.dataset) if labelled
+                            else load_questions(self.dataset))
+        return pick(items, selection_of(self.sample, self.sample_seed, self.limit),
+                    lambda item: str(item.id))
+
+    def held(self) -> Any:
+        """The selected questions kept on disk (large files), as ``(items, chosen)``."""
+        return selected_items(self.dataset, selection_of(self.sample, self.sample_seed,
+                                                         self.limit),
+                              load=lambda: load_questions(self.dataset))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreOptions(FewlOptions):
+    """``veracity fewl run`` / ``rank``'s options."""
+
+    answers: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidateOptions(FewlOptions):
+    """``veracity fewl validate``'s options."""
+
+    repeats: int
+    judge: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectOptions(FewlOptions):
+    """``veracity fewl select``'s options."""
+
+    candidates: str
+    samples: int
+    temperature: float
+    icl_examples: int
+    min_fewl: float | None
 
 
 def default_out(mode: str, dataset: str) -> Path:
@@ -212,12 +291,6 @@ def _sample_level(ranking: dict[str, Any]) -> None:
              f"without {wo['agree']}/{wo['n']}")
 
 
-def load_selected(kw: dict[str, Any], labelled: bool = False) -> tuple[list[Any], dict[str, Any]]:
-    """The --dataset's questions left by --limit and --sample, and the record of that choice."""
-    items: list[Any] = load_labelled(kw["dataset"]) if labelled else load_questions(kw["dataset"])
-    return pick(items, pop_selection(kw), lambda item: str(item.id))
-
-
 def _finish(outcome: RunResult[FewlRecord, Results], cmd: CommandRun, chosen: dict[str, Any]) -> None:
     record_selection(outcome.run, chosen)
     results = outcome.results
@@ -251,9 +324,10 @@ def fewl() -> None:
 @fewl_options
 @common_options
 @handles_errors
-def run_cmd(**kw: Any) -> None:
+@options_as(ScoreOptions)
+def run_cmd(o: ScoreOptions) -> None:
     """Score answers: FEWL per question and the mean per answer source."""
-    _scored("run", kw)
+    _scored("run", o)
 
 
 @fewl.command("rank")
@@ -263,21 +337,20 @@ def run_cmd(**kw: Any) -> None:
 @fewl_options
 @common_options
 @handles_errors
-def rank_cmd(**kw: Any) -> None:
+@options_as(ScoreOptions)
+def rank_cmd(o: ScoreOptions) -> None:
     """Rank models by mean FEWL; with multiple-choice labels (haltt4llm), also by true error
     rate (an answer is correct when it starts with the correct letter or, failing that, is
     most similar to the correct option among A-E), and their Spearman correlation."""
-    _scored("rank", kw)
+    _scored("rank", o)
 
 
-def _scored(mode: str, kw: dict[str, Any]) -> None:
-    settings = settings_from(kw)
-    sources = [answer_source(a) for a in kw["answers"]]
-    held = selected_items(kw["dataset"], pop_selection(kw),  # large files: on disk
-                          load=lambda: load_questions(kw["dataset"]))
-    with held as (items, chosen), command_run(kw) as cmd:
-        outcome = run_fewl(items, sources, settings, cmd.ctx, kw["out"] or default_out(mode,
-                           kw["dataset"]), kw["dataset"], mode)
+def _scored(mode: str, o: ScoreOptions) -> None:
+    settings = o.settings()
+    sources = [answer_source(a) for a in o.answers]
+    with o.held() as (items, chosen), command_run(o.common) as cmd:  # large files: on disk
+        outcome = run_fewl(items, sources, settings, cmd.ctx, o.out or default_out(mode,
+                           o.dataset), o.dataset, mode)
     _finish(outcome, cmd, chosen)
 
 
@@ -291,16 +364,16 @@ def _scored(mode: str, kw: dict[str, Any]) -> None:
 @fewl_options
 @common_options
 @handles_errors
-def validate_cmd(**kw: Any) -> None:
+@options_as(ValidateOptions)
+def validate_cmd(o: ValidateOptions) -> None:
     """Measurement accuracy on labelled answers (chale, truthfulqa, halueval): the share of
     questions where the better answer scores higher, for FEWL and its ablations x tv/js/kl,
     printed in the layout of the paper's Table 1."""
-    settings = settings_from(kw)
-    repeats, judge = kw.pop("repeats"), kw.pop("judge")
-    items, chosen = load_selected(kw, labelled=True)
-    with command_run(kw) as cmd:
-        outcome = run_fewl_validate(items, settings, cmd.ctx, kw["out"] or default_out(
-            "validate", kw["dataset"]), kw["dataset"], repeats, judge)
+    settings = o.settings()
+    items, chosen = o.selected(labelled=True)
+    with command_run(o.common) as cmd:
+        outcome = run_fewl_validate(items, settings, cmd.ctx, o.out or default_out(
+            "validate", o.dataset), o.dataset, o.repeats, o.judge)
     _finish(outcome, cmd, chosen)
 
 
@@ -317,19 +390,18 @@ def validate_cmd(**kw: Any) -> None:
 @fewl_options
 @common_options
 @handles_errors
-def select_cmd(**kw: Any) -> None:
+@options_as(SelectOptions)
+def select_cmd(o: SelectOptions) -> None:
     """Pick the best candidate per question by FEWL; write icl_prompts.jsonl and a chat-format
     finetune.jsonl into the run directory."""
-    settings = settings_from(kw)
-    source = answer_source(kw["candidates"])
-    if source.model is None and kw["samples"] != 4:
+    settings = o.settings()
+    source = answer_source(o.candidates)
+    if source.model is None and o.samples != 4:
         raise ConfigError("--samples applies to a candidate model, not a file")
-    held = selected_items(kw["dataset"], pop_selection(kw),  # large files: on disk
-                          load=lambda: load_questions(kw["dataset"]))
-    with held as (items, chosen), command_run(kw) as cmd:
-        outcome = run_fewl_select(items, source, settings, cmd.ctx, kw["out"] or default_out(
-            "select", kw["dataset"]), kw["dataset"], kw["samples"], kw["temperature"],
-            kw["icl_examples"], kw["min_fewl"])
+    with o.held() as (items, chosen), command_run(o.common) as cmd:  # large files: on disk
+        outcome = run_fewl_select(items, source, settings, cmd.ctx, o.out or default_out(
+            "select", o.dataset), o.dataset, o.samples, o.temperature, o.icl_examples,
+            o.min_fewl)
     _finish(outcome, cmd, chosen)
     if outcome.run is not None:
         echo(f"exports: {outcome.run.path / 'icl_prompts.jsonl'}, "

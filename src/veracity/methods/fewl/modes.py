@@ -11,12 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from veracity.data.labelled import LabelledItem, finetune_set, icl_prompts
+from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import (
     measurement_accuracy,
 )
-from veracity.methods.fewl.figures import figure_three, figure_two
 from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
@@ -32,15 +31,17 @@ from veracity.methods.fewl.run import (
     score_sets,
 )
 from veracity.methods.fewl.run_stream import stream_fewl, streamable
-from veracity.methods.fewl.select_stream import (
+from veracity.methods.fewl.selection.core import finetune_set, icl_prompts
+from veracity.methods.fewl.selection.run import (
     SelectionTally,
     candidate_sets,
     kept,
     pick_best,
     stream_select,
 )
-from veracity.methods.fewl.validate_stream import stream_fewl_validate
-from veracity.methods.fewl.validation import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.figures import figure_three, figure_two
+from veracity.methods.fewl.validation.run import stream_fewl_validate
 from veracity.runs.common import Context
 from veracity.runs.result import Results, RunResult
 from veracity.store import check_run_target
@@ -109,9 +110,9 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
     as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
     records are those of the first repeat). With a ``judge`` model, also the data of the
-    paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.figures`). Into a directory
+    paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.validation.figures`). Into a directory
     with the nearest-neighbour penalty it goes chunk by chunk, in bounded memory
-    (:mod:`veracity.methods.fewl.validate_stream`): the same records and aggregates."""
+    (:mod:`veracity.methods.fewl.validation.run`): the same records and aggregates."""
     if out is not None:
         check_run_target(out)  # before any model call
     if not items:
@@ -161,7 +162,7 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
     answers of each question's nearest neighbours, and a chat-format fine-tuning set.
 
     Into a directory with the nearest-neighbour penalty it goes chunk by chunk, in bounded
-    memory (:func:`~veracity.methods.fewl.select_stream.stream_select`); the same outputs."""
+    memory (:func:`~veracity.methods.fewl.selection.run.stream_select`); the same outputs."""
     if out is not None:
         check_run_target(out)  # before any model call
     if source.model is not None and samples < 1:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veracity.backends.fake import babble, last_user, stable
 from veracity.client import LLMClient
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.types import GenRequest, Sampling
@@ -288,3 +289,23 @@ def generate_pairs(
             f"{len(outcome.pairs[i])} pair(s) parsed after {outcome.attempts[i]} attempt(s), "
             f"fewer than the {settings.min_pairs} required; the model's text is in pairs_raw")
     return outcome
+
+
+_PAIRS_ASKED = re.compile(r"Write (\d+) pairs")
+
+
+def fake_pairs(request: GenRequest) -> str:
+    """Answers FEWL pair prompts in the numbered Wrong / Corrected template (one pair fewer
+    than asked, after a chatty preamble); any other prompt like ``stable``."""
+    prompt = last_user(request)
+    asked = _PAIRS_ASKED.search(prompt)
+    if asked is None:
+        return stable(request)
+    lines = ["Sure! Here are the pairs:"]
+    for i in range(1, max(int(asked.group(1)) - 1, 1) + 1):
+        lines.append(f"{i}. Wrong: {babble(f'{prompt}#wrong{i}#{request.sample_index}', 6)}")
+        lines.append(f"{i}. Corrected: {babble(f'{prompt}#right{i}#{request.sample_index}', 6)}")
+    text = "\n".join(lines)
+    # like a real prefill-capable backend, return only the continuation of a prefill
+    return text.split(request.prefill, 1)[1] if request.prefill and request.prefill in text \
+        else text

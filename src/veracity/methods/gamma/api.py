@@ -11,11 +11,11 @@ from veracity.cache import Cache
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import Calibration, Curve, as_calibration
+from veracity.methods.gamma.calibration.core import Calibration, Curve, as_calibration
+from veracity.methods.gamma.calibration.trust import TrustScore, TrustSettings, score_trust
 from veracity.methods.gamma.control import CONTROLS, add_null_control
 from veracity.methods.gamma.core import Form, GammaSettings, check_prompt, measure_gamma, score_answers
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.trust import TrustScore, TrustSettings, score_trust
 from veracity.registry import load_embedder, load_model
 from veracity.runs.common import open_cache
 from veracity.types import Item, Sampling

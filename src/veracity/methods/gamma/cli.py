@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
@@ -15,84 +16,47 @@ from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
     THRESHOLD,
+    CommonOptions,
     Finite,
     ball_choice,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo
 from veracity.data.qa import PROGRAMMING
 from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration import read_calibration
+from veracity.methods.gamma.calibration.core import read_calibration
 from veracity.methods.gamma.control import CONTROLS
-from veracity.methods.gamma.core import ALL_FORMS, EMBEDDING, LENGTH, GammaSettings, check_prompt
+from veracity.methods.gamma.core import (
+    ALL_FORMS,
+    EMBEDDING,
+    LENGTH,
+    Form,
+    GammaSettings,
+    check_prompt,
+)
 from veracity.methods.gamma.paraphrase import PARAPHRASE
+from veracity.methods.gamma.presets import (
+    DEFAULT_EMBEDDER,
+    DEFAULT_MODEL,
+    preset_option,
+    record_preset,
+    threshold_text,
+    with_preset,
+)
 from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
 from veracity.runs.result import RunResult
-from veracity.store import RunDir, dumps
+from veracity.store import dumps
 from veracity.types import Item, Sampling
-
-F = TypeVar("F", bound=Callable[..., Any])
-DEFAULT_MODEL = "llamacpp/default"
-DEFAULT_EMBEDDER = "st/default"
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "paper": {
-        # §3-4: N = 10 ASCII control-character ball points, temperature 0 (always), answers up
-        # to 1,024 tokens, γ in the authors' sqrt(1 - cos) form with Table 8's 0.05
-        "gamma": {"n": 10, "ball": "ascii-control", "form": "paper-code", "max_tokens": 1024,
-                  "threshold": 0.05, "threshold_form": "paper-code"},
-        "isotropy": {"n": 10, "ball": "ascii-control", "max_tokens": 1024},
-        # §5: candidates and their γ balls from random UTF-8, as the authors' walker draws both
-        "attack": {"n": 10, "charset": "utf8", "ball": "utf8", "form": "paper-code",
-                   "max_tokens": 1024},
-        # §4: 100 randomly sampled questions per model x corpus are rated
-        "annotate export": {"sample": 100},
-    },
-}
-"""Named bundles of settings; ``--preset NAME`` applies one, explicit options still win."""
-
-
-def preset_option(command: str) -> Callable[[F], F]:
-    """``--preset paper`` for ``command`` (a key of each preset)."""
-    shown = ", ".join(f"{k.replace('_', '-')}={v}" for k, v in PRESETS["paper"][command].items())
-    return click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
-                        help=f"Settings of a publication: paper = Kersting et al. 2024 ({shown}); "
-                             "options given explicitly still win. Recorded in run.json.")
-
-
-def apply_preset(kw: dict[str, Any], command: str) -> dict[str, Any] | None:
-    """Put the preset's settings into ``kw`` where no option was given on the command line;
-    print what was applied (to stderr) and return the record for run.json."""
-    name = kw.pop("preset", None)
-    if name is None:
-        return None
-    context = click.get_current_context()
-    applied: dict[str, Any] = {}
-    kept: dict[str, Any] = {}
-    for key, value in PRESETS[name][command].items():
-        if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
-            kept[key] = kw[key]
-        else:
-            kw[key] = applied[key] = value
-    shown = ", ".join(f"{k.replace('_', '-')}={v}" for k, v in applied.items())
-    echo(f"preset {name}: {shown}" + (
-        f" (given explicitly: {', '.join(f'{k}={v}' for k, v in kept.items())})" if kept else ""),
-        err=True)
-    return {"name": name, "applied": applied, "overridden": kept}
-
-
-def record_preset(run: RunDir | None, preset: dict[str, Any] | None) -> None:
-    """The preset a run was made with, in its run.json (``config.preset``)."""
-    if run is not None and preset is not None:
-        run.update_config({"preset": preset})
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -155,16 +119,6 @@ def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str
     echo(calls_line)
 
 
-def threshold_text(agg: Mapping[str, Any]) -> str:
-    """``γ < 0.0707 (sin; given 0.05 paper-code)``: the threshold applied, and as given."""
-    value, form = agg["threshold"], agg.get("threshold_form")
-    given = agg.get("threshold_given")
-    shown = f"γ < {value:.4g}" + (f" ({form}" if form else "")
-    if given and (given["form"] != form or given["value"] != value):
-        shown += f"; given {given['value']:g} {given['form']}"
-    return shown + (")" if form else "")
-
-
 def _value(value: float | None) -> str:
     return "   —   " if value is None else f"{value:7.4f}"
 
@@ -173,7 +127,7 @@ def first_screen_validity(run: Path, settings: GammaSettings, ctx: Any) -> dict[
     """Correctness of each answer against the references and the AUROC of γ (validation.json
     in the run, so the report shows both); None when no answer could be labelled."""
     from veracity.errors import DataError
-    from veracity.methods.gamma.validate import ValidateSettings, validate_gamma
+    from veracity.methods.gamma.validation.core import ValidateSettings, validate_gamma
 
     check = ValidateSettings(baseline_samples=0, resamples=1000, threshold=settings.threshold,
                              threshold_form=settings.cut.form)
@@ -222,6 +176,51 @@ def print_control(control: Mapping[str, Any]) -> None:
         f"{100 * control['share_above_null_p95']:.1f}%  "
         f"null answers all identical: {100 * control['share_null_identical']:.1f}%"
     )
+
+
+@dataclass(frozen=True)
+class GammaOptions:
+    """``veracity gamma``'s options."""
+
+    prompts: tuple[str, ...]
+    dataset: str | None
+    recorded: Path | None
+    model: str
+    embedder: str
+    n: int
+    allow_large_n: bool
+    seed: int
+    form: Form
+    ball: str
+    radius: float
+    shape: str
+    scope: str
+    paraphraser: str | None
+    max_tokens: int
+    threshold: float
+    threshold_form: Form | None
+    control: str | None
+    calibration: Path | None
+    force: bool
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    domain: str | None
+    validity: bool
+    out: Path | None
+    as_json: bool
+    preset: str | None
+    common: CommonOptions = CommonOptions()
+
+    def settings(self) -> GammaSettings:
+        return GammaSettings(
+            n=self.n, ball=self.ball, seed=self.seed, form=self.form,
+            sampling=Sampling(temperature=0.0, max_tokens=self.max_tokens),
+            threshold=self.threshold, threshold_form=self.threshold_form,
+            paraphraser=self.paraphraser, radius=self.radius, shape=self.shape,
+            scope=self.scope, control=self.control, allow_large_n=self.allow_large_n,
+        )
 
 
 _GENERATION_OPTIONS = ("model", "n", "allow_large_n", "seed", "ball", "max_tokens", "paraphraser", "radius",
@@ -298,61 +297,55 @@ def _refuse_generation_options() -> None:
 @preset_option("gamma")
 @common_options
 @handles_errors
-def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
+@options_as(GammaOptions)
+def gamma(o: GammaOptions) -> None:
     """Harmonic γ of each answer: 0 = stable (trustworthy), larger = unstable.
 
     Give prompts as arguments, or --dataset, or --recorded.
     """
-    sources = sum(bool(x) for x in (prompts, kw["dataset"], kw["recorded"]))
+    sources = sum(bool(x) for x in (o.prompts, o.dataset, o.recorded))
     if sources != 1:
         raise ConfigError("give prompts, or --dataset SPEC, or --recorded FILE (exactly one)")
-    if kw["force"] and not kw["calibration"]:
+    if o.force and not o.calibration:
         raise ConfigError("--force only applies to --calibration FILE")
-    calibration = read_calibration(kw["calibration"]) if kw["calibration"] else None
-    preset = apply_preset(kw, "gamma")
-    selection = pop_selection(kw)
+    calibration = read_calibration(o.calibration) if o.calibration else None
+    o, preset = with_preset(o, "gamma")
+    selection = selection_of(o.sample, o.sample_seed, o.limit)
     chosen: dict[str, Any] | None = None
-    if selection.active and not kw["dataset"]:
+    if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     validity: dict[str, Any] | None = None
-    with command_run(kw) as cmd, ExitStack() as held:
+    with command_run(o.common) as cmd, ExitStack() as held:
         ctx = cmd.ctx
-        if kw["recorded"]:
+        if o.recorded:
             _refuse_generation_options()
-            out = kw["out"]
-            outcome = run_gamma_recorded(kw["recorded"], kw["embedder"], ctx, kw["form"],
-                                         kw["threshold"], out, calibration, kw["force"],
-                                         kw["threshold_form"])
+            out = o.out
+            outcome = run_gamma_recorded(o.recorded, o.embedder, ctx, o.form, o.threshold, out,
+                                         calibration, o.force, o.threshold_form)
         else:
-            if prompts:
-                for index, prompt in enumerate(prompts, 1):
+            if o.dataset is None:
+                for index, prompt in enumerate(o.prompts, 1):
                     check_prompt(prompt, f"prompt {index}")
-                items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+                items: Sequence[Item] = [Item(f"prompt-{i}", p)
+                                         for i, p in enumerate(o.prompts, 1)]
                 dataset = "prompts"
-                out = kw["out"]
+                out = o.out
             else:
                 items, chosen = held.enter_context(selected_items(  # large files: on disk
-                    kw["dataset"], selection, kw["question_field"]))
-                dataset = kw["dataset"]
-                out = kw["out"] or default_out("gamma", dataset.split(":")[-1], kw["model"])
-            settings = GammaSettings(
-                n=kw["n"], ball=kw["ball"], seed=kw["seed"], form=kw["form"],
-                sampling=Sampling(temperature=0.0, max_tokens=kw["max_tokens"]),
-                threshold=kw["threshold"], threshold_form=kw["threshold_form"],
-                paraphraser=kw["paraphraser"],
-                radius=kw["radius"], shape=kw["shape"], scope=kw["scope"], control=kw["control"],
-                allow_large_n=kw["allow_large_n"],
-            )
-            outcome = run_gamma(items, kw["model"], kw["embedder"], settings, ctx, out, dataset,
-                                calibration, kw["force"], kw["domain"])
+                    o.dataset, selection, o.question_field))
+                dataset = o.dataset
+                out = o.out or default_out("gamma", dataset.split(":")[-1], o.model)
+            settings = o.settings()
+            outcome = run_gamma(items, o.model, o.embedder, settings, ctx, out, dataset,
+                                calibration, o.force, o.domain)
             # a Programming QA reference is a whole worked answer, not a gold answer to match
-            judged = kw["validity"] and outcome.run is not None and any(
+            judged = o.validity and outcome.run is not None and any(
                 i.references and i.metadata.get("domain") != PROGRAMMING for i in items)
             if judged and outcome.run is not None:
                 validity = first_screen_validity(outcome.run.path, settings, ctx)
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
-    if kw["as_json"]:
+    if o.as_json:
         extra = {name: outcome.results[name] for name in ("control", "calibration")
                  if name in outcome.results}
         if "calibration" in extra:
@@ -362,4 +355,4 @@ def gamma(prompts: tuple[str, ...], **kw: Any) -> None:
         echo(dumps(shown, indent=2))
     else:
         print_summary(outcome, cmd.calls_line(), validity)
-    write_report(outcome.run, f"veracity γ: {outcome.summary.dataset}", kw["as_json"])
+    write_report(outcome.run, f"veracity γ: {outcome.summary.dataset}", o.as_json)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from veracity.backends.fake import babble, digest, last_user, stable
 from veracity.client import LLMClient
 from veracity.errors import ConfigError, DataError
 from veracity.types import GenRequest, Sampling
@@ -108,3 +109,24 @@ def paraphrase_ball(
             "A paraphraser must follow instructions: name a stronger model (--paraphraser SPEC)"
         )
     return [[p for p in points if p is not None] for points in found]
+
+
+_PARAPHRASE_ASKED = re.compile(r"Rewrite the question below.*\n\nQuestion: (.*)$", re.DOTALL)
+
+
+def fake_paraphraser(request: GenRequest) -> str:
+    """Answers paraphrase requests in assorted chatty formats (always empty for
+    ``sample_index`` 1, so callers must retry), and any other prompt like ``stable``."""
+    asked = _PARAPHRASE_ASKED.search(last_user(request))
+    if asked is None:
+        return stable(request)
+    if request.sample_index == 1:
+        return ""
+    question = asked.group(1).strip()
+    variant = digest(f"{question}#{request.sample_index}#{request.sampling.seed}") % 3
+    opener = babble(f"{question}#{request.sample_index}#{request.sampling.seed}", 2)
+    if variant == 0:
+        return f'Sure! Here is the question in other words:\n"{opener}, {question}"'
+    if variant == 1:
+        return f"1. Put differently ({opener}): {question}"
+    return f"**Rephrased:** {opener} - {question.lower()}"

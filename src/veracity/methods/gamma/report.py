@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from veracity.errors import DataError
+from veracity.methods.gamma.calibration.report import calibration_section, control_plot, control_table
 from veracity.methods.gamma.records import GammaRecord, GammaResults
-from veracity.methods.gamma.report_calibration import calibration_section, control_plot, control_table
 from veracity.records import read_records
-from veracity.report.html import esc, figure, pyplot, table
-from veracity.report.items import Column, gamma_comparison, item_table, present
+from veracity.report.html import esc, figure, json_block, pyplot, table
+from veracity.report.items import Column, item_table, present
 from veracity.report.sidecar import column_values, paged_items, too_large
 from veracity.store import VALIDATION_FILE, RunDir
 
@@ -188,7 +189,7 @@ def _comparison(runs: list[RunDir], names: list[str]) -> str:
                 for run in runs)
     return ("<h3>Compare two runs item by item</h3><p class='muted'>Items match by id and "
             "prompt: compare runs of the same dataset (different models or settings).</p>"
-            + gamma_comparison("gamma-compare", "gamma-items", names, pair, upper))
+            + comparison_view("gamma-compare", "gamma-items", names, pair, upper))
 
 
 
@@ -223,8 +224,18 @@ def section(runs: list[RunDir]) -> str:
              "<h3>γ distribution per model × dataset</h3>", _histograms(runs),
              "<h3>Every answer</h3>", _items(runs, names)]
     if len(runs) > 1:
-        from veracity.methods.gamma.report_table import section as across
+        from veracity.methods.gamma.validation.table import section as across
 
         parts.append(_comparison(runs, names))
         parts.insert(1, across(runs))
     return "".join(parts)
+
+
+def comparison_view(
+    name: str, items: str, runs: Sequence[str], pair: tuple[int, int], upper: float
+) -> str:
+    """γ of run A against run B over the items of table ``items`` both answered (same id
+    and prompt), with the items they disagree on most; ``runs`` labels each ``_run``."""
+    spec = {"items": items, "runs": [{"label": label} for label in runs],
+            "default_pair": list(pair), "upper": upper}
+    return f"<div class='vcompare' data-src=\"{esc(name)}\"></div>{json_block(name, spec)}"

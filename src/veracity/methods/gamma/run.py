@@ -22,7 +22,8 @@ from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import ConfigError, DataError
-from veracity.methods.gamma.calibration import Calibration, Curve
+from veracity.methods.gamma.calibration.core import Calibration, Curve
+from veracity.methods.gamma.calibration.run import apply_calibration, run_key
 from veracity.methods.gamma.control import CONTROLS, RunningControl, null_control, variations
 from veracity.methods.gamma.core import (
     EMBEDDING,
@@ -36,7 +37,6 @@ from veracity.methods.gamma.core import (
 )
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord, GammaResults
-from veracity.methods.gamma.run_calibrate import apply_calibration, run_key
 from veracity.methods.gamma.running import RunningGamma
 from veracity.methods.gamma.whitebox import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context

@@ -1,0 +1,98 @@
+"""``veracity fewl annotate export|import``: human judges for ``fewl icl`` / ``fewl finetune``
+runs (blind pairwise rating sheets, agreement between raters)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.options import SEED, handles_errors
+from veracity.cli.output import echo
+from veracity.data.jsonl import load_json_file
+from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.mitigation.annotation.core import (
+    HUMAN_FILE,
+    SHEET_FILE,
+    analyse_pairs,
+    export_pairs,
+    read_choices,
+)
+from veracity.methods.fewl.mitigation.tables import NAMES
+from veracity.report import build_report
+from veracity.store import RunDir
+
+RUN = click.Path(path_type=Path, exists=True, file_okay=False)
+
+
+def _mitigation(run: Path) -> RunDir:
+    directory = RunDir.open(run)
+    if directory.method != "mitigation":
+        raise ConfigError(f"{run} is a {directory.method} run, not fewl icl / fewl finetune")
+    return directory
+
+
+@click.group("annotate")
+def annotate() -> None:
+    """Human judges for fewl icl / fewl finetune runs: blind pairwise sheets out, choices in."""
+
+
+@annotate.command("export")
+@click.argument("run", type=RUN)
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="Sheet to write: .csv (spreadsheet) or .html (rate in a browser, save CSV).")
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="Seed of the random order of pairs and sides (the same seed, the same sheet).")
+@handles_errors
+def export_cmd(run: Path, out: Path, seed: int) -> None:
+    """Write every judged answer pair of RUN as a blind rating sheet (random order and sides)."""
+    directory = _mitigation(run)
+    rows, key = export_pairs(list(directory.samples()), out, seed,
+                             title=f"Which answer is better? ({run.name})")
+    directory.write_json(SHEET_FILE, {"sheet": str(out), **key})
+    echo(f"{len(rows)} answer pairs -> {out} (key: {run / SHEET_FILE})")
+
+
+@annotate.command("import")
+@click.argument("run", type=RUN)
+@click.argument("ratings", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="Seed of the bootstrap intervals.")
+@handles_errors
+def import_cmd(run: Path, ratings: tuple[Path, ...], seed: int) -> None:
+    """Join raters' CSVs for RUN: the raters' verdicts per comparison beside the judge's,
+    Fleiss' kappa and raw agreement; written to human.json and the report."""
+    directory = _mitigation(run)
+    if not (run / SHEET_FILE).is_file():
+        raise DataError(f"{run / SHEET_FILE} is missing: export a sheet first")
+    key = load_json_file(run / SHEET_FILE)
+    stems = [p.stem for p in ratings]
+    raters = {(p.stem if stems.count(p.stem) == 1 else str(p)): read_choices(p, key)
+              for p in ratings}
+    result = analyse_pairs(key, raters, seed)
+    directory.write_json(HUMAN_FILE, result)
+    echo(", ".join(f"{r['rater']} ({r['n_rated']})" for r in result["raters"])
+         + f"; rated pairs {result['n_rated']} of {result['n_pairs']}")
+    echo(f"Fleiss' kappa {_num(result['fleiss_kappa'])} over {result['kappa_pairs']} pairs "
+         f"rated by everyone; raw agreement {_num(result['raw_agreement'])}")
+    echo(f"{'comparison':<26} {'% base better':>14} {'% rule better':>14} {'% tie':>8} "
+         f"{'win rate (decided)':>20} {'agrees with judge':>18}")
+    for row in result["rows"]:
+        name = f"{NAMES.get(row['candidate'], row['candidate'])} vs " \
+               f"{NAMES.get(row['base'], row['base'])}"
+        won, agree = row["paper_win_rate"], row["judge_agreement"]
+        echo(f"{name:<26} {_pct(row['base_better']):>14} {_pct(row['candidate_better']):>14} "
+             f"{_pct(row['tie']):>8} {_pct(won) + ' of ' + str(won['decided']):>20} "
+             f"{_pct(agree) + ' of ' + str(agree['n']):>18}")
+    report = build_report([run], run / "report.html", title=f"veracity: {run.name}")
+    echo(f"human verdicts: {run / HUMAN_FILE}\nreport: {report}")
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None or value != value else f"{value:.3f}"
+
+
+def _pct(share: dict[str, Any]) -> str:
+    rate = share["rate"]
+    return "—" if rate is None or rate != rate else f"{100 * rate:.1f}%"

@@ -1,0 +1,94 @@
+"""The report's view of FEWL §5 as published: Table 6's head-to-head rows, the human judges'
+verdicts beside the model judge's, and example answers with the judge's verdict in each order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veracity.data.jsonl import load_json_file
+from veracity.methods.fewl.mitigation.annotation.core import HUMAN_FILE, pair_view
+from veracity.report.html import esc, fmt, table
+from veracity.store import RunDir
+
+EXAMPLES = 4
+"""Questions shown per run."""
+NAMES = {"fewl": "FEWL", "baseline": "baseline", "gold": "ground truth"}
+
+
+def _pct(share: dict[str, Any]) -> str:
+    if share["rate"] is None or share["rate"] != share["rate"]:  # no pair (NaN, null in JSON)
+        return "—"
+    low, high = share["ci95"]
+    return f"{fmt(100 * share['rate'], 1)}% [{fmt(100 * low, 0)}–{fmt(100 * high, 0)}]"
+
+
+def _name(arm: str) -> str:
+    return NAMES.get(arm, arm)
+
+
+def head_to_head(run: RunDir) -> str:
+    """Table 6: % base better / % rule better / % tie per comparison, and the paper's rate."""
+    r = run.results
+    rows = r.get("head_to_head") or []
+    if not rows:
+        return ""
+    body = [[f"{_name(x['candidate'])} vs {_name(x['base'])}", x["n"], _pct(x["base_better"]),
+             _pct(x["candidate_better"]), _pct(x["inconsistent_or_tie"]),
+             f"{x['unparseable']} / {x['replies']}",
+             f"{_pct(x['paper_win_rate'])} of {x['paper_win_rate']['decided']}"] for x in rows]
+    caption = (f"<p>Table 6 layout: icl · {esc(r['dataset'])} · model {esc(r['model'])} · judge "
+               f"{esc(r['judge'])} · {r['examples']} examples per question ({esc(r['format'])}) "
+               f"from a pool of {r['pool_size']} of {r['n_train']} training questions (pool "
+               f"{esc(r['pool'])}) · {r['n_test']} test questions ({esc(run.path.name)})</p>")
+    return caption + table(["comparison", "pairs", "% base better (95% CI)", "% rule better",
+                            "% tie", "unparseable replies", "win rate over decided pairs (C.10)"],
+                           body)
+
+
+def human(run: RunDir) -> str:
+    """The raters' verdicts (human.json, from ``fewl annotate import``), if any."""
+    path = run.path / HUMAN_FILE
+    if not path.is_file():
+        return ""
+    h = load_json_file(path, "human ratings")
+    body = [[f"{_name(x['candidate'])} vs {_name(x['base'])}", x["n"], _pct(x["base_better"]),
+             _pct(x["candidate_better"]), _pct(x["tie"]),
+             f"{_pct(x['paper_win_rate'])} of {x['paper_win_rate']['decided']}",
+             f"{fmt(100 * x['judge_agreement']['rate'], 1)}% of {x['judge_agreement']['n']}"]
+            for x in h["rows"]]
+    raters = ", ".join(f"{esc(x['rater'])} ({x['n_rated']})" for x in h["raters"])
+    return (f"<h4>Human judges</h4><p>raters: {raters} · Fleiss' kappa {fmt(h['fleiss_kappa'])} "
+            f"over {h['kappa_pairs']} pairs rated by everyone · raw agreement "
+            f"{fmt(h['raw_agreement'])} · each pair goes to the raters' majority (a shared top "
+            "is a tie)</p>"
+            + table(["comparison", "pairs", "% base better", "% rule better", "% tie",
+                     "win rate over decided pairs", "agrees with the model judge"], body))
+
+
+def _order(entry: dict[str, Any], first: bool) -> str:
+    reply = entry["first_reply" if first else "second_reply"]
+    verdict = entry["first" if first else "second"]
+    if reply is None:
+        return "not asked"
+    shown = (_name(entry["candidate"]), _name(entry["base"]))
+    a, b = shown if first else shown[::-1]
+    picked = {"A": a, "B": b, "tie": "not sure"}.get(verdict or "", "unparseable")
+    return f"A = {a}, B = {b}: {picked} (reply {reply!r})"
+
+
+def examples(run: RunDir) -> str:
+    """Per question: each arm's answer, then every comparison with the judge's verdict in
+    both orders and the outcome."""
+    blocks = []
+    for k, sample in enumerate(run.samples()):
+        if k >= EXAMPLES:
+            break
+        answers, judged = pair_view(sample)
+        rows = [[_name(arm), text] for arm, text in answers.items()]
+        verdicts = [[f"{_name(j['candidate'])} vs {_name(j['base'])}", _order(j, True),
+                     _order(j, False), j["outcome"]] for j in judged]
+        blocks.append(f"<p><b>{esc(sample['question'])}</b></p>"
+                      + table(["answer by", "answer"], rows)
+                      + table(["comparison", "judge, first order", "judge, second order",
+                               "outcome"], verdicts))
+    return "<h4>Example answers and verdicts</h4>" + "".join(blocks) if blocks else ""

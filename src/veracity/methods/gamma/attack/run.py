@@ -1,0 +1,53 @@
+"""Adversarial gamma search runs: one prompt walked on a model, written to a run directory.
+
+``samples.jsonl`` holds one record per step (step 0 = the start), ``results.json`` the
+start, final and best points. Every generation is cached, so rerunning the same command
+replays the walk without model calls, and an interrupted walk resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from veracity.methods.gamma.attack.core import AttackSettings, OnStep, aggregate, walk_attack
+from veracity.methods.gamma.attack.records import AttackStep
+from veracity.runs.common import Context
+from veracity.runs.driver import save_run
+from veracity.runs.result import Results, RunResult
+from veracity.store import check_run_target
+
+
+def run_attack(
+    prompt: str,
+    model: str,
+    embedder: str,
+    settings: AttackSettings,
+    ctx: Context,
+    out: Path | None = None,
+    on_step: OnStep | None = None,
+) -> RunResult[AttackStep, Results]:
+    """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
+    if out is not None:
+        check_run_target(out)  # before any model call
+    client = ctx.client(model)
+    cached_embedder = ctx.embedder(embedder)
+    paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
+    result = walk_attack(prompt, client, cached_embedder, settings, paraphraser, on_step)
+    results = {
+        "method": "attack",
+        "model": client.spec,
+        "embedder": cached_embedder.spec,
+        "settings": settings.describe(),
+        **aggregate(result, settings.descend),
+    }
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "embedder": cached_embedder.spec,
+        "prompt": prompt,
+        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
+        "model_options": ctx.options_record(),
+    }
+    return save_run(out, "attack", config, result.steps, results,
+                    ctx.started, ctx.stats())

@@ -1,0 +1,56 @@
+"""Isotropy runs: gamma's generations for a dataset, then the angles, into a run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from veracity.methods.gamma.core import GammaSettings, measure_gamma
+from veracity.methods.gamma.isotropy.core import DEFAULT_CONE, aggregate, isotropy_records
+from veracity.methods.gamma.isotropy.records import IsotropyRecord
+from veracity.runs.common import Context
+from veracity.runs.driver import save_run
+from veracity.runs.result import Results, RunResult
+from veracity.store import check_run_target
+from veracity.types import Item
+
+
+def run_isotropy(
+    items: Sequence[Item],
+    model: str,
+    embedder: str,
+    settings: GammaSettings,
+    ctx: Context,
+    cone: float = DEFAULT_CONE,
+    out: Path | None = None,
+    dataset: str = "prompts",
+) -> RunResult[IsotropyRecord, Results]:
+    """Ask each question N+1 times (the same cached calls as a gamma run) and measure angles."""
+    if out is not None:
+        check_run_target(out)  # before any model call
+    client = ctx.client(model)
+    cached_embedder = ctx.embedder(embedder)
+    paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
+    gamma_records = measure_gamma(items, client, cached_embedder, settings, paraphraser)
+    records = isotropy_records(gamma_records, cached_embedder)
+    results = {
+        "method": "isotropy",
+        "model": client.spec,
+        "embedder": cached_embedder.spec,
+        "dataset": dataset,
+        "settings": settings.describe() | {"cone": cone},
+        "aggregate": aggregate(records, cone),
+    }
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "embedder": cached_embedder.spec,
+        "dataset": dataset,
+        "n_items": len(items),
+        "cone": cone,
+        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
+        "model_options": ctx.options_record(),
+    }
+    return save_run(out, "isotropy", config, records, results, ctx.started,
+                    ctx.stats())

@@ -1,0 +1,93 @@
+"""``veracity logprob``: the log-probability baseline on prompts, a dataset or recorded answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import click
+
+from veracity.cli.lifecycle import command_run, write_report
+from veracity.cli.options import (
+    common_options,
+    default_out,
+    handles_errors,
+    pop_selection,
+    record_selection,
+    sample_options,
+)
+from veracity.cli.output import echo, safe
+from veracity.data.stored import selected_items
+from veracity.errors import ConfigError
+from veracity.methods.logprob.core import SIGNALS, LogprobSettings
+from veracity.methods.logprob.run import run_logprob, run_recorded
+from veracity.store import dumps
+from veracity.types import Item
+
+DEFAULT_MODEL = "llamacpp/default"
+
+
+@click.command()
+@click.argument("prompts", nargs=-1)
+@click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
+@click.option("--recorded", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="JSONL of recorded answers (prompt, answer, logprobs): no model call.")
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@click.option("--top-k", type=click.IntRange(0, 20), default=5, show_default=True,
+              help="Alternatives asked for at each token (the entropy is over them).")
+@click.option("--signal", type=click.Choice(list(SIGNALS)), default="mean_logprob",
+              show_default=True, help="The signal each record's score holds.")
+@click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
+@sample_options
+@click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
+@common_options
+@handles_errors
+def logprob(prompts: tuple[str, ...], **kw: Any) -> None:
+    """Log-probability baseline: how sure the model was of its own greedy answer's tokens.
+
+    From the greedy answer's own call (no extra call): mean token log-probability, minimum
+    token probability, mean entropy of the top-k alternatives, perplexity. Needs a backend
+    that returns token log-probabilities (llamacpp/, hf/, openai/ servers that send logprobs,
+    fake/). Give prompts, --dataset or --recorded.
+    """
+    if sum(map(bool, (prompts, kw["dataset"], kw["recorded"]))) != 1:
+        raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
+    selection = pop_selection(kw)
+    if selection.active and not kw["dataset"]:
+        raise ConfigError("--limit and --sample choose questions of a --dataset")
+    settings = LogprobSettings(kw["max_tokens"], kw["top_k"], kw["signal"])
+    chosen: dict[str, Any] | None = None
+    held = ExitStack()
+    if kw["recorded"]:
+        source = f"recorded:{kw['recorded']}"
+        out = kw["out"] or default_out("logprob", str(kw["recorded"]), "recorded")
+        with command_run(kw) as cmd:
+            outcome = run_recorded(kw["recorded"], settings, cmd.ctx, out)
+    else:
+        if prompts:
+            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
+            source, out = "prompts", kw["out"]
+        else:
+            items, chosen = held.enter_context(selected_items(
+                kw["dataset"], selection, kw["question_field"]))
+            source = kw["dataset"]
+            out = kw["out"] or default_out("logprob", source.split(":")[-1], kw["model"])
+        with held, command_run(kw) as cmd:
+            outcome = run_logprob(items, kw["model"], settings, cmd.ctx, out, source)
+    record_selection(outcome.run, chosen)
+    if kw["as_json"]:
+        echo(dumps(outcome.records_json(), indent=2))
+    else:
+        for record in outcome.records:
+            score = "   —   " if record.score is None else f"{record.score:7.4f}"
+            echo(f"{score}  {safe(record.prompt)[:70]}")
+        r = outcome.results
+        echo(f"\nmean {settings.signal} {r['mean_score']:.4f} ± "
+             f"{r[settings.signal]['stderr']:.4f} (SE) over {r['n_scored']} questions, "
+             f"{r['n_unscored']} unscored\n{cmd.calls_line()}")
+    write_report(outcome.run, f"veracity logprob: {source}", kw["as_json"])
