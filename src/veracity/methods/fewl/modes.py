@@ -43,8 +43,8 @@ from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
 from veracity.methods.fewl.validation.figures import figure_three, figure_two
 from veracity.methods.fewl.validation.run import stream_fewl_validate
 from veracity.runs.common import Context
+from veracity.runs.driver import check_target
 from veracity.runs.result import Results, RunResult
-from veracity.store import check_run_target
 from veracity.types import Item
 
 
@@ -57,8 +57,7 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     chunk by chunk through the run driver, in bounded memory
     (:mod:`veracity.methods.fewl.run_stream`): models asked a chunk of questions at a time,
     files read as streams; the records kept in a list or written to ``out``."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     if not sources:
         raise ConfigError("give at least one --answers source")
     names = [s.name for s in sources]
@@ -113,8 +112,7 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
     paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.validation.figures`). Into a directory
     with the nearest-neighbour penalty it goes chunk by chunk, in bounded memory
     (:mod:`veracity.methods.fewl.validation.run`): the same records and aggregates."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     if not items:
         raise DataError("no labelled questions")
     if repeats < 1:
@@ -163,8 +161,7 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
 
     Into a directory with the nearest-neighbour penalty it goes chunk by chunk, in bounded
     memory (:func:`~veracity.methods.fewl.selection.run.stream_select`); the same outputs."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     if source.model is not None and samples < 1:
         raise ConfigError(f"samples must be at least 1, got {samples}")
     if source.model is not None and samples > 1 and temperature <= 0:
