@@ -13,6 +13,7 @@ import numpy as np
 
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.chunked import stream_fewl, streamable
 from veracity.methods.fewl.core import (
     measurement_accuracy,
 )
@@ -30,7 +31,6 @@ from veracity.methods.fewl.run import (
     question_spec,
     score_sets,
 )
-from veracity.methods.fewl.run_stream import stream_fewl, streamable
 from veracity.methods.fewl.selection.core import finetune_set, icl_prompts
 from veracity.methods.fewl.selection.run import (
     SelectionTally,
@@ -55,7 +55,7 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
 
     A ``run`` or ``rank`` (nearest or random neighbours, answers from models or files) goes
     chunk by chunk through the run driver, in bounded memory
-    (:mod:`veracity.methods.fewl.run_stream`): models asked a chunk of questions at a time,
+    (:mod:`veracity.methods.fewl.chunked`): models asked a chunk of questions at a time,
     files read as streams; the records kept in a list or written to ``out``."""
     check_target(out)  # before any model call
     if not sources:

@@ -2,7 +2,7 @@
 
 Candidates are sampled from a model a chunk of questions at a time into an SQLite table
 (S texts a question) or read from a JSONL file indexed once; references, pairs and the
-nearest-neighbour index are made as :func:`~veracity.methods.fewl.run_stream.stream_fewl`
+nearest-neighbour index are made as :func:`~veracity.methods.fewl.chunked.stream_fewl`
 makes them, and each chunk of questions is scored with the neighbours it needs. Per chunk the
 best candidate of each question is chosen, its record written, the selection's aggregates
 kept as exact running sums and the multiple-choice accuracies as integer counts. The chosen
@@ -26,19 +26,7 @@ import numpy as np
 from veracity.data.labelled import text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.records import FewlRecord
-from veracity.methods.fewl.run import (
-    AnswerSource,
-    FewlSettings,
-    answers_file,
-    answers_from,
-    as_number,
-    pairs_model,
-    results_head,
-    run_config,
-    side_files,
-)
-from veracity.methods.fewl.run_stream import (
+from veracity.methods.fewl.chunked import (
     _ANSWER_FIELDS,
     _LOOKUP,
     CHUNK,
@@ -53,6 +41,18 @@ from veracity.methods.fewl.run_stream import (
     fresh_work,
     generation_bar,
     reference_names,
+)
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.run import (
+    AnswerSource,
+    FewlSettings,
+    answers_file,
+    answers_from,
+    as_number,
+    pairs_model,
+    results_head,
+    run_config,
+    side_files,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.selection.core import finetune_set, icl_prompts

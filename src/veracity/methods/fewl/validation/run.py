@@ -2,7 +2,7 @@
 
 A repeat generates its references and pairs a chunk of questions at a time into lookup tables,
 builds the question index and NN_K in files, and scores each chunk with the neighbours it needs
-(the pieces of :mod:`veracity.methods.fewl.run_stream`); the labelled answers come with the
+(the pieces of :mod:`veracity.methods.fewl.chunked`); the labelled answers come with the
 items. Measurement accuracy is kept as integer counts of wins, ties and compared questions per
 comparison x divergence x variant (:class:`MeasurementTally`), so it equals
 :func:`~veracity.methods.fewl.core.measurement_accuracy` on the whole arrays to the last digit.
@@ -27,17 +27,7 @@ import numpy.typing as npt
 from veracity.client import LLMClient
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.core import FewlScores, neighbour_blocks, unit_rows
-from veracity.methods.fewl.records import FewlRecord
-from veracity.methods.fewl.run import (
-    FewlSettings,
-    answers_file,
-    pairs_model,
-    results_head,
-    run_config,
-    side_files,
-)
-from veracity.methods.fewl.run_stream import (
+from veracity.methods.fewl.chunked import (
     CHUNK,
     GENERATE_CHUNK,
     _Index,
@@ -47,6 +37,16 @@ from veracity.methods.fewl.run_stream import (
     fresh_work,
     generation_bar,
     reference_names,
+)
+from veracity.methods.fewl.core import FewlScores, neighbour_blocks, unit_rows
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.run import (
+    FewlSettings,
+    answers_file,
+    pairs_model,
+    results_head,
+    run_config,
+    side_files,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
