@@ -10,8 +10,9 @@ run directory an earlier one wrote), through bash with ``set -euo pipefail``, wi
 - ``<!-- run-with: A => B; C => D -->``: each A in the block is replaced by B before it runs (the
   fake model for the bundled one, a fixture for a full dataset). The substitutions are written
   next to the block, so a reader sees what the test changed.
-- ``<!-- output -->`` above a ```text block: that block is the standard output of the bash block
-  before it (trailing spaces and blank lines ignored); a changed output fails the test.
+- ``<!-- output -->`` above a ```text block: that block is how the standard output of the bash
+  block before it ends (its last command's output; trailing spaces and blank lines ignored); a
+  changed output fails the test.
 
 ``$FIXTURES`` in a substitution is this repository's ``tests/fixtures``; ``$REPO`` its root.
 """
@@ -120,7 +121,7 @@ def test_every_example_runs_as_written(page: Path, tmp_path: Path) -> None:
             f"{block.where()} failed (exit {result.returncode}):\n{block.script()}\n"
             f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
         if block.output is not None:
-            assert _normalise(result.stdout) == _normalise(block.output), (
+            assert _normalise(result.stdout).endswith(_normalise(block.output)), (
                 f"{block.where()}: the output shown is not what the commands print:\n"
                 f"{result.stdout}")
         ran += 1
