@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,14 @@ import click
 
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
+    CommonOptions,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
@@ -27,6 +30,26 @@ from veracity.store import dumps
 from veracity.types import Item
 
 DEFAULT_MODEL = "llamacpp/default"
+
+
+@dataclass(frozen=True)
+class LogprobOptions:
+    """``veracity logprob``'s options."""
+
+    prompts: tuple[str, ...]
+    dataset: str | None
+    recorded: Path | None
+    model: str
+    top_k: int
+    signal: str
+    max_tokens: int
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    out: Path | None
+    as_json: bool
+    common: CommonOptions = CommonOptions()
 
 
 @click.command()
@@ -47,7 +70,8 @@ DEFAULT_MODEL = "llamacpp/default"
 @click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
 @common_options
 @handles_errors
-def logprob(prompts: tuple[str, ...], **kw: Any) -> None:
+@options_as(LogprobOptions)
+def logprob(o: LogprobOptions) -> None:
     """Log-probability baseline: how sure the model was of its own greedy answer's tokens.
 
     From the greedy answer's own call (no extra call): mean token log-probability, minimum
@@ -55,32 +79,32 @@ def logprob(prompts: tuple[str, ...], **kw: Any) -> None:
     that returns token log-probabilities (llamacpp/, hf/, openai/ servers that send logprobs,
     fake/). Give prompts, --dataset or --recorded.
     """
-    if sum(map(bool, (prompts, kw["dataset"], kw["recorded"]))) != 1:
+    if sum(map(bool, (o.prompts, o.dataset, o.recorded))) != 1:
         raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
-    selection = pop_selection(kw)
-    if selection.active and not kw["dataset"]:
+    selection = selection_of(o.sample, o.sample_seed, o.limit)
+    if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
-    settings = LogprobSettings(kw["max_tokens"], kw["top_k"], kw["signal"])
+    settings = LogprobSettings(o.max_tokens, o.top_k, o.signal)
     chosen: dict[str, Any] | None = None
     held = ExitStack()
-    if kw["recorded"]:
-        source = f"recorded:{kw['recorded']}"
-        out = kw["out"] or default_out("logprob", str(kw["recorded"]), "recorded")
-        with command_run(kw) as cmd:
-            outcome = run_recorded(kw["recorded"], settings, cmd.ctx, out)
+    if o.recorded:
+        source = f"recorded:{o.recorded}"
+        out = o.out or default_out("logprob", str(o.recorded), "recorded")
+        with command_run(o.common) as cmd:
+            outcome = run_recorded(o.recorded, settings, cmd.ctx, out)
     else:
-        if prompts:
-            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
-            source, out = "prompts", kw["out"]
+        if o.dataset is None:
+            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(o.prompts, 1)]
+            source, out = "prompts", o.out
         else:
             items, chosen = held.enter_context(selected_items(
-                kw["dataset"], selection, kw["question_field"]))
-            source = kw["dataset"]
-            out = kw["out"] or default_out("logprob", source.split(":")[-1], kw["model"])
-        with held, command_run(kw) as cmd:
-            outcome = run_logprob(items, kw["model"], settings, cmd.ctx, out, source)
+                o.dataset, selection, o.question_field))
+            source = o.dataset
+            out = o.out or default_out("logprob", source.split(":")[-1], o.model)
+        with held, command_run(o.common) as cmd:
+            outcome = run_logprob(items, o.model, settings, cmd.ctx, out, source)
     record_selection(outcome.run, chosen)
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps(outcome.records_json(), indent=2))
     else:
         for record in outcome.records:
@@ -90,4 +114,4 @@ def logprob(prompts: tuple[str, ...], **kw: Any) -> None:
         echo(f"\nmean {settings.signal} {r['mean_score']:.4f} ± "
              f"{r[settings.signal]['stderr']:.4f} (SE) over {r['n_scored']} questions, "
              f"{r['n_unscored']} unscored\n{cmd.calls_line()}")
-    write_report(outcome.run, f"veracity logprob: {source}", kw["as_json"])
+    write_report(outcome.run, f"veracity logprob: {source}", o.as_json)
