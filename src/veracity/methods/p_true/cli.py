@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,14 @@ import click
 
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
+    CommonOptions,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
@@ -27,6 +30,26 @@ from veracity.store import dumps
 from veracity.types import Item
 
 DEFAULT_MODEL = "llamacpp/default"
+
+
+@dataclass(frozen=True)
+class PTrueOptions:
+    """``veracity p-true``'s options."""
+
+    prompts: tuple[str, ...]
+    dataset: str | None
+    recorded: Path | None
+    model: str | None
+    prompt_file: Path | None
+    top_k: int
+    max_tokens: int
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    out: Path | None
+    as_json: bool
+    common: CommonOptions = CommonOptions()
 
 
 @click.command("p-true")
@@ -51,7 +74,8 @@ DEFAULT_MODEL = "llamacpp/default"
 @click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
 @common_options
 @handles_errors
-def p_true(prompts: tuple[str, ...], **kw: Any) -> None:
+@options_as(PTrueOptions)
+def p_true(o: PTrueOptions) -> None:
     """P(True) baseline (Kadavath et al. 2022): the model judges its own answer.
 
     Shown the question and its greedy answer, the model is asked whether the answer is true;
@@ -59,35 +83,35 @@ def p_true(prompts: tuple[str, ...], **kw: Any) -> None:
     log-probabilities, or 1 / 0 from the word it replies where there are none. Larger = more
     trustworthy. Give prompts, --dataset or --recorded.
     """
-    if sum(map(bool, (prompts, kw["dataset"], kw["recorded"]))) != 1:
+    if sum(map(bool, (o.prompts, o.dataset, o.recorded))) != 1:
         raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
-    selection = pop_selection(kw)
-    if selection.active and not kw["dataset"]:
+    selection = selection_of(o.sample, o.sample_seed, o.limit)
+    if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
-    template, source_of_prompt = load_prompt(kw["prompt_file"])
-    settings = PTrueSettings(kw["max_tokens"], kw["top_k"], prompt=template,
+    template, source_of_prompt = load_prompt(o.prompt_file)
+    settings = PTrueSettings(o.max_tokens, o.top_k, prompt=template,
                              prompt_source=source_of_prompt)
     chosen: dict[str, Any] | None = None
     held = ExitStack()
-    if kw["recorded"]:
-        source = f"recorded:{kw['recorded']}"
-        out = kw["out"] or default_out("p-true", str(kw["recorded"]), kw["model"] or "recorded")
-        with command_run(kw) as cmd:
-            outcome = run_recorded(kw["recorded"], kw["model"], settings, cmd.ctx, out)
+    if o.recorded:
+        source = f"recorded:{o.recorded}"
+        out = o.out or default_out("p-true", str(o.recorded), o.model or "recorded")
+        with command_run(o.common) as cmd:
+            outcome = run_recorded(o.recorded, o.model, settings, cmd.ctx, out)
     else:
-        model = kw["model"] or DEFAULT_MODEL
-        if prompts:
-            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
-            source, out = "prompts", kw["out"]
+        model = o.model or DEFAULT_MODEL
+        if o.dataset is None:
+            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(o.prompts, 1)]
+            source, out = "prompts", o.out
         else:
             items, chosen = held.enter_context(selected_items(
-                kw["dataset"], selection, kw["question_field"]))
-            source = kw["dataset"]
-            out = kw["out"] or default_out("p-true", source.split(":")[-1], model)
-        with held, command_run(kw) as cmd:
+                o.dataset, selection, o.question_field))
+            source = o.dataset
+            out = o.out or default_out("p-true", source.split(":")[-1], model)
+        with held, command_run(o.common) as cmd:
             outcome = run_p_true(items, model, settings, cmd.ctx, out, source)
     record_selection(outcome.run, chosen)
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps(outcome.records_json(), indent=2))
     else:
         for record in outcome.records:
@@ -96,4 +120,4 @@ def p_true(prompts: tuple[str, ...], **kw: Any) -> None:
         r = outcome.results
         echo(f"\nmean P(True) {r['mean_score']:.4f} ± {r['stderr']:.4f} (SE) over "
              f"{r['n_scored']} questions, {r['n_unscored']} unscored\n{cmd.calls_line()}")
-    write_report(outcome.run, f"veracity P(True): {source}", kw["as_json"])
+    write_report(outcome.run, f"veracity P(True): {source}", o.as_json)
