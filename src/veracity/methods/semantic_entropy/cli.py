@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,15 @@ import click
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
+    CommonOptions,
     Finite,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
@@ -30,6 +33,32 @@ from veracity.store import dumps
 from veracity.types import Item
 
 DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
+
+
+@dataclass(frozen=True)
+class SemanticEntropyOptions:
+    """``veracity semantic-entropy``'s options."""
+
+    prompts: tuple[str, ...]
+    dataset: str | None
+    recorded: Path | None
+    model: str
+    embedder: str
+    entailment: str
+    threshold: float
+    cosine: float
+    form: str
+    m: int
+    temperature: float
+    max_tokens: int
+    seed: int
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    out: Path | None
+    as_json: bool
+    common: CommonOptions = CommonOptions()
 
 
 @click.command("semantic-entropy")
@@ -68,43 +97,44 @@ DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
 @click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
 @common_options
 @handles_errors
-def semantic_entropy(prompts: tuple[str, ...], **kw: Any) -> None:
+@options_as(SemanticEntropyOptions)
+def semantic_entropy(o: SemanticEntropyOptions) -> None:
     """Semantic-entropy baseline: how many different meanings M sampled answers carry.
 
     The M answers are clustered greedily (each compared with one member of every cluster so
     far), and the entropy over the clusters is the score: 0 = all mean the same, log M = all
     differ; larger = less trustworthy. Give prompts, --dataset or --recorded.
     """
-    if sum(map(bool, (prompts, kw["dataset"], kw["recorded"]))) != 1:
+    if sum(map(bool, (o.prompts, o.dataset, o.recorded))) != 1:
         raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
-    selection = pop_selection(kw)
-    if selection.active and not kw["dataset"]:
+    selection = selection_of(o.sample, o.sample_seed, o.limit)
+    if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
-    settings = SemanticEntropySettings(kw["m"], kw["temperature"], kw["max_tokens"], kw["seed"],
-                                       kw["entailment"], kw["threshold"], kw["cosine"],
-                                       kw["form"])
+    settings = SemanticEntropySettings(o.m, o.temperature, o.max_tokens, o.seed,
+                                       o.entailment, o.threshold, o.cosine,
+                                       o.form)
     chosen: dict[str, Any] | None = None
     held = ExitStack()
-    if kw["recorded"]:
-        source = f"recorded:{kw['recorded']}"
-        out = kw["out"] or default_out("semantic-entropy", str(kw["recorded"]), "recorded")
-        with command_run(kw) as cmd:
-            outcome = run_recorded(kw["recorded"], kw["embedder"], settings, cmd.ctx, out)
+    if o.recorded:
+        source = f"recorded:{o.recorded}"
+        out = o.out or default_out("semantic-entropy", str(o.recorded), "recorded")
+        with command_run(o.common) as cmd:
+            outcome = run_recorded(o.recorded, o.embedder, settings, cmd.ctx, out)
     else:
-        if prompts:
-            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
-            source, out = "prompts", kw["out"]
+        if o.dataset is None:
+            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(o.prompts, 1)]
+            source, out = "prompts", o.out
         else:
             items, chosen = held.enter_context(selected_items(
-                kw["dataset"], selection, kw["question_field"]))
-            source = kw["dataset"]
-            out = kw["out"] or default_out("semantic-entropy", source.split(":")[-1],
-                                           kw["model"])
-        with held, command_run(kw) as cmd:
-            outcome = run_semantic_entropy(items, kw["model"], kw["embedder"], settings,
+                o.dataset, selection, o.question_field))
+            source = o.dataset
+            out = o.out or default_out("semantic-entropy", source.split(":")[-1],
+                                           o.model)
+        with held, command_run(o.common) as cmd:
+            outcome = run_semantic_entropy(items, o.model, o.embedder, settings,
                                            cmd.ctx, out, source)
     record_selection(outcome.run, chosen)
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps(outcome.records_json(), indent=2))
     else:
         for record in outcome.records:
@@ -113,4 +143,4 @@ def semantic_entropy(prompts: tuple[str, ...], **kw: Any) -> None:
         r = outcome.results
         echo(f"\nmean semantic entropy {r['mean_score']:.4f} ± {r['stderr']:.4f} (SE) over "
              f"{r['n_scored']} questions, {r['n_unscored']} unscored\n{cmd.calls_line()}")
-    write_report(outcome.run, f"veracity semantic entropy: {source}", kw["as_json"])
+    write_report(outcome.run, f"veracity semantic entropy: {source}", o.as_json)
