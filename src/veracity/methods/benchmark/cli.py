@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,15 @@ import click
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
+    CommonOptions,
     Finite,
     common_options,
     default_out,
     handles_errors,
-    pop_selection,
+    options_as,
     record_selection,
     sample_options,
+    selection_of,
 )
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
@@ -31,6 +34,33 @@ from veracity.types import Item
 
 DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
 SHOWN = ("auroc", "prr", "auprc", "aurc", "e_aurc", "ece", "brier")
+
+
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    """``veracity benchmark``'s options."""
+
+    prompts: tuple[str, ...]
+    dataset: str | None
+    recorded: Path | None
+    model: str | None
+    embedder: str
+    budget: int
+    labels: tuple[str, ...]
+    methods: str | None
+    entailment: str | None
+    temperature: float
+    max_tokens: int
+    seed: int
+    folds: int
+    resamples: int
+    limit: int | None
+    sample: int | None
+    sample_seed: int
+    question_field: str | None
+    out: Path | None
+    as_json: bool
+    common: CommonOptions = CommonOptions()
 
 
 @click.command()
@@ -70,7 +100,8 @@ SHOWN = ("auroc", "prr", "auprc", "aurc", "e_aurc", "ece", "brier")
                    "aurc, e_aurc, ece, brier).")
 @common_options
 @handles_errors
-def benchmark(prompts: tuple[str, ...], **kw: Any) -> None:
+@options_as(BenchmarkOptions)
+def benchmark(o: BenchmarkOptions) -> None:
     """Which trust signal works on this model: every method on the same greedy answers.
 
     Each method gets the same --budget of model calls per question; answers are labelled by
@@ -78,39 +109,39 @@ def benchmark(prompts: tuple[str, ...], **kw: Any) -> None:
     answers), AURC, E-AURC, and ECE / Brier after cross-fitted calibration, each with a 95 %
     bootstrap interval and the paired interval of its difference to the best baseline.
     """
-    sources = tuple(s.strip() for text in kw["labels"] for s in text.split(",") if s.strip())
-    methods = tuple(m.strip() for m in (kw["methods"] or "").split(",") if m.strip())
-    settings = BenchmarkSettings(kw["budget"], sources, methods, kw["temperature"],
-                                 kw["max_tokens"], kw["seed"], kw["folds"], kw["resamples"],
-                                 entailment=kw["entailment"])
-    given = [bool(prompts), bool(kw["dataset"]), bool(kw["recorded"])]
+    sources = tuple(s.strip() for text in o.labels for s in text.split(",") if s.strip())
+    methods = tuple(m.strip() for m in (o.methods or "").split(",") if m.strip())
+    settings = BenchmarkSettings(o.budget, sources, methods, o.temperature,
+                                 o.max_tokens, o.seed, o.folds, o.resamples,
+                                 entailment=o.entailment)
+    given = [bool(o.prompts), bool(o.dataset), bool(o.recorded)]
     if sum(given) != 1:
         raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
-    selection = pop_selection(kw)
-    if selection.active and not kw["dataset"]:
+    selection = selection_of(o.sample, o.sample_seed, o.limit)
+    if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
     chosen: dict[str, Any] | None = None
     held = ExitStack()
-    with held, command_run(kw) as cmd:
-        if kw["recorded"]:
-            out = kw["out"]
-            outcome = score_recorded(kw["recorded"], kw["embedder"], settings, cmd.ctx, out,
-                                     kw["model"])
+    with held, command_run(o.common) as cmd:
+        if o.recorded:
+            out = o.out
+            outcome = score_recorded(o.recorded, o.embedder, settings, cmd.ctx, out,
+                                     o.model)
         else:
-            model = kw["model"] or DEFAULT_MODEL
-            if prompts:
-                items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(prompts, 1)]
-                dataset, out = "prompts", kw["out"]
+            model = o.model or DEFAULT_MODEL
+            if o.dataset is None:
+                items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(o.prompts, 1)]
+                dataset, out = "prompts", o.out
             else:
                 items, chosen = held.enter_context(selected_items(
-                    kw["dataset"], selection, kw["question_field"]))
-                dataset = kw["dataset"]
-                out = kw["out"] or default_out("benchmark", dataset.split(":")[-1], model)
-            outcome = run_benchmark(items, model, kw["embedder"], settings, cmd.ctx, out,
+                    o.dataset, selection, o.question_field))
+                dataset = o.dataset
+                out = o.out or default_out("benchmark", dataset.split(":")[-1], model)
+            outcome = run_benchmark(items, model, o.embedder, settings, cmd.ctx, out,
                                     dataset)
     record_selection(outcome.run, chosen)
     results = outcome.results
-    if kw["as_json"]:
+    if o.as_json:
         echo(dumps({k: v for k, v in results.items() if k != "tables"}
                    | {"tables": {s: {k: v for k, v in e.items()
                                      if k not in ("curves", "reliability")}
@@ -118,7 +149,7 @@ def benchmark(prompts: tuple[str, ...], **kw: Any) -> None:
     else:
         echo(terminal_tables(results))
         echo(cmd.calls_line())
-    write_report(outcome.run, "veracity benchmark", kw["as_json"])
+    write_report(outcome.run, "veracity benchmark", o.as_json)
 
 
 def _cell(est: dict[str, Any]) -> str:

@@ -81,6 +81,7 @@ def length(o: LengthOptions) -> None:
     settings = LengthSettings(o.max_tokens)
     chosen: dict[str, Any] | None = None
     held = ExitStack()
+    out: Path | None
     if o.recorded:
         source = f"recorded:{o.recorded}"
         out = o.out or default_out("length", str(o.recorded), "recorded")

@@ -87,6 +87,7 @@ def logprob(o: LogprobOptions) -> None:
     settings = LogprobSettings(o.max_tokens, o.top_k, o.signal)
     chosen: dict[str, Any] | None = None
     held = ExitStack()
+    out: Path | None
     if o.recorded:
         source = f"recorded:{o.recorded}"
         out = o.out or default_out("logprob", str(o.recorded), "recorded")

@@ -93,6 +93,7 @@ def p_true(o: PTrueOptions) -> None:
                              prompt_source=source_of_prompt)
     chosen: dict[str, Any] | None = None
     held = ExitStack()
+    out: Path | None
     if o.recorded:
         source = f"recorded:{o.recorded}"
         out = o.out or default_out("p-true", str(o.recorded), o.model or "recorded")

@@ -115,6 +115,7 @@ def semantic_entropy(o: SemanticEntropyOptions) -> None:
                                        o.form)
     chosen: dict[str, Any] | None = None
     held = ExitStack()
+    out: Path | None
     if o.recorded:
         source = f"recorded:{o.recorded}"
         out = o.out or default_out("semantic-entropy", str(o.recorded), "recorded")
