@@ -38,7 +38,7 @@ from pathlib import Path
 from veracity.data.sample import Selection
 from veracity.data.stored import selected_items
 from veracity.methods.gamma.core import GammaSettings
-from veracity.methods.gamma.run_stream import stream_gamma
+from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
 
 holder, kind, data, out = sys.argv[1:5]
@@ -61,8 +61,8 @@ with selected_items(f"jsonl:{data}", Selection(), threshold=threshold) as (items
     if kind == "run":
         with Context(cache=None) as ctx:
             ctx.client("fake/unstable").backend.history = Forget()
-            result = stream_gamma(items, "fake/unstable", "hash/default", GammaSettings(n=2),
-                                  ctx, Path(out), "bench")
+            result = run_gamma(items, "fake/unstable", "hash/default", GammaSettings(n=2),
+                               ctx, Path(out), "bench")
             mean = result.results["aggregate"]["mean"]
         run_seconds = time.perf_counter() - walked
 print(json.dumps({"n": count, "load_s": loaded - began, "walk_s": walked - loaded,

@@ -66,7 +66,7 @@ with Context(cache=Cache(Path(cache))) as ctx:
                                  ctx, target, "bench")
         keys = ("mean_score", "stderr", "n_scored")
     if target is None:  # as a run held in memory writes its directory: every record at the end
-        from veracity.runs.result import save_run
+        from veracity.runs.driver import save_run
 
         save_run(Path(out), method, {}, result.records, result.results, ctx.started, ctx.stats())
     r = result.results

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,27 @@ def test_score_only_on_a_recorded_file(ctx: Context, tmp_path: Path) -> None:
     assert set(samples[0]["scores"]) == {"consistency", "length", "semantic-entropy"}
     # right answers: one meaning cluster; wrong ones: three
     assert table["metrics"]["semantic-entropy"]["auroc"] == 1.0
+
+
+def test_a_run_directory_held_by_another_run_is_refused_before_any_model_call(
+        ctx: Context, tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib\n"
+         "from veracity.runlock import claim_run_dir\n"
+         "claim_run_dir(pathlib.Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()",
+         str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        settings = BenchmarkSettings(budget=3, labels=("contains",), methods=("consistency",),
+                                     **FAST)
+        with pytest.raises(ConfigError, match=f"in use by another run \\(pid {holder.pid} "):
+            run_benchmark(load_builtin()[:3], "fake/unstable", "hash/default", settings, ctx,
+                          out, "builtin")
+    finally:
+        holder.communicate("")
+    backend = ctx.client("fake/unstable").backend
+    assert backend.history == []  # type: ignore[attr-defined]
 
 
 def test_cli_tables_json_keys_run_directory_and_report(tmp_path: Path) -> None:

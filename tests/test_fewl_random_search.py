@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.chunked import RowFile
 from veracity.methods.fewl.core import Neighbours, unit_rows
 from veracity.methods.fewl.random_search import random_neighbour_blocks, random_neighbours
-from veracity.methods.fewl.run_stream import RowFile
 
 
 def _per_row(unit: np.ndarray, k: int, near_duplicate: float, eligible: np.ndarray,

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from veracity.cache import Cache
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import DataError
+from veracity.methods.fewl.chunked import stream_fewl, work_folders
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
-from veracity.methods.fewl.run_stream import stream_fewl, work_folders
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import Item

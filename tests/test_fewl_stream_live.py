@@ -17,10 +17,10 @@ from veracity.backends.fake import FakeBackend, stable
 from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.chunked import stream_fewl, work_folders
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings, side_files
-from veracity.methods.fewl.run_stream import stream_fewl, work_folders
 from veracity.runs.common import Context
 from veracity.runs.streamed import StoredRecords
 from veracity.types import GenRequest, Item

@@ -18,10 +18,10 @@ from veracity.cache import Cache
 from veracity.client import LLMClient
 from veracity.errors import DataError
 from veracity.methods.fewl import modes
+from veracity.methods.fewl.chunked import work_folders
 from veracity.methods.fewl.modes import run_fewl_select
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
-from veracity.methods.fewl.run_stream import work_folders
 from veracity.methods.fewl.selection.run import stream_select
 from veracity.runs.common import Context
 from veracity.runs.streamed import StoredRecords

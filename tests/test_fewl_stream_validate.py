@@ -24,11 +24,11 @@ from veracity.client import LLMClient
 from veracity.data.labelled import LabelledItem, load_labelled
 from veracity.errors import ConfigError
 from veracity.methods.fewl import modes
+from veracity.methods.fewl.chunked import work_folders
 from veracity.methods.fewl.core import FewlScores, Terms, measurement_accuracy
 from veracity.methods.fewl.modes import run_fewl_validate
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import FewlSettings
-from veracity.methods.fewl.run_stream import work_folders
 from veracity.methods.fewl.validation.run import (
     AccuracyCounts,
     MeasurementTally,

@@ -367,9 +367,9 @@ def test_fewl_run_over_a_store_equals_the_run_over_the_list(
 
 
 def test_streamed_fewl_reads_neighbours_from_other_chunks_of_a_store(tmp_path: Path) -> None:
+    from veracity.methods.fewl.chunked import stream_fewl
     from veracity.methods.fewl.pairs import PairSettings
     from veracity.methods.fewl.run import AnswerSource, FewlSettings, side_files
-    from veracity.methods.fewl.run_stream import stream_fewl
     from veracity.runs.common import Context
 
     words = ("river", "paris", "seven", "blue", "moon", "iron", "salt", "north")

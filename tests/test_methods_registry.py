@@ -34,7 +34,8 @@ import click
 from veracity.method import Command, MethodSpec, ReportSection
 from veracity.records import Record, json_object
 from veracity.report.html import esc
-from veracity.runs.result import RunResult, save_run
+from veracity.runs.driver import save_run
+from veracity.runs.result import RunResult
 
 
 @dataclass(frozen=True)

@@ -321,7 +321,7 @@ def test_sidecar_report_pages_filters_sorts_and_searches(
     import json
     import random
 
-    from veracity.methods.gamma.run_stream import stream_gamma_recorded
+    from veracity.methods.gamma.run import run_gamma_recorded
     from veracity.report import sidecar
 
     rng = random.Random(5)
@@ -335,7 +335,7 @@ def test_sidecar_report_pages_filters_sorts_and_searches(
             fh.write(json.dumps({"id": f"r{i}", "prompt": f"question {i} (case {i})",
                                  "answer": answer, "perturbed_answers": others}) + "\n")
     with Context(cache=None) as ctx:
-        stream_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run")
+        run_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run")
     samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").open()]
     scored = sorted((s["gamma"] for s in samples if s["gamma"] is not None), reverse=True)
     monkeypatch.setattr(sidecar, "SIDECAR_THRESHOLD", 50)

@@ -1,6 +1,6 @@
-"""Live deception and self-consistency runs streamed chunk by chunk: the run directory equals,
-byte for byte, what the whole run in memory writes; interrupted mid-chunk, a rerun resumes with
-no repeated model call; one progress bar over the whole run."""
+"""Live deception and self-consistency runs chunk by chunk: in chunks of 1, a few or all, the
+run directory equals, byte for byte, what the records kept in a list write; interrupted
+mid-chunk, a rerun resumes with no repeated model call; one progress bar over the whole run."""
 
 from __future__ import annotations
 
@@ -20,25 +20,21 @@ from veracity.backends.base import Outcome
 from veracity.backends.fake import FakeBackend
 from veracity.cache import Cache
 from veracity.client import LLMClient
-from veracity.data.mc import parse_dataset_spec
 from veracity.errors import EmptyReplyError
 from veracity.methods.consistency.core import ConsistencySettings
 from veracity.methods.consistency.run import run_consistency, summarise
-from veracity.methods.consistency.run_stream import stream_consistency
 from veracity.methods.deception.core import DeceptionSettings, build_request
 from veracity.methods.deception.core import fake_deceive as deceive
 from veracity.methods.deception.core import fake_deceive_flaky as deceive_flaky
 from veracity.methods.deception.run import run_deception
-from veracity.methods.deception.run_stream import stream_deception
 from veracity.report import build_report
 from veracity.runs.common import Context
-from veracity.runs.result import save_run
+from veracity.runs.driver import save_run
 from veracity.stats import histogram, mean_stderr
 from veracity.store import dumps
 from veracity.types import GenRequest, Item, MCItem
 
 SPEC = "mc-jsonl:items.jsonl"  # named in results.json only: the items are given
-DATASET = parse_dataset_spec(SPEC)
 
 
 def _digest(text: str) -> int:
@@ -101,14 +97,14 @@ def test_streamed_deception_writes_what_the_whole_run_writes(tmp_path: Path,
     settings = DeceptionSettings(threshold=0.4)
     with Context(cache=None) as ctx:  # every answer asked again: nothing comes from a cache
         whole = run_deception(_inject(ctx, Patchy(responder=_patchy, name="patchy")), SPEC, ctx,
-                              settings, items=items)
+                              settings, items=items, chunk_size=len(items))
         whole_calls = ctx.model_calls()
-    assert whole.run is None  # no --out: the in-memory path
+    assert whole.run is None  # no --out: the records in a list
     save_run(tmp_path / "whole", "deception", {}, whole.records, whole.results)
     with Context(cache=None) as ctx:
-        client = ctx.client(_inject(ctx, Patchy(responder=_patchy, name="patchy")))
-        streamed = stream_deception(items, client, DATASET, settings, ctx,
-                                    tmp_path / "streamed", chunk_size=size or len(items))
+        streamed = run_deception(_inject(ctx, Patchy(responder=_patchy, name="patchy")), SPEC,
+                                 ctx, settings, tmp_path / "streamed", items=items,
+                                 chunk_size=size or len(items))
         assert ctx.model_calls() == whole_calls
     assert streamed.results == whole.results
     for name in ("results.json", "samples.jsonl"):  # to the last digit, key for key
@@ -159,8 +155,8 @@ def test_deception_interrupted_mid_chunk_resumes_without_a_repeated_call(
     # once 30 are answered falls in the second chunk
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx, \
             pytest.raises(KeyboardInterrupt):
-        stream_deception(items, ctx.client("fake/deceive-flaky"), DATASET, DeceptionSettings(),
-                         ctx, out, chunk_size=10)
+        run_deception("fake/deceive-flaky", SPEC, ctx, DeceptionSettings(), out, items=items,
+                      chunk_size=10)
     lines = _text(out / "samples.jsonl").splitlines()
     assert len(lines) == 10  # the first chunk, written as it finished
     assert json.loads(_text(out / "run.json"))["finished"] is None
@@ -197,15 +193,16 @@ def test_streamed_consistency_writes_what_the_whole_run_writes(tmp_path: Path,
     with Context(cache=None) as ctx:
         whole = run_consistency(items, _inject(ctx, FakeBackend(responder=_varied,
                                                                 name="varied")),
-                                "hash/default", settings, ctx, None, "prompts")
+                                "hash/default", settings, ctx, None, "prompts",
+                                chunk_size=len(items))
         whole_calls = ctx.model_calls()
     assert whole.run is None
     save_run(tmp_path / "whole", "consistency", {}, whole.records, whole.results)
     with Context(cache=None) as ctx:
-        streamed = stream_consistency(items, _inject(ctx, FakeBackend(responder=_varied,
-                                                                      name="varied")),
-                                      "hash/default", settings, ctx, tmp_path / "streamed",
-                                      "prompts", chunk_size=size or len(items))
+        streamed = run_consistency(items, _inject(ctx, FakeBackend(responder=_varied,
+                                                                   name="varied")),
+                                   "hash/default", settings, ctx, tmp_path / "streamed",
+                                   "prompts", chunk_size=size or len(items))
         assert ctx.model_calls() == whole_calls == 29 * 4
     assert streamed.results == whole.results
     for name in ("results.json", "samples.jsonl"):
@@ -248,8 +245,8 @@ def test_consistency_interrupted_mid_chunk_resumes_without_a_repeated_call(
     # 5 questions x 4 answers a chunk: Ctrl-C once 30 are answered falls in the second chunk
     with Context(cache=Cache(tmp_path / "cache.sqlite"), progress=shown) as ctx, \
             pytest.raises(KeyboardInterrupt):
-        stream_consistency(items, "fake/unstable", "hash/default", settings, ctx, out,
-                           "prompts", chunk_size=5)
+        run_consistency(items, "fake/unstable", "hash/default", settings, ctx, out, "prompts",
+                        chunk_size=5)
     assert shown.starts == [("consistency: answers", 80)] and shown.finished == 1
     assert len(_text(out / "samples.jsonl").splitlines()) == 5
     assert json.loads(_text(out / "run.json"))["finished"] is None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from veracity.cache import Cache
 from veracity.methods.gamma.core import GammaSettings
-from veracity.methods.gamma.run_stream import stream_gamma
+from veracity.methods.gamma.run import run_gamma
 from veracity.runs.common import Context
 from veracity.types import Item
 
@@ -37,8 +37,8 @@ def test_streamed_live_run_advances_one_bar_across_chunks(tmp_path: Path) -> Non
     shown = Recorded()
     cache = Cache(tmp_path / "cache.sqlite")
     with Context(cache=cache, progress=shown) as ctx:
-        stream_gamma(_items(10), "fake/unstable", "hash/default", GammaSettings(n=3), ctx,
-                     tmp_path / "run", "prompts", chunk_size=4)  # chunks of 4, 4 and 2
+        run_gamma(_items(10), "fake/unstable", "hash/default", GammaSettings(n=3), ctx,
+                  tmp_path / "run", "prompts", chunk_size=4)  # chunks of 4, 4 and 2
         assert ctx.clients["fake/unstable"].progress is shown  # given back after the run
     assert shown.starts == [("gamma: answers", 40)]  # 10 questions x (3 + 1) answers
     assert shown.finished == 1
@@ -48,7 +48,7 @@ def test_streamed_live_run_advances_one_bar_across_chunks(tmp_path: Path) -> Non
 
     again = Recorded()  # a rerun: every answer from the cache, still one bar
     with Context(cache=Cache(tmp_path / "cache.sqlite"), progress=again) as ctx:
-        stream_gamma(_items(10), "fake/unstable", "hash/default", GammaSettings(n=3), ctx,
-                     tmp_path / "rerun", "prompts", chunk_size=4)
+        run_gamma(_items(10), "fake/unstable", "hash/default", GammaSettings(n=3), ctx,
+                  tmp_path / "rerun", "prompts", chunk_size=4)
     assert again.starts == [("gamma: answers", 40)] and again.finished == 1
     assert again.updates[-1] == (40, 0, 40)

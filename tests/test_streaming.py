@@ -19,13 +19,7 @@ from veracity.errors import ConfigError
 from veracity.methods.gamma.calibration.core import Calibration, fit_curve
 from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.run import (
-    gamma_in_memory,
-    gamma_recorded_in_memory,
-    run_gamma,
-    run_gamma_recorded,
-)
-from veracity.methods.gamma.run_stream import stream_gamma, stream_gamma_recorded
+from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.running import RunningGamma
 from veracity.report import build_report, sidecar
 from veracity.runs.common import Context
@@ -109,21 +103,24 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def test_streamed_run_equals_the_whole_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [1, 4, 23])
+def test_chunked_run_equals_one_chunk_in_memory_and_on_disk(tmp_path: Path, size: int) -> None:
     settings = GammaSettings(n=3)
     items = _items(23)
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
-        whole = run_gamma(items, "fake/unstable", "hash/default", settings, ctx)  # in memory
-        small = stream_gamma(items, "fake/unstable", "hash/default", settings, ctx,
-                             tmp_path / "small", "prompts", chunk_size=4)
-        one = stream_gamma(items, "fake/unstable", "hash/default", settings, ctx,
-                           tmp_path / "one", "prompts", chunk_size=1000)
-    assert small.results == one.results
-    assert small.results["aggregate"] == whole.results["aggregate"]
-    assert _lines(tmp_path / "small" / "samples.jsonl") == _lines(tmp_path / "one" / "samples.jsonl")
-    assert [r.to_json() for r in small.records] == whole.records_json()
-    assert len(small.records) == 23 and small.records[-1].id == "q22"
-    assert [r.id for r in small.records[2:5]] == ["q2", "q3", "q4"]
+        listed = run_gamma(items, "fake/unstable", "hash/default", settings, ctx, chunk_size=size)
+        written = run_gamma(items, "fake/unstable", "hash/default", settings, ctx,
+                            tmp_path / "run", "prompts", chunk_size=size)
+        whole = run_gamma(items, "fake/unstable", "hash/default", settings, ctx,
+                          tmp_path / "whole", "prompts", chunk_size=1000)
+    assert listed.run is None and isinstance(listed.records, tuple)
+    assert written.results == whole.results == listed.results
+    assert _lines(tmp_path / "run" / "samples.jsonl") == _lines(tmp_path / "whole" / "samples.jsonl")
+    assert (tmp_path / "run" / "results.json").read_bytes() == \
+        (tmp_path / "whole" / "results.json").read_bytes()
+    assert [r.to_json() for r in written.records] == listed.records_json()
+    assert len(written.records) == 23 and written.records[-1].id == "q22"
+    assert [r.id for r in written.records[2:5]] == ["q2", "q3", "q4"]
 
 
 def _recorded(path: Path, count: int) -> Path:
@@ -139,12 +136,13 @@ def _recorded(path: Path, count: int) -> Path:
     return path
 
 
-def test_streamed_recorded_equals_the_whole_file_in_memory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [1, 4, 31])
+def test_chunked_recorded_equals_the_whole_file_in_memory(tmp_path: Path, size: int) -> None:
     recorded = _recorded(tmp_path / "rec.jsonl", 31)
     with Context(cache=None) as ctx:
-        whole = run_gamma_recorded(recorded, "hash/default", ctx)  # no out: read whole
-        streamed = stream_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run",
-                                         chunk_size=4)
+        whole = run_gamma_recorded(recorded, "hash/default", ctx, chunk_size=1000)  # a list
+        streamed = run_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run",
+                                      chunk_size=size)
     assert streamed.results == whole.results
     assert [r.to_json() for r in streamed.records] == whole.records_json()
     info = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -178,9 +176,9 @@ def test_streamed_calibrated_run_equals_the_whole_run(tmp_path: Path, size: int,
     calibration = _calibration("fake/unstable", "hash/256", "ascii-control", 3)
     forced = model != "fake/unstable"
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
-        gamma_in_memory(items, model, "hash/default", settings, ctx, tmp_path / "whole",
-                        "prompts", calibration, forced)
-        streamed = stream_gamma(items, model, "hash/default", settings, ctx, tmp_path / "run",
+        run_gamma(items, model, "hash/default", settings, ctx, tmp_path / "whole", "prompts",
+                  calibration, forced, chunk_size=1000)
+        streamed = run_gamma(items, model, "hash/default", settings, ctx, tmp_path / "run",
                                 "prompts", chunk_size=size, calibration=calibration,
                                 force=forced)
     _same_run_dirs(tmp_path / "run", tmp_path / "whole")
@@ -202,9 +200,9 @@ def test_streamed_calibrated_recorded_equals_the_whole_file(tmp_path: Path, size
     recorded = _recorded(tmp_path / "rec.jsonl", 31)
     calibration = _calibration("recorded", "hash/256", "recorded", 3)
     with Context(cache=None) as ctx:
-        gamma_recorded_in_memory(recorded, "hash/default", ctx, out=tmp_path / "whole",
-                                 calibration=calibration)
-        streamed = stream_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run",
+        run_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "whole",
+                           calibration=calibration, chunk_size=1000)
+        streamed = run_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run",
                                          chunk_size=size, calibration=calibration)
     _same_run_dirs(tmp_path / "run", tmp_path / "whole")
     ps = [r.p_correct for r in streamed.records]
@@ -239,11 +237,11 @@ def test_streamed_null_control_equals_the_whole_run(tmp_path: Path, size: int,
     calibration = _calibration("fake/unstable", "hash/256", "ascii-control", 3) \
         if calibrated else None
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
-        whole = gamma_in_memory(items, "fake/unstable", "hash/default", settings, ctx,
-                                tmp_path / "whole", "prompts", calibration)
+        whole = run_gamma(items, "fake/unstable", "hash/default", settings, ctx,
+                          tmp_path / "whole", "prompts", calibration, chunk_size=1000)
         streamed = run_gamma(items, "fake/unstable", "hash/default", settings, ctx,
                              tmp_path / "run", calibration=calibration) if size == 1000 else \
-            stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, tmp_path / "run",
+            run_gamma(items, "fake/unstable", "hash/default", settings, ctx, tmp_path / "run",
                          "prompts", chunk_size=size, calibration=calibration)
     _same_run_dirs(tmp_path / "run", tmp_path / "whole")
     assert isinstance(streamed.records, StoredRecords) and whole.run is not None
@@ -276,18 +274,18 @@ def test_streamed_null_control_resumes_with_exactly_the_missing_calls(
     # the Ctrl-C falls in the second chunk's control
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx, \
             pytest.raises(KeyboardInterrupt):
-        stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out, "prompts",
+        run_gamma(items, "fake/unstable", "hash/default", settings, ctx, out, "prompts",
                      chunk_size=10)
     assert len(_lines(out / "samples.jsonl")) == 10
     before = len(sent)
     assert 110 < before < 140
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
-        resumed = stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out,
+        resumed = run_gamma(items, "fake/unstable", "hash/default", settings, ctx, out,
                                "prompts", chunk_size=10)
         assert ctx.model_calls() == 210 - before
     assert len(sent) == len(set(sent)) == 210  # every request once, over both attempts
     with Context(cache=None) as ctx:
-        fresh = gamma_in_memory(items, "fake/unstable", "hash/default", settings, ctx)
+        fresh = run_gamma(items, "fake/unstable", "hash/default", settings, ctx)
     assert resumed.results["control"] == fresh.results["control"]
     assert [r.to_json() for r in resumed.records] == fresh.records_json()
 
@@ -316,14 +314,14 @@ def test_interrupted_mid_chunk_resumes_without_a_repeated_call(
     # answered falls in the second chunk
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx, \
             pytest.raises(KeyboardInterrupt):
-        stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out, "prompts",
+        run_gamma(items, "fake/unstable", "hash/default", settings, ctx, out, "prompts",
                      chunk_size=10)
     assert len(_lines(out / "samples.jsonl")) == 10  # the first chunk, written as it finished
     assert json.loads((out / "run.json").read_text())["finished"] is None
     before = len(sent)
     assert max(sizes) < 40 and 40 < before < 80  # part of the second chunk answered, cached
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
-        resumed = stream_gamma(items, "fake/unstable", "hash/default", settings, ctx, out,
+        resumed = run_gamma(items, "fake/unstable", "hash/default", settings, ctx, out,
                                "prompts", chunk_size=10)
         assert ctx.model_calls() == 120 - before
     assert len(sent) == len(set(sent)) == 120  # every prompt sent once, over both attempts
@@ -344,7 +342,7 @@ def _chunk_rows(path: Path) -> list[dict[str, Any]]:
 def test_small_run_report_stays_one_file(tmp_path: Path) -> None:
     recorded = _recorded(tmp_path / "rec.jsonl", 40)
     with Context(cache=None) as ctx:
-        stream_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run")
+        run_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run")
     report = build_report([tmp_path / "run"], tmp_path / "run" / "report.html")
     html = report.read_text(encoding="utf-8")
     assert not (tmp_path / "run" / "report.items").exists()
@@ -356,7 +354,7 @@ def test_large_run_report_pages_from_a_sidecar(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     recorded = _recorded(tmp_path / "rec.jsonl", 40)
     with Context(cache=None) as ctx:
-        outcome = stream_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run")
+        outcome = run_gamma_recorded(recorded, "hash/default", ctx, out=tmp_path / "run")
     monkeypatch.setattr(sidecar, "SIDECAR_THRESHOLD", 30)
     monkeypatch.setattr(sidecar, "CHUNK_ROWS", 7)
     monkeypatch.setattr(sidecar, "WORST", 5)

@@ -328,7 +328,6 @@ def test_embedding_ball_streams_chunk_by_chunk_as_the_whole_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from veracity.methods.gamma.core import GammaSettings
     from veracity.methods.gamma.run import run_gamma
-    from veracity.methods.gamma.run_stream import stream_gamma
     from veracity.runs.common import Context
     from veracity.runs.streamed import StoredRecords
 
@@ -338,13 +337,13 @@ def test_embedding_ball_streams_chunk_by_chunk_as_the_whole_run(
              for i in range(9)]
     settings = GammaSettings(n=3, ball="embedding", radius=2.5, shape="sphere", seed=4)
     with Context(cache=Cache(tmp_path / "cache.sqlite")) as ctx:
-        whole = run_gamma(items, "scripted/x", "hash/default", settings, ctx)  # in memory
+        whole = run_gamma(items, "scripted/x", "hash/default", settings, ctx)  # a list
         calls = ctx.model_calls()
         assert calls == 9 * 4
         routed = run_gamma(items, "scripted/x", "hash/default", settings, ctx,
                            tmp_path / "routed")
-        small = stream_gamma(items, "scripted/x", "hash/default", settings, ctx,
-                             tmp_path / "small", "prompts", chunk_size=2)
+        small = run_gamma(items, "scripted/x", "hash/default", settings, ctx,
+                          tmp_path / "small", "prompts", chunk_size=2)
         assert ctx.model_calls() == calls  # every ball point cached by the first run
     assert isinstance(routed.records, StoredRecords)
     assert small.results["aggregate"] == whole.results["aggregate"] == routed.results["aggregate"]
@@ -357,11 +356,11 @@ def test_embedding_ball_streams_chunk_by_chunk_as_the_whole_run(
 
 def test_streamed_embedding_ball_refuses_a_black_box_model_before_writing(tmp_path: Path) -> None:
     from veracity.methods.gamma.core import GammaSettings
-    from veracity.methods.gamma.run_stream import stream_gamma
+    from veracity.methods.gamma.run import run_gamma
     from veracity.runs.common import Context
 
     settings = GammaSettings(n=2, ball="embedding")
     with Context(cache=None) as ctx, pytest.raises(CapabilityError, match="inputs_embeds"):
-        stream_gamma(ITEMS, "fake/stable", "hash/default", settings, ctx, tmp_path / "run",
-                     "prompts")
+        run_gamma(ITEMS, "fake/stable", "hash/default", settings, ctx, tmp_path / "run",
+                  "prompts")
     assert not (tmp_path / "run").exists()

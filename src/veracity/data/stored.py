@@ -23,13 +23,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, Protocol, Self, TypeVar, overload
+from typing import Any, Protocol, Self, TypeVar
 
 from veracity.data.labelled import LABELLED_KINDS
 from veracity.data.mc import load_mc, parse_dataset_spec, stream_mc_jsonl
 from veracity.data.qa import STREAMED, dataset_source, load_items
 from veracity.data.sample import Selection
 from veracity.errors import DataError
+from veracity.sequences import LazySequence
 from veracity.space import writing
 from veracity.types import Item, MCItem
 
@@ -138,7 +139,7 @@ def _remove(db: sqlite3.Connection, folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-class RowStore(Sequence[R]):
+class RowStore(LazySequence[R]):
     """Values in an SQLite file, in order: ``len``, ``store[i]`` (negative too), ``store[a:b]``
     (a list), iteration, and :meth:`take` for scattered positions (subclasses say how a value
     is written as JSON text)."""
@@ -220,21 +221,11 @@ class RowStore(Sequence[R]):
             self._pages.popitem(last=False)
         return got
 
-    @overload
-    def __getitem__(self, index: int) -> R: ...
+    def _item(self, index: int) -> R:
+        return self._page_at(index // self._page)[index % self._page]
 
-    @overload
-    def __getitem__(self, index: slice) -> list[R]: ...
-
-    def __getitem__(self, index: int | slice) -> R | list[R]:
-        if isinstance(index, slice):
-            positions = range(self._size)[index]
-            return self.take(positions, whole_pages=abs(positions.step) == 1)
-        index = operator.index(index)  # numpy integers too, as a list takes them
-        position = index + self._size if index < 0 else index
-        if not 0 <= position < self._size:
-            raise IndexError(f"item index {index} out of range for {self._size} items")
-        return self._page_at(position // self._page)[position % self._page]
+    def _items(self, start: int, stop: int, step: int) -> list[R]:
+        return self.take(range(start, stop, step), whole_pages=abs(step) == 1)
 
     def __iter__(self) -> Iterator[R]:
         for number in range((self._size + self._page - 1) // self._page):
@@ -327,23 +318,18 @@ class MCStore(RowStore[MCItem]):
         return _decode_mc(text)
 
 
-class _Ids(Sequence[str]):
+class _Ids(LazySequence[str]):
     def __init__(self, store: RowStore[Any]) -> None:
         self._store = store
 
     def __len__(self) -> int:
         return len(self._store)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [str(item.id) for item in self._store[index]]
+    def _item(self, index: int) -> str:
         return str(self._store[index].id)
+
+    def _items(self, start: int, stop: int, step: int) -> list[str]:
+        return [str(item.id) for item in self._store[start:stop:step]]
 
     def __iter__(self) -> Iterator[str]:
         return (item.id for item in self._store)

@@ -1,11 +1,11 @@
-"""What every run returns, and the one place a run directory is written."""
+"""What every run returns: its typed records, its typed summary (results.json is written from
+it), and the run directory if one was written."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from veracity.records import Record
 from veracity.store import RunDir
@@ -13,39 +13,41 @@ from veracity.store import RunDir
 R = TypeVar("R", bound=Record)
 
 
+class Summary(Protocol):
+    """A method's summary of a run: results.json is its ``to_json()``."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=Summary)
+
+
 @dataclass(frozen=True)
-class RunResult(Generic[R]):
-    """A run's typed per-item records, its aggregates (results.json), and the run directory
-    if one was written."""
+class Results:
+    """The summary of a method that does not type its own yet: results.json as a dict."""
+
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+
+@dataclass(frozen=True)
+class RunResult(Generic[R, S]):
+    """A run's typed per-item records, its typed summary, and the run directory if one was
+    written."""
 
     records: Sequence[R]
-    """A tuple, or for a streamed run its samples.jsonl read back on demand."""
-    results: dict[str, Any]
+    """A tuple, or for a run written to a directory its samples.jsonl read back on demand."""
+    summary: S
+    """The method's summary; results.json is ``summary.to_json()``."""
     run: RunDir | None
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """results.json as a dict (for JSON output; read the fields from ``summary``)."""
+        return self.summary.to_json()
 
     def records_json(self) -> list[dict[str, Any]]:
         """The records as samples.jsonl holds them."""
         return [record.to_json() for record in self.records]
-
-
-def save_run(
-    out: Path | None,
-    method: str,
-    config: dict[str, Any],
-    records: Sequence[R],
-    results: dict[str, Any],
-    started: str | None = None,
-    stats: dict[str, Any] | None = None,
-    files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
-) -> RunResult[R]:
-    """Write run.json, samples.jsonl, any side ``files`` (JSONL, by name), results.json and
-    the finish time into ``out`` (nothing when None); the run's result either way."""
-    if out is None:
-        return RunResult(tuple(records), results, None)
-    run = RunDir.create(out, method, config, started)
-    run.write_samples(record.to_json() for record in records)
-    for name, rows in (files or {}).items():
-        run.write_jsonl(name, rows)
-    run.write_results(results)
-    run.finish(stats or {})
-    return RunResult(tuple(records), results, run)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Generic, TypeVar, overload
+from typing import Generic, TypeVar
 
 from veracity.data.jsonl import stream_objects
 from veracity.records import Record
+from veracity.sequences import LazySequence
 
 R = TypeVar("R", bound=Record)
 
 
-class StoredRecords(Sequence[R], Generic[R]):
+class StoredRecords(LazySequence[R], Generic[R]):
     """A sequence of typed records backed by a JSONL file: ``records[:25]`` reads 25 lines,
     iterating reads one line at a time, and nothing is kept."""
 
@@ -29,17 +30,10 @@ class StoredRecords(Sequence[R], Generic[R]):
         for _, row in stream_objects(self.path, "run file", surrogates=True):
             yield self.kind.from_json(row)
 
-    @overload
-    def __getitem__(self, index: int) -> R: ...
+    def _item(self, index: int) -> R:
+        return next(islice(iter(self), index, None))
 
-    @overload
-    def __getitem__(self, index: slice) -> list[R]: ...
-
-    def __getitem__(self, index: int | slice) -> R | list[R]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self.size)
-            return list(islice(iter(self), start, stop, step))
-        position = index + self.size if index < 0 else index
-        if not 0 <= position < self.size:
-            raise IndexError("record index out of range")
-        return next(islice(iter(self), position, None))
+    def _items(self, start: int, stop: int, step: int) -> list[R]:
+        if step < 0:  # read forwards, then turn round
+            return list(islice(iter(self), stop + 1, start + 1))[::step] if start > stop else []
+        return list(islice(iter(self), start, stop, step))

@@ -29,6 +29,7 @@ from veracity.methods.benchmark.core import (
 from veracity.methods.benchmark.records import BenchmarkRecord
 from veracity.metrics import METRICS
 from veracity.runs.common import Context
+from veracity.runs.driver import check_target
 from veracity.store import RunDir
 from veracity.text import csv_cell
 from veracity.types import Generation, Item
@@ -51,6 +52,7 @@ def run_benchmark(items: Sequence[Item], model: str, embedder: str, settings: Be
     """Greedy answers, every method's signal at the budget, every label source, the tables."""
     if not items:
         raise DataError("no questions to benchmark")
+    check_target(out)  # before any model call
     before = snapshot(ctx)
     answers = greedy_answers(items, model, ctx, settings.sampling,
                              logprobs="logprob" in chosen_methods(settings.methods))
@@ -106,6 +108,7 @@ def score_recorded(path: Path, embedder: str, settings: BenchmarkSettings, ctx: 
     """Score-only: the signals that need no model call (or ``model`` for the rest), on answers
     and samples brought from elsewhere; labels from the file and/or ``settings.labels``."""
     items, answers, samples, given = read_recorded(path)
+    check_target(out)  # before any model call
     bench = run_signals(items, answers, model, embedder, settings, ctx, samples, Cost())
     sources = [s for s in settings.labels if s not in given]
     add_labels(bench, sources if given else settings.labels, ctx, embedder, given)

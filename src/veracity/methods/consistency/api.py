@@ -8,7 +8,7 @@ from pathlib import Path
 from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.methods.consistency.core import ConsistencySettings
-from veracity.methods.consistency.records import ConsistencyRecord
+from veracity.methods.consistency.records import ConsistencyRecord, ConsistencySummary
 from veracity.methods.consistency.run import run_consistency
 from veracity.runs.common import api_context
 from veracity.runs.result import RunResult
@@ -25,7 +25,7 @@ def consistency(
     seed: int = 0,
     out: str | Path | None = None,
     cache: bool | str | Path | Cache = True,
-) -> RunResult[ConsistencyRecord]:
+) -> RunResult[ConsistencyRecord, ConsistencySummary]:
     """Self-consistency of each prompt's answer: M samples at ``temperature`` against the
     greedy answer; score in [0, 1], higher = more consistent.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -122,10 +123,14 @@ def consistency(o: ConsistencyOptions) -> None:
         for record in outcome.records:
             score = "   —  " if record.score is None else f"{record.score:.4f}"
             echo(f"{score}  {safe(record.prompt)[:70]}")
-        r = outcome.results
-        echo(f"\nmean score {r['mean_score']:.4f} ± {r['stderr']:.4f} (SE) over {r['n_scored']} "
-             f"questions, {r['n_unscored']} unscored\n{cmd.calls_line()}")
+        r = outcome.summary
+        echo(f"\nmean score {_float(r.mean_score):.4f} ± {_float(r.stderr):.4f} (SE) over "
+             f"{r.n_scored} questions, {r.n_unscored} unscored\n{cmd.calls_line()}")
     write_report(outcome.run, f"veracity self-consistency: {dataset}", o.as_json)
+
+
+def _float(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 @click.command("consistency")

@@ -1,4 +1,4 @@
-"""The self-consistency baseline's typed per-item record."""
+"""The self-consistency baseline's typed per-item record and run summary."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from veracity.records import Record, json_object
+from veracity.records import Record, json_object, number
 
 
 @dataclass(frozen=True)
@@ -44,3 +44,61 @@ class ConsistencyRecord(Record):
         for name in ("samples", "cosines", "references"):
             out[name] = list(out[name])
         return out | dict(self.extra)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of values in bins between consecutive edges."""
+
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Histogram:
+        found = json_object(data, "histogram")
+        return cls(tuple(float(e) for e in found["edges"]), tuple(int(c) for c in found["counts"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"edges": list(self.edges), "counts": list(self.counts)}
+
+
+@dataclass(frozen=True)
+class ConsistencySummary:
+    """A self-consistency run's results.json: the setup, the mean score ± its standard error
+    over the scored questions, and the score histogram."""
+
+    model: str
+    embedder: str
+    dataset: str
+    settings: Mapping[str, Any]
+    """The run's :class:`~veracity.methods.consistency.core.ConsistencySettings`, described."""
+    n_items: int
+    n_scored: int
+    n_unscored: int
+    mean_score: float | None
+    """NaN (None once read back) when no question was scored."""
+    stderr: float | None
+    histogram: Histogram
+
+    @property
+    def m(self) -> int:
+        return int(self.settings["m"])
+
+    @property
+    def temperature(self) -> float:
+        return float(self.settings["temperature"])
+
+    @classmethod
+    def from_json(cls, data: Any) -> ConsistencySummary:
+        found = json_object(data, "consistency results")
+        return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
+                   json_object(found["settings"], "settings"), int(found["n_items"]),
+                   int(found["n_scored"]), int(found["n_unscored"]), number(found["mean_score"]),
+                   number(found["stderr"]), Histogram.from_json(found["histogram"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "consistency", "model": self.model, "embedder": self.embedder,
+                "dataset": self.dataset, "settings": dict(self.settings),
+                "n_items": self.n_items, "n_scored": self.n_scored,
+                "n_unscored": self.n_unscored, "mean_score": self.mean_score,
+                "stderr": self.stderr, "histogram": self.histogram.to_json()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from veracity.methods.consistency.records import ConsistencyRecord
+from veracity.methods.consistency.records import ConsistencyRecord, ConsistencySummary
 from veracity.records import read_records
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
@@ -16,10 +16,9 @@ from veracity.store import VALIDATION_FILE, RunDir
 def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
-        r = run.results
-        rows.append([str(run.path.name), r.get("model"), r.get("dataset"), r["settings"]["m"],
-                     r["settings"]["temperature"], r["n_scored"], r["n_unscored"],
-                     f"{fmt(r['mean_score'], 4)} ± {fmt(r['stderr'], 4)}"])
+        r = ConsistencySummary.from_json(run.results)
+        rows.append([str(run.path.name), r.model, r.dataset, r.m, r.temperature, r.n_scored,
+                     r.n_unscored, f"{fmt(r.mean_score, 4)} ± {fmt(r.stderr, 4)}"])
     return table(["run", "model", "dataset", "M", "T", "scored", "unscored", "mean score ± SE"],
                  rows)
 
@@ -28,9 +27,8 @@ def _histogram(runs: list[RunDir]) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3))
     for run in runs:
-        hist = run.results["histogram"]
-        edges, counts = hist["edges"], hist["counts"]
-        ax.stairs(counts, edges, label=str(run.path.name))
+        hist = ConsistencySummary.from_json(run.results).histogram
+        ax.stairs(hist.counts, hist.edges, label=str(run.path.name))
     ax.set_xlabel("self-consistency score (1 = samples agree with the greedy answer)")
     ax.set_ylabel("questions")
     ax.legend(fontsize=7)

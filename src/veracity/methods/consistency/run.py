@@ -12,14 +12,19 @@ import numpy as np
 from veracity.correctness import Labelled, label_answers
 from veracity.errors import DataError
 from veracity.methods.consistency.core import ConsistencySettings
-from veracity.methods.consistency.records import ConsistencyRecord
+from veracity.methods.consistency.records import ConsistencyRecord, ConsistencySummary
 from veracity.methods.consistency.running import RunningConsistency
 from veracity.methods.consistency.scored import consistency_records, results_of
 from veracity.runs.common import Context
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
 from veracity.runs.result import RunResult
 from veracity.stats import auroc, bootstrap_aurocs, percentile_ci
 from veracity.store import VALIDATION_FILE, RunDir
+from veracity.streaming import chunks, one_bar
 from veracity.types import Item
+
+LIVE_CHUNK = 256
+"""Questions per chunk: M + 1 generations each, sent to the backend at once."""
 
 
 def summarise(records: Sequence[ConsistencyRecord]) -> dict[str, Any]:
@@ -32,18 +37,33 @@ def summarise(records: Sequence[ConsistencyRecord]) -> dict[str, Any]:
 
 def run_consistency(items: Sequence[Item], model: str, embedder: str,
                     settings: ConsistencySettings, ctx: Context, out: Path | None,
-                    dataset: str) -> RunResult[ConsistencyRecord]:
-    """Score every question; with ``out`` chunk by chunk into that run directory (records
-    appended as each chunk is scored), else all at once in memory."""
+                    dataset: str, chunk_size: int = LIVE_CHUNK,
+                    ) -> RunResult[ConsistencyRecord, ConsistencySummary]:
+    """Score every question, chunk by chunk: the greedy answer, the M samples, their vectors
+    and the scores of ``chunk_size`` questions at a time, the records into ``out`` (appended
+    as each chunk is scored) or a list; the summary is a running one, equal to the last digit
+    whatever the chunks. Every answer is cached as it arrives, so a run cut short in the
+    middle of a chunk resumes with no repeated model call."""
     if not items:
         raise DataError("no questions to score")
-    if out is not None:
-        from veracity.methods.consistency.run_stream import stream_consistency
+    check_target(out)  # before any model call
+    client = ctx.client(model)
+    ctx.embedder(embedder)  # a bad spec fails before the run directory is written
+    config = {"model": model, "embedder": embedder, "dataset": dataset,
+              "settings": settings.describe(), "model_options": ctx.options_record()}
+    running = RunningConsistency()
+    batches = (consistency_records(chunk, model, embedder, settings, ctx)
+               for chunk in chunks(items, chunk_size))
 
-        return stream_consistency(items, model, embedder, settings, ctx, out, dataset)
-    records = consistency_records(items, model, embedder, settings, ctx)
-    return RunResult(tuple(records), results_of(model, embedder, dataset, settings,
-                                                summarise(records)), None)
+    def finish() -> Finish[ConsistencySummary]:
+        return Finish(results_of(model, embedder, dataset, settings, running.result()),
+                      {"model_options": ctx.options_record()},  # as the backend resolved them
+                      ctx.stats())
+
+    with one_bar([client], ctx.progress, "consistency: answers",
+                 len(items) * (settings.m + 1)):
+        return drive(out, RunPlan("consistency", ConsistencyRecord, config, ctx.started),
+                     batches, [running], finish)
 
 
 def validate_consistency(path: Path, ctx: Context, judge: str | None = None,

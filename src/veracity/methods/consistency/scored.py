@@ -1,13 +1,16 @@
-"""Questions scored into consistency records, and the results.json of a run: shared by the
-run held in memory and the streamed one."""
+"""Questions scored into consistency records, and the typed summary (results.json) of a run."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
-from veracity.methods.consistency.records import ConsistencyRecord
+from veracity.methods.consistency.records import (
+    ConsistencyRecord,
+    ConsistencySummary,
+    Histogram,
+)
 from veracity.runs.common import Context
 from veracity.types import Item
 
@@ -29,7 +32,9 @@ def consistency_records(items: Sequence[Item], model: str, embedder: str,
 
 
 def results_of(model: str, embedder: str, dataset: str, settings: ConsistencySettings,
-               summary: dict[str, Any]) -> dict[str, Any]:
-    """results.json of a run with this summary."""
-    return {"method": "consistency", "model": model, "embedder": embedder, "dataset": dataset,
-            "settings": settings.describe(), **summary}
+               summary: Mapping[str, Any]) -> ConsistencySummary:
+    """The typed summary (results.json) of a run with these running figures."""
+    return ConsistencySummary(model, embedder, dataset, settings.describe(),
+                              summary["n_items"], summary["n_scored"], summary["n_unscored"],
+                              summary["mean_score"], summary["stderr"],
+                              Histogram.from_json(summary["histogram"]))

@@ -9,7 +9,7 @@ from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.methods.deception.core import DEFAULT_MAX_TOKENS, PAPER_SAMPLING, DeceptionSettings
 from veracity.methods.deception.prompt import DEFAULT_PROMPT, load_prompt_file
-from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.deception.records import DeceptionRecord, DeceptionResults
 from veracity.methods.deception.run import run_deception, run_deception_recorded
 from veracity.runs.common import api_context
 from veracity.runs.result import RunResult
@@ -32,7 +32,7 @@ def deception(
     susceptibility: str = "pooled",
     prompt_file: str | Path | None = None,
     system_prompt: bool = False,
-) -> RunResult[DeceptionRecord]:
+) -> RunResult[DeceptionRecord, DeceptionResults]:
     """Answer every item of ``dataset`` (``db-mmlu:DIR`` or ``mc-jsonl:FILE`` with openings)
     normally and from its misleading opening; typed per-item records and the paper's metrics
     (``results``), also written to the run directory ``out`` when given.
@@ -63,7 +63,7 @@ def score_deception(
     threshold: float = 0.4,
     out: str | Path | None = None,
     susceptibility: str = "pooled",
-) -> RunResult[DeceptionRecord]:
+) -> RunResult[DeceptionRecord, DeceptionResults]:
     """Score DB-MMLU answers recorded elsewhere (the authors' ``<subject>.csv[.gz]`` files,
     checked row by row against the ``db-mmlu:DIR`` dataset) with no model."""
     return run_deception_recorded(Path(results_dir), dataset, threshold,

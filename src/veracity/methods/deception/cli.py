@@ -33,7 +33,7 @@ from veracity.methods.deception.core import (
 )
 from veracity.methods.deception.dataset import MAX_SHOTS, MakeSettings
 from veracity.methods.deception.prompt import DEFAULT_PROMPT, load_prompt_file
-from veracity.methods.deception.records import DeceptionRecord, DeceptionSummary
+from veracity.methods.deception.records import DeceptionRecord, DeceptionResults, DeceptionSummary
 from veracity.methods.deception.repeats import spreads
 from veracity.methods.deception.run import make_dataset, run_deception, run_deception_recorded
 from veracity.runs.result import RunResult
@@ -111,7 +111,7 @@ def print_metrics(results: dict[str, Any]) -> None:
                    "(error_kind in samples.jsonl); rerun the same command to retry them")
 
 
-def _finish(outcome: RunResult[DeceptionRecord], as_json: bool, title: str) -> None:
+def _finish(outcome: RunResult[DeceptionRecord, DeceptionResults], as_json: bool, title: str) -> None:
     if as_json:
         echo(dumps(outcome.results, indent=2))
     else:
@@ -262,7 +262,7 @@ def run(o: RunOptions) -> None:
     if o.repeats > 1 and settings.sampling.temperature == 0:
         raise ConfigError("--repeats measures the spread of sampled answers: with --greedy "
                           "(temperature 0) every repeat is the same run")
-    extra: list[RunResult[DeceptionRecord]] = []
+    extra: list[RunResult[DeceptionRecord, DeceptionResults]] = []
     with held as (items, chosen), command_run(o.common) as cmd:
         outcome = run_deception(o.model, o.dataset, cmd.ctx, settings, out,
                                 _subjects(o.subjects), o.limit_per_subject, items)
@@ -273,15 +273,16 @@ def run(o: RunOptions) -> None:
                                        out.parent / f"{out.name}-repeat-{r}",
                                        _subjects(o.subjects), o.limit_per_subject, items))
     record_selection(outcome.run, chosen)
-    _finish(outcome, o.as_json, f"veracity deception: {outcome.results['model']}")
+    _finish(outcome, o.as_json, f"veracity deception: {outcome.summary.model}")
     if extra:
         _repeats(outcome, extra, settings.sampling.seed, o.as_json)
     if not o.as_json:
         echo(cmd.calls_line())
 
 
-def _repeats(first: RunResult[DeceptionRecord], extra: list[RunResult[DeceptionRecord]],
-             seed: int, as_json: bool) -> None:
+def _repeats(first: RunResult[DeceptionRecord, DeceptionResults],
+             extra: list[RunResult[DeceptionRecord, DeceptionResults]], seed: int,
+             as_json: bool) -> None:
     """Write repeats.json into the first run and print each metric's mean ± sd."""
     runs = [first, *extra]
     found = spreads([o.results for o in runs])

@@ -129,3 +129,37 @@ class DeceptionSummary:
             number(results["error_rate_normal"]), number(results["error_rate_misleading"]),
             int(results.get("n_unscored") or 0), per_subject,
         )
+
+
+@dataclass(frozen=True)
+class DeceptionResults:
+    """A deception run's results.json: the setup, the unscored items and the paper's metrics
+    (overall and per subject)."""
+
+    model: str
+    dataset: str
+    source: str
+    """``live`` (answered here) or ``recorded`` (scored from another's answers)."""
+    settings: Mapping[str, Any]
+    n_unscored: int
+    metrics: Mapping[str, Any]
+    """The metrics as :func:`~veracity.methods.deception.core.metrics_from_counts` gives them."""
+
+    @property
+    def summary(self) -> DeceptionSummary:
+        """The metrics, typed."""
+        return DeceptionSummary.from_results(self.to_json())
+
+    @classmethod
+    def from_json(cls, data: Any) -> DeceptionResults:
+        found = dict(json_object(data, "deception results"))
+        head = {k: found.pop(k, None) for k in ("method", "model", "dataset", "source",
+                                                 "settings", "n_unscored")}
+        return cls(str(head["model"]), str(head["dataset"]), str(head["source"]),
+                   json_object(head["settings"] or {}, "settings"), int(head["n_unscored"] or 0),
+                   found)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "deception", "model": self.model, "dataset": self.dataset,
+                "source": self.source, "settings": self.settings,
+                "n_unscored": self.n_unscored} | dict(self.metrics)

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.deception.records import DeceptionRecord, DeceptionSummary
 from veracity.records import read_records
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
@@ -94,13 +94,22 @@ def _table3(runs: list[RunDir], labels: list[str]) -> str:
 def _subjects(runs: list[RunDir]) -> list[str]:
     names: set[str] = set()
     for run in runs:
-        names.update(run.results["per_subject"])
+        names.update(_metrics(run).per_subject)
     return sorted(names)
 
 
+def _metrics(run: RunDir) -> DeceptionSummary:
+    return DeceptionSummary.from_results(run.results)
+
+
+def _items_in(run: RunDir, subject: str) -> int:
+    entry = _metrics(run).per_subject.get(subject)
+    return 0 if entry is None else entry.n_items
+
+
 def _value(run: RunDir, subject: str, key: str) -> float:
-    entry = run.results["per_subject"].get(subject)
-    value = None if entry is None else entry.get(key)
+    entry = _metrics(run).per_subject.get(subject)
+    value = None if entry is None else getattr(entry, key)
     return math.nan if value is None else float(value)
 
 
@@ -129,8 +138,8 @@ def _susceptibility_bars(runs: list[RunDir], labels: list[str], subjects: list[s
     shown = [s for s in subjects if any(not math.isnan(_value(r, s, "susceptibility"))
                                         for r in runs)]
     unbounded = sorted({f"{s} ({label})" for run, label in zip(runs, labels, strict=True)
-                        for s, entry in run.results["per_subject"].items()
-                        if entry.get("susceptibility_unbounded")})
+                        for s, entry in _metrics(run).per_subject.items()
+                        if entry.susceptibility_unbounded})
     note = ("<p class='muted'>Unbounded (∞, no correct misleading answer): "
             f"{esc(', '.join(unbounded))}.</p>") if unbounded else ""
     if not shown:
@@ -160,8 +169,8 @@ def _consistency_bars(runs: list[RunDir], labels: list[str]) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(runs) + 2), 3.4))
     x = np.arange(len(runs))
-    correct = [100 * (run.results["consistent_correct"] or 0.0) for run in runs]
-    incorrect = [100 * (run.results["consistent_incorrect"] or 0.0) for run in runs]
+    correct = [100 * (_metrics(run).consistent_correct or 0.0) for run in runs]
+    incorrect = [100 * (_metrics(run).consistent_incorrect or 0.0) for run in runs]
     ax.bar(x, correct, color="#55a868", label="consistent, correct")
     ax.bar(x, incorrect, bottom=correct, color="#c44e52", label="consistent, incorrect")
     ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
@@ -197,7 +206,7 @@ def _scatter(runs: list[RunDir], labels: list[str], subjects: list[str]) -> str:
     rows = []
     for run, label in zip(runs, labels, strict=True):
         pairs = [(100 * _value(run, s, "normal_accuracy"), 100 * _value(run, s, "misleading_accuracy"))
-                 for s in subjects if s in run.results["per_subject"]]
+                 for s in subjects if s in _metrics(run).per_subject]
         xs = [x for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
         ys = [y for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
         fit = correlation(xs, ys)
@@ -218,8 +227,8 @@ def _scatter(runs: list[RunDir], labels: list[str], subjects: list[str]) -> str:
     html = figure(fig, "normal vs misleading accuracy per subject") + table(
         ["model", "subjects", "Pearson r", "p (two-tailed)", "slope", "intercept"], rows, digits=4)
     if len(runs) >= 3:
-        across = correlation([100 * (run.results["normal_accuracy"] or 0.0) for run in runs],
-                             [100 * (run.results["misleading_accuracy"] or 0.0) for run in runs])
+        across = correlation([100 * (_metrics(run).normal_accuracy or 0.0) for run in runs],
+                             [100 * (_metrics(run).misleading_accuracy or 0.0) for run in runs])
         html += (f"<p>Across the {len(runs)} runs (one point per model): Pearson r = "
                  f"{fmt(across.r, 3)}, p = {fmt(across.p, 4)}, least-squares line "
                  f"y = {fmt(across.slope, 3)} x + {fmt(across.intercept, 2)}.</p>")
@@ -231,12 +240,11 @@ def _per_subject_tables(runs: list[RunDir], labels: list[str]) -> str:
     parts = []
     for run, label in zip(runs, labels, strict=True):
         rows = [
-            [s, m["n_items"], _pct(m["normal_accuracy"]), _pct(m["misleading_accuracy"]),
-             "∞" if m.get("susceptibility_unbounded") else m["susceptibility"],
-             _pct(m["consistency"]), _pct(m["consistent_correct"]),
-             _pct(m["consistent_incorrect"]), _pct(m["error_rate_normal"]),
-             _pct(m["error_rate_misleading"])]
-            for s, m in sorted(run.results["per_subject"].items())
+            [s, m.n_items, _pct(m.normal_accuracy), _pct(m.misleading_accuracy),
+             "∞" if m.susceptibility_unbounded else m.susceptibility,
+             _pct(m.consistency), _pct(m.consistent_correct), _pct(m.consistent_incorrect),
+             _pct(m.error_rate_normal), _pct(m.error_rate_misleading)]
+            for s, m in sorted(_metrics(run).per_subject.items())
         ]
         parts.append(f"<details><summary>{esc(label)}: per subject</summary>" + table(
             ["subject", "items", "normal %", "misleading %", "susceptibility", "consistency %",
@@ -314,7 +322,7 @@ def _side_by_side(runs: list[RunDir], labels: list[str], subjects: list[str]) ->
     rows = []
     for subject in subjects:
         row: dict[str, Any] = {"subject": subject, "items": max(
-            (run.results["per_subject"].get(subject) or {}).get("n_items", 0) for run in runs)}
+            _items_in(run, subject) for run in runs)}
         for k, run in enumerate(runs):
             row[f"n{k}"] = _pct(_none(_value(run, subject, "normal_accuracy")))
             row[f"m{k}"] = _pct(_none(_value(run, subject, "misleading_accuracy")))

@@ -7,11 +7,12 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from veracity.backends.base import require
 from veracity.data.mc import (
     DatasetSpec,
     load_mc,
@@ -20,9 +21,11 @@ from veracity.data.mc import (
 )
 from veracity.errors import ConfigError, DataError
 from veracity.methods.deception.core import (
+    Counts,
     DeceptionSettings,
     answer_items,
-    deception_metrics,
+    count_pairs,
+    metrics_from_counts,
     pairs_from_records,
 )
 from veracity.methods.deception.dataset import (
@@ -36,20 +39,42 @@ from veracity.methods.deception.dataset import (
     write_openings,
 )
 from veracity.methods.deception.recorded import recorded_subjects, subject_records
-from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.deception.records import DeceptionRecord, DeceptionResults
 from veracity.paths import check_output_dir
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
-from veracity.store import check_run_target, dumps, package_versions, timestamp, write_jsonl
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
+from veracity.runs.result import RunResult
+from veracity.store import dumps, package_versions, timestamp, write_jsonl
+from veracity.streaming import chunks, one_bar
 from veracity.types import MCItem
 
+LIVE_CHUNK = 256
+"""Items per chunk of a live run: a normal and a misleading answer each, sent to the backend at
+once (the invalid ones asked again in a second batch)."""
 
-def _results(records: Sequence[DeceptionRecord], settings: DeceptionSettings, model: str,
-             dataset: str, source: str) -> dict[str, Any]:
-    pairs = pairs_from_records(records)
-    metrics = deception_metrics(pairs, settings.threshold, settings.susceptibility)
-    return {"method": "deception", "model": model, "dataset": dataset, "source": source,
-            "settings": settings.describe(), "n_unscored": len(records) - len(pairs)} | metrics
+
+class RunningDeception:
+    """Answer counts per subject and overall, fed chunk by chunk: the metrics are functions
+    of these counts alone, so they equal the whole run's to the last digit."""
+
+    def __init__(self) -> None:
+        self.by_subject: dict[str, Counts] = {}
+        self.total = Counts()
+        self.n_records = 0
+        self.subjects: set[str] = set()
+
+    def add(self, records: Sequence[DeceptionRecord]) -> None:
+        count_pairs(pairs_from_records(records), self.by_subject, self.total)
+        self.n_records += len(records)
+        self.subjects.update(r.subject for r in records)
+
+    def results(self, model: str, dataset: str, source: str, settings: Mapping[str, Any],
+                threshold: float, susceptibility: str) -> DeceptionResults:
+        """The run's summary (results.json): its setup, the unscored count and the paper's
+        metrics."""
+        return DeceptionResults(model, dataset, source, settings, self.n_records - self.total.n,
+                                metrics_from_counts(self.by_subject, self.total, threshold,
+                                                    susceptibility))
 
 
 def run_deception(
@@ -61,14 +86,13 @@ def run_deception(
     subjects: Sequence[str] | None = None,
     limit_per_subject: int | None = None,
     items: Sequence[MCItem] | None = None,
-) -> RunResult[DeceptionRecord]:
-    """Benchmark a model on a deception dataset; every generation goes through the cache,
-    so a rerun makes no model call and an interrupted run resumes where it stopped.
-
-    With ``out`` the items go through in chunks (records appended to samples.jsonl as each
-    chunk finishes, metrics from counts per subject); without it, all at once in memory."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    chunk_size: int = LIVE_CHUNK,
+) -> RunResult[DeceptionRecord, DeceptionResults]:
+    """Benchmark a model on a deception dataset, ``chunk_size`` items at a time (records into
+    ``out``, appended as each chunk finishes, or a list; metrics from counts per subject).
+    Every generation goes through the cache, so a rerun makes no model call and an
+    interrupted run resumes where it stopped, with no repeated call."""
+    check_target(out)  # before any model call
     settings = settings or DeceptionSettings()
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
     if items is None:
@@ -81,30 +105,31 @@ def run_deception(
             f"opening (first: {first}); build them with `veracity deception make-dataset`"
         )
     client = ctx.client(model)
-    if out is not None:  # chunk by chunk, records written as each chunk is answered
-        from veracity.methods.deception.run_stream import stream_deception
+    require(client.backend, "prefill", "deception benchmarking")  # before the run directory
+    config = {
+        "model": client.spec,
+        "model_identity": client.backend.identity(),
+        "dataset": str(spec),
+        "subjects": sorted({item.subject for item in items}),
+        "limit_per_subject": limit_per_subject,
+        "n_items": len(items),
+        "source": "live",
+        "settings": settings.describe(),
+        "model_options": ctx.options_record(),
+    }
+    running = RunningDeception()
+    batches = (answer_items(chunk, client, settings) for chunk in chunks(items, chunk_size))
 
-        return stream_deception(items, client, spec, settings, ctx, out, limit_per_subject)
-    records = answer_items(items, client, settings)
-    return RunResult(tuple(records), _results(records, settings, client.spec, str(spec), "live"),
-                     None)
+    def finish() -> Finish[DeceptionResults]:
+        return Finish(running.results(client.spec, str(spec), "live", settings.describe(),
+                                      settings.threshold, settings.susceptibility),
+                      {"model_options": ctx.options_record()},  # as the backend resolved them
+                      ctx.stats())
 
-
-def recorded_records(
-    results_dir: Path, dataset: str | DatasetSpec, subjects: Sequence[str] | None = None,
-    model: str | None = None,
-) -> list[DeceptionRecord]:
-    """Per-item records from recorded results checked against the dataset, row by row.
-
-    Scores the subjects present in ``results_dir`` (or the named ones, which must exist).
-    """
-    spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
-    chosen, found, dataset_files = recorded_subjects(results_dir, spec, subjects)
-    name = model or results_dir.name
-    records: list[DeceptionRecord] = []
-    for subject in chosen:
-        records.extend(subject_records(spec, subject, found, dataset_files, name))
-    return records
+    # the bar counts first attempts; retries carry it past the total
+    with one_bar([client], ctx.progress, "deception: answers", 2 * len(items)):
+        return drive(out, RunPlan("deception", DeceptionRecord, config, ctx.started), batches,
+                     [running], finish)
 
 
 def run_deception_recorded(
@@ -115,25 +140,29 @@ def run_deception_recorded(
     subjects: Sequence[str] | None = None,
     model: str | None = None,
     susceptibility: str = "pooled",
-) -> RunResult[DeceptionRecord]:
-    """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model;
-    ``susceptibility`` names the headline formula (both are reported)."""
-    if out is not None:  # subject by subject, records written as they are matched
-        from veracity.methods.deception.run_stream import stream_deception_recorded
-
-        return stream_deception_recorded(results_dir, dataset, threshold, out, subjects, model,
-                                         susceptibility)
+) -> RunResult[DeceptionRecord, DeceptionResults]:
+    """Score results recorded elsewhere (the DB-MMLU authors' CSV format) with no model,
+    subject by subject (one results file in memory at a time); ``susceptibility`` names the
+    headline formula (both are reported)."""
+    check_target(out)
     spec = dataset if isinstance(dataset, DatasetSpec) else parse_dataset_spec(dataset)
-    records = recorded_records(results_dir, spec, subjects, model)
+    chosen, found, dataset_files = recorded_subjects(results_dir, spec, subjects)
     name = model or results_dir.name
-    settings = DeceptionSettings(threshold=threshold, susceptibility=susceptibility)
-    results = _results(records, settings, name, str(spec), "recorded")
+    DeceptionSettings(threshold=threshold, susceptibility=susceptibility)  # checked first
+    metrics_from_counts({}, Counts(), threshold, susceptibility)
     recorded = {"threshold": threshold, "susceptibility": susceptibility}
-    results["settings"] = recorded
     config = {"model": name, "dataset": str(spec), "source": "recorded",
-              "recorded": str(results_dir), "n_items": len(records),
-              "subjects": sorted({r.subject for r in records}), "settings": recorded}
-    return save_run(out, "deception", config, records, results)
+              "recorded": str(results_dir), "n_items": None,
+              "subjects": None, "settings": recorded}
+    running = RunningDeception()
+    batches = (subject_records(spec, subject, found, dataset_files, name) for subject in chosen)
+
+    def finish() -> Finish[DeceptionResults]:
+        return Finish(running.results(name, str(spec), "recorded", recorded, threshold,
+                                      susceptibility),
+                      {"n_items": running.n_records, "subjects": sorted(running.subjects)})
+
+    return drive(out, RunPlan("deception", DeceptionRecord, config), batches, [running], finish)
 
 
 @dataclass

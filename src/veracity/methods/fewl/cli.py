@@ -37,7 +37,7 @@ from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSett
 from veracity.methods.fewl.similarity import MAPPINGS
 from veracity.methods.fewl.similarity import Mapping as SimilarityMapping
 from veracity.methods.fewl.validation.core import TABLE_ROWS
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.text import slug
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -348,7 +348,7 @@ def _sample_level(ranking: dict[str, Any]) -> None:
              f"without {wo['agree']}/{wo['n']}")
 
 
-def _finish(outcome: RunResult[FewlRecord], cmd: CommandRun, chosen: dict[str, Any]) -> None:
+def _finish(outcome: RunResult[FewlRecord, Results], cmd: CommandRun, chosen: dict[str, Any]) -> None:
     record_selection(outcome.run, chosen)
     results = outcome.results
     if results.get("validation"):

@@ -13,6 +13,7 @@ import numpy as np
 
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.chunked import stream_fewl, streamable
 from veracity.methods.fewl.core import (
     measurement_accuracy,
 )
@@ -30,7 +31,6 @@ from veracity.methods.fewl.run import (
     question_spec,
     score_sets,
 )
-from veracity.methods.fewl.run_stream import stream_fewl, streamable
 from veracity.methods.fewl.selection.core import finetune_set, icl_prompts
 from veracity.methods.fewl.selection.run import (
     SelectionTally,
@@ -43,28 +43,28 @@ from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
 from veracity.methods.fewl.validation.figures import figure_three, figure_two
 from veracity.methods.fewl.validation.run import stream_fewl_validate
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.store import check_run_target
+from veracity.runs.driver import check_target
+from veracity.runs.result import Results, RunResult
 from veracity.types import Item
 
 
 def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
              ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
-             ) -> RunResult[FewlRecord]:
+             ) -> RunResult[FewlRecord, Results]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them.
 
-    A ``run`` or ``rank`` into a directory (nearest or random neighbours) goes chunk by chunk, in
-    bounded memory (:mod:`veracity.methods.fewl.run_stream`): models asked a chunk of
-    questions at a time, files read as streams; the same records and aggregates."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    A ``run`` or ``rank`` (nearest or random neighbours, answers from models or files) goes
+    chunk by chunk through the run driver, in bounded memory
+    (:mod:`veracity.methods.fewl.chunked`): models asked a chunk of questions at a time,
+    files read as streams; the records kept in a list or written to ``out``."""
+    check_target(out)  # before any model call
     if not sources:
         raise ConfigError("give at least one --answers source")
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ConfigError(f"answer sources must have distinct names, got {names}")
     extra = {"answers": [_describe(s) for s in sources]}
-    if out is not None and mode in ("run", "rank") and streamable(sources, settings):
+    if mode in ("run", "rank") and streamable(sources, settings):
         return stream_fewl(items, sources, settings, ctx, out, dataset, extra, mode)
     answer_sets: dict[str, list[str | None]] = {
         s.name: [(a[0] if a else None) for a in answers_from(s, items, settings, ctx)]
@@ -105,20 +105,19 @@ def _comparisons(items: Sequence[LabelledItem], scores: Any) -> dict[str, Any]:
 
 def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
                       out: Path | None = None, dataset: str = "", repeats: int = 1,
-                      judge: str | None = None) -> RunResult[FewlRecord]:
+                      judge: str | None = None) -> RunResult[FewlRecord, Results]:
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
     as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
     records are those of the first repeat). With a ``judge`` model, also the data of the
     paper's Figures 2 and 3 (see :mod:`veracity.methods.fewl.validation.figures`). Into a directory
     with the nearest-neighbour penalty it goes chunk by chunk, in bounded memory
     (:mod:`veracity.methods.fewl.validation.run`): the same records and aggregates."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     if not items:
         raise DataError("no labelled questions")
     if repeats < 1:
         raise ConfigError(f"repeats must be at least 1, got {repeats}")
-    if out is not None and streamable((), settings):
+    if streamable((), settings):
         return stream_fewl_validate(items, settings, ctx, out, dataset, repeats, judge)
     plain = [Item(x.id, x.question, (x.gold,)) for x in items]
     sets: dict[str, list[str | None]] = {items[0].better_name: [x.better for x in items]}
@@ -156,20 +155,19 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
 def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
                 out: Path | None = None, dataset: str = "", samples: int = 4,
                 temperature: float = 0.7, icl_examples: int = 3,
-                min_fewl: float | None = None) -> RunResult[FewlRecord]:
+                min_fewl: float | None = None) -> RunResult[FewlRecord, Results]:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
     answers of each question's nearest neighbours, and a chat-format fine-tuning set.
 
     Into a directory with the nearest-neighbour penalty it goes chunk by chunk, in bounded
     memory (:func:`~veracity.methods.fewl.selection.run.stream_select`); the same outputs."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     if source.model is not None and samples < 1:
         raise ConfigError(f"samples must be at least 1, got {samples}")
     if source.model is not None and samples > 1 and temperature <= 0:
         raise ConfigError("several candidates from one model need --temperature > 0")
     extra = {"candidates": _describe(source) | {"samples": samples, "temperature": temperature}}
-    if out is not None and streamable([source], settings):
+    if streamable([source], settings):
         return stream_select(items, source, settings, ctx, out, dataset, extra, samples,
                              temperature, icl_examples, min_fewl)
     candidates = answers_from(source, items, settings, ctx, samples, temperature)

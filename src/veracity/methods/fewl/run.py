@@ -48,7 +48,8 @@ from veracity.methods.fewl.similarity import (
 )
 from veracity.paths import user_path
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
+from veracity.runs.driver import save_run
+from veracity.runs.result import Results, RunResult
 from veracity.stats import bootstrap_ci, mean_stderr
 from veracity.types import GenRequest, Item, Sampling
 
@@ -418,7 +419,7 @@ def answers_file(name: str) -> str:
 
 def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[FewlRecord],
             results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
-            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord]:
+            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord, Results]:
     failed = [r.id for r in recs if r.pairs_failed]
     results = results_head(mode, dataset, len(items), failed, prep.similarity, settings) | results
     if prep.search is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +52,7 @@ from veracity.methods.gamma.presets import (
     with_preset,
 )
 from veracity.methods.gamma.recorded import resolve_recorded
-from veracity.methods.gamma.records import GammaRecord, GammaSummary
+from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
@@ -67,14 +67,15 @@ def _short(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def print_summary(outcome: RunResult[GammaRecord], calls_line: str,
+def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str,
                   validity: dict[str, Any] | None = None) -> None:
     """The first records, the aggregates, and (with ``validity``) each answer's correctness."""
-    agg = GammaSummary.from_results(outcome.results)
+    summary = outcome.summary
+    agg = summary.summary
     correct = {str(i["id"]): i["correct"] for i in validity["items"]} if validity else {}
-    settings = outcome.results["settings"]
-    control = outcome.results.get("control")
-    calibrated = outcome.results.get("calibration")
+    settings = summary.settings
+    control = summary.control
+    calibrated = summary.calibration
     null_head = f" {'γ_null':>7}" if control else ""
     null_head += f" {'P(ok)':>5}" if calibrated else ""
     null_head += f" {'right':>5}" if correct else ""
@@ -103,17 +104,17 @@ def print_summary(outcome: RunResult[GammaRecord], calls_line: str,
     echo(
         f"\nitems {agg.n_items} (scored {agg.n_scored})  "
         f"mean γ {agg.mean or 0.0:.4f}{spread}  median {agg.median or 0.0:.4f}  "
-        f"{threshold_text(outcome.results['aggregate'])}: "
+        f"{threshold_text(summary.aggregate)}: "
         f"{100 * (agg.share_below_threshold or 0.0):.1f}%"
         if agg.n_scored else f"\nitems {agg.n_items}: none could be scored"
     )
     echo(
-        f"model {outcome.results['model']}  embedder {outcome.results['embedder']}  "
+        f"model {summary.model}  embedder {summary.embedder}  "
         f"form {settings['form']}  ball {settings['ball']}  N {settings['n']}"
     )
     if control:
         print_control(control)
-    aggregate = outcome.results["aggregate"]
+    aggregate = summary.aggregate
     if aggregate.get("n_truncated") or aggregate.get("n_perturbed_truncated"):
         echo(f"truncated at --max-tokens {settings['max_tokens']} (finish_reason: length, γ "
              f"measured on prefixes): {aggregate['n_truncated']} of {agg.n_items} answers, "
@@ -156,7 +157,7 @@ def print_validity(results: dict[str, Any]) -> None:
          f"the wrong ones {auroc}{ci} (95% bootstrap; n = {g['n']})")
 
 
-def print_calibration(calibrated: dict[str, Any], records: Sequence[GammaRecord]) -> None:
+def print_calibration(calibrated: Mapping[str, Any], records: Sequence[GammaRecord]) -> None:
     """Which calibration was used, its thresholds, and the calibrated verdicts."""
     t = calibrated["thresholds"]
     counts = {name: sum(r.verdict == name for r in records)
@@ -169,7 +170,7 @@ def print_calibration(calibrated: dict[str, Any], records: Sequence[GammaRecord]
     )
 
 
-def print_control(control: dict[str, Any]) -> None:
+def print_control(control: Mapping[str, Any]) -> None:
     """The numeric control's summary lines."""
     if not control["n_scored"]:
         echo("numeric control: no item has both γ and γ_null")
@@ -389,5 +390,5 @@ def gamma(o: GammaOptions) -> None:
         print_summary(outcome, cmd.calls_line(), validity)
         if prices is not None and not o.recorded:
             echo(spent)
-    write_report(outcome.run, f"veracity γ: {outcome.results['dataset']}", o.as_json)
+    write_report(outcome.run, f"veracity γ: {outcome.summary.dataset}", o.as_json)
     never_answered([r.error for r in outcome.records], cmd.stats.model_calls - cmd.stats.failed)

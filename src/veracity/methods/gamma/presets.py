@@ -68,7 +68,7 @@ def record_preset(run: RunDir | None, preset: PresetRecord | None) -> None:
         run.update_config({"preset": preset.to_json()})
 
 
-def threshold_text(agg: dict[str, Any]) -> str:
+def threshold_text(agg: Mapping[str, Any]) -> str:
     """``γ < 0.0707 (sin; given 0.05 paper-code)``: the threshold applied, and as given."""
     value, form = agg["threshold"], agg.get("threshold_form")
     given = agg.get("threshold_given")

@@ -119,3 +119,44 @@ class GammaSummary:
                    number(agg["stderr"]), number(agg["median"]), float(agg["threshold"]),
                    number(agg["share_below_threshold"]))
 
+
+@dataclass(frozen=True)
+class GammaResults:
+    """A γ run's results.json: the setup, the aggregate over its items, and the null control
+    and calibration when the run had them."""
+
+    model: str
+    embedder: str
+    dataset: str
+    domain: str
+    """The corpus in comparisons across runs (empty in runs made before it was recorded)."""
+    settings: Mapping[str, Any]
+    """The run's settings as described (for a recorded run: what the file says)."""
+    aggregate: Mapping[str, Any]
+    """Counts, mean ± s.e., median, share below the threshold, histogram, truncations."""
+    control: Mapping[str, Any] | None = None
+    calibration: Mapping[str, Any] | None = None
+
+    @property
+    def summary(self) -> GammaSummary:
+        """The aggregate's headline figures, typed."""
+        return GammaSummary.from_results({"aggregate": self.aggregate})
+
+    @classmethod
+    def from_json(cls, data: Any) -> GammaResults:
+        found = json_object(data, "gamma results")
+        return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
+                   str(found.get("domain") or ""),
+                   json_object(found.get("settings") or {}, "settings"),
+                   json_object(found["aggregate"], "aggregate"), found.get("control"),
+                   found.get("calibration"))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"method": "gamma", "model": self.model, "embedder": self.embedder,
+               "dataset": self.dataset, "domain": self.domain, "settings": self.settings,
+               "aggregate": self.aggregate}
+        if self.control is not None:
+            out["control"] = self.control
+        if self.calibration is not None:
+            out["calibration"] = self.calibration
+        return out

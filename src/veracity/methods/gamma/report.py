@@ -11,7 +11,7 @@ import numpy as np
 
 from veracity.errors import DataError
 from veracity.methods.gamma.calibration.report import calibration_section, control_plot, control_table
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.records import read_records
 from veracity.report.html import esc, figure, json_block, pyplot, table
 from veracity.report.items import Column, item_table, present
@@ -112,7 +112,7 @@ def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
     """One row per item of every run: the table's cells and the drill-down's data."""
     rows: list[dict[str, Any]] = []
     for index, (run, name) in enumerate(zip(runs, names, strict=True)):
-        threshold = float(run.results["aggregate"]["threshold"])
+        threshold = GammaResults.from_json(run.results).summary.threshold
         correct = _correctness(run)
         rows.extend(item_row(index, name, threshold, correct, s)
                     for s in read_records(GammaRecord, run.samples()))
@@ -157,7 +157,7 @@ def _items(runs: list[RunDir], names: list[str]) -> str:
     optional = {"subject", "gamma_null", "p_correct", "correct", "error", "truncated"}
     if len(runs) == 1:
         columns = [c for c in columns if c.key != "run"]
-    if too_large(sum(int(run.results["aggregate"]["n_items"]) for run in runs)):
+    if too_large(sum(GammaResults.from_json(run.results).summary.n_items for run in runs)):
         return _paged(runs, names, columns, optional)
     rows = item_rows(runs, names)
     shown = [c for c in columns if c.key not in optional or present(rows, c.key)]
@@ -167,7 +167,7 @@ def _items(runs: list[RunDir], names: list[str]) -> str:
 def _paged(runs: list[RunDir], names: list[str], columns: list[Column],
            optional: set[str]) -> str:
     """Too many items for one file: the worst, a sample and the errors here, all beside."""
-    thresholds = [float(run.results["aggregate"]["threshold"]) for run in runs]
+    thresholds = [GammaResults.from_json(run.results).summary.threshold for run in runs]
     correct = [_correctness(run) for run in runs]
     paged, bounded, shown = paged_items(
         "gamma-all", columns, optional, runs,
@@ -182,10 +182,11 @@ def _paged(runs: list[RunDir], names: list[str], columns: list[Column],
 
 
 def _comparison(runs: list[RunDir], names: list[str]) -> str:
-    datasets = [run.results["dataset"] for run in runs]
+    datasets = [GammaResults.from_json(run.results).dataset for run in runs]
     pair = next(((a, b) for a in range(len(runs)) for b in range(a + 1, len(runs))
                  if datasets[a] == datasets[b]), (0, 1))
-    upper = max(_upper(str(run.results["settings"].get("form")), []) for run in runs)
+    upper = max(_upper(str(GammaResults.from_json(run.results).settings.get("form")), [])
+                for run in runs)
     return ("<h3>Compare two runs item by item</h3><p class='muted'>Items match by id and "
             "prompt: compare runs of the same dataset (different models or settings).</p>"
             + comparison_view("gamma-compare", "gamma-items", names, pair, upper))
@@ -196,7 +197,8 @@ def _control(runs: list[RunDir]) -> str:
     with_control = [run for run in runs if run.results.get("control")]
     if not with_control:
         return ""
-    summaries = [(_label(run.results), run.results["control"]) for run in with_control]
+    summaries = [(_label(run.results), GammaResults.from_json(run.results).control or {})
+                 for run in with_control]
     pairs = [(_label(run.results), [(s.gamma, s.gamma_null)
                                     for s in read_records(GammaRecord, run.samples())
                                     if s.gamma is not None and s.gamma_null is not None])
@@ -206,7 +208,7 @@ def _control(runs: list[RunDir]) -> str:
 
 
 def _calibration(runs: list[RunDir]) -> str:
-    used = [run.results["calibration"] for run in runs if run.results.get("calibration")]
+    used = [c for c in (GammaResults.from_json(run.results).calibration for run in runs) if c]
     if not used:
         return ""
     forced = [f"<p class='error'>{esc(u['source'])} was made for another setup and used with "

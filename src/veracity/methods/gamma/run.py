@@ -1,66 +1,96 @@
-"""Gamma runs: live (model + embedder) or from recorded generations, into a run directory."""
+"""γ runs, live (model + embedder) or from recorded generations, chunk by chunk.
+
+Each chunk of items goes through generate, embed and score; its records go to the run
+directory's samples.jsonl as soon as they are scored (or to a list, without one). The
+aggregates are running sums (:class:`~veracity.methods.gamma.running.RunningGamma`), equal to
+the last digit whatever the chunks. Every answer is cached as it arrives, so a run cut short
+in the middle of a chunk resumes with no repeated model call. The embedder's memory of vectors
+is bounded (:class:`~veracity.client.CachedEmbedder`), so it does not grow either. A
+calibration curve is chosen before any model call and applied to each chunk as it is scored;
+the numeric null control answers each chunk's prompts again and keeps running sums too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
+from itertools import chain
 from pathlib import Path
 from typing import Any, cast
 
+from veracity.client import CachedEmbedder, LLMClient
+from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
-from veracity.errors import ConfigError
-from veracity.methods.gamma.calibration.core import Calibration
+from veracity.errors import ConfigError, DataError
+from veracity.methods.gamma.calibration.core import Calibration, Curve
 from veracity.methods.gamma.calibration.run import apply_calibration, run_key
-from veracity.methods.gamma.control import CONTROLS, add_null_control
+from veracity.methods.gamma.control import CONTROLS, RunningControl, null_control, variations
 from veracity.methods.gamma.core import (
     EMBEDDING,
     Form,
     GammaSettings,
-    aggregate,
+    check_prompt,
     measure_gamma,
     perturbed_cosines,
     recorded_record,
     score_answers,
 )
-from veracity.methods.gamma.recorded import read_recorded
-from veracity.methods.gamma.records import GammaRecord
-from veracity.methods.gamma.whitebox import Scope, Shape, whitebox_gamma
+from veracity.methods.gamma.paraphrase import PARAPHRASE
+from veracity.methods.gamma.records import GammaRecord, GammaResults
+from veracity.methods.gamma.running import RunningGamma
+from veracity.methods.gamma.whitebox import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
-from veracity.store import check_run_target
+from veracity.runs.driver import Finish, RunPlan, Tally, check_target, drive
+from veracity.runs.result import RunResult
+from veracity.streaming import chunks, one_bar
 from veracity.types import Item
 
-
-def _results(
-    records: Sequence[GammaRecord], settings: GammaSettings, model: str, embedder: str,
-    dataset: str, domain: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "method": "gamma",
-        "model": model,
-        "embedder": embedder,
-        "dataset": dataset,
-        "domain": domain or domain_of(dataset),
-        "settings": settings.describe(),
-        "aggregate": aggregate(records, settings.cut, settings.form),
-    }
+RECORDED_CHUNK = 2048
+"""Recorded items per chunk: (N+1) texts each to embed."""
+LIVE_CHUNK = 256
+"""Questions per chunk of a live run: (N+1) generations each, sent to the backend at once."""
 
 
-def _calibrate(records: list[GammaRecord], results: dict[str, Any],
-               calibration: Calibration | None, force: bool) -> list[GammaRecord]:
-    """The records with P(correct) and calibrated verdicts; what was used into the results."""
+def _named(settings: GammaSettings) -> dict[str, Any]:
+    """What :func:`veracity.methods.gamma.aggregate` adds for a threshold with its form."""
+    cut = settings.cut
+    return {"threshold_form": settings.form,
+            "threshold_given": {"value": cut.value, "form": cut.form}}
+
+
+def _choose(calibration: Calibration | None, results: dict[str, Any],
+            force: bool) -> tuple[Curve | None, dict[str, Any] | None]:
+    """The curve for this run and what results.json records of it; a mismatch is refused
+    unless ``force``. Nothing without a calibration."""
     if calibration is None:
-        return records
+        return None, None
     curve, choice = calibration.select(run_key(results), force)
-    results["calibration"] = choice | {"thresholds": curve.thresholds, "curve": curve.to_dict()}
-    return apply_calibration(records, curve)
+    return curve, choice | {"thresholds": curve.thresholds, "curve": curve.to_dict()}
 
 
-def _save(
-    out: Path | None, config: dict[str, Any], records: list[GammaRecord],
-    results: dict[str, Any], ctx: Context,
-) -> RunResult[GammaRecord]:
-    return save_run(out, "gamma", config, records, results, ctx.started, ctx.stats())
+def _calibrated(batches: Iterable[list[GammaRecord]],
+                curve: Curve | None) -> Iterator[list[GammaRecord]]:
+    """Each batch with P(correct) and the calibrated verdict when there is a curve."""
+    for records in batches:
+        yield records if curve is None else apply_calibration(records, curve)
+
+
+def _measured(chunk: Sequence[Item], client: LLMClient, cached: CachedEmbedder,
+              settings: GammaSettings, paraphraser: LLMClient | None,
+              control: RunningControl | None) -> list[GammaRecord]:
+    """One chunk's γ records under the settings' ball, with the null control's fields when
+    there is one."""
+    if settings.ball == EMBEDDING:  # each item's ball seeded on its own: chunks change nothing
+        records = whitebox_gamma(chunk, client, cached, n=settings.n, radius=settings.radius,
+                                 seed=settings.seed, form=settings.form,
+                                 shape=cast(Shape, settings.shape),
+                                 scope=cast(Scope, settings.scope), sampling=settings.sampling)
+    else:
+        records = measure_gamma(chunk, client, cached, settings, paraphraser)
+    if control is None:
+        return records
+    return null_control(records, client, cached, settings.sampling, control.compute_paths,
+                        settings.form)
 
 
 def run_gamma(
@@ -74,8 +104,10 @@ def run_gamma(
     calibration: Calibration | None = None,
     force: bool = False,
     domain: str | None = None,
-) -> RunResult[GammaRecord]:
-    """Score items with gamma on a model; all generations go through the cache.
+    chunk_size: int = LIVE_CHUNK,
+) -> RunResult[GammaRecord, GammaResults]:
+    """Score items with gamma on a model, ``chunk_size`` questions at a time, under any ball;
+    all generations go through the cache.
 
     ``domain`` names the corpus in comparisons across runs (Table 8's columns; default: the
     dataset's kind, e.g. Web QA, or its file name).
@@ -86,61 +118,81 @@ def run_gamma(
     """
     if settings.control is not None and settings.control not in CONTROLS:
         raise ConfigError(f"unknown control '{settings.control}'; known: {', '.join(CONTROLS)}")
-    if out is not None:  # chunk by chunk, in bounded memory
-        from veracity.methods.gamma.run_stream import stream_gamma
-
-        return stream_gamma(items, model, embedder, settings, ctx, out, dataset, domain,
-                            calibration=calibration, force=force)
-    return gamma_in_memory(items, model, embedder, settings, ctx, out, dataset, calibration,
-                           force, domain)
-
-
-def gamma_in_memory(
-    items: Sequence[Item], model: str, embedder: str, settings: GammaSettings, ctx: Context,
-    out: Path | None = None, dataset: str = "prompts", calibration: Calibration | None = None,
-    force: bool = False, domain: str | None = None,
-) -> RunResult[GammaRecord]:
-    """:func:`run_gamma` with the whole run in memory (no run directory, or to compare)."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
+    for item in items:
+        check_prompt(item.question, f"item {item.id}")
     client = ctx.client(model)
-    cached_embedder = ctx.embedder(embedder)
-    if calibration is not None:  # refuse a mismatch before any model call
-        calibration.select({"model": client.spec, "embedder": cached_embedder.spec,
-                            "form": settings.form, "ball": settings.ball, "n": settings.n}, force)
     if settings.ball == EMBEDDING:
-        records = whitebox_gamma(
-            items, client, cached_embedder, n=settings.n, radius=settings.radius,
-            seed=settings.seed, form=settings.form, shape=cast(Shape, settings.shape),
-            scope=cast(Scope, settings.scope), sampling=settings.sampling,
-        )
-    else:
-        paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
-        records = measure_gamma(items, client, cached_embedder, settings, paraphraser)
-    control = None
-    if settings.control is not None:
-        records, control = add_null_control(records, client, cached_embedder, settings.sampling,
-                                   settings.n, settings.form)
-    results = _results(records, settings, client.spec, cached_embedder.spec, dataset, domain)
-    if control is not None:
-        results["control"] = control
-    records = _calibrate(records, results, calibration, force)
-    config = {
-        "model": client.spec,
-        "model_identity": client.backend.identity(),
-        "embedder": cached_embedder.spec,
-        "dataset": dataset,
-        "domain": results["domain"],
-        "n_items": len(items),
+        check_ball(client, settings.n, settings.radius, settings.shape, settings.scope)
+    cached = ctx.embedder(embedder)
+    paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
+    domain = domain or domain_of(dataset)
+    results: dict[str, Any] = {
+        "method": "gamma", "model": client.spec, "embedder": cached.spec, "dataset": dataset,
+        "domain": domain, "settings": settings.describe()}
+    curve, calibrated = _choose(calibration, results, force)  # before any model call
+    config: dict[str, Any] = {
+        "model": client.spec, "model_identity": client.backend.identity(),
+        "embedder": cached.spec, "dataset": dataset, "domain": domain, "n_items": len(items),
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
-    if control is not None:
-        config["control"] = {"kind": control["kind"], "n": control["n"],
-                             "variations": control["variations"]}
-    if calibration is not None:
-        config["calibration"] = {k: v for k, v in results["calibration"].items() if k != "curve"}
-    return _save(out, config, records, results, ctx)
+    control = None
+    if settings.control is not None:
+        control = RunningControl(variations(client, settings.n))
+        config["control"] = {"kind": "numeric", "n": len(control.compute_paths),
+                             "variations": [p.to_json() for p in control.compute_paths]}
+    if calibrated is not None:
+        config["calibration"] = {k: v for k, v in calibrated.items() if k != "curve"}
+    running = RunningGamma(settings.applied_threshold)
+    batches = _calibrated((_measured(chunk, client, cached, settings, paraphraser, control)
+                           for chunk in chunks(items, chunk_size)), curve)
+
+    def finish() -> Finish[GammaResults]:
+        summary = GammaResults(client.spec, cached.spec, dataset, domain, settings.describe(),
+                               running.result() | _named(settings),
+                               None if control is None else control.result(), calibrated)
+        return Finish(summary, {"model_options": ctx.options_record()}, ctx.stats())
+
+    # the paraphrases are asked in stages of their own, as many as it takes, and the control
+    # skips rejected items: no total then
+    total = None if paraphraser is not None or settings.ball == PARAPHRASE \
+        or control is not None else len(items) * (settings.n + 1)
+    tallies: list[Tally[GammaRecord]] = [running, *([control] if control else [])]
+    with one_bar([client, *([paraphraser] if paraphraser else [])], ctx.progress,
+                 "gamma: answers", total):
+        return drive(out, RunPlan("gamma", GammaRecord, config, ctx.started), batches, tallies,
+                     finish)
+
+
+def recorded_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The checked lines of a recorded file, one at a time."""
+    from veracity.methods.gamma.recorded import recorded_row
+
+    for number, row in stream_objects(path, "recorded file"):
+        yield recorded_row(path, number, row)
+
+
+def _score_recorded(rows: list[dict[str, Any]], settings: GammaSettings, model: str,
+                    cached: Any, form: Form, sizes: set[int]) -> list[GammaRecord]:
+    answers = [r["answer"] for r in rows]
+    perturbed = [r["perturbed_answers"] for r in rows]
+    values = score_answers(answers, perturbed, cached, form)
+    cosines = perturbed_cosines(answers, perturbed, cached)
+    sizes.update(len(p) for p in perturbed)
+    return [recorded_record(row, value, cos, settings, model, cached.spec)
+            for row, value, cos in zip(rows, values, cosines, strict=True)]
+
+
+def _n_of(sizes: set[int]) -> int | str:
+    """N of a recorded file: one size, or the range of sizes it mixes."""
+    low, high = min(sizes), max(sizes)
+    return low if low == high else f"{low}-{high}"
+
+
+def _described_n(path: Path) -> int | str:
+    """N of a recorded file, from one pass over it that keeps only the sizes seen."""
+    return _n_of({len(row["perturbed_answers"]) for row in recorded_rows(path)})
 
 
 def run_gamma_recorded(
@@ -153,48 +205,47 @@ def run_gamma_recorded(
     calibration: Calibration | None = None,
     force: bool = False,
     threshold_form: Form | None = None,
-) -> RunResult[GammaRecord]:
-    """Score recorded generations with no model at all; ``threshold`` is in ``threshold_form``
-    (default: the paper's paper-code for the angle forms)."""
-    if out is not None:  # read as a stream, in bounded memory
-        from veracity.methods.gamma.run_stream import stream_gamma_recorded
+    chunk_size: int = RECORDED_CHUNK,
+) -> RunResult[GammaRecord, GammaResults]:
+    """Score recorded generations with no model at all, reading the file as a stream (memory
+    that does not grow with the file); ``threshold`` is in ``threshold_form`` (default: the
+    paper's paper-code for the angle forms).
 
-        return stream_gamma_recorded(path, embedder, ctx, form, threshold, out, threshold_form,
-                                     calibration=calibration, force=force)
-    return gamma_recorded_in_memory(path, embedder, ctx, form, threshold, out, calibration,
-                                    force, threshold_form)
-
-
-def gamma_recorded_in_memory(
-    path: Path, embedder: str, ctx: Context, form: Form = "sin", threshold: float = 0.05,
-    out: Path | None = None, calibration: Calibration | None = None, force: bool = False,
-    threshold_form: Form | None = None,
-) -> RunResult[GammaRecord]:
-    """:func:`run_gamma_recorded` with the whole file in memory."""
-    if out is not None:
-        check_run_target(out)  # before any model call
-    rows = read_recorded(path)
-    cached_embedder = ctx.embedder(embedder)
-    values = score_answers(
-        [r["answer"] for r in rows], [r["perturbed_answers"] for r in rows], cached_embedder, form
-    )
+    With ``calibration`` the file is read twice: first for its N (part of the curve's key),
+    so a mismatch is refused before anything is embedded."""
+    check_target(out)
+    rows = recorded_rows(path)
+    first = next(rows, None)
+    if first is None:
+        raise DataError(f"{path}: no records")
+    cached = ctx.embedder(embedder)
+    ball = str(first.get("ball", "recorded"))
+    model = str(first.get("model", "recorded"))
     settings = GammaSettings(form=form, threshold=threshold, threshold_form=threshold_form,
-                             ball=str(rows[0].get("ball", "recorded")))
-    model = str(rows[0].get("model", "recorded"))
-    cosines = perturbed_cosines([r["answer"] for r in rows], [r["perturbed_answers"] for r in rows],
-                                cached_embedder)
-    records = [recorded_record(row, value, cos, settings, model, cached_embedder.spec)
-               for row, value, cos in zip(rows, values, cosines, strict=True)]
-    results = _results(records, settings, model, cached_embedder.spec, f"recorded:{path.name}")
-    sizes = sorted({len(r["perturbed_answers"]) for r in rows})
-    described = {  # what the file says, not generation settings it never used
-        "n": sizes[0] if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}",
-        "ball": settings.ball, "form": form, "threshold": settings.applied_threshold,
+                             ball=ball)
+    dataset = f"recorded:{path.name}"
+    described: dict[str, Any] = {
+        "n": None if calibration is None else _described_n(path), "ball": ball, "form": form,
+        "threshold": settings.applied_threshold,
         "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
     }
-    results["settings"] = described
-    records = _calibrate(records, results, calibration, force)
-    config = {"recorded": str(path), "embedder": cached_embedder.spec, "model": model,
-              "dataset": f"recorded:{path.name}", "settings": described,
-              "model_options": ctx.options_record()}
-    return _save(out, config, records, results, ctx)
+    results: dict[str, Any] = {"method": "gamma", "model": model, "embedder": cached.spec,
+                               "dataset": dataset, "domain": domain_of(dataset),
+                               "settings": described}
+    curve, calibrated = _choose(calibration, results, force)  # before anything is embedded
+    config = {"recorded": str(path), "embedder": cached.spec, "model": model,
+              "dataset": dataset, "settings": described, "model_options": ctx.options_record()}
+    running = RunningGamma(settings.applied_threshold)
+    sizes: set[int] = set()
+    batches = _calibrated((_score_recorded(chunk, settings, model, cached, form, sizes)
+                           for chunk in chunks(chain([first], rows), chunk_size)), curve)
+
+    def finish() -> Finish[GammaResults]:
+        described["n"] = _n_of(sizes)
+        summary = GammaResults(model, cached.spec, dataset, domain_of(dataset), described,
+                               running.result() | _named(settings), None, calibrated)
+        return Finish(summary, {"settings": described, "model_options": ctx.options_record()},
+                      ctx.stats())
+
+    return drive(out, RunPlan("gamma", GammaRecord, config, ctx.started), batches, [running],
+                 finish)

@@ -15,10 +15,9 @@ from veracity.errors import BackendError, DataError
 from veracity.methods.length.core import LengthSettings, answer_length, greedy_request
 from veracity.methods.length.records import LengthRecord
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.runs.streamed import StoredRecords
-from veracity.store import RunDir, check_run_target
-from veracity.streaming import MomentSums, SampleWriter, chunks
+from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
+from veracity.runs.result import Results, RunResult
+from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, Item
 
 CHUNK = 256
@@ -81,7 +80,7 @@ def results_of(model: str, dataset: str, settings: LengthSettings,
 
 
 def run_length(items: Sequence[Item], model: str, settings: LengthSettings, ctx: Context,
-               out: Path | None, dataset: str) -> RunResult[LengthRecord]:
+               out: Path | None, dataset: str) -> RunResult[LengthRecord, Results]:
     """Measure every question's greedy answer; with ``out``, chunk by chunk into that run
     directory."""
     if not items:
@@ -110,7 +109,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, Generation]]:
 
 
 def run_recorded(path: Path, settings: LengthSettings, ctx: Context,
-                 out: Path | None) -> RunResult[LengthRecord]:
+                 out: Path | None) -> RunResult[LengthRecord, Results]:
     """Measure recorded answers: no model call."""
     rows = list(read_recorded(path))
     if not rows:
@@ -124,22 +123,13 @@ def run_recorded(path: Path, settings: LengthSettings, ctx: Context,
 
 def _written(items: Sequence[Item], score: Callable[[Sequence[Item]], list[LengthRecord]],
              settings: LengthSettings, out: Path | None, ctx: Context, model: str,
-             dataset: str) -> RunResult[LengthRecord]:
-    if out is None:
-        records = score(items)
-        return RunResult(tuple(records), results_of(model, dataset, settings,
-                                                    summarise(records)), None)
-    check_run_target(out)
+             dataset: str) -> RunResult[LengthRecord, Results]:
+    check_target(out)
     config = {"model": model, "dataset": dataset, "settings": settings.describe()}
-    run = RunDir.create(out, "length", config, ctx.started)
-    kept: list[LengthRecord] = []
-    with SampleWriter(run.path / "samples.jsonl") as writer:
-        for chunk in chunks(items, CHUNK):
-            records = score(chunk)
-            kept += records
-            writer.write(r.to_json() for r in records)
-    results = results_of(model, dataset, settings, summarise(kept))
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", LengthRecord, writer.count),
-                     results, run)
+    kept: Kept[LengthRecord] = Kept()
+
+    def finish() -> Finish[Results]:
+        return Finish(Results(results_of(model, dataset, settings, summarise(kept))), stats=ctx.stats())
+
+    return drive(out, RunPlan("length", LengthRecord, config, ctx.started),
+                 (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)

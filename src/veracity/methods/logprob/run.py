@@ -21,10 +21,9 @@ from veracity.methods.logprob.core import (
 )
 from veracity.methods.logprob.records import LogprobRecord
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.runs.streamed import StoredRecords
-from veracity.store import RunDir, check_run_target
-from veracity.streaming import MomentSums, SampleWriter, chunks
+from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
+from veracity.runs.result import Results, RunResult
+from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, Item, TokenLogprob
 
 CHUNK = 256
@@ -101,7 +100,7 @@ def results_of(model: str, dataset: str, settings: LogprobSettings,
 
 
 def run_logprob(items: Sequence[Item], model: str, settings: LogprobSettings, ctx: Context,
-                out: Path | None, dataset: str) -> RunResult[LogprobRecord]:
+                out: Path | None, dataset: str) -> RunResult[LogprobRecord, Results]:
     """Score every question; with ``out``, chunk by chunk into that run directory."""
     if not items:
         raise DataError("no questions to score")
@@ -131,7 +130,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, Generation]]:
 
 
 def run_recorded(path: Path, settings: LogprobSettings, ctx: Context,
-                 out: Path | None) -> RunResult[LogprobRecord]:
+                 out: Path | None) -> RunResult[LogprobRecord, Results]:
     """Score recorded answers: no model call."""
     rows = list(read_recorded(path))
     if not rows:
@@ -148,21 +147,13 @@ def run_recorded(path: Path, settings: LogprobSettings, ctx: Context,
 
 def _written(items: Sequence[Item], score: Callable[[Sequence[Item]], list[LogprobRecord]],
              settings: LogprobSettings, out: Path | None, ctx: Context, config: dict[str, Any],
-             model: str, dataset: str) -> RunResult[LogprobRecord]:
-    if out is None:
-        records = score(items)
-        return RunResult(tuple(records), results_of(model, dataset, settings,
-                                                    summarise(records, settings)), None)
-    check_run_target(out)
-    run = RunDir.create(out, "logprob", config, ctx.started)
-    kept: list[LogprobRecord] = []
-    with SampleWriter(run.path / "samples.jsonl") as writer:
-        for chunk in chunks(items, CHUNK):
-            records = score(chunk)
-            kept += records
-            writer.write(r.to_json() for r in records)
-    results = results_of(model, dataset, settings, summarise(kept, settings))
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", LogprobRecord, writer.count),
-                     results, run)
+             model: str, dataset: str) -> RunResult[LogprobRecord, Results]:
+    check_target(out)
+    kept: Kept[LogprobRecord] = Kept()
+
+    def finish() -> Finish[Results]:
+        summary = results_of(model, dataset, settings, summarise(kept, settings))
+        return Finish(Results(summary), stats=ctx.stats())
+
+    return drive(out, RunPlan("logprob", LogprobRecord, config, ctx.started),
+                 (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)

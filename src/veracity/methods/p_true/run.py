@@ -16,10 +16,9 @@ from veracity.errors import BackendError, DataError
 from veracity.methods.p_true.core import PTrueSettings, read_verdict
 from veracity.methods.p_true.records import PTrueRecord
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.runs.streamed import StoredRecords
-from veracity.store import RunDir, check_run_target
-from veracity.streaming import MomentSums, SampleWriter, chunks
+from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
+from veracity.runs.result import Results, RunResult
+from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, GenRequest, Item, Sampling
 
 CHUNK = 256
@@ -99,7 +98,7 @@ def results_of(model: str, dataset: str, settings: PTrueSettings,
 
 
 def run_p_true(items: Sequence[Item], model: str, settings: PTrueSettings, ctx: Context,
-               out: Path | None, dataset: str) -> RunResult[PTrueRecord]:
+               out: Path | None, dataset: str) -> RunResult[PTrueRecord, Results]:
     """Score every question; with ``out``, chunk by chunk into that run directory."""
     if not items:
         raise DataError("no questions to score")
@@ -132,7 +131,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, str, Generation | None]]:
 
 
 def run_recorded(path: Path, model: str | None, settings: PTrueSettings, ctx: Context,
-                 out: Path | None) -> RunResult[PTrueRecord]:
+                 out: Path | None) -> RunResult[PTrueRecord, Results]:
     """Score recorded answers: their recorded verdicts (no call), or ask ``model``."""
     rows = {item.id: (item, answer, reply) for item, answer, reply in read_recorded(path)}
     if not rows:
@@ -158,22 +157,13 @@ def run_recorded(path: Path, model: str | None, settings: PTrueSettings, ctx: Co
 
 def _written(items: Sequence[Item], score: Callable[[Sequence[Item]], list[PTrueRecord]],
              settings: PTrueSettings, out: Path | None, ctx: Context, model: str,
-             dataset: str) -> RunResult[PTrueRecord]:
-    if out is None:
-        records = score(items)
-        return RunResult(tuple(records), results_of(model, dataset, settings,
-                                                    summarise(records)), None)
-    check_run_target(out)
+             dataset: str) -> RunResult[PTrueRecord, Results]:
+    check_target(out)
     config = {"model": model, "dataset": dataset, "settings": settings.describe()}
-    run = RunDir.create(out, "p-true", config, ctx.started)
-    kept: list[PTrueRecord] = []
-    with SampleWriter(run.path / "samples.jsonl") as writer:
-        for chunk in chunks(items, CHUNK):
-            records = score(chunk)
-            kept += records
-            writer.write(r.to_json() for r in records)
-    results = results_of(model, dataset, settings, summarise(kept))
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", PTrueRecord, writer.count),
-                     results, run)
+    kept: Kept[PTrueRecord] = Kept()
+
+    def finish() -> Finish[Results]:
+        return Finish(Results(results_of(model, dataset, settings, summarise(kept))), stats=ctx.stats())
+
+    return drive(out, RunPlan("p-true", PTrueRecord, config, ctx.started),
+                 (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)

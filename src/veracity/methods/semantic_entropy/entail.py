@@ -37,7 +37,8 @@ def nli_spec(spec: str) -> str | None:
     anything else (a judge model)."""
     if is_scorer(spec):
         return spec
-    provider, name = resolve(spec).provider, resolve(spec).name
+    ref = resolve(spec)
+    provider, name = ref.provider, ref.name
     if provider != "hf" or not name:
         return None
     config = user_path(name) / "config.json"
@@ -114,7 +115,8 @@ def entailment(settings: SemanticEntropySettings, embedder: str, ctx: Context) -
     if nli is not None:
         return _nli(nli, settings, ctx), f"bidirectional entailment ({nli}, P >= " \
                                          f"{settings.threshold})"
-    provider, name = resolve(spec).provider, resolve(spec).name
+    ref = resolve(spec)
+    provider, name = ref.provider, ref.name
     if provider == "hf" and not Path(user_path(name)).exists():
         raise ConfigError(f"--entailment {spec}: no such model directory")
     return _judge(spec, ctx), f"judge ({spec})"

@@ -25,10 +25,9 @@ from veracity.methods.semantic_entropy.core import (
 from veracity.methods.semantic_entropy.entail import entailment
 from veracity.methods.semantic_entropy.records import SemanticEntropyRecord
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.runs.streamed import StoredRecords
-from veracity.store import RunDir, check_run_target
-from veracity.streaming import MomentSums, SampleWriter, chunks
+from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
+from veracity.runs.result import Results, RunResult
+from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, GenRequest, Item, Sampling
 
 CHUNK = 64
@@ -162,7 +161,7 @@ def results_of(model: str, embedder: str, dataset: str, settings: SemanticEntrop
 
 def run_semantic_entropy(items: Sequence[Item], model: str, embedder: str,
                          settings: SemanticEntropySettings, ctx: Context, out: Path | None,
-                         dataset: str) -> RunResult[SemanticEntropyRecord]:
+                         dataset: str) -> RunResult[SemanticEntropyRecord, Results]:
     """Score every question; with ``out``, chunk by chunk into that run directory."""
     if not items:
         raise DataError("no questions to score")
@@ -206,7 +205,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, str, list[Sampled]]]:
 
 
 def run_recorded(path: Path, embedder: str, settings: SemanticEntropySettings, ctx: Context,
-                 out: Path | None) -> RunResult[SemanticEntropyRecord]:
+                 out: Path | None) -> RunResult[SemanticEntropyRecord, Results]:
     """Score recorded samples: no model call except the entailment check's."""
     rows = {item.id: (item, answer, group) for item, answer, group in read_recorded(path)}
     if not rows:
@@ -225,23 +224,15 @@ def run_recorded(path: Path, embedder: str, settings: SemanticEntropySettings, c
 def _written(items: Sequence[Item],
              score: Callable[[Sequence[Item]], list[SemanticEntropyRecord]],
              settings: SemanticEntropySettings, out: Path | None, ctx: Context, model: str,
-             embedder: str, dataset: str) -> RunResult[SemanticEntropyRecord]:
-    if out is None:
-        records = score(items)
-        return RunResult(tuple(records), results_of(model, embedder, dataset, settings,
-                                                    summarise(records)), None)
-    check_run_target(out)
+             embedder: str, dataset: str) -> RunResult[SemanticEntropyRecord, Results]:
+    check_target(out)
     config = {"model": model, "embedder": embedder, "dataset": dataset,
               "settings": settings.describe()}
-    run = RunDir.create(out, "semantic-entropy", config, ctx.started)
-    kept: list[SemanticEntropyRecord] = []
-    with SampleWriter(run.path / "samples.jsonl") as writer:
-        for chunk in chunks(items, CHUNK):
-            records = score(chunk)
-            kept += records
-            writer.write(r.to_json() for r in records)
-    results = results_of(model, embedder, dataset, settings, summarise(kept))
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", SemanticEntropyRecord,
-                                   writer.count), results, run)
+    kept: Kept[SemanticEntropyRecord] = Kept()
+
+    def finish() -> Finish[Results]:
+        summary = results_of(model, embedder, dataset, settings, summarise(kept))
+        return Finish(Results(summary), stats=ctx.stats())
+
+    return drive(out, RunPlan("semantic-entropy", SemanticEntropyRecord, config, ctx.started),
+                 (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)

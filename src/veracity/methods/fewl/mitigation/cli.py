@@ -35,7 +35,7 @@ from veracity.methods.fewl.mitigation.tables import print_table6, print_table7
 from veracity.methods.fewl.run import AnswerSource, answer_source
 from veracity.report import build_report
 from veracity.runs.common import total_stats
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 
 
 def _pct(share: dict[str, Any]) -> str:
@@ -135,7 +135,7 @@ def _judge_prompt(path: Path | None) -> dict[str, str]:
     return {"judge_prompt": text, "judge_prompt_source": str(path)}
 
 
-def _done(outcome: RunResult[MitigationRecord], started: float, ctx: Any, title: str,
+def _done(outcome: RunResult[MitigationRecord, Results], started: float, ctx: Any, title: str,
           chosen: dict[str, Any]) -> None:
     record_selection(outcome.run, chosen)
     stats = total_stats(ctx)

@@ -28,7 +28,8 @@ from veracity.methods.fewl.run import (
 )
 from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
+from veracity.runs.driver import save_run
+from veracity.runs.result import Results, RunResult
 from veracity.types import GenRequest, Item, Message, Sampling
 
 
@@ -177,7 +178,7 @@ def pair_samples(test: Sequence[Item], base_name: str, base: Sequence[str],
 
 def write_run(out: Path | None, mode: str, dataset: str, settings: MitigationSettings,
               results: dict[str, Any], samples: Sequence[MitigationRecord],
-              selection: list[dict[str, Any]], ctx: Context) -> RunResult[MitigationRecord]:
+              selection: list[dict[str, Any]], ctx: Context) -> RunResult[MitigationRecord, Results]:
     """The run's result, written into ``out`` unless it is None."""
     config = {"mode": mode, "dataset": dataset, **settings.describe(),
               "model_options": ctx.options_record()}

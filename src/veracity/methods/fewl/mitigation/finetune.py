@@ -27,14 +27,14 @@ from veracity.methods.fewl.mitigation.lora import LoraSettings, TrainResult, bas
 from veracity.methods.fewl.mitigation.records import MitigationRecord
 from veracity.registry import load_model
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
+from veracity.runs.result import Results, RunResult
 from veracity.store import check_run_target
 from veracity.types import Item
 
 
 def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str,
                   lora: LoraSettings, ctx: Context, out: Path, dataset: str = "",
-                  merge: bool = False, progress: bool = True) -> RunResult[MitigationRecord]:
+                  merge: bool = False, progress: bool = True) -> RunResult[MitigationRecord, Results]:
     """Train one adapter per rule (resuming from checkpoints under ``out/training``), answer
     the test split with base and fine-tuned models, judge each pair in both orders."""
     check_run_target(out)  # before any model call

@@ -37,8 +37,8 @@ from veracity.methods.fewl.mitigation.records import Comparison, IclPair, Mitiga
 from veracity.methods.fewl.mitigation.selection import nearest
 from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.store import check_run_target
+from veracity.runs.driver import check_target
+from veracity.runs.result import Results, RunResult
 from veracity.types import Item, Message
 
 
@@ -85,10 +85,10 @@ def prompts(train: Sequence[Item], test: Sequence[Item], picked: Sequence[str | 
 
 
 def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, icl: IclSettings,
-             ctx: Context, out: Path | None = None, dataset: str = "") -> RunResult[MitigationRecord]:
+             ctx: Context, out: Path | None = None,
+             dataset: str = "") -> RunResult[MitigationRecord, Results]:
     """Head-to-head win rates (and accuracy on labels) of K-shot answers per rule."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     icl.check()
     settings.check(items)
     pairs = comparisons(settings.rules)

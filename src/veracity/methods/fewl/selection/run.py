@@ -2,7 +2,7 @@
 
 Candidates are sampled from a model a chunk of questions at a time into an SQLite table
 (S texts a question) or read from a JSONL file indexed once; references, pairs and the
-nearest-neighbour index are made as :func:`~veracity.methods.fewl.run_stream.stream_fewl`
+nearest-neighbour index are made as :func:`~veracity.methods.fewl.chunked.stream_fewl`
 makes them, and each chunk of questions is scored with the neighbours it needs. Per chunk the
 best candidate of each question is chosen, its record written, the selection's aggregates
 kept as exact running sums and the multiple-choice accuracies as integer counts. The chosen
@@ -26,17 +26,7 @@ import numpy as np
 from veracity.data.labelled import text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.records import FewlRecord
-from veracity.methods.fewl.run import (
-    AnswerSource,
-    FewlSettings,
-    answers_from,
-    as_number,
-    pairs_model,
-    results_head,
-    run_config,
-)
-from veracity.methods.fewl.run_stream import (
+from veracity.methods.fewl.chunked import (
     _ANSWER_FIELDS,
     _LOOKUP,
     CHUNK,
@@ -48,19 +38,30 @@ from veracity.methods.fewl.run_stream import (
     _scored_chunks,
     _texts,
     _total,
-    _write,
     fresh_work,
     generation_bar,
     reference_names,
+)
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.run import (
+    AnswerSource,
+    FewlSettings,
+    answers_file,
+    answers_from,
+    as_number,
+    pairs_model,
+    results_head,
+    run_config,
+    side_files,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.selection.core import finetune_set, icl_prompts
 from veracity.methods.fewl.similarity import Similarity, choose_options, load_similarity
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.runs.streamed import StoredRecords
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
+from veracity.runs.result import Results, RunResult
 from veracity.stats import bootstrap_ci
-from veracity.store import RunDir, check_run_target, dumps
+from veracity.store import RunDir, dumps
 from veracity.streaming import FloatColumn, MomentSums, SampleWriter
 from veracity.types import Item
 
@@ -234,13 +235,14 @@ def _exports(run: RunDir, items: Sequence[Item], index: _Index, chosen: _Chosen,
 
 def stream_select(
     items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
-    out: Path, dataset: str, extra: dict[str, Any], samples: int = 4, temperature: float = 0.7,
+    out: Path | None, dataset: str, extra: dict[str, Any], samples: int = 4,
+    temperature: float = 0.7,
     icl_examples: int = 3, min_fewl: float | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord]:
+) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl_select` chunk by chunk: the same run
     directory, records, aggregates and exports."""
-    check_run_target(out)
+    check_target(out)
     settings.check()
     if not items:
         raise DataError("no questions to score")
@@ -273,22 +275,29 @@ def stream_select(
         names = reference_names(inputs, settings, index)
         config = run_config("select", dataset, len(items), similarity, names, settings, ctx,
                             extra | index.described())
-        run = RunDir.create(out, "fewl", config, ctx.started)
         sets = candidate_names(candidates.width)
         running = RunningFewl(sets)
         tally = SelectionTally(similarity)
         chosen = _Chosen(db)
         scored = _scored_chunks(items, inputs, index, similarity, names, settings, chunk_size,
                                 None, lambda start, stop: candidates.sets(items, start, stop))
-        count = _write(run, _selected(items, scored, tally, chosen), running, sets)
-        _exports(run, items, index, chosen, icl_examples, min_fewl, settings.answer_template,
-                 chunk_size)
+
+        def exports(run: RunDir) -> None:
+            _exports(run, items, index, chosen, icl_examples, min_fewl, settings.answer_template,
+                     chunk_size)
+
+        def finish() -> Finish[Results]:
+            results = results_head("select", dataset, len(items), running.failed, similarity,
+                                   settings)
+            results |= {"models": running.summaries(), "selection": tally.result()}
+            return Finish(Results(results), {"model_options": ctx.options_record()},
+                          ctx.stats(), exports=exports)
+
+        files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
+                                     *(answers_file(n) for n in sets)]))
+        outcome = drive(out, RunPlan("fewl", FewlRecord, config, ctx.started, files, side_files),
+                        _selected(items, scored, tally, chosen), [running], finish)
     finally:
         db.close()
     shutil.rmtree(work)
-    results = results_head("select", dataset, len(items), running.failed, similarity, settings)
-    results |= {"models": running.summaries(), "selection": tally.result()}
-    run.update_config({"model_options": ctx.options_record()})
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
+    return outcome

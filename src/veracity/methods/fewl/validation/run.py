@@ -2,7 +2,7 @@
 
 A repeat generates its references and pairs a chunk of questions at a time into lookup tables,
 builds the question index and NN_K in files, and scores each chunk with the neighbours it needs
-(the pieces of :mod:`veracity.methods.fewl.run_stream`); the labelled answers come with the
+(the pieces of :mod:`veracity.methods.fewl.chunked`); the labelled answers come with the
 items. Measurement accuracy is kept as integer counts of wins, ties and compared questions per
 comparison x divergence x variant (:class:`MeasurementTally`), so it equals
 :func:`~veracity.methods.fewl.core.measurement_accuracy` on the whole arrays to the last digit.
@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 import shutil
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,25 +27,26 @@ import numpy.typing as npt
 from veracity.client import LLMClient
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.core import FewlScores, neighbour_blocks, unit_rows
-from veracity.methods.fewl.records import FewlRecord
-from veracity.methods.fewl.run import (
-    FewlSettings,
-    pairs_model,
-    results_head,
-    run_config,
-)
-from veracity.methods.fewl.run_stream import (
+from veracity.methods.fewl.chunked import (
     CHUNK,
     GENERATE_CHUNK,
     _Index,
     _Inputs,
     _scored_chunks,
     _total,
-    _write,
     fresh_work,
     generation_bar,
     reference_names,
+)
+from veracity.methods.fewl.core import FewlScores, neighbour_blocks, unit_rows
+from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.run import (
+    FewlSettings,
+    answers_file,
+    pairs_model,
+    results_head,
+    run_config,
+    side_files,
 )
 from veracity.methods.fewl.running import RunningFewl
 from veracity.methods.fewl.similarity import Similarity, load_similarity
@@ -57,9 +58,9 @@ from veracity.methods.fewl.validation.figures import (
     judged_neighbours,
 )
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.runs.streamed import StoredRecords
-from veracity.store import RunDir, check_run_target
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
+from veracity.runs.result import Results, RunResult
+from veracity.sequences import LazySequence
 from veracity.types import Item
 
 
@@ -131,7 +132,7 @@ class MeasurementTally:
         return table
 
 
-class _Plain(Sequence[Item]):
+class _Plain(LazySequence[Item]):
     """The labelled items as the questions FEWL scores (id, question, gold), made on access."""
 
     def __init__(self, items: Sequence[LabelledItem]) -> None:
@@ -140,20 +141,15 @@ class _Plain(Sequence[Item]):
     def __len__(self) -> int:
         return len(self.items)
 
-    @overload
-    def __getitem__(self, index: int) -> Item: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Item]: ...
-
-    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
-        if isinstance(index, slice):
-            return [Item(x.id, x.question, (x.gold,)) for x in self.items[index]]
+    def _item(self, index: int) -> Item:
         x = self.items[index]
         return Item(x.id, x.question, (x.gold,))
 
+    def _items(self, start: int, stop: int, step: int) -> list[Item]:
+        return [Item(x.id, x.question, (x.gold,)) for x in self.items[start:stop:step]]
 
-class _Texts(Sequence[str]):
+
+class _Texts(LazySequence[str]):
     """One text field of the labelled items (question or gold), read on access."""
 
     def __init__(self, items: Sequence[LabelledItem], field: str) -> None:
@@ -162,26 +158,21 @@ class _Texts(Sequence[str]):
     def __len__(self) -> int:
         return len(self.items)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [str(getattr(x, self.field)) for x in self.items[index]]
+    def _item(self, index: int) -> str:
         return str(getattr(self.items[index], self.field))
+
+    def _items(self, start: int, stop: int, step: int) -> list[str]:
+        return [str(getattr(x, self.field)) for x in self.items[start:stop:step]]
 
 
 def stream_fewl_validate(
-    items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context, out: Path,
+    items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context, out: Path | None,
     dataset: str = "", repeats: int = 1, judge: str | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord]:
+) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl_validate` chunk by chunk: the same run
     directory, records and aggregates, in memory bounded by the chunk sizes."""
-    check_run_target(out)
+    check_target(out)
     settings.check()
     if not items:
         raise DataError("no labelled questions")
@@ -215,11 +206,9 @@ def stream_fewl_validate(
     work = fresh_work(out)
     tables: list[dict[str, Any]] = []
     running = RunningFewl(set_names)
-    run: RunDir | None = None
-    first: Similarity | None = None
-    figures: dict[str, Any] | None = None
-    count = 0
-    for r in range(repeats):
+    found: dict[str, Any] = {}
+
+    def repeat(r: int) -> _Repeat:
         current = replace(settings, repeat=settings.repeat + r)
         here = work / f"repeat-{r}"
         here.mkdir()
@@ -231,39 +220,73 @@ def stream_fewl_validate(
                                          current.mapping, current.similarity_label)
             index = _Index(here, plain, inputs, current, ctx, chunk_size, similarity)
             names = reference_names(inputs, current, index)
-            tally = MeasurementTally(better, worse)
-            batches = _scored_chunks(plain, inputs, index, similarity, names, current,
-                                     chunk_size, tally, given, labels, variants=r == 0)
-            if r == 0:
-                first = similarity
-                config = run_config("validate", dataset, len(items), similarity, names,
-                                    settings, ctx, {"repeats": repeats, "judge": judge}
-                                    | index.described())
-                run = RunDir.create(out, "fewl", config, ctx.started)
-                count = _write(run, batches, running, set_names)
-                if judge_client is not None:
-                    figures = _figures(judge_client, items, inputs, index, current, names,
-                                       chunk_size)
-            else:
-                for _ in batches:  # scored for the tally only: the records are the first's
-                    pass
-            tables.append(tally.result())
-        finally:
+        except BaseException:
             db.close()
-        shutil.rmtree(here)
+            raise
+        tally = MeasurementTally(better, worse)
+        batches = _scored_chunks(plain, inputs, index, similarity, names, current, chunk_size,
+                                 tally, given, labels, variants=r == 0)
+        return _Repeat(here, db, inputs, index, similarity, names, tally, batches, current)
+
+    def scored(first: _Repeat) -> Iterator[list[FewlRecord]]:
+        """The first repeat's records; then every other repeat, scored for its table only."""
+        for r in range(repeats):
+            current = first if r == 0 else repeat(r)
+            try:
+                if r == 0:
+                    yield from current.batches
+                    if judge_client is not None:
+                        found["figures"] = _figures(judge_client, items, current.inputs,
+                                                    current.index, current.settings,
+                                                    current.names, chunk_size)
+                else:
+                    for _ in current.batches:  # the records are the first repeat's
+                        pass
+                tables.append(current.tally.result())
+            finally:
+                current.db.close()
+            shutil.rmtree(current.here)
+
+    first = repeat(0)
+    config = run_config("validate", dataset, len(items), first.similarity, first.names,
+                        settings, ctx, {"repeats": repeats, "judge": judge}
+                        | first.index.described())
+
+    def finish() -> Finish[Results]:
+        results = results_head("validate", dataset, len(items), running.failed,
+                               first.similarity, settings) | {
+            "models": running.summaries(), "validation": combine_repeats(tables),
+            "repeats": repeats,
+            "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
+            "table_rows": [list(row) for row in TABLE_ROWS]}
+        if "figures" in found:
+            results["figures"] = found["figures"]
+        return Finish(Results(results), {"model_options": ctx.options_record()}, ctx.stats())
+
+    files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
+                                 *(answers_file(n) for n in set_names)]))
+    try:
+        outcome = drive(out, RunPlan("fewl", FewlRecord, config, ctx.started, files, side_files),
+                        scored(first), [running], finish)
+    finally:
+        first.db.close()  # a no-op once closed: only an early failure leaves it open
     shutil.rmtree(work)
-    assert run is not None and first is not None
-    results = results_head("validate", dataset, len(items), running.failed, first, settings) | {
-        "models": running.summaries(), "validation": combine_repeats(tables),
-        "repeats": repeats,
-        "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
-        "table_rows": [list(row) for row in TABLE_ROWS]}
-    if figures is not None:
-        results["figures"] = figures
-    run.update_config({"model_options": ctx.options_record()})
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
+    return outcome
+
+
+@dataclass
+class _Repeat:
+    """One repeat's lookup tables, neighbour index and scored chunks (a lazy iterator)."""
+
+    here: Path
+    db: sqlite3.Connection
+    inputs: _Inputs
+    index: _Index
+    similarity: Similarity
+    names: list[str]
+    tally: MeasurementTally
+    batches: Iterator[list[FewlRecord]]
+    settings: FewlSettings
 
 
 def _generate(plain: Sequence[Item], inputs: _Inputs, settings: FewlSettings, ctx: Context,

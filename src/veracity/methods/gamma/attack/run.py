@@ -13,8 +13,8 @@ from pathlib import Path
 from veracity.methods.gamma.attack.core import AttackSettings, OnStep, aggregate, walk_attack
 from veracity.methods.gamma.attack.records import AttackStep
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
-from veracity.store import check_run_target
+from veracity.runs.driver import check_target, save_run
+from veracity.runs.result import Results, RunResult
 
 
 def run_attack(
@@ -25,10 +25,9 @@ def run_attack(
     ctx: Context,
     out: Path | None = None,
     on_step: OnStep | None = None,
-) -> RunResult[AttackStep]:
+) -> RunResult[AttackStep, Results]:
     """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def write_calibration_report(calibration: Calibration, out: Path) -> Path:
     return out
 
 
-def control_table(labelled: list[tuple[str, dict[str, Any]]]) -> str:
+def control_table(labelled: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     rows = []
     for label, c in labelled:
         kinds = "/".join(sorted({v["kind"] for v in c["variations"]}))

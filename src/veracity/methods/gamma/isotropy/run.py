@@ -10,8 +10,8 @@ from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.isotropy.core import DEFAULT_CONE, aggregate, isotropy_records
 from veracity.methods.gamma.isotropy.records import IsotropyRecord
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult, save_run
-from veracity.store import check_run_target
+from veracity.runs.driver import check_target, save_run
+from veracity.runs.result import Results, RunResult
 from veracity.types import Item
 
 
@@ -24,10 +24,9 @@ def run_isotropy(
     cone: float = DEFAULT_CONE,
     out: Path | None = None,
     dataset: str = "prompts",
-) -> RunResult[IsotropyRecord]:
+) -> RunResult[IsotropyRecord, Results]:
     """Ask each question N+1 times (the same cached calls as a gamma run) and measure angles."""
-    if out is not None:
-        check_run_target(out)  # before any model call
+    check_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None

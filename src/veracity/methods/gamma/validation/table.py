@@ -20,7 +20,7 @@ import numpy as np
 
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.methods.gamma.validation.annotate import gamma_edges
 from veracity.methods.gamma.validation.paper_table8 import published_html
 from veracity.records import read_records
@@ -144,13 +144,13 @@ def _threshold(agg: Mapping[str, Any], form: str) -> CellThreshold:
 
 def cell(run: RunDir) -> Cell:
     """One run's Table 8 cell: γ statistics, and ratings when the run holds ratings.json."""
-    results = run.results
-    agg = results["aggregate"]
-    form = str(results["settings"]["form"])
+    results = GammaResults.from_json(run.results)
+    agg = results.aggregate
+    form = str(results.settings["form"])
     found = Cell(
-        run=str(run.path), model=results["model"],
-        domain=results.get("domain") or domain_of(str(results["dataset"])),
-        embedder=results["embedder"], form=form, n=agg["n_scored"],
+        run=str(run.path), model=results.model,
+        domain=results.domain or domain_of(results.dataset),
+        embedder=results.embedder, form=form, n=agg["n_scored"],
         mean_gamma=_number(agg["mean"]), stderr=_number(agg["stderr"]),
         share_below=_number(agg["share_below_threshold"]), threshold=_threshold(agg, form),
         n_truncated=agg.get("n_truncated"),

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -64,11 +65,10 @@ from veracity.methods.fewl.similarity import (
     load_similarity,
 )
 from veracity.runs.common import Context
-from veracity.runs.result import RunResult
-from veracity.runs.streamed import StoredRecords
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
+from veracity.runs.result import Results, RunResult
 from veracity.space import writing
-from veracity.store import RunDir, check_run_target
-from veracity.streaming import SampleWriter, chunks, one_bar
+from veracity.streaming import chunks, one_bar
 from veracity.types import Item
 
 CHUNK = 1024
@@ -82,7 +82,8 @@ INDEX_DIR = "fewl-index.tmp"
 def work_folders(out: Path) -> list[Path]:
     """The work folders a streamed run left in ``out`` (none once it finished)."""
     return sorted(p for p in (*out.glob("fewl-index.*.tmp"), out / INDEX_DIR) if p.is_dir())
-"""Where the run keeps its lookup tables and mapped arrays while it runs."""
+
+
 _LOOKUP = 400  # keys per SQL query (under SQLite's bound on parameters)
 _ANSWER_FIELDS = ("answers", "candidates", "answer")
 
@@ -500,10 +501,12 @@ def reference_names(inputs: _Inputs, settings: FewlSettings, index: _Index) -> l
     return [f"{settings.references_file.name}#{j}" for j in range(index.widths[0])]
 
 
-def fresh_work(out: Path) -> Path:
+def fresh_work(out: Path | None) -> Path:
     """The run's work folder, named for this process and empty: what an interrupted run left
     is removed (this process holds the directory's lock, so no other run is using it) and
-    rebuilt (every call in it is cached)."""
+    rebuilt (every call in it is cached); a temporary folder for a run kept in memory."""
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix="veracity-fewl-"))
     for left in work_folders(out):
         shutil.rmtree(left)
     work = out / f"fewl-index.{os.getpid()}.tmp"
@@ -527,14 +530,14 @@ def generation_bar(ctx: Context, settings: FewlSettings, models: Sequence[str],
 
 def stream_fewl(
     items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
-    ctx: Context, out: Path, dataset: str, extra: dict[str, Any], mode: str = "run",
+    ctx: Context, out: Path | None, dataset: str, extra: dict[str, Any], mode: str = "run",
     chunk_size: int = CHUNK, generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord]:
+) -> RunResult[FewlRecord, Results]:
     """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run`` or ``rank``) chunk by
     chunk: the same run directory, records and aggregates. What comes from models is generated
     ``generate_chunk`` questions at a time into the run's lookup tables, then scored as
     recorded files are."""
-    check_run_target(out)
+    check_target(out)
     settings.check()
     if not items:
         raise DataError("no questions to score")
@@ -557,43 +560,27 @@ def stream_fewl(
         names = reference_names(inputs, settings, index)
         config = run_config(mode, dataset, len(items), similarity, names, settings, ctx,
                             extra | index.described())
-        run = RunDir.create(out, "fewl", config, ctx.started)
         sources_names = [s.name for s in sources]
         running = RunningFewl(sources_names)
         tally = RankTally(sources_names, settings.divergence) if mode == "rank" else None
-        count = _write(run, _scored_chunks(items, inputs, index, similarity, names, settings,
-                                           chunk_size, tally), running, sources_names)
+        batches = _scored_chunks(items, inputs, index, similarity, names, settings, chunk_size,
+                                 tally)
+
+        def finish() -> Finish[Results]:
+            results = results_head(mode, dataset, len(items), running.failed, similarity,
+                                   settings)
+            results["models"] = running.summaries()
+            if tally is not None:
+                results["ranking"] = tally.result({n: results["models"][n]["mean"]
+                                                   for n in sources_names})
+            return Finish(Results(results), {"model_options": ctx.options_record()},
+                          ctx.stats())
+
+        files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
+                                     *(answers_file(n) for n in sources_names)]))
+        plan = RunPlan("fewl", FewlRecord, config, ctx.started, files, side_files)
+        outcome = drive(out, plan, batches, [running], finish)
     finally:
         db.close()
     shutil.rmtree(work)
-    results = results_head(mode, dataset, len(items), running.failed, similarity, settings)
-    results["models"] = running.summaries()
-    if tally is not None:
-        results["ranking"] = tally.result({n: results["models"][n]["mean"]
-                                           for n in sources_names})
-    run.update_config({"model_options": ctx.options_record()})
-    run.write_results(results)
-    run.finish(ctx.stats())
-    return RunResult(StoredRecords(run.path / "samples.jsonl", FewlRecord, count), results, run)
-
-
-def _write(run: RunDir, batches: Iterable[list[FewlRecord]], running: RunningFewl,
-           names: list[str]) -> int:
-    """samples.jsonl and the side files, a chunk at a time; how many records."""
-    files = list(dict.fromkeys(["references.jsonl", "pairs.jsonl",
-                                *(answers_file(n) for n in names)]))
-    writers = [SampleWriter(run.record(name)) for name in files]
-    with SampleWriter(run.path / "samples.jsonl") as samples:
-        for writer in writers:
-            writer.__enter__()
-        try:
-            for records in batches:
-                running.add(records)
-                samples.write(r.to_json() for r in records)
-                rows = side_files(records)
-                for name, writer in zip(files, writers, strict=True):
-                    writer.write(rows.get(name, []))
-        finally:
-            for writer in writers:
-                writer.__exit__(None, None, None)
-        return samples.count
+    return outcome
