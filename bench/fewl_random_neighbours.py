@@ -3,7 +3,7 @@
 Search: the questions of the generated FEWL fixtures (bench/fixtures/fewl_fixtures.py) embedded
 once with ``hash/default``, then the K = 25 nearest questions
 (:func:`veracity.methods.fewl.core.neighbour_blocks`) and K = 25 random ones
-(:func:`veracity.methods.fewl.random_search.random_neighbour_blocks`, two passes over the
+(:func:`veracity.methods.fewl.neighbours.random.random_neighbour_blocks`, two passes over the
 column blocks) found over the same unit vectors in memory, interleaved, the median of the
 repeats printed for each. Memory: at each size the recorded files scored in a child process
 (answers, references and pairs from the files; ``hash/default`` as similarity and question
@@ -76,7 +76,7 @@ def search_times(files: FewlFiles, repeats: int) -> dict[str, float]:
     from veracity.data.labelled import load_questions
     from veracity.embed.hashing import HashEmbedder
     from veracity.methods.fewl.core import neighbour_blocks, unit_rows
-    from veracity.methods.fewl.random_search import random_neighbour_blocks
+    from veracity.methods.fewl.neighbours.random import random_neighbour_blocks
 
     questions = [item.question for item in load_questions(f"jsonl:{files.dataset}")]
     unit = unit_rows(HashEmbedder().embed(questions))

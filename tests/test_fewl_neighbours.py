@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import veracity.methods.fewl.neighbours as nbmod
+import veracity.methods.fewl.neighbours.core as nbmod
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import select_neighbours, unit_rows
-from veracity.methods.fewl.neighbours import (
+from veracity.methods.fewl.neighbours.core import (
     IndexSettings,
     NeighbourSearch,
     merge_top,

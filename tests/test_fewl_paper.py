@@ -27,6 +27,7 @@ from veracity.methods.fewl.core import (
     tqa_metric,
 )
 from veracity.methods.fewl.modes import run_fewl_validate
+from veracity.methods.fewl.neighbours.random import random_neighbours
 from veracity.methods.fewl.pairs import (
     PAIR_PROMPT,
     PairPrompt,
@@ -35,7 +36,6 @@ from veracity.methods.fewl.pairs import (
     pair_prompt,
     parse_pairs,
 )
-from veracity.methods.fewl.random_search import random_neighbours
 from veracity.methods.fewl.run import FewlSettings
 from veracity.methods.fewl.similarity import EmbeddingSimilarity
 from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats

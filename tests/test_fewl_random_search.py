@@ -11,7 +11,7 @@ import pytest
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.chunked import RowFile
 from veracity.methods.fewl.core import Neighbours, unit_rows
-from veracity.methods.fewl.random_search import random_neighbour_blocks, random_neighbours
+from veracity.methods.fewl.neighbours.random import random_neighbour_blocks, random_neighbours
 
 
 def _per_row(unit: np.ndarray, k: int, near_duplicate: float, eligible: np.ndarray,

@@ -22,7 +22,7 @@ from veracity.cli import main
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import BackendError, CapabilityError, ConfigError, PermanentError
-from veracity.methods.gamma.whitebox import ball_offsets, whitebox_gamma
+from veracity.methods.gamma.whitebox.core import ball_offsets, whitebox_gamma
 from veracity.registry import MODELS, Provider, load_model
 from veracity.types import Generation, GenRequest, Item, Sampling
 

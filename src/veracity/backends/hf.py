@@ -15,7 +15,7 @@ so a sampled output is reproducible whatever the batching. The sampler's name is
 :meth:`HFBackend.identity`.
 
 Besides ``generate``, the backend exposes the prompt's input embeddings and generation from
-(perturbed) embeddings for the white-box ball, see :mod:`veracity.methods.gamma.whitebox`.
+(perturbed) embeddings for the white-box ball, see :mod:`veracity.methods.gamma.whitebox.core`.
 
 Encoder-decoder models (T5, Flan-T5, BART: ``is_encoder_decoder`` in their config) load with
 ``AutoModelForSeq2SeqLM``: the prompt goes to the encoder (right-padded, with the tokenizer's

@@ -3,7 +3,7 @@ and §5's mitigation by in-context examples and fine-tuning in sub-folders (decl
 the registry)."""
 
 from veracity.method import Command, FakeMode, MethodSpec, ReportSection
-from veracity.methods.fewl import mitigation, selection, validation
+from veracity.methods.fewl import mitigation, neighbours, selection, validation
 
 METHODS = (
     MethodSpec("fewl", "FEWL", "veracity.methods.fewl.records:FewlRecord",
@@ -14,6 +14,6 @@ METHODS = (
                commands=(Command("veracity.methods.fewl.cli:fewl"),),
                fake_modes=(FakeMode("pairs", "veracity.methods.fewl.pairs:fake_pairs"),),
                run_files=("references.jsonl", "pairs.jsonl", "icl_prompts.jsonl", "finetune.jsonl"))
-    .with_parts(validation.PART, selection.PART),
+    .with_parts(validation.PART, selection.PART, neighbours.PART),
     *mitigation.METHODS,
 )

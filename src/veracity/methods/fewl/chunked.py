@@ -7,7 +7,7 @@ looked up by id (or question) a chunk at a time. The question embeddings go, chu
 into a float32 file read back a block at a time, over which the K nearest questions are found
 by blocked matrix products (the row and column blocks of
 :func:`veracity.methods.fewl.core.select_neighbours`, so the same digits), or K random ones
-drawn as :func:`veracity.methods.fewl.random_search.random_neighbours` draws them, and kept in files
+drawn as :func:`veracity.methods.fewl.neighbours.random.random_neighbours` draws them, and kept in files
 too; so are the references' embeddings, made once. Each chunk is then scored together with
 the neighbours it needs, its records appended to samples.jsonl (and references.jsonl,
 pairs.jsonl, answers/) as they come, and the aggregates kept as exact running sums
@@ -36,9 +36,9 @@ from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.core import FewlScores, Neighbours, unit_rows
-from veracity.methods.fewl.neighbours import IndexSettings, NeighbourSearch
+from veracity.methods.fewl.neighbours.core import IndexSettings, NeighbourSearch
+from veracity.methods.fewl.neighbours.random import random_neighbour_blocks
 from veracity.methods.fewl.pairs import Pair, PairOutcome
-from veracity.methods.fewl.random_search import random_neighbour_blocks
 from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (

@@ -29,7 +29,7 @@ from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS, Divergence, ExpertiseForm
 from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
-from veracity.methods.fewl.neighbours import INDEXES
+from veracity.methods.fewl.neighbours.core import INDEXES
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
 from veracity.methods.fewl.records import FewlRecord, FewlSummary
 from veracity.methods.fewl.reference_list import REFERENCE_MODES

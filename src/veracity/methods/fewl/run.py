@@ -28,7 +28,8 @@ from veracity.methods.fewl.core import (
     FewlScores,
     score_texts,
 )
-from veracity.methods.fewl.neighbours import IndexSettings, search_all
+from veracity.methods.fewl.neighbours.core import IndexSettings, search_all
+from veracity.methods.fewl.neighbours.random import random_neighbours
 from veracity.methods.fewl.pairs import (
     Pair,
     PairOutcome,
@@ -36,7 +37,6 @@ from veracity.methods.fewl.pairs import (
     PairSettings,
     generate_pairs,
 )
-from veracity.methods.fewl.random_search import random_neighbours
 from veracity.methods.fewl.records import FewlAnswer, FewlRecord
 from veracity.methods.fewl.reference_list import REFERENCE_MODES, list_prompt, parse_list
 from veracity.methods.fewl.running import RunningFewl
@@ -97,7 +97,7 @@ class FewlSettings:
     """nearest: the K most similar questions; random: K random ones (Table 8), seeded by seed."""
     neighbours_index: str = "auto"
     """How the nearest neighbours are searched: exact, hnsw or ivf (faiss); auto: exact below
-    100,000 questions, hnsw from there (see :mod:`veracity.methods.fewl.neighbours`)."""
+    100,000 questions, hnsw from there (see :mod:`veracity.methods.fewl.neighbours.core`)."""
     tau: float = 1.0
     """Softmax temperature of lambda. [reconstructed]"""
     expertise: ExpertiseForm = "gap"

@@ -1,9 +1,10 @@
 """Harmonic γ: the measurement, the live trust score and the balls (here), with its
-adversarial search, the ball's isotropy, calibration and validation in sub-folders (each
+adversarial search, the ball's isotropy, calibration, validation and the white-box ball in
+sub-folders (each
 declares its own part; this module joins them for the registry)."""
 
 from veracity.method import Command, FakeMode, MethodSpec, ReportSection
-from veracity.methods.gamma import attack, calibration, isotropy, validation
+from veracity.methods.gamma import attack, calibration, isotropy, validation, whitebox
 
 METHODS = (
     MethodSpec("gamma", "Harmonic γ", "veracity.methods.gamma.records:GammaRecord",
@@ -17,7 +18,7 @@ METHODS = (
                commands=(Command("veracity.methods.gamma.cli:gamma"),),
                fake_modes=(FakeMode("paraphraser",
                                     "veracity.methods.gamma.paraphrase:fake_paraphraser"),))
-    .with_parts(calibration.PART, validation.PART),
+    .with_parts(calibration.PART, validation.PART, whitebox.PART),
     *attack.METHODS,
     *isotropy.METHODS,
 )

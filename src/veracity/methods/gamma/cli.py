@@ -54,7 +54,7 @@ from veracity.methods.gamma.presets import (
 from veracity.methods.gamma.recorded import resolve_recorded
 from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
-from veracity.methods.gamma.whitebox import DEFAULT_RADIUS, SCOPES, SHAPES
+from veracity.methods.gamma.whitebox.core import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
 from veracity.prices import read_prices
 from veracity.runs.result import RunResult

@@ -143,7 +143,7 @@ LENGTH = "length"
 """The finish reason of an answer cut at max_tokens."""
 
 EMBEDDING = "embedding"
-"""The white-box ball (:mod:`veracity.methods.gamma.whitebox`): needs a backend with input embeddings."""
+"""The white-box ball (:mod:`veracity.methods.gamma.whitebox.core`): needs a backend with input embeddings."""
 
 
 @dataclass(frozen=True)

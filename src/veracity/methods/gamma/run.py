@@ -38,7 +38,7 @@ from veracity.methods.gamma.core import (
 from veracity.methods.gamma.paraphrase import PARAPHRASE
 from veracity.methods.gamma.records import GammaRecord, GammaResults
 from veracity.methods.gamma.running import RunningGamma
-from veracity.methods.gamma.whitebox import Scope, Shape, check_ball, whitebox_gamma
+from veracity.methods.gamma.whitebox.core import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, Tally, check_target, drive
 from veracity.runs.result import RunResult
