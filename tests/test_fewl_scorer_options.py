@@ -5,6 +5,7 @@ recorded, and owned by the run's Context. The model is built here with random we
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,11 @@ def custom_code_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     # the code transformers copies out of the directory goes to this test's folder
     monkeypatch.setattr(dynamic_module_utils, "HF_MODULES_CACHE", str(tmp_path / "modules"))
+    for name in [n for n in sys.modules if n.startswith("transformers_modules")]:
+        monkeypatch.delitem(sys.modules, name)  # another test's, imported from its own folder
+    # and no other test's copy on the import path, found before this one's
+    monkeypatch.setattr(sys, "path", [p for p in sys.path
+                                      if not (Path(p) / "transformers_modules").is_dir()])
     path = tmp_path / "tiny-cross-encoder"
     path.mkdir()
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "cat", "dog", "sat", "ran", "is"]

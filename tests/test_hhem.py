@@ -62,6 +62,21 @@ class PairJudge(PreTrainedModel):
 HUB_NAME = "example/foundation-t5"
 
 
+@pytest.fixture(autouse=True)
+def _own_modules_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model code transformers copies out goes to this test's folder, under a
+    ``transformers_modules`` package of its own: another test's package, still imported from
+    its own folder, would hide this one's code."""
+    from transformers import dynamic_module_utils
+
+    monkeypatch.setattr(dynamic_module_utils, "HF_MODULES_CACHE", str(tmp_path / "modules"))
+    for name in [n for n in sys.modules if n.startswith("transformers_modules")]:
+        monkeypatch.delitem(sys.modules, name)
+    # and no other test's copy on the import path, found before this one's
+    monkeypatch.setattr(sys, "path", [p for p in sys.path
+                                      if not (Path(p) / "transformers_modules").is_dir()])
+
+
 def _foundation(root: Path) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

@@ -41,8 +41,10 @@ def local_ray() -> Iterator[str]:
 
 
 def run(tmp_path: Path, name: str, model: str, settings: RaySettings | None, n: int = 3,
-        max_tokens: int = 16) -> list[dict[str, Any]]:
-    ctx = Context(cache=Cache(tmp_path / f"{name}.sqlite"), ray=settings)
+        max_tokens: int = 16, options: dict[str, dict[str, Any]] | None = None
+        ) -> list[dict[str, Any]]:
+    ctx = Context(cache=Cache(tmp_path / f"{name}.sqlite"), ray=settings,
+                  model_options=options or {})
     try:
         gamma = GammaSettings(n=n, sampling=Sampling(max_tokens=max_tokens))
         return run_gamma(ITEMS, model, "hash/default", gamma, ctx, tmp_path / name).records_json()
@@ -75,9 +77,12 @@ def test_gamma_on_fake_actors_equals_in_process(local_ray: str, tmp_path: Path) 
 def test_gamma_on_the_bundled_model_via_two_actors_equals_in_process(
     local_ray: str, tmp_path: Path
 ) -> None:
-    here = run(tmp_path, "here", "llamacpp/default", None, n=1, max_tokens=8)
+    # the kernel named, not left to attention=auto: the actors started with the module's Ray
+    # cluster, before this test's remembered choice was set in the environment
+    kernel = {"llamacpp": {"attention": "flash"}}
+    here = run(tmp_path, "here", "llamacpp/default", None, n=1, max_tokens=8, options=kernel)
     there = run(tmp_path, "there", "llamacpp/default", RaySettings(actors=2, batch_size=2), n=1,
-                max_tokens=8)
+                max_tokens=8, options=kernel)
     assert there == here
     assert all(r["answer"] for r in here)
 

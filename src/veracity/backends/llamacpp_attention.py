@@ -122,8 +122,9 @@ def choose_attention(setting: str, decode: str, kernels: Kernels, path: Path,
     """The kernel to run: flash or standard when named; for ``auto``, flash with
     ``decode=draft`` (which needs it), else flash where the probe shows batch-invariance and a
     timing (remembered under ``key`` in ``path``, else measured now and remembered) shows it
-    no slower than standard. A timing taken while ``crowded()`` names a reason (other jobs
-    filling the CPU) decides this load only and is not remembered."""
+    no slower than standard. While ``crowded()`` names a reason (other jobs filling the CPU) no
+    timing is taken: flash is chosen where it is exact, and remembered like a timed choice, so
+    a machine's kernel (and so its answers) never changes from one load to the next."""
     if setting in KERNELS:
         probed = kernels.invariant() if setting == "flash" else None
         return AttentionChoice(setting, setting, "asked for", probed)
@@ -141,21 +142,23 @@ def choose_attention(setting: str, decode: str, kernels: Kernels, path: Path,
                                    figures)
         return AttentionChoice(setting, "standard", "flash attention failed the batch-"
                                "invariance probe at this load", False, figures)
+    why = (crowded or busy)()
     if not kernels.invariant():
         choice = AttentionChoice(setting, "standard", "flash attention is not batch-invariant "
                                  "here", False, measured=False)
+    elif why is not None:
+        # A timing on a crowded CPU measures the other jobs. Not choosing, or choosing again at
+        # every load, would let one machine's answers change from one process to the next (the
+        # kernel is part of the identity), so the exact kernel is taken untimed and remembered.
+        choice = AttentionChoice(setting, "flash", f"flash attention is batch-invariant; not "
+                                 f"timed ({why}), so flash, exact here", True, measured=False)
+        logger.info("llamacpp: attention=auto chose flash untimed: %s", why)
     else:
         figures = {k: round(kernels.tokens_per_second(k), 1) for k in KERNELS}
         kernel = faster(figures)
         reason = ("flash attention is batch-invariant and no slower" if kernel == "flash" else
                   "flash attention is batch-invariant but slower here")
         choice = AttentionChoice(setting, kernel, reason, True, figures, measured=True)
-    why = (crowded or busy)() if choice.measured else None
-    if why is not None:
-        logger.info("llamacpp: attention=auto chose %s (%s), not remembered: %s", choice.kernel,
-                    choice.reason, why)
-        return AttentionChoice(setting, choice.kernel, f"{choice.reason} (not remembered: {why})",
-                               choice.batch_invariant, choice.tokens_per_second, True)
     entry = {"kernel": choice.kernel, "reason": choice.reason,
              "batch_invariant": choice.batch_invariant,
              "tokens_per_second": choice.tokens_per_second,
