@@ -41,7 +41,8 @@ def test_an_answer_depends_on_its_prompt_alone_despite_prefix_reuse() -> None:
     from veracity.backends.llamacpp import LlamaCppBackend, bundled_gguf_path
     from veracity.backends.llamacpp_load import safe_llama
 
-    backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default")
+    # the kernel named: the fresh context below runs llama.cpp's standard attention
+    backend = LlamaCppBackend(bundled_gguf_path(), "llamacpp/default", attention="standard")
     fresh = safe_llama(str(bundled_gguf_path()), n_ctx=4096, n_batch=backend.n_batch,
                   verbose=False)
     try:
