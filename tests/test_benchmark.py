@@ -21,6 +21,11 @@ from veracity.errors import ConfigError  # noqa: E402
 from veracity.method import Signal, SignalRequest  # noqa: E402
 from veracity.methods.benchmark import core  # noqa: E402
 from veracity.methods.benchmark.core import BenchmarkSettings  # noqa: E402
+from veracity.methods.benchmark.records import (  # noqa: E402
+    BenchmarkSummary,
+    LabelTable,
+    SignalInfo,
+)
 from veracity.methods.benchmark.run import (  # noqa: E402
     leaderboard_csv,
     run_benchmark,
@@ -28,6 +33,7 @@ from veracity.methods.benchmark.run import (  # noqa: E402
 )
 from veracity.methods.gamma.core import GammaSettings  # noqa: E402
 from veracity.methods.gamma.run import run_gamma  # noqa: E402
+from veracity.metrics import METRICS, Estimate  # noqa: E402
 from veracity.runs.common import Context  # noqa: E402
 from veracity.types import GenRequest  # noqa: E402
 
@@ -199,15 +205,16 @@ def test_cli_prints_the_leaderboard(tmp_path: Path) -> None:
 
 
 def test_leaderboard_csv_cannot_run_formulas() -> None:
-    est = {"value": -0.5, "ci": [-0.6, -0.4], "diff": None, "diff_ci": [None, None]}
-    results = {"signals": [{"name": "=HYPERLINK(1)", "method": "x"}],
-               "costs": {},
-               "tables": {"=1+2": {"n": 4, "n_wrong": 2, "reference": "@x",
-                                         "intervals": {"=HYPERLINK(1)": {
-                                             k: est for k in core.METRICS}}}}}
-    rows = list(csv.reader(io.StringIO(leaderboard_csv(results))))
+    est = Estimate(-0.5, -0.6, -0.4)
+    table = LabelTable(4, 4, 2, 0.5, reference="@x",
+                       rows={"=HYPERLINK(1)": {k: est for k in METRICS}})
+    summary = BenchmarkSummary(None, "hash/default", "prompts", 4, BenchmarkSettings(), METRICS,
+                               (SignalInfo("=HYPERLINK(1)", "x", False, True),), (), {},
+                               {"=1+2": table}, ())
+    rows = list(csv.reader(io.StringIO(leaderboard_csv(summary))))
     assert rows[1][:5] == ["'=1+2", "'=HYPERLINK(1)", "4", "2", "'@x"]
     assert rows[1][5] == "-0.5"  # numbers stay numbers
+    assert rows[1][8] == ""  # no difference: an empty cell
 
 
 def test_disagreeing_label_sources_are_warned_about(ctx: Context, tmp_path: Path) -> None:

@@ -145,6 +145,8 @@ class SignalRequest:
     """Recorded answers sampled at ``temperature`` per item (score-only runs), else None."""
     entailment: str | None = None
     """Spec of the model that decides whether two answers mean the same (semantic entropy)."""
+    references: tuple[str, ...] = ()
+    """Reference model specs (FEWL); empty when the user gave none."""
 
 
 @dataclass(frozen=True)

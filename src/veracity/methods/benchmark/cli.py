@@ -27,8 +27,10 @@ from veracity.cli.options import (
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
 from veracity.errors import ConfigError
-from veracity.methods.benchmark.core import BenchmarkSettings, winner
+from veracity.methods.benchmark.records import BenchmarkSummary
 from veracity.methods.benchmark.run import run_benchmark, score_recorded
+from veracity.methods.benchmark.settings import BenchmarkSettings
+from veracity.metrics import Estimate
 from veracity.store import dumps
 from veracity.types import Item
 
@@ -49,6 +51,7 @@ class BenchmarkOptions:
     labels: tuple[str, ...]
     methods: str | None
     entailment: str | None
+    references: tuple[str, ...]
     temperature: float
     max_tokens: int
     seed: int
@@ -68,7 +71,7 @@ class BenchmarkOptions:
         methods = tuple(m.strip() for m in (self.methods or "").split(",") if m.strip())
         return BenchmarkSettings(self.budget, sources, methods, self.temperature,
                                  self.max_tokens, self.seed, self.folds, self.resamples,
-                                 entailment=self.entailment)
+                                 entailment=self.entailment, references=self.references)
 
 
 @click.command()
@@ -91,6 +94,10 @@ class BenchmarkOptions:
 @click.option("--methods", help="Comma-separated methods to run (default: every one that can "
                                 "be benchmarked).")
 @click.option("--entailment", help="NLI / judge model spec semantic entropy clusters with.")
+@click.option("--reference", "references", multiple=True,
+              help="Reference model spec of FEWL (repeat for several); without one FEWL is "
+                   "left out. FEWL spends one pair call per question and splits the rest of "
+                   "the budget over the reference models.")
 @click.option("--temperature", type=Finite(0.0, 10.0, min_open=True), default=0.7,
               show_default=True, help="Temperature of the methods that sample answers.")
 @click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
@@ -143,59 +150,65 @@ def benchmark(o: BenchmarkOptions) -> None:
                 out = o.out or default_out("benchmark", dataset.split(":")[-1], model)
             outcome = run_benchmark(items, model, o.embedder, settings, cmd.ctx, out, dataset)
     record_selection(outcome.run, chosen)
-    results = outcome.results
+    summary = outcome.summary
     if o.as_json:
-        echo(dumps({k: v for k, v in results.items() if k != "tables"}
-                   | {"tables": {s: {k: v for k, v in e.items()
-                                     if k not in ("curves", "reliability")}
-                                 for s, e in results["tables"].items()}}, indent=2))
+        echo(dumps(json_view(summary), indent=2))
     else:
-        echo(terminal_tables(results))
+        echo(terminal_tables(summary))
         echo(cmd.calls_line())
     write_report(outcome.run, "veracity benchmark", o.as_json)
 
 
-def _cell(est: dict[str, Any]) -> str:
-    value, (low, high) = est["value"], est["ci"]
-    if value is None:
+def json_view(summary: BenchmarkSummary) -> dict[str, Any]:
+    """``--json``: benchmark.json without the curves and diagrams (the metric values per label
+    source and signal under ``tables.SOURCE.metrics.SIGNAL``: auroc, prr, auprc, aurc, e_aurc,
+    ece, brier, ...)."""
+    found = summary.to_json()
+    return {k: v for k, v in found.items() if k != "tables"} | {
+        "tables": {source: {k: v for k, v in table.items() if k not in ("curves", "reliability")}
+                   for source, table in found["tables"].items()}}
+
+
+def _cell(est: Estimate) -> str:
+    if math.isnan(est.value):
         return "—"
-    return f"{value:.3f} [{_f(low)}, {_f(high)}]"
+    return f"{est.value:.3f} [{_f(est.low)}, {_f(est.high)}]"
 
 
-def _f(v: float | None) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+def _f(v: float) -> str:
+    return "—" if math.isnan(v) else f"{v:.2f}"
 
 
-def terminal_tables(results: dict[str, Any]) -> str:
+def terminal_tables(summary: BenchmarkSummary) -> str:
     """The leaderboard per label source, costs, skipped methods and warnings, as text."""
     lines: list[str] = []
-    for source, entry in results["tables"].items():
-        lines.append(f"\nlabels: {safe(source)}: {entry['n']} of {entry['n_items']} answers "
-                     f"scored and labelled, {entry['n_wrong']} wrong")
-        if "problem" in entry:
-            lines.append(f"  no table: {entry['problem']}")
+    for source, entry in summary.tables.items():
+        lines.append(f"\nlabels: {safe(source)}: {entry.n} of {entry.n_items} answers "
+                     f"scored and labelled, {entry.n_wrong} wrong")
+        if entry.problem is not None:
+            lines.append(f"  no table: {entry.problem}")
             continue
-        ref = entry.get("reference")
+        ref = entry.reference
         lines.append("  signal               " + "  ".join(f"{k:<20}" for k in SHOWN)
                      + (f"  ΔAUROC vs {safe(ref)}" if ref else ""))
-        for name, row in entry["intervals"].items():
+        for name, row in entry.rows.items():
             diff = row["auroc"]
-            delta = (f"{diff['diff']:+.3f} [{_f(diff['diff_ci'][0])}, {_f(diff['diff_ci'][1])}]"
-                     if diff["diff"] is not None else "")
+            delta = (f"{diff.diff:+.3f} [{_f(diff.diff_low)}, {_f(diff.diff_high)}]"
+                     if not math.isnan(diff.diff) else "")
             lines.append(f"  {safe(name):<20} " + "  ".join(f"{_cell(row[k]):<20}" for k in SHOWN)
                          + f"  {delta}")
-        best = winner(entry)
+        best = entry.winner
         if best:
             lines.append(f"  best single signal by AUROC: {safe(best)}")
     lines.append("\ncost per method (budget "
-                 f"{results['settings']['budget']} calls per question):")
-    for name, cost in results["costs"].items():
-        lines.append(f"  {safe(name):<22} {cost['requests_per_question']:.2f} calls/question, "
-                     f"{cost['model_calls']} model calls, {cost['generated_tokens']} tokens, "
-                     f"{cost['wall_seconds']:.1f} s, embedder {cost['embed_seconds']:.1f} s, "
-                     f"NLI {cost['scorer_seconds']:.1f} s")
-    for skipped in results["skipped"]:
-        lines.append(f"  skipped {safe(skipped['method'])}: {safe(skipped['reason'])}")
-    for note in results["warnings"]:
+                 f"{summary.settings.budget} calls per question):")
+    for name, cost in summary.costs.items():
+        lines.append(f"  {safe(name):<22} {cost.per_question(summary.n_items):.2f} calls/question, "
+                     f"{cost.model_calls} model calls, {cost.generated_tokens} tokens, "
+                     f"{cost.wall_seconds:.1f} s, embedder {cost.embed_seconds:.1f} s, "
+                     f"NLI {cost.scorer_seconds:.1f} s")
+    for skipped in summary.skipped:
+        lines.append(f"  skipped {safe(skipped.method)}: {safe(skipped.reason)}")
+    for note in summary.warnings:
         lines.append(f"warning: {safe(note)}")
     return "\n".join(lines)

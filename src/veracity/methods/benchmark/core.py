@@ -1,133 +1,48 @@
 """``veracity benchmark``: every registered trust signal on the same questions, the same greedy
-answers and the same call budget, judged against one or several label sources.
+answers and the same call budget, judged against one or several label sources; scored here
+one chunk of questions at a time.
 
 Methods are reached through the registry only (each declares a ``signal`` target, see
 :class:`veracity.method.SignalFunction`), so this folder imports no other method folder. The
 budget is K model calls per question: one shared greedy answer, then each method may ask
 K − 1 more (γ: N = K − 1 perturbed answers; self-consistency and semantic entropy: M = K − 1
-samples; P(True): one; logprob and length: none). Calls are counted at the clients while each
-method runs, and a method that asks for more than its share is refused.
+samples; P(True): one; logprob and length: none; FEWL: one pair call and the reference
+answers, see its signal). Calls are counted at the clients while each method runs, and a
+method that asks for more than its share is refused.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
-
-import numpy as np
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from veracity.client import request_key
 from veracity.correctness import Labelled
 from veracity.errors import ConfigError, DataError
-from veracity.labels import LabelSource, disagreement, label_items
+from veracity.labels import LabelSource, label_items
 from veracity.method import (
     Signal,
+    SignalFunction,
     SignalRequest,
     SignalUnavailable,
     methods,
     signal_function,
 )
-from veracity.methods.benchmark.records import BenchmarkRecord
-from veracity.metrics import CALIBRATORS, METRICS, fused_scores, metric_table, reliability, risk_coverage
+from veracity.methods.benchmark.records import BenchmarkRecord, Cost, SignalInfo, Skipped
+from veracity.methods.benchmark.settings import BenchmarkSettings
 from veracity.runs.common import Context
-from veracity.types import Generation, GenRequest, Item, Sampling
+from veracity.types import Generation, GenRequest, Item
 
-FUSED = "fused"
-DISAGREE = 0.10
-"""Label sources that disagree on more than this share of items get a warning."""
+__all__ = ["BenchmarkSettings", "Chunk", "Ledger", "chosen_methods", "greedy_answers",
+           "score_chunk"]
 
-
-@dataclass(frozen=True)
-class BenchmarkSettings:
-    """How the benchmark runs; every field is recorded in benchmark.json."""
-
-    budget: int = 11
-    """K model calls per question, the shared greedy answer included."""
-    labels: tuple[str, ...] = ("contains",)
-    methods: tuple[str, ...] = ()
-    """Methods to run (empty = every method that declares a signal)."""
-    temperature: float = 0.7
-    max_tokens: int = 64
-    seed: int = 0
-    folds: int = 5
-    resamples: int = 2000
-    level: float = 0.95
-    entailment: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.budget < 1:
-            raise ConfigError("--budget must be at least 1 (the greedy answer)")
-        if not self.labels:
-            raise ConfigError("give at least one label source (--labels)")
-        for text in self.labels:
-            LabelSource.parse(text)
-        if self.folds < 2:
-            raise ConfigError("--folds must be at least 2")
-
-    @property
-    def sampling(self) -> Sampling:
-        """The greedy answers' decoding: a γ run's centre answers use the same (cache hits)."""
-        return Sampling(temperature=0.0, max_tokens=self.max_tokens)
-
-
-@dataclass
-class Cost:
-    """What one method spent on this run (counted at the clients while it ran)."""
-
-    requests: int = 0
-    """Generation requests it made (cached or not): what the budget counts."""
-    model_calls: int = 0
-    """Requests the model actually answered (not from the cache)."""
-    generated_tokens: int = 0
-    wall_seconds: float = 0.0
-    embed_seconds: float = 0.0
-    scorer_seconds: float = 0.0
-    """NLI / cross-encoder time."""
-
-    def per_question(self, n: int) -> float:
-        return self.requests / n if n else math.nan
-
-
-@dataclass(frozen=True)
-class Skipped:
-    method: str
-    reason: str
-
-
-@dataclass
-class Benchmark:
-    """Everything the tables are made from, per item and per signal."""
-
-    items: list[Item]
-    answers: list[str]
-    signals: list[Signal]
-    costs: dict[str, Cost]
-    skipped: list[Skipped]
-    labels: dict[str, list[bool | None]] = field(default_factory=dict)
-    samples: list[tuple[str, ...]] | None = None
-    origin: dict[str, str] = field(default_factory=dict)
-    """The method each signal came from."""
-
-    def records(self) -> list[BenchmarkRecord]:
-        return [BenchmarkRecord(
-            item.id, item.question, answer,
-            {s.name: s.values[k] for s in self.signals},
-            {name: found[k] for name, found in self.labels.items()},
-            tuple(item.references), tuple(_incorrect(item)),
-            self.samples[k] if self.samples is not None else ())
-            for k, (item, answer) in enumerate(zip(self.items, self.answers, strict=True))]
-
-
-def _incorrect(item: Item) -> list[str]:
-    found = item.metadata.get("incorrect_answers") or item.metadata.get("incorrect") or []
-    return [str(x) for x in found] if isinstance(found, list) else []
+GREEDY = "greedy answers"
+"""The cost row of the shared greedy answers."""
 
 
 def snapshot(ctx: Context) -> Cost:
-    """The context's counters so far (wall_seconds: a clock reading); see :func:`spent`."""
+    """The context's counters so far (wall_seconds: a clock reading); subtract two."""
     clients = list(ctx.clients.values())
     return Cost(sum(c.stats.requests for c in clients), sum(c.stats.model_calls for c in clients),
                 sum(c.stats.completion_tokens for c in clients), time.perf_counter(),
@@ -135,20 +50,11 @@ def snapshot(ctx: Context) -> Cost:
                 sum(s.stats.model_seconds for s in ctx.scorers.values()))
 
 
-def spent(before: Cost, after: Cost) -> Cost:
-    """What was spent between two snapshots."""
-    return Cost(after.requests - before.requests, after.model_calls - before.model_calls,
-                after.generated_tokens - before.generated_tokens,
-                after.wall_seconds - before.wall_seconds,
-                after.embed_seconds - before.embed_seconds,
-                after.scorer_seconds - before.scorer_seconds)
-
-
 TOP_K = 5
 """Alternatives per token the shared greedy answers ask for (the logprob baseline's entropy)."""
 
 
-def greedy_answers(items: Sequence[Item], model: str, ctx: Context, sampling: Sampling,
+def greedy_answers(items: Sequence[Item], model: str, ctx: Context, settings: BenchmarkSettings,
                    logprobs: bool = True) -> list[Generation | None]:
     """The one greedy answer per question every method shares (None where the model failed).
 
@@ -157,7 +63,7 @@ def greedy_answers(items: Sequence[Item], model: str, ctx: Context, sampling: Sa
     consistency run's) is taken as it is, so a benchmark after such a run makes no new greedy
     call (the logprob baseline then asks for its own, and is charged for it)."""
     client = ctx.client(model)
-    plain = [GenRequest.user(i.question, sampling) for i in items]
+    plain = [GenRequest.user(i.question, settings.sampling) for i in items]
     requests = plain
     if logprobs and client.backend.capabilities.logprobs:
         rich = [replace(r, logprobs=TOP_K) for r in plain]
@@ -183,32 +89,105 @@ def chosen_methods(names: Sequence[str]) -> list[str]:
     return [n for n in known if not names or n in names]
 
 
-def run_signals(items: Sequence[Item], answers: Sequence[Generation | None], model: str | None,
-                embedder: str, settings: BenchmarkSettings, ctx: Context,
-                samples: Sequence[tuple[str, ...]] | None = None,
-                greedy_cost: Cost | None = None) -> Benchmark:
-    """Every chosen method's signals on the shared answers, each method's cost counted."""
-    request = SignalRequest(tuple(items), tuple(answers), settings.budget, model, embedder,
-                            settings.sampling, settings.temperature, settings.seed,
-                            tuple(samples) if samples is not None else None,
-                            settings.entailment)
+def signal_functions(names: Sequence[str]) -> list[tuple[str, SignalFunction]]:
+    """Each chosen method's benchmark entry point, in registry order."""
     by_name = {m.name: m for m in methods()}
-    signals: list[Signal] = []
-    costs: dict[str, Cost] = {"greedy answers": greedy_cost or Cost()}
-    skipped: list[Skipped] = []
-    origin: dict[str, str] = {}
+    found = [(name, signal_function(by_name[name])) for name in chosen_methods(names)]
+    return [(name, function) for name, function in found if function is not None]
+
+
+def incorrect_of(item: Item) -> list[str]:
+    found = item.metadata.get("incorrect_answers") or item.metadata.get("incorrect") or []
+    return [str(x) for x in found] if isinstance(found, list) else []
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A chunk of questions to score: their greedy answers (None: the model failed) and, for
+    a recorded file, their sampled answers and recorded labels."""
+
+    items: Sequence[Item]
+    answers: Sequence[Generation | None]
+    samples: Sequence[tuple[str, ...]] | None = None
+    given: Mapping[str, Sequence[bool | None]] | None = None
+    """Labels recorded with the answers, by source."""
+
+
+class Ledger:
+    """What the chunks have cost and found so far, per method and per signal (what the
+    summary needs beside the records); equal whatever the chunks, but for wall seconds."""
+
+    def __init__(self, order: Sequence[str]) -> None:
+        self.order = [GREEDY, *order]
+        self.costs: dict[str, Cost] = {}
+        self.signals: dict[str, SignalInfo] = {}
+        self.scored: dict[str, int] = {}
+        self.unavailable: dict[str, str] = {}
+        """Each method that could not score some chunk: the first reason it gave."""
+
+    def charge(self, method: str, cost: Cost) -> None:
+        self.costs[method] = self.costs.get(method, Cost()) + cost
+
+    def found(self, method: str, signal: Signal) -> None:
+        self.scored[signal.name] = (self.scored.get(signal.name, 0)
+                                    + sum(v is not None for v in signal.values))
+        if signal.name not in self.signals:
+            self.signals[signal.name] = SignalInfo(signal.name, method, signal.higher_is_better,
+                                                   signal.baseline, dict(signal.settings))
+        else:  # a count or size that grows with the questions: the largest of the chunks
+            known = self.signals[signal.name]
+            merged = {k: _larger(known.settings.get(k), v) for k, v in signal.settings.items()}
+            self.signals[signal.name] = replace(known, settings=dict(known.settings) | merged)
+
+    def ordered_costs(self) -> dict[str, Cost]:
+        return {name: self.costs[name] for name in self.order if name in self.costs}
+
+    def signal_infos(self) -> list[SignalInfo]:
+        """Every signal that scored at least one answer, methods in registry order."""
+        return [replace(s, n_scored=self.scored[s.name]) for s in self._by_method()
+                if self.scored[s.name]]
+
+    def skipped(self) -> list[Skipped]:
+        out = []
+        for method in self.order:
+            mine = [s for s in self._by_method() if s.method == method]
+            if method in self.unavailable and not any(self.scored[s.name] for s in mine):
+                out.append(Skipped(method, self.unavailable[method]))
+                continue
+            out += [Skipped(s.name, "no question could be scored") for s in mine
+                    if not self.scored[s.name]]
+        return out
+
+    def _by_method(self) -> list[SignalInfo]:
+        rank = {name: k for k, name in enumerate(self.order)}
+        return sorted(self.signals.values(), key=lambda s: rank.get(s.method, len(rank)))
+
+
+def _larger(a: object, b: object) -> object:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return max(a, b)
+    return a if a is not None else b
+
+
+def score_chunk(chunk: Chunk, model: str | None, embedder: str, settings: BenchmarkSettings,
+                ctx: Context, ledger: Ledger) -> list[BenchmarkRecord]:
+    """Every chosen method's signals on one chunk's shared answers (each method's cost
+    counted and its budget checked), every label source's labels: the chunk's records."""
+    items = chunk.items
+    request = SignalRequest(tuple(items), tuple(chunk.answers), settings.budget, model, embedder,
+                            settings.sampling, settings.temperature, settings.seed,
+                            tuple(chunk.samples) if chunk.samples is not None else None,
+                            settings.entailment, settings.references)
     allowed = (settings.budget - 1) * len(items)
-    for name in chosen_methods(settings.methods):
-        function = signal_function(by_name[name])
-        if function is None:
-            continue
+    values: dict[str, tuple[float | None, ...]] = {}
+    for name, function in signal_functions(settings.methods):
         before = snapshot(ctx)
         try:
             found = function(ctx, request)
         except SignalUnavailable as exc:
-            skipped.append(Skipped(name, str(exc)))
+            ledger.unavailable.setdefault(name, str(exc))
             continue
-        cost = spent(before, snapshot(ctx))
+        cost = snapshot(ctx) - before
         if cost.requests > allowed:
             raise ConfigError(
                 f"method '{name}' asked for {cost.requests} model calls on {len(items)} questions, "
@@ -218,122 +197,33 @@ def run_signals(items: Sequence[Item], answers: Sequence[Generation | None], mod
             if len(signal.values) != len(items):
                 raise DataError(f"method '{name}' gave {len(signal.values)} values for "
                                 f"{len(items)} questions")
-        for signal in [s for s in found if all(v is None for v in s.values)]:
-            skipped.append(Skipped(signal.name, "no question could be scored"))
-            found.remove(signal)
-        signals.extend(found)
-        origin.update({s.name: name for s in found})
-        costs[name] = cost
-    texts = [a.text.strip() if a is not None else "" for a in answers]
-    return Benchmark(list(items), texts, signals, costs, skipped,
-                     samples=list(samples) if samples is not None else None, origin=origin)
+            ledger.found(name, signal)
+            values[signal.name] = signal.values
+        ledger.charge(name, cost)
+    texts = [a.text.strip() if a is not None else "" for a in chunk.answers]
+    labels = chunk_labels(chunk, texts, settings, ctx, embedder)
+    return [BenchmarkRecord(
+        item.id, item.question, texts[k],
+        {name: v[k] for name, v in values.items() if v[k] is not None},
+        {source: found[k] for source, found in labels.items()},
+        tuple(item.references), tuple(incorrect_of(item)),
+        chunk.samples[k] if chunk.samples is not None else ())
+        for k, item in enumerate(items)]
 
 
-def add_labels(bench: Benchmark, sources: Sequence[str], ctx: Context, embedder: str,
-               given: dict[str, list[bool | None]] | None = None) -> None:
-    """Each source's label of each answer (``given``: labels recorded with the answers)."""
-    labelled = [Labelled(item.question, answer, tuple(item.references), tuple(_incorrect(item)))
-                for item, answer in zip(bench.items, bench.answers, strict=True)]
-    ids = [item.id for item in bench.items]
-    for name, found in (given or {}).items():
-        bench.labels[name] = found
-    for text in sources:
-        source = LabelSource.parse(text)
-        bench.labels[source.name] = label_items(source, ids, labelled, ctx, embedder)
-
-
-def _risk(signal: Signal, keep: Sequence[int]) -> np.ndarray:
-    values = np.array([signal.values[k] for k in keep], dtype=np.float64)
-    return -values if signal.higher_is_better else values
-
-
-def tables(bench: Benchmark, settings: BenchmarkSettings) -> dict[str, Any]:
-    """One table per label source (items every signal scored and the source labelled), with
-    the fused row, curves and each source's agreement with the others."""
-    out: dict[str, Any] = {}
-    baselines = [s.name for s in bench.signals if s.baseline]
-    for source, found in bench.labels.items():
-        keep = [k for k in range(len(bench.items)) if found[k] is not None
-                and all(s.values[k] is not None and math.isfinite(float(s.values[k] or 0))
-                        for s in bench.signals)]
-        y = np.array([1.0 if found[k] else 0.0 for k in keep])
-        entry: dict[str, Any] = {"n_items": len(bench.items), "n": len(keep),
-                                 "n_wrong": int((y == 0).sum()), "accuracy":
-                                 float(y.mean()) if y.size else None}
-        if not bench.signals or y.size < settings.folds or y.min(initial=1) == y.max(initial=0):
-            entry["problem"] = ("needs both right and wrong answers on at least "
-                                f"{settings.folds} scored items")
-            out[source] = entry
+def chunk_labels(chunk: Chunk, texts: Sequence[str], settings: BenchmarkSettings, ctx: Context,
+                 embedder: str) -> dict[str, Sequence[bool | None]]:
+    """Each source's label of each answer: the recorded labels first, then every --labels
+    source (the ones a recorded file already holds are taken from it)."""
+    given = dict(chunk.given or {})
+    labelled = [Labelled(item.question, answer, tuple(item.references),
+                         tuple(incorrect_of(item)))
+                for item, answer in zip(chunk.items, texts, strict=True)]
+    ids = [item.id for item in chunk.items]
+    out = dict(given)
+    for text in settings.labels:
+        if text in given:
             continue
-        scores = {s.name: _risk(s, keep) for s in bench.signals}
-        if len(scores) > 1:
-            scores[FUSED] = fused_scores(scores, y, settings.folds, settings.seed)
-        table = metric_table(scores, y, baselines, settings.resamples, settings.folds,
-                             settings.seed, settings.level)
-        entry["reference"] = table.reference
-        entry["metrics"] = {name: {key: _plain(est.value) for key, est in row.items()}
-                            for name, row in table.rows.items()}
-        entry["intervals"] = {name: {key: est.to_json() for key, est in row.items()}
-                              for name, row in table.rows.items()}
-        entry["curves"] = {name: [float(r) for r in risk_coverage(u, y)[1]]
-                           for name, u in scores.items()}
-        entry["reliability"] = {name: {how: reliability(table.calibrated[name][how], y)
-                                       for how in CALIBRATORS} for name in scores}
-        entry["order"] = sorted(table.rows, key=lambda n: -_value(table.rows[n]["auroc"].value))
-        out[source] = entry
+        source = LabelSource.parse(text)
+        out[source.name] = label_items(source, ids, labelled, ctx, embedder)
     return out
-
-
-def _plain(v: float) -> float | None:
-    return None if math.isnan(v) else v
-
-
-def _value(v: float) -> float:
-    return -math.inf if math.isnan(v) else v
-
-
-def warnings_of(bench: Benchmark, found: dict[str, Any]) -> list[str]:
-    """Label sources that disagree on more than 10 % of items, or rank the signals differently."""
-    notes = []
-    names = list(bench.labels)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            both, differ = disagreement(bench.labels[a], bench.labels[b])
-            if both and differ / both > DISAGREE:
-                notes.append(f"label sources {a} and {b} disagree on {differ} of {both} answers "
-                             f"({differ / both:.0%}): the verdict depends on the label rule")
-    orders = {s: [n for n in e["order"] if n != FUSED] for s, e in found.items() if "order" in e}
-    first = next(iter(orders.items()), None)
-    if first is not None:
-        for source, order in orders.items():
-            if order != first[1]:
-                notes.append(f"the methods' order by AUROC under {source} ({', '.join(order)}) "
-                             f"differs from under {first[0]} ({', '.join(first[1])})")
-    return notes
-
-
-def summary(bench: Benchmark, settings: BenchmarkSettings, model: str | None, embedder: str,
-            dataset: str) -> dict[str, Any]:
-    """benchmark.json / results.json: settings, signals, costs, one table per label source."""
-    found = tables(bench, settings)
-    n = len(bench.items)
-    return {
-        "method": "benchmark", "model": model, "embedder": embedder, "dataset": dataset,
-        "n_items": n, "settings": asdict(settings) | {"labels": list(settings.labels)},
-        "metrics": list(METRICS),
-        "signals": [{"name": s.name, "method": bench.origin.get(s.name, s.name),
-                     "higher_is_better": s.higher_is_better,
-                     "baseline": s.baseline, "settings": s.settings,
-                     "n_scored": sum(v is not None for v in s.values)} for s in bench.signals],
-        "skipped": [asdict(s) for s in bench.skipped],
-        "costs": {name: asdict(c) | {"requests_per_question": c.per_question(n)}
-                  for name, c in bench.costs.items()},
-        "tables": found,
-        "warnings": warnings_of(bench, found),
-    }
-
-
-def winner(entry: dict[str, Any]) -> str | None:
-    """The single signal of highest AUROC in one table (fused left out), or None."""
-    order = [n for n in entry.get("order", []) if n != FUSED]
-    return order[0] if order else None

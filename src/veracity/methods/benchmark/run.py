@@ -1,36 +1,38 @@
-"""A benchmark run: the greedy answers, every signal, the labels, the tables; written into a
-run directory (samples.jsonl holds every item's scores and labels, benchmark.json the tables,
-benchmark.csv the leaderboard); or score-only on a recorded file."""
+"""A benchmark run through the run driver, chunk by chunk: each chunk's greedy answers, every
+signal and every label written to samples.jsonl as the chunk finishes (every model call is
+cached as it arrives, so a rerun after an interruption makes only the missing calls); at the
+end the tables are made from the stored per-item rows (benchmark.json, benchmark.csv). Or
+score-only on a recorded file."""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from veracity.data.jsonl import line_objects
 from veracity.errors import DataError
 from veracity.methods.benchmark.core import (
-    Benchmark,
-    BenchmarkSettings,
-    Cost,
-    add_labels,
+    GREEDY,
+    Chunk,
+    Ledger,
     chosen_methods,
     greedy_answers,
-    run_signals,
+    score_chunk,
     snapshot,
-    spent,
-    summary,
 )
-from veracity.methods.benchmark.records import BenchmarkRecord
+from veracity.methods.benchmark.records import BenchmarkRecord, BenchmarkSummary, Cost
+from veracity.methods.benchmark.settings import BenchmarkSettings
+from veracity.methods.benchmark.tables import Rows, tables, warnings_of
 from veracity.metrics import METRICS
 from veracity.runs.common import Context
-from veracity.runs.driver import check_target
+from veracity.runs.driver import Finish, RunPlan, check_target, drive
+from veracity.runs.result import RunResult
 from veracity.store import RunDir
+from veracity.streaming import chunks
 from veracity.text import csv_cell
 from veracity.types import Generation, Item
 
@@ -38,28 +40,41 @@ BENCHMARK_FILE = "benchmark.json"
 CSV_FILE = "benchmark.csv"
 RECORDED_LABELS = "recorded"
 """The label source of labels that came with a recorded file (its ``correct`` field)."""
+LIVE_CHUNK = 256
+"""Questions per chunk: every method's calls for them are sent to the backend at once."""
+
+BenchmarkRun = RunResult[BenchmarkRecord, BenchmarkSummary]
 
 
 @dataclass(frozen=True)
-class Outcome:
-    results: dict[str, Any]
-    records: list[BenchmarkRecord]
-    run: RunDir | None
+class _Run:
+    """What the driver needs around the chunks (the same for a live and a recorded run)."""
+
+    model: str | None
+    embedder: str
+    dataset: str
+    settings: BenchmarkSettings
 
 
 def run_benchmark(items: Sequence[Item], model: str, embedder: str, settings: BenchmarkSettings,
-                  ctx: Context, out: Path | None, dataset: str) -> Outcome:
-    """Greedy answers, every method's signal at the budget, every label source, the tables."""
+                  ctx: Context, out: Path | None, dataset: str,
+                  chunk_size: int = LIVE_CHUNK) -> BenchmarkRun:
+    """Greedy answers, every method's signal at the budget and every label source, chunk by
+    chunk; the tables at the end."""
     if not items:
         raise DataError("no questions to benchmark")
     check_target(out)  # before any model call
-    before = snapshot(ctx)
-    answers = greedy_answers(items, model, ctx, settings.sampling,
-                             logprobs="logprob" in chosen_methods(settings.methods))
-    bench = run_signals(items, answers, model, embedder, settings, ctx,
-                        greedy_cost=spent(before, snapshot(ctx)))
-    add_labels(bench, settings.labels, ctx, embedder)
-    return _finish(bench, settings, model, embedder, dataset, ctx, out)
+    chosen = chosen_methods(settings.methods)
+    ledger = Ledger(chosen)
+
+    def batches() -> Iterator[list[BenchmarkRecord]]:
+        for part in chunks(items, chunk_size):
+            before = snapshot(ctx)
+            answers = greedy_answers(part, model, ctx, settings, logprobs="logprob" in chosen)
+            ledger.charge(GREEDY, snapshot(ctx) - before)
+            yield score_chunk(Chunk(part, answers), model, embedder, settings, ctx, ledger)
+
+    return _drive(_Run(model, embedder, dataset, settings), batches(), ledger, ctx, out)
 
 
 def read_recorded(path: Path) -> tuple[list[Item], list[Generation | None],
@@ -104,36 +119,58 @@ def read_recorded(path: Path) -> tuple[list[Item], list[Generation | None],
 
 
 def score_recorded(path: Path, embedder: str, settings: BenchmarkSettings, ctx: Context,
-                   out: Path | None, model: str | None = None) -> Outcome:
+                   out: Path | None, model: str | None = None,
+                   chunk_size: int = LIVE_CHUNK) -> BenchmarkRun:
     """Score-only: the signals that need no model call (or ``model`` for the rest), on answers
     and samples brought from elsewhere; labels from the file and/or ``settings.labels``."""
     items, answers, samples, given = read_recorded(path)
     check_target(out)  # before any model call
-    bench = run_signals(items, answers, model, embedder, settings, ctx, samples, Cost())
-    sources = [s for s in settings.labels if s not in given]
-    add_labels(bench, sources if given else settings.labels, ctx, embedder, given)
-    return _finish(bench, settings, model, embedder, f"recorded:{path}", ctx, out)
+    ledger = Ledger(chosen_methods(settings.methods))
+    ledger.charge(GREEDY, Cost())
+
+    def batches() -> Iterator[list[BenchmarkRecord]]:
+        for start in range(0, len(items), chunk_size):
+            part = slice(start, start + chunk_size)
+            chunk = Chunk(items[part], answers[part],
+                          samples[part] if samples is not None else None,
+                          {source: found[part] for source, found in given.items()})
+            yield score_chunk(chunk, model, embedder, settings, ctx, ledger)
+
+    return _drive(_Run(model, embedder, f"recorded:{path}", settings), batches(), ledger, ctx,
+                  out)
 
 
-def _finish(bench: Benchmark, settings: BenchmarkSettings, model: str | None, embedder: str,
-            dataset: str, ctx: Context, out: Path | None) -> Outcome:
-    results = summary(bench, settings, model, embedder, dataset)
-    records = bench.records()
-    run = None
-    if out is not None:
-        run = RunDir.create(out, "benchmark", {"model": model, "embedder": embedder,
-                                               "dataset": dataset,
-                                               "settings": results["settings"]}, ctx.started)
-        run.write_samples(r.to_json() for r in records)
-        run.write_json(BENCHMARK_FILE, results)
-        run.record(CSV_FILE)
-        (run.path / CSV_FILE).write_text(leaderboard_csv(results), encoding="utf-8")
-        run.write_results(results)
-        run.finish(ctx.stats())
-    return Outcome(results, records, run)
+def _drive(run: _Run, batches: Iterator[list[BenchmarkRecord]], ledger: Ledger, ctx: Context,
+           out: Path | None) -> BenchmarkRun:
+    rows = Rows()
+    config = {"model": run.model, "embedder": run.embedder, "dataset": run.dataset,
+              "settings": run.settings.describe()}
+
+    def finish() -> Finish[BenchmarkSummary]:
+        summary = summarise(rows, ledger, run)
+        return Finish(summary, stats=ctx.stats(), exports=lambda where: _exports(where, summary))
+
+    return drive(out, RunPlan("benchmark", BenchmarkRecord, config, ctx.started), batches,
+                 [rows], finish)
 
 
-def leaderboard_csv(results: dict[str, Any]) -> str:
+def summarise(rows: Rows, ledger: Ledger, run: _Run) -> BenchmarkSummary:
+    """The tables from the stored rows, with the ledger's signals, costs and skips."""
+    signals = ledger.signal_infos()
+    found = tables(rows, signals, run.settings)
+    return BenchmarkSummary(run.model, run.embedder, run.dataset, len(rows), run.settings,
+                            METRICS, tuple(signals), tuple(ledger.skipped()),
+                            ledger.ordered_costs(), found,
+                            tuple(warnings_of(rows.by_source(), found)))
+
+
+def _exports(run: RunDir, summary: BenchmarkSummary) -> None:
+    run.write_json(BENCHMARK_FILE, summary.to_json())
+    run.record(CSV_FILE)
+    (run.path / CSV_FILE).write_text(leaderboard_csv(summary), encoding="utf-8")
+
+
+def leaderboard_csv(summary: BenchmarkSummary) -> str:
     """One row per label source and signal: every metric, its interval and its difference to
     the best baseline, with the signal's cost. Text cells cannot run as spreadsheet formulas."""
     buffer = io.StringIO()
@@ -145,25 +182,24 @@ def leaderboard_csv(results: dict[str, Any]) -> str:
     header += ["requests_per_question", "model_calls", "generated_tokens", "wall_seconds",
                "embed_seconds", "scorer_seconds"]
     writer.writerow(header)
-    method_of = {s["name"]: s["method"] for s in results["signals"]}
-    for source, entry in results["tables"].items():
-        for name, row in entry.get("intervals", {}).items():
-            cells: list[Any] = [csv_cell(source), csv_cell(name), entry["n"], entry["n_wrong"],
-                                csv_cell(entry.get("reference") or "")]
+    for source, table in summary.tables.items():
+        for name, row in table.rows.items():
+            cells: list[str | int] = [csv_cell(source), csv_cell(name), table.n, table.n_wrong,
+                                      csv_cell(table.reference or "")]
             for key in METRICS:
                 est = row[key]
-                cells += [_num(est["value"]), _num(est["ci"][0]), _num(est["ci"][1]),
-                          _num(est["diff"]), _num(est["diff_ci"][0]), _num(est["diff_ci"][1])]
-            cost = results["costs"].get(method_of.get(name, ""))
-            cells += ([_num(cost["requests_per_question"]), cost["model_calls"],
-                       cost["generated_tokens"], _num(cost["wall_seconds"]),
-                       _num(cost["embed_seconds"]), _num(cost["scorer_seconds"])]
+                cells += [_num(v) for v in (est.value, est.low, est.high, est.diff,
+                                            est.diff_low, est.diff_high)]
+            cost = summary.costs.get(summary.method_of(name))
+            cells += ([_num(cost.per_question(summary.n_items)), cost.model_calls,
+                       cost.generated_tokens, _num(cost.wall_seconds),
+                       _num(cost.embed_seconds), _num(cost.scorer_seconds)]
                       if cost else [""] * 6)
             writer.writerow(cells)
     return buffer.getvalue()
 
 
-def _num(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def _num(value: float | int) -> str:
+    if isinstance(value, float) and math.isnan(value):
         return ""
     return f"{value:.6g}" if isinstance(value, float) else str(value)

@@ -20,26 +20,35 @@ def signal(ctx: Context, request: SignalRequest) -> list[Signal]:
     answers = list(request.answers)
     missing = [k for k, a in enumerate(answers) if a is not None and a.logprobs is None]
     if missing:
-        if request.model is None:
-            raise SignalUnavailable("the recorded answers carry no token log-probabilities")
-        client = ctx.client(request.model)
-        if not client.backend.capabilities.logprobs:
-            raise SignalUnavailable(f"{request.model} returns no token log-probabilities")
-        if request.budget < 2:
-            raise SignalUnavailable("the cached greedy answers carry no log-probabilities and "
-                                    "a budget of 1 leaves no call to ask for them")
-        replies = client.generate_each(
-            [greedy_request(request.items[k].question, settings) for k in missing],
-            stage="benchmark: logprob of the greedy answers")
-        for k, reply in zip(missing, replies, strict=True):
-            answers[k] = reply if isinstance(reply, Generation) else None
+        client = ctx.client(request.model) if request.model is not None else None
+        if client is None or not client.backend.capabilities.logprobs or request.budget < 2:
+            # these answers stay unscored; the others are scored from their own tokens
+            for k in missing:
+                answers[k] = None
+            if all(a is None for a in answers):
+                raise SignalUnavailable(_why_none(
+                    request, None if client is None else client.backend.capabilities.logprobs))
+        else:
+            replies = client.generate_each(
+                [greedy_request(request.items[k].question, settings) for k in missing],
+                stage="benchmark: logprob of the greedy answers")
+            for k, reply in zip(missing, replies, strict=True):
+                answers[k] = reply if isinstance(reply, Generation) else None
     scores = [logprob_scores(a.logprobs) if a is not None and a.logprobs and a.text.strip()
               else None for a in answers]
-    out = []
-    for name, row in ROWS.items():
-        values = tuple(s.value(name) if s is not None else None for s in scores)
-        if all(v is None for v in values):
-            continue  # e.g. no entropy without top-k alternatives
-        out.append(Signal(row, values, higher_is_better=SIGNALS[name], baseline=True,
-                          settings={"top_k": settings.top_k, "recalled": len(missing)}))
-    return out
+    # every row, even one no answer gave (e.g. no entropy without top-k alternatives): the
+    # benchmark lists it as unscored, and a run in chunks has the same rows in each
+    return [Signal(row, tuple(s.value(name) if s is not None else None for s in scores),
+                   higher_is_better=SIGNALS[name], baseline=True,
+                   settings={"top_k": settings.top_k})
+            for name, row in ROWS.items()]
+
+
+def _why_none(request: SignalRequest, logprobs: bool | None) -> str:
+    """Why no answer could be scored (``logprobs``: the backend has them; None: no model)."""
+    if logprobs is None:
+        return "the recorded answers carry no token log-probabilities"
+    if not logprobs:
+        return f"{request.model} returns no token log-probabilities"
+    return ("the cached greedy answers carry no log-probabilities and a budget of 1 leaves no "
+            "call to ask for them")
