@@ -111,7 +111,7 @@ def test_score_only_on_a_recorded_file(ctx: Context, tmp_path: Path) -> None:
                              tmp_path / "run")
     results = outcome.results
     assert ctx.model_calls() == 0
-    assert {s["method"] for s in results["skipped"]} == {"gamma", "logprob", "p-true"}
+    assert {s["method"] for s in results["skipped"]} == {"gamma", "fewl", "logprob", "p-true"}
     table = results["tables"]["recorded"]
     assert table["n"] == 12 and table["n_wrong"] == 6
     assert table["metrics"]["consistency"]["auroc"] == 1.0
@@ -247,13 +247,13 @@ def test_a_validated_gamma_report_says_how_well_gamma_separates_on_its_first_scr
 def test_every_signal_target_loads_through_the_registry() -> None:
     from veracity.method import methods, signal_function
 
-    assert core.chosen_methods(()) == ["gamma", "consistency", "logprob", "length",
+    assert core.chosen_methods(()) == ["gamma", "fewl", "consistency", "logprob", "length",
                                        "semantic-entropy", "p-true"]
     for method in methods():
         if getattr(method, "signal", ""):
             assert callable(signal_function(method))
     with pytest.raises(ConfigError, match="cannot be benchmarked"):
-        core.chosen_methods(("fewl",))
+        core.chosen_methods(("deception",))
 
 
 def test_a_second_run_resumes_from_the_cache_with_no_model_call(ctx: Context) -> None:
@@ -264,3 +264,48 @@ def test_a_second_run_resumes_from_the_cache_with_no_model_call(ctx: Context) ->
     assert sum(c["model_calls"] for c in first.results["costs"].values()) > 0
     assert all(c["model_calls"] == 0 for c in again.results["costs"].values())
     assert [r.scores for r in again.records] == [r.scores for r in first.records]
+
+
+def test_fewl_joins_when_references_are_given_at_its_share_of_the_budget(ctx: Context) -> None:
+    from veracity.methods.fewl.modes import budget_split, run_fewl
+    from veracity.methods.fewl.pairs import PairSettings
+    from veracity.methods.fewl.run import AnswerSource, FewlSettings
+
+    items = load_builtin()[:8]
+    references = ("fake/pairs", "fake/stable")
+    settings = BenchmarkSettings(budget=6, methods=("fewl", "length"), references=references,
+                                 **FAST)
+    outcome = run_benchmark(items, "fake/unstable", "hash/default", settings, ctx, None,
+                            "builtin")
+    # K - 1 = 5 calls a question: one pair call, J = 2 answers from each of the 2 references
+    assert budget_split(6, 2) == (2, 0)
+    cost = outcome.summary.costs["fewl"]
+    assert cost.requests == 8 * (1 + 2 * 2) and cost.per_question(8) == 5
+    history = {spec: len(ctx.client(spec).backend.history)  # type: ignore[attr-defined]
+               for spec in references}
+    assert history == {"fake/pairs": 8 * (1 + 2), "fake/stable": 8 * 2}
+    info = next(s for s in outcome.summary.signals if s.name == "fewl")
+    assert info.method == "fewl" and info.higher_is_better and not info.baseline
+    assert info.n_scored == 8 and info.settings["J"] == 2
+    # the very values FEWL's own run gives the same greedy answers with the same settings
+    own = run_fewl(items, [AnswerSource("greedy", texts=tuple(r.answer for r in outcome.records))],
+                   FewlSettings(references=references, reference_samples=2,
+                                pairs=PairSettings(retries=0), max_tokens=64,
+                                similarity="hash/default", question_embedder="hash/default",
+                                neighbours=7), ctx)
+    assert [r.scores["fewl"] for r in outcome.records] == pytest.approx(
+        [r.value for r in own.records], rel=1e-12)
+
+
+def test_fewl_is_left_out_without_references_or_budget(ctx: Context) -> None:
+    items = load_builtin()[:6]
+    plain = run_benchmark(items, "fake/unstable", "hash/default",
+                          BenchmarkSettings(budget=3, methods=("fewl", "length"), **FAST), ctx,
+                          None, "builtin").summary
+    assert plain.skipped[0].method == "fewl" and "--reference" in plain.skipped[0].reason
+    short = run_benchmark(items, "fake/unstable", "hash/default",
+                          BenchmarkSettings(budget=3, methods=("fewl", "length"),
+                                            references=("fake/pairs", "fake/stable"), **FAST),
+                          ctx, None, "builtin").summary
+    assert "needs a budget of at least 4" in short.skipped[0].reason
+    assert [s.name for s in short.signals] == ["length"]

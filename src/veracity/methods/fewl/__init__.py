@@ -13,6 +13,7 @@ METHODS = (
                api=("veracity.methods.fewl.api:fewl", "veracity.methods.fewl.api:score_fewl"),
                commands=(Command("veracity.methods.fewl.cli:fewl"),),
                fake_modes=(FakeMode("pairs", "veracity.methods.fewl.pairs:fake_pairs"),),
+               signal="veracity.methods.fewl.modes:benchmark_signal",
                run_files=("references.jsonl", "pairs.jsonl", "icl_prompts.jsonl", "finetune.jsonl"))
     .with_parts(validation.PART, selection.PART, neighbours.PART),
     *mitigation.METHODS,

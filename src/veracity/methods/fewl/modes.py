@@ -13,10 +13,12 @@ import numpy as np
 
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
+from veracity.method import Signal, SignalRequest, SignalUnavailable
 from veracity.methods.fewl.chunked import stream_fewl, streamable
 from veracity.methods.fewl.core import (
     measurement_accuracy,
 )
+from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.ranking import RankTally
 from veracity.methods.fewl.records import FewlRecord
 from veracity.methods.fewl.run import (
@@ -24,6 +26,7 @@ from veracity.methods.fewl.run import (
     FewlSettings,
     Prepared,
     answers_from,
+    as_number,
     build_records,
     finish_run,
     model_summaries,
@@ -198,3 +201,65 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
             [q for q, k in zip(questions, keep, strict=True) if k],
             [a for a, k in zip(chosen, keep, strict=True) if k]))
     return outcome
+
+
+# ``veracity benchmark``'s way into FEWL (the spec's ``signal`` target)
+#
+# FEWL for ``veracity benchmark`` (given reference models only): the shared greedy answer of
+# each question scored against the references' answers, weighted by their expertise from the
+# pairs, with the laziness penalty over neighbouring questions — FEWL's own pipeline
+# (:func:`~veracity.methods.fewl.run.prepare_inputs`, :func:`~veracity.methods.fewl.run.score_sets`).
+#
+# The budget: of the K − 1 calls per question beyond the greedy answer, one goes to the pair
+# call (the first reference writes the pairs), and the rest is split evenly over the R reference
+# models, J = ⌊(K − 2) / R⌋ answers each (sampled at the benchmark's temperature when J > 1);
+# what is left over, K − 2 − R·J, pays for pair retries of a question that gave no pair. So
+# K ≥ R + 2. The benchmark scores a chunk of questions at a time: the neighbours of the laziness
+# penalty are the nearest questions of the same chunk (at most 25).
+
+BENCHMARK_NEIGHBOURS = 25
+"""K of the laziness penalty (FEWL's default), fewer in a chunk with fewer other questions."""
+
+
+def budget_split(budget: int, references: int) -> tuple[int, int]:
+    """(J answers per reference model, pair retries per question) within ``budget`` calls per
+    question, the greedy answer and one pair call included.
+
+    >>> budget_split(11, 3)  # 10 calls: 1 pair call, 3 x 3 reference answers, no retry
+    (3, 0)
+    >>> budget_split(11, 2)  # 1 pair call, 2 x 4 answers, 1 retry
+    (4, 1)
+    """
+    spare = budget - 2
+    if references < 1 or spare < references:
+        raise SignalUnavailable(f"FEWL with {references} reference model(s) needs a budget of at "
+                                f"least {references + 2} calls per question (the greedy answer, "
+                                "one pair call, one answer per reference)")
+    j = spare // references
+    return j, spare - references * j
+
+
+def benchmark_signal(ctx: Context, request: SignalRequest) -> list[Signal]:
+    """FEWL (tv divergence) of each shared greedy answer; higher = more trustworthy."""
+    if not request.references:
+        raise SignalUnavailable("FEWL needs reference models (--reference MODEL)")
+    j, retries = budget_split(request.budget, len(request.references))
+    settings = FewlSettings(
+        references=request.references, reference_samples=j,
+        reference_temperature=request.temperature,
+        pairs=PairSettings(retries=retries, seed=request.seed),
+        max_tokens=request.sampling.max_tokens, similarity=request.embedder,
+        question_embedder=request.embedder,
+        neighbours=min(BENCHMARK_NEIGHBOURS, len(request.items) - 1), seed=request.seed)
+    answers: list[str | None] = [a.text.strip() if a is not None and a.text.strip() else None
+                                 for a in request.answers]
+    prep = prepare_inputs(request.items, settings, ctx)
+    scores = score_sets(request.items, {"answer": answers}, prep, settings)
+    fewl = scores.sets["answer"][settings.divergence]["fewl"].fewl
+    values = tuple(as_number(fewl[k]) if answers[k] is not None else None
+                   for k in range(len(answers)))
+    return [Signal("fewl", values, higher_is_better=True, baseline=False,
+                   settings={"references": list(request.references), "J": j,
+                             "pair_retries": retries, "R": settings.pairs.r,
+                             "K": BENCHMARK_NEIGHBOURS, "divergence": settings.divergence,
+                             "tau": settings.tau})]
