@@ -34,8 +34,9 @@ def test_scoring_given_answers_and_the_summary() -> None:
     assert [r.score for r in records] == [3.0, 1.0, None, None]
     assert records[1].counted_by == "words" and records[0].counted_by == "model"
     found = summarise(records)
-    assert found["mean_score"] == pytest.approx(2.0) and found["n_unscored"] == 2
-    assert found["n_cut_at_max_tokens"] == 1 and found["counted_by"] == {"model": 1, "words": 1}
+    assert found.mean_score == pytest.approx(2.0) and found.n_unscored == 2
+    assert found.n_cut_at_max_tokens == 1 and found.counted_by == {"model": 1, "words": 1}
+    assert type(found).from_json(json.loads(json.dumps(found.to_json()))) == found
 
 
 def test_cli_live_and_recorded_end_to_end(tmp_path: Path) -> None:

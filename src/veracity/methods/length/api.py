@@ -8,10 +8,10 @@ from pathlib import Path
 from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.methods.length.core import LengthSettings
-from veracity.methods.length.records import LengthRecord
+from veracity.methods.length.records import LengthRecord, LengthSummary
 from veracity.methods.length.run import run_length
 from veracity.runs.common import api_context
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.types import Item
 
 
@@ -21,7 +21,7 @@ def length(
     max_tokens: int = 64,
     out: str | Path | None = None,
     cache: bool | str | Path | Cache = True,
-) -> RunResult[LengthRecord, Results]:
+) -> RunResult[LengthRecord, LengthSummary]:
     """Length in tokens of each prompt's greedy answer (larger = less trustworthy).
 
     >>> result = length(["Capital of France?"], "fake/constant", cache=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veracity.methods.length.records import LengthRecord
+from veracity.methods.length.records import LengthRecord, LengthSummary
 from veracity.records import read_records
 from veracity.report.html import figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
@@ -15,12 +15,12 @@ from veracity.store import RunDir
 def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
-        r = run.results
-        q = r["quartiles"] or [None, None, None]
-        rows.append([run.path.name, r.get("model"), r.get("dataset"), r["n_scored"],
-                     r["n_unscored"], f"{fmt(r['mean_score'], 1)} ± {fmt(r['stderr'], 1)}",
+        r = LengthSummary.from_json(run.results)
+        q: tuple[float | None, ...] = r.quartiles or (None, None, None)
+        rows.append([run.path.name, r.model, r.dataset, r.n_scored, r.n_unscored,
+                     f"{fmt(r.mean_score, 1)} ± {fmt(r.stderr, 1)}",
                      f"{fmt(q[0], 0)} / {fmt(q[1], 0)} / {fmt(q[2], 0)}",
-                     r["n_cut_at_max_tokens"], r["counted_by"]["words"]])
+                     r.n_cut_at_max_tokens, r.counted_by["words"]])
     return table(["run", "model", "dataset", "scored", "unscored", "mean tokens ± SE",
                   "quartiles", "cut at max tokens", "counted by the word fallback"], rows)
 
@@ -29,8 +29,8 @@ def _histogram(runs: list[RunDir]) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3))
     for run in runs:
-        hist = run.results["histogram"]
-        ax.stairs(hist["counts"], hist["edges"], label=str(run.path.name))
+        hist = LengthSummary.from_json(run.results).histogram
+        ax.stairs(hist.counts, hist.edges, label=str(run.path.name))
     ax.set_xlabel("greedy answer length (tokens)")
     ax.set_ylabel("questions")
     ax.legend(fontsize=7)

@@ -6,17 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from veracity.data.jsonl import read_objects
 from veracity.errors import BackendError, DataError
 from veracity.methods.length.core import LengthSettings, answer_length, greedy_request
-from veracity.methods.length.records import LengthRecord
+from veracity.methods.length.records import Histogram, LengthRecord, LengthSummary
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, Item
 
@@ -55,32 +54,27 @@ def score_items(items: Sequence[Item], model: str, settings: LengthSettings,
     return score_greedy(items, replies, settings, ctx, model)
 
 
-def summarise(records: Sequence[LengthRecord]) -> dict[str, Any]:
+def summarise(records: Sequence[LengthRecord], model: str = "", dataset: str = "",
+              settings: LengthSettings | None = None) -> LengthSummary:
     """Mean length ± s.e., its quartiles, how lengths were counted, and answers cut short."""
     scored = [r for r in records if r.score is not None]
     values = np.asarray([r.score for r in scored], dtype=np.float64)
     moments = MomentSums()
     moments.add(values)
     mean, stderr = moments.mean_stderr()
-    quartiles = [float(q) for q in np.percentile(values, [25, 50, 75])] if values.size else []
+    quartiles = tuple(float(q) for q in np.percentile(values, [25, 50, 75])) if values.size else ()
     top = float(values.max()) if values.size else 1.0
     counts, edges = np.histogram(values, bins=20, range=(0.0, max(top, 1.0)))
-    return {"n_items": len(records), "n_scored": len(scored),
-            "n_unscored": len(records) - len(scored), "mean_score": mean, "stderr": stderr,
-            "quartiles": quartiles,
-            "counted_by": {k: sum(r.counted_by == k for r in scored) for k in ("model", "words")},
-            "n_cut_at_max_tokens": sum(r.finish_reason == "length" for r in scored),
-            "histogram": {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}}
-
-
-def results_of(model: str, dataset: str, settings: LengthSettings,
-               summary: dict[str, Any]) -> dict[str, Any]:
-    return {"method": "length", "model": model, "dataset": dataset,
-            "settings": settings.describe(), **summary}
+    return LengthSummary(
+        model, dataset, (settings or LengthSettings()).describe(), len(records), len(scored),
+        len(records) - len(scored), mean, stderr, quartiles,
+        {k: sum(r.counted_by == k for r in scored) for k in ("model", "words")},
+        sum(r.finish_reason == "length" for r in scored),
+        Histogram(tuple(float(e) for e in edges), tuple(int(c) for c in counts)))
 
 
 def run_length(items: Sequence[Item], model: str, settings: LengthSettings, ctx: Context,
-               out: Path | None, dataset: str) -> RunResult[LengthRecord, Results]:
+               out: Path | None, dataset: str) -> RunResult[LengthRecord, LengthSummary]:
     """Measure every question's greedy answer; with ``out``, chunk by chunk into that run
     directory."""
     if not items:
@@ -109,7 +103,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, Generation]]:
 
 
 def run_recorded(path: Path, settings: LengthSettings, ctx: Context,
-                 out: Path | None) -> RunResult[LengthRecord, Results]:
+                 out: Path | None) -> RunResult[LengthRecord, LengthSummary]:
     """Measure recorded answers: no model call."""
     rows = list(read_recorded(path))
     if not rows:
@@ -123,13 +117,13 @@ def run_recorded(path: Path, settings: LengthSettings, ctx: Context,
 
 def _written(items: Sequence[Item], score: Callable[[Sequence[Item]], list[LengthRecord]],
              settings: LengthSettings, out: Path | None, ctx: Context, model: str,
-             dataset: str) -> RunResult[LengthRecord, Results]:
+             dataset: str) -> RunResult[LengthRecord, LengthSummary]:
     check_target(out)
     config = {"model": model, "dataset": dataset, "settings": settings.describe()}
     kept: Kept[LengthRecord] = Kept()
 
-    def finish() -> Finish[Results]:
-        return Finish(Results(results_of(model, dataset, settings, summarise(kept))), stats=ctx.stats())
+    def finish() -> Finish[LengthSummary]:
+        return Finish(summarise(kept, model, dataset, settings), stats=ctx.stats())
 
     return drive(out, RunPlan("length", LengthRecord, config, ctx.started),
                  (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)
