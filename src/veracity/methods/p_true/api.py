@@ -8,10 +8,10 @@ from pathlib import Path
 from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.methods.p_true.core import PTrueSettings, load_prompt
-from veracity.methods.p_true.records import PTrueRecord
+from veracity.methods.p_true.records import PTrueRecord, PTrueSummary
 from veracity.methods.p_true.run import run_p_true
 from veracity.runs.common import api_context
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.types import Item
 
 
@@ -23,7 +23,7 @@ def p_true(
     prompt_file: str | Path | None = None,
     out: str | Path | None = None,
     cache: bool | str | Path | Cache = True,
-) -> RunResult[PTrueRecord, Results]:
+) -> RunResult[PTrueRecord, PTrueSummary]:
     """P(True) of each prompt's greedy answer: the model, shown the question and its answer,
     is asked whether the answer is true; the score is its probability of "True".
 

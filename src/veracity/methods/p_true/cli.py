@@ -2,54 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
-from veracity.cli.lifecycle import command_run, write_report
-from veracity.cli.options import (
-    CommonOptions,
-    common_options,
-    default_out,
-    handles_errors,
-    options_as,
-    record_selection,
-    sample_options,
-    selection_of,
+from veracity.cli.baseline import (
+    BaselineOptions,
+    output_options,
+    run_baseline,
+    show_baseline,
+    source_options,
 )
-from veracity.cli.output import echo, safe
-from veracity.data.stored import selected_items
-from veracity.errors import ConfigError
+from veracity.cli.options import common_options, handles_errors, options_as
+from veracity.cli.output import safe
 from veracity.methods.p_true.core import PTrueSettings, load_prompt
+from veracity.methods.p_true.records import PTrueRecord
 from veracity.methods.p_true.run import run_p_true, run_recorded
-from veracity.store import dumps
-from veracity.types import Item
 
 DEFAULT_MODEL = "llamacpp/default"
 
 
-@dataclass(frozen=True)
-class PTrueOptions:
+@dataclass(frozen=True, kw_only=True)
+class PTrueOptions(BaselineOptions):
     """``veracity p-true``'s options."""
 
-    prompts: tuple[str, ...]
-    dataset: str | None
-    recorded: Path | None
     model: str | None
     prompt_file: Path | None
     top_k: int
     max_tokens: int
-    limit: int | None
-    sample: int | None
-    sample_seed: int
-    question_field: str | None
-    out: Path | None
-    as_json: bool
-    common: CommonOptions = CommonOptions()
 
     def settings(self) -> PTrueSettings:
         """The settings, with the True / False question read from --prompt-file (or the
@@ -59,12 +40,14 @@ class PTrueOptions:
                              prompt_source=source_of_prompt)
 
 
+def _line(record: PTrueRecord) -> str:
+    score = "   —  " if record.score is None else f"{record.score:.4f}"
+    return f"{score}  {safe(record.prompt)[:70]}"
+
+
 @click.command("p-true")
-@click.argument("prompts", nargs=-1)
-@click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
-@click.option("--recorded", type=click.Path(path_type=Path, exists=True, dir_okay=False),
-              help="JSONL of recorded answers (prompt, answer[, verdict, verdict_logprobs]): "
-                   "answers with a recorded verdict need no model call.")
+@source_options("JSONL of recorded answers (prompt, answer[, verdict, verdict_logprobs]): "
+                "answers with a recorded verdict need no model call.")
 @click.option("--model", "-m", default=None,
               help=f"Model spec (default {DEFAULT_MODEL}; with --recorded, only to ask about "
                    "answers without a recorded verdict).")
@@ -74,11 +57,7 @@ class PTrueOptions:
               help="Alternatives asked for at each reply token.")
 @click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True,
               help="Of the greedy answer.")
-@click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
-@sample_options
-@click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
-@click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
+@output_options
 @common_options
 @handles_errors
 @options_as(PTrueOptions)
@@ -90,40 +69,15 @@ def p_true(o: PTrueOptions) -> None:
     log-probabilities, or 1 / 0 from the word it replies where there are none. Larger = more
     trustworthy. Give prompts, --dataset or --recorded.
     """
-    if sum(map(bool, (o.prompts, o.dataset, o.recorded))) != 1:
-        raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
-    selection = selection_of(o.sample, o.sample_seed, o.limit)
-    if selection.active and not o.dataset:
-        raise ConfigError("--limit and --sample choose questions of a --dataset")
+    selection = o.selection()
     settings = o.settings()
-    chosen: dict[str, Any] | None = None
-    held = ExitStack()
-    out: Path | None
-    if o.recorded:
-        source = f"recorded:{o.recorded}"
-        out = o.out or default_out("p-true", str(o.recorded), o.model or "recorded")
-        with command_run(o.common) as cmd:
-            outcome = run_recorded(o.recorded, o.model, settings, cmd.ctx, out)
-    else:
-        model = o.model or DEFAULT_MODEL
-        if not o.dataset:
-            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(o.prompts, 1)]
-            source, out = "prompts", o.out
-        else:
-            items, chosen = held.enter_context(selected_items(
-                o.dataset, selection, o.question_field))
-            source = o.dataset
-            out = o.out or default_out("p-true", source.split(":")[-1], model)
-        with held, command_run(o.common) as cmd:
-            outcome = run_p_true(items, model, settings, cmd.ctx, out, source)
-    record_selection(outcome.run, chosen)
-    if o.as_json:
-        echo(dumps(outcome.records_json(), indent=2))
-    else:
-        for record in outcome.records:
-            score = "   —  " if record.score is None else f"{record.score:.4f}"
-            echo(f"{score}  {safe(record.prompt)[:70]}")
-        r = outcome.results
-        echo(f"\nmean P(True) {r['mean_score']:.4f} ± {r['stderr']:.4f} (SE) over "
-             f"{r['n_scored']} questions, {r['n_unscored']} unscored\n{cmd.calls_line()}")
-    write_report(outcome.run, f"veracity P(True): {source}", o.as_json)
+    model = o.model or DEFAULT_MODEL
+    ran = run_baseline(
+        o, selection, "p-true", model,
+        lambda items, ctx, out, source: run_p_true(items, model, settings, ctx, out, source),
+        lambda path, ctx, out: run_recorded(path, o.model, settings, ctx, out),
+        recorded_model=o.model or "recorded")
+    s = ran.outcome.summary
+    show_baseline(o, ran, _line,
+                  f"mean P(True) {s.mean_score:.4f} ± {s.stderr:.4f} (SE) over "
+                  f"{s.n_scored} questions, {s.n_unscored} unscored", "veracity P(True)")

@@ -43,3 +43,61 @@ class PTrueRecord(Record):
         out = self._typed_json()
         out["references"] = list(self.references)
         return out | dict(self.extra)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of values in bins between consecutive edges."""
+
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Histogram:
+        found = json_object(data, "histogram")
+        return cls(tuple(float(e) for e in found["edges"]), tuple(int(c) for c in found["counts"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"edges": list(self.edges), "counts": list(self.counts)}
+
+
+@dataclass(frozen=True)
+class PTrueSummary:
+    """A P(True) run's results.json: the setup, the mean P(True) ± its standard error, how
+    each was read (log-probabilities or the verdict word), and the histogram."""
+
+    model: str
+    dataset: str
+    settings: Mapping[str, Any]
+    """The run's :class:`~veracity.methods.p_true.core.PTrueSettings`, described."""
+    n_items: int
+    n_scored: int
+    n_unscored: int
+    mean_score: float | None
+    """NaN (None once read back) when no question was scored."""
+    stderr: float | None
+    sources: Mapping[str, int]
+    """Scores read from the log-probabilities (``logprobs``) and from the word (``verdict``)."""
+    histogram: Histogram
+
+    @property
+    def prompt(self) -> str:
+        """The True / False question's source (built in, or the user's file)."""
+        return str(self.settings["prompt"])
+
+    @classmethod
+    def from_json(cls, data: Any) -> PTrueSummary:
+        found = json_object(data, "p-true results")
+        return cls(str(found.get("model")), str(found.get("dataset")),
+                   json_object(found["settings"], "settings"), int(found["n_items"]),
+                   int(found["n_scored"]), int(found["n_unscored"]), number(found["mean_score"]),
+                   number(found["stderr"]),
+                   {str(k): int(v) for k, v in json_object(found["sources"], "sources").items()},
+                   Histogram.from_json(found["histogram"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "p-true", "model": self.model, "dataset": self.dataset,
+                "settings": dict(self.settings), "n_items": self.n_items,
+                "n_scored": self.n_scored, "n_unscored": self.n_unscored,
+                "mean_score": self.mean_score, "stderr": self.stderr,
+                "sources": dict(self.sources), "histogram": self.histogram.to_json()}

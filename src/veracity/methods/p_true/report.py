@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veracity.methods.p_true.records import PTrueRecord
+from veracity.methods.p_true.records import PTrueRecord, PTrueSummary
 from veracity.records import read_records
 from veracity.report.html import figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
@@ -15,11 +15,10 @@ from veracity.store import RunDir
 def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
-        r = run.results
-        rows.append([run.path.name, r.get("model"), r.get("dataset"), r["settings"]["prompt"],
-                     r["n_scored"], r["n_unscored"],
-                     f"{fmt(r['mean_score'], 3)} ± {fmt(r['stderr'], 3)}",
-                     r["sources"]["logprobs"], r["sources"]["verdict"]])
+        r = PTrueSummary.from_json(run.results)
+        rows.append([run.path.name, r.model, r.dataset, r.prompt, r.n_scored, r.n_unscored,
+                     f"{fmt(r.mean_score, 3)} ± {fmt(r.stderr, 3)}",
+                     r.sources["logprobs"], r.sources["verdict"]])
     return table(["run", "model", "dataset", "prompt", "scored", "unscored",
                   "mean P(True) ± SE", "from log-probabilities", "from the verdict word"], rows)
 
@@ -28,8 +27,8 @@ def _histogram(runs: list[RunDir]) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3))
     for run in runs:
-        hist = run.results["histogram"]
-        ax.stairs(hist["counts"], hist["edges"], label=str(run.path.name))
+        hist = PTrueSummary.from_json(run.results).histogram
+        ax.stairs(hist.counts, hist.edges, label=str(run.path.name))
     ax.set_xlabel("P(True) the model gives its own answer")
     ax.set_ylabel("questions")
     ax.legend(fontsize=7)

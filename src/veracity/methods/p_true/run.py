@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -14,10 +13,10 @@ from veracity.backends.logprobs import parse_tokens
 from veracity.data.jsonl import read_objects
 from veracity.errors import BackendError, DataError
 from veracity.methods.p_true.core import PTrueSettings, read_verdict
-from veracity.methods.p_true.records import PTrueRecord
+from veracity.methods.p_true.records import Histogram, PTrueRecord, PTrueSummary
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, GenRequest, Item, Sampling
 
@@ -77,7 +76,8 @@ def score_items(items: Sequence[Item], model: str, settings: PTrueSettings,
     return score_greedy(items, greedy, settings, ctx, model)
 
 
-def summarise(records: Sequence[PTrueRecord]) -> dict[str, Any]:
+def summarise(records: Sequence[PTrueRecord], model: str = "", dataset: str = "",
+              settings: PTrueSettings | None = None) -> PTrueSummary:
     """Mean P(True) ± s.e., how each was read, and the histogram."""
     scored = [r for r in records if r.score is not None]
     values = np.asarray([r.score for r in scored], dtype=np.float64)
@@ -85,20 +85,15 @@ def summarise(records: Sequence[PTrueRecord]) -> dict[str, Any]:
     moments.add(values)
     mean, stderr = moments.mean_stderr()
     counts, edges = np.histogram(values, bins=20, range=(0.0, 1.0))
-    return {"n_items": len(records), "n_scored": len(scored),
-            "n_unscored": len(records) - len(scored), "mean_score": mean, "stderr": stderr,
-            "sources": {s: sum(r.source == s for r in scored) for s in ("logprobs", "verdict")},
-            "histogram": {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}}
-
-
-def results_of(model: str, dataset: str, settings: PTrueSettings,
-               summary: dict[str, Any]) -> dict[str, Any]:
-    return {"method": "p-true", "model": model, "dataset": dataset,
-            "settings": settings.describe(), **summary}
+    return PTrueSummary(
+        model, dataset, (settings or PTrueSettings()).describe(), len(records), len(scored),
+        len(records) - len(scored), mean, stderr,
+        {s: sum(r.source == s for r in scored) for s in ("logprobs", "verdict")},
+        Histogram(tuple(float(e) for e in edges), tuple(int(c) for c in counts)))
 
 
 def run_p_true(items: Sequence[Item], model: str, settings: PTrueSettings, ctx: Context,
-               out: Path | None, dataset: str) -> RunResult[PTrueRecord, Results]:
+               out: Path | None, dataset: str) -> RunResult[PTrueRecord, PTrueSummary]:
     """Score every question; with ``out``, chunk by chunk into that run directory."""
     if not items:
         raise DataError("no questions to score")
@@ -131,7 +126,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, str, Generation | None]]:
 
 
 def run_recorded(path: Path, model: str | None, settings: PTrueSettings, ctx: Context,
-                 out: Path | None) -> RunResult[PTrueRecord, Results]:
+                 out: Path | None) -> RunResult[PTrueRecord, PTrueSummary]:
     """Score recorded answers: their recorded verdicts (no call), or ask ``model``."""
     rows = {item.id: (item, answer, reply) for item, answer, reply in read_recorded(path)}
     if not rows:
@@ -157,13 +152,13 @@ def run_recorded(path: Path, model: str | None, settings: PTrueSettings, ctx: Co
 
 def _written(items: Sequence[Item], score: Callable[[Sequence[Item]], list[PTrueRecord]],
              settings: PTrueSettings, out: Path | None, ctx: Context, model: str,
-             dataset: str) -> RunResult[PTrueRecord, Results]:
+             dataset: str) -> RunResult[PTrueRecord, PTrueSummary]:
     check_target(out)
     config = {"model": model, "dataset": dataset, "settings": settings.describe()}
     kept: Kept[PTrueRecord] = Kept()
 
-    def finish() -> Finish[Results]:
-        return Finish(Results(results_of(model, dataset, settings, summarise(kept))), stats=ctx.stats())
+    def finish() -> Finish[PTrueSummary]:
+        return Finish(summarise(kept, model, dataset, settings), stats=ctx.stats())
 
     return drive(out, RunPlan("p-true", PTrueRecord, config, ctx.started),
                  (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)
