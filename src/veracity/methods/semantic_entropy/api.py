@@ -8,10 +8,10 @@ from pathlib import Path
 from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.methods.semantic_entropy.core import SemanticEntropySettings
-from veracity.methods.semantic_entropy.records import SemanticEntropyRecord
+from veracity.methods.semantic_entropy.records import SemanticEntropyRecord, SemanticEntropySummary
 from veracity.methods.semantic_entropy.run import run_semantic_entropy
 from veracity.runs.common import api_context
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.types import Item
 
 
@@ -29,7 +29,7 @@ def semantic_entropy(
     seed: int = 0,
     out: str | Path | None = None,
     cache: bool | str | Path | Cache = True,
-) -> RunResult[SemanticEntropyRecord, Results]:
+) -> RunResult[SemanticEntropyRecord, SemanticEntropySummary]:
     """Semantic entropy of each prompt: M answers sampled at ``temperature``, clustered by
     meaning (``entailment``: an NLI model or a judge; default the embedder's cosine >=
     ``cosine``), entropy over the clusters; larger = less trustworthy.

@@ -54,3 +54,94 @@ class SemanticEntropyRecord(Record):
         for name in ("samples", "clusters", "sample_logprobs", "references"):
             out[name] = list(out[name])
         return out | dict(self.extra)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of values in bins between consecutive edges."""
+
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Histogram:
+        found = json_object(data, "histogram")
+        return cls(tuple(float(e) for e in found["edges"]), tuple(int(c) for c in found["counts"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"edges": list(self.edges), "counts": list(self.counts)}
+
+
+@dataclass(frozen=True)
+class Mean:
+    """A mean over the scored questions that have the value, its standard error, and n."""
+
+    mean: float | None
+    stderr: float | None
+    n: int
+
+    @classmethod
+    def from_json(cls, data: Any) -> Mean:
+        found = json_object(data, "mean")
+        return cls(number(found["mean"]), number(found["stderr"]), int(found["n"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stderr": self.stderr, "n": self.n}
+
+
+@dataclass(frozen=True)
+class SemanticEntropySummary:
+    """A semantic-entropy run's results.json: the setup, the mean entropy ± its standard
+    error, each form's and the clusters' means, and the histogram."""
+
+    model: str
+    embedder: str
+    dataset: str
+    settings: Mapping[str, Any]
+    """The run's :class:`~veracity.methods.semantic_entropy.core.SemanticEntropySettings`,
+    described."""
+    n_items: int
+    n_scored: int
+    n_unscored: int
+    forms: Mapping[str, int]
+    """Scores in the discrete and in the likelihood-weighted form."""
+    mean_score: float | None
+    """NaN (None once read back) when no question was scored."""
+    stderr: float | None
+    discrete: Mean
+    likelihood: Mean
+    n_clusters: Mean
+    histogram: Histogram
+
+    @property
+    def m(self) -> int:
+        return int(self.settings["m"])
+
+    @property
+    def temperature(self) -> float:
+        return float(self.settings["temperature"])
+
+    @property
+    def entailment(self) -> str:
+        """What decided that two answers mean the same."""
+        return str(self.settings["entailment"])
+
+    @classmethod
+    def from_json(cls, data: Any) -> SemanticEntropySummary:
+        found = json_object(data, "semantic-entropy results")
+        return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
+                   json_object(found["settings"], "settings"), int(found["n_items"]),
+                   int(found["n_scored"]), int(found["n_unscored"]),
+                   {str(k): int(v) for k, v in json_object(found["forms"], "forms").items()},
+                   number(found["mean_score"]), number(found["stderr"]),
+                   Mean.from_json(found["discrete"]), Mean.from_json(found["likelihood"]),
+                   Mean.from_json(found["n_clusters"]), Histogram.from_json(found["histogram"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "semantic-entropy", "model": self.model, "embedder": self.embedder,
+                "dataset": self.dataset, "settings": dict(self.settings),
+                "n_items": self.n_items, "n_scored": self.n_scored,
+                "n_unscored": self.n_unscored, "forms": dict(self.forms),
+                "mean_score": self.mean_score, "stderr": self.stderr,
+                "discrete": self.discrete.to_json(), "likelihood": self.likelihood.to_json(),
+                "n_clusters": self.n_clusters.to_json(), "histogram": self.histogram.to_json()}

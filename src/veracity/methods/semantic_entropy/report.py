@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from veracity.methods.semantic_entropy.records import SemanticEntropyRecord
+from veracity.methods.semantic_entropy.records import (
+    SemanticEntropyRecord,
+    SemanticEntropySummary,
+)
 from veracity.records import read_records
 from veracity.report.html import figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
@@ -15,12 +18,11 @@ from veracity.store import RunDir
 def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
-        r, s = run.results, run.results["settings"]
-        rows.append([run.path.name, r.get("model"), r.get("dataset"), s["m"], s["temperature"],
-                     s["entailment"], r["n_scored"], r["n_unscored"],
-                     f"{fmt(r['mean_score'], 3)} ± {fmt(r['stderr'], 3)}",
-                     fmt(r["n_clusters"]["mean"], 2),
-                     f"{r['forms']['likelihood']} / {r['forms']['discrete']}"])
+        r = SemanticEntropySummary.from_json(run.results)
+        rows.append([run.path.name, r.model, r.dataset, r.m, r.temperature, r.entailment,
+                     r.n_scored, r.n_unscored, f"{fmt(r.mean_score, 3)} ± {fmt(r.stderr, 3)}",
+                     fmt(r.n_clusters.mean, 2),
+                     f"{r.forms['likelihood']} / {r.forms['discrete']}"])
     return table(["run", "model", "dataset", "M", "T", "same meaning by", "scored",
                   "unscored", "mean entropy ± SE", "mean clusters",
                   "likelihood / discrete form"], rows)
@@ -30,8 +32,8 @@ def _histogram(runs: list[RunDir]) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3))
     for run in runs:
-        hist = run.results["histogram"]
-        ax.stairs(hist["counts"], hist["edges"], label=str(run.path.name))
+        hist = SemanticEntropySummary.from_json(run.results).histogram
+        ax.stairs(hist.counts, hist.edges, label=str(run.path.name))
     ax.set_xlabel("semantic entropy (nats; 0 = every sample means the same)")
     ax.set_ylabel("questions")
     ax.legend(fontsize=7)

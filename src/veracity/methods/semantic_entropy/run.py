@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from veracity.backends.base import require
 from veracity.backends.logprobs import parse_tokens
@@ -23,10 +24,15 @@ from veracity.methods.semantic_entropy.core import (
     likelihood_entropy,
 )
 from veracity.methods.semantic_entropy.entail import entailment
-from veracity.methods.semantic_entropy.records import SemanticEntropyRecord
+from veracity.methods.semantic_entropy.records import (
+    Histogram,
+    Mean,
+    SemanticEntropyRecord,
+    SemanticEntropySummary,
+)
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, GenRequest, Item, Sampling
 
@@ -130,38 +136,36 @@ def score_items(items: Sequence[Item], model: str, embedder: str,
     return score_greedy(items, greedy, settings, ctx, model, embedder)
 
 
-def summarise(records: Sequence[SemanticEntropyRecord]) -> dict[str, Any]:
+def _mean(values: npt.NDArray[np.float64]) -> Mean:
+    moments = MomentSums()
+    moments.add(values)
+    mean, stderr = moments.mean_stderr()
+    return Mean(mean, stderr, int(values.size))
+
+
+def summarise(records: Sequence[SemanticEntropyRecord], model: str = "", embedder: str = "",
+              dataset: str = "", settings: SemanticEntropySettings | None = None,
+              ) -> SemanticEntropySummary:
     """Mean entropy ± s.e. (of each form), clusters per question, and the histogram."""
     scored = [r for r in records if r.score is not None]
-    out: dict[str, Any] = {"n_items": len(records), "n_scored": len(scored),
-                           "n_unscored": len(records) - len(scored),
-                           "forms": {f: sum(r.form == f for r in scored)
-                                     for f in ("discrete", "likelihood")}}
-    for name in ("score", "discrete", "likelihood", "n_clusters"):
-        values = np.asarray([float(v) for r in scored if (v := getattr(r, name)) is not None])
-        moments = MomentSums()
-        moments.add(values)
-        mean, stderr = moments.mean_stderr()
-        out[name if name != "score" else "mean_score"] = mean if name == "score" else {
-            "mean": mean, "stderr": stderr, "n": int(values.size)}
-        if name == "score":
-            out["stderr"] = stderr
+    means = {name: _mean(np.asarray([float(v) for r in scored
+                                     if (v := getattr(r, name)) is not None]))
+             for name in ("score", "discrete", "likelihood", "n_clusters")}
     values = np.asarray([r.score for r in scored], dtype=np.float64)
     top = max(float(values.max()) if values.size else 1.0, 1e-9)
     counts, edges = np.histogram(values, bins=20, range=(0.0, top))
-    out["histogram"] = {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
-    return out
-
-
-def results_of(model: str, embedder: str, dataset: str, settings: SemanticEntropySettings,
-               summary: dict[str, Any]) -> dict[str, Any]:
-    return {"method": "semantic-entropy", "model": model, "embedder": embedder,
-            "dataset": dataset, "settings": settings.describe(), **summary}
+    return SemanticEntropySummary(
+        model, embedder, dataset, (settings or SemanticEntropySettings()).describe(),
+        len(records), len(scored), len(records) - len(scored),
+        {f: sum(r.form == f for r in scored) for f in ("discrete", "likelihood")},
+        means["score"].mean, means["score"].stderr, means["discrete"], means["likelihood"],
+        means["n_clusters"], Histogram(tuple(float(e) for e in edges),
+                                       tuple(int(c) for c in counts)))
 
 
 def run_semantic_entropy(items: Sequence[Item], model: str, embedder: str,
                          settings: SemanticEntropySettings, ctx: Context, out: Path | None,
-                         dataset: str) -> RunResult[SemanticEntropyRecord, Results]:
+                         dataset: str) -> RunResult[SemanticEntropyRecord, SemanticEntropySummary]:
     """Score every question; with ``out``, chunk by chunk into that run directory."""
     if not items:
         raise DataError("no questions to score")
@@ -205,7 +209,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, str, list[Sampled]]]:
 
 
 def run_recorded(path: Path, embedder: str, settings: SemanticEntropySettings, ctx: Context,
-                 out: Path | None) -> RunResult[SemanticEntropyRecord, Results]:
+                 out: Path | None) -> RunResult[SemanticEntropyRecord, SemanticEntropySummary]:
     """Score recorded samples: no model call except the entailment check's."""
     rows = {item.id: (item, answer, group) for item, answer, group in read_recorded(path)}
     if not rows:
@@ -224,15 +228,14 @@ def run_recorded(path: Path, embedder: str, settings: SemanticEntropySettings, c
 def _written(items: Sequence[Item],
              score: Callable[[Sequence[Item]], list[SemanticEntropyRecord]],
              settings: SemanticEntropySettings, out: Path | None, ctx: Context, model: str,
-             embedder: str, dataset: str) -> RunResult[SemanticEntropyRecord, Results]:
+             embedder: str, dataset: str) -> RunResult[SemanticEntropyRecord, SemanticEntropySummary]:
     check_target(out)
     config = {"model": model, "embedder": embedder, "dataset": dataset,
               "settings": settings.describe()}
     kept: Kept[SemanticEntropyRecord] = Kept()
 
-    def finish() -> Finish[Results]:
-        summary = results_of(model, embedder, dataset, settings, summarise(kept))
-        return Finish(Results(summary), stats=ctx.stats())
+    def finish() -> Finish[SemanticEntropySummary]:
+        return Finish(summarise(kept, model, embedder, dataset, settings), stats=ctx.stats())
 
     return drive(out, RunPlan("semantic-entropy", SemanticEntropyRecord, config, ctx.started),
                  (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)
