@@ -163,7 +163,7 @@ def test_wrong_answers_alone_unlikely_give_auroc_one() -> None:
     assert auroc([-float(r.score) for r in records], incorrect) == 1.0  # type: ignore[arg-type]
     assert all(r.min_prob == pytest.approx(0.9 if "right" in r.answer else 0.2) for r in records)
     assert all(r.mean_entropy is not None for r in records)
-    assert outcome.results["n_scored"] == 8
+    assert outcome.summary.n_scored == 8
 
 
 def backend_spec(ctx: Context, backend: FakeBackend) -> str:

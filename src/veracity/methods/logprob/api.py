@@ -8,10 +8,10 @@ from pathlib import Path
 from veracity.backends.base import Backend
 from veracity.cache import Cache
 from veracity.methods.logprob.core import LogprobSettings
-from veracity.methods.logprob.records import LogprobRecord
+from veracity.methods.logprob.records import LogprobRecord, LogprobSummary
 from veracity.methods.logprob.run import run_logprob
 from veracity.runs.common import api_context
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.types import Item
 
 
@@ -23,7 +23,7 @@ def logprob(
     signal: str = "mean_logprob",
     out: str | Path | None = None,
     cache: bool | str | Path | Cache = True,
-) -> RunResult[LogprobRecord, Results]:
+) -> RunResult[LogprobRecord, LogprobSummary]:
     """Log-probability signals of each prompt's greedy answer, from its own call: mean token
     log-probability, minimum token probability, mean top-k entropy and perplexity; ``score``
     holds ``signal``.

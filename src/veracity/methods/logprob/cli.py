@@ -2,75 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import click
 
-from veracity.cli.lifecycle import command_run, write_report
-from veracity.cli.options import (
-    CommonOptions,
-    common_options,
-    default_out,
-    handles_errors,
-    options_as,
-    record_selection,
-    sample_options,
-    selection_of,
+from veracity.cli.baseline import (
+    BaselineOptions,
+    output_options,
+    run_baseline,
+    show_baseline,
+    source_options,
 )
-from veracity.cli.output import echo, safe
-from veracity.data.stored import selected_items
-from veracity.errors import ConfigError
+from veracity.cli.options import common_options, handles_errors, options_as
+from veracity.cli.output import safe
 from veracity.methods.logprob.core import SIGNALS, LogprobSettings
+from veracity.methods.logprob.records import LogprobRecord
 from veracity.methods.logprob.run import run_logprob, run_recorded
-from veracity.store import dumps
-from veracity.types import Item
 
 DEFAULT_MODEL = "llamacpp/default"
 
 
-@dataclass(frozen=True)
-class LogprobOptions:
+@dataclass(frozen=True, kw_only=True)
+class LogprobOptions(BaselineOptions):
     """``veracity logprob``'s options."""
 
-    prompts: tuple[str, ...]
-    dataset: str | None
-    recorded: Path | None
     model: str
     top_k: int
     signal: str
     max_tokens: int
-    limit: int | None
-    sample: int | None
-    sample_seed: int
-    question_field: str | None
-    out: Path | None
-    as_json: bool
-    common: CommonOptions = CommonOptions()
 
     def settings(self) -> LogprobSettings:
         return LogprobSettings(self.max_tokens, self.top_k, self.signal)
 
 
+def _line(record: LogprobRecord) -> str:
+    score = "   —   " if record.score is None else f"{record.score:7.4f}"
+    return f"{score}  {safe(record.prompt)[:70]}"
+
+
 @click.command()
-@click.argument("prompts", nargs=-1)
-@click.option("--dataset", help="builtin, truthfulqa:PATH, webquestions:PATH, jsonl:PATH, csv:PATH.")
-@click.option("--recorded", type=click.Path(path_type=Path, exists=True, dir_okay=False),
-              help="JSONL of recorded answers (prompt, answer, logprobs): no model call.")
+@source_options("JSONL of recorded answers (prompt, answer, logprobs): no model call.")
 @click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--top-k", type=click.IntRange(0, 20), default=5, show_default=True,
               help="Alternatives asked for at each token (the entropy is over them).")
 @click.option("--signal", type=click.Choice(list(SIGNALS)), default="mean_logprob",
               show_default=True, help="The signal each record's score holds.")
 @click.option("--max-tokens", type=click.IntRange(1, 100_000), default=64, show_default=True)
-@click.option("--limit", type=click.IntRange(min=1), help="Only the first K questions.")
-@sample_options
-@click.option("--question-field", help="Question field / column of a JSONL or CSV dataset.")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory to write.")
-@click.option("--json", "as_json", is_flag=True, help="Print the per-question records as JSON.")
+@output_options
 @common_options
 @handles_errors
 @options_as(LogprobOptions)
@@ -82,40 +60,14 @@ def logprob(o: LogprobOptions) -> None:
     that returns token log-probabilities (llamacpp/, hf/, openai/ servers that send logprobs,
     fake/). Give prompts, --dataset or --recorded.
     """
-    if sum(map(bool, (o.prompts, o.dataset, o.recorded))) != 1:
-        raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
-    selection = selection_of(o.sample, o.sample_seed, o.limit)
-    if selection.active and not o.dataset:
-        raise ConfigError("--limit and --sample choose questions of a --dataset")
+    selection = o.selection()
     settings = o.settings()
-    chosen: dict[str, Any] | None = None
-    held = ExitStack()
-    out: Path | None
-    if o.recorded:
-        source = f"recorded:{o.recorded}"
-        out = o.out or default_out("logprob", str(o.recorded), "recorded")
-        with command_run(o.common) as cmd:
-            outcome = run_recorded(o.recorded, settings, cmd.ctx, out)
-    else:
-        if not o.dataset:
-            items: Sequence[Item] = [Item(f"prompt-{i}", p) for i, p in enumerate(o.prompts, 1)]
-            source, out = "prompts", o.out
-        else:
-            items, chosen = held.enter_context(selected_items(
-                o.dataset, selection, o.question_field))
-            source = o.dataset
-            out = o.out or default_out("logprob", source.split(":")[-1], o.model)
-        with held, command_run(o.common) as cmd:
-            outcome = run_logprob(items, o.model, settings, cmd.ctx, out, source)
-    record_selection(outcome.run, chosen)
-    if o.as_json:
-        echo(dumps(outcome.records_json(), indent=2))
-    else:
-        for record in outcome.records:
-            score = "   —   " if record.score is None else f"{record.score:7.4f}"
-            echo(f"{score}  {safe(record.prompt)[:70]}")
-        r = outcome.results
-        echo(f"\nmean {settings.signal} {r['mean_score']:.4f} ± "
-             f"{r[settings.signal]['stderr']:.4f} (SE) over {r['n_scored']} questions, "
-             f"{r['n_unscored']} unscored\n{cmd.calls_line()}")
-    write_report(outcome.run, f"veracity logprob: {source}", o.as_json)
+    ran = run_baseline(
+        o, selection, "logprob", o.model,
+        lambda items, ctx, out, source: run_logprob(items, o.model, settings, ctx, out, source),
+        lambda path, ctx, out: run_recorded(path, settings, ctx, out))
+    s = ran.outcome.summary
+    show_baseline(o, ran, _line,
+                  f"mean {settings.signal} {s.mean_score:.4f} ± "
+                  f"{s.means[settings.signal].stderr:.4f} (SE) over {s.n_scored} questions, "
+                  f"{s.n_unscored} unscored", "veracity logprob")

@@ -47,3 +47,83 @@ class LogprobRecord(Record):
         out["references"] = list(self.references)
         out["tokens"] = [[t, lp] for t, lp in self.tokens]
         return out | dict(self.extra)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of values in bins between consecutive edges."""
+
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Histogram:
+        found = json_object(data, "histogram")
+        return cls(tuple(float(e) for e in found["edges"]), tuple(int(c) for c in found["counts"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"edges": list(self.edges), "counts": list(self.counts)}
+
+
+@dataclass(frozen=True)
+class Mean:
+    """A mean over the scored answers that have the value, its standard error, and n."""
+
+    mean: float | None
+    stderr: float | None
+    n: int
+
+    @classmethod
+    def from_json(cls, data: Any) -> Mean:
+        found = json_object(data, "mean")
+        return cls(number(found["mean"]), number(found["stderr"]), int(found["n"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stderr": self.stderr, "n": self.n}
+
+
+STATISTICS = ("mean_logprob", "min_prob", "mean_entropy", "perplexity", "n_tokens")
+"""The per-answer values a logprob run summarises (the four signals and the answer's length)."""
+
+
+@dataclass(frozen=True)
+class LogprobSummary:
+    """A logprob run's results.json: the setup, each signal's (and the length's) mean ± its
+    standard error, the histogram of the run's signal and its mean."""
+
+    model: str
+    dataset: str
+    settings: Mapping[str, Any]
+    """The run's :class:`~veracity.methods.logprob.core.LogprobSettings`, described."""
+    n_items: int
+    n_scored: int
+    n_unscored: int
+    means: Mapping[str, Mean]
+    """Per name of :data:`STATISTICS`."""
+    histogram: Histogram
+    mean_score: float | None
+    """The mean of the run's signal (``settings["signal"]``)."""
+
+    @property
+    def signal(self) -> str:
+        return str(self.settings["signal"])
+
+    @property
+    def top_k(self) -> int:
+        return int(self.settings["top_k"])
+
+    @classmethod
+    def from_json(cls, data: Any) -> LogprobSummary:
+        found = json_object(data, "logprob results")
+        return cls(str(found.get("model")), str(found.get("dataset")),
+                   json_object(found["settings"], "settings"), int(found["n_items"]),
+                   int(found["n_scored"]), int(found["n_unscored"]),
+                   {name: Mean.from_json(found[name]) for name in STATISTICS},
+                   Histogram.from_json(found["histogram"]), number(found["mean_score"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "logprob", "model": self.model, "dataset": self.dataset,
+                "settings": dict(self.settings), "n_items": self.n_items,
+                "n_scored": self.n_scored, "n_unscored": self.n_unscored,
+                **{name: self.means[name].to_json() for name in STATISTICS},
+                "histogram": self.histogram.to_json(), "mean_score": self.mean_score}

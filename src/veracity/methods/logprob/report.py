@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veracity.methods.logprob.records import LogprobRecord
+from veracity.methods.logprob.records import STATISTICS, LogprobRecord, LogprobSummary
 from veracity.records import read_records
 from veracity.report.html import figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
@@ -15,15 +15,11 @@ from veracity.store import RunDir
 def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
-        r = run.results
-
-        def stat(name: str, r: dict[str, Any] = r) -> str:
-            found = r[name]
-            return f"{fmt(found['mean'], 3)} ± {fmt(found['stderr'], 3)}"
-
-        rows.append([run.path.name, r.get("model"), r.get("dataset"), r["settings"]["top_k"],
-                     r["n_scored"], r["n_unscored"], stat("mean_logprob"), stat("min_prob"),
-                     stat("mean_entropy"), stat("perplexity"), stat("n_tokens")])
+        r = LogprobSummary.from_json(run.results)
+        stats = [f"{fmt(m.mean, 3)} ± {fmt(m.stderr, 3)}" for m in
+                 (r.means[name] for name in STATISTICS)]
+        rows.append([run.path.name, r.model, r.dataset, r.top_k, r.n_scored, r.n_unscored,
+                     *stats])
     return table(["run", "model", "dataset", "top-k", "scored", "unscored",
                   "mean log p ± SE", "min p ± SE", "mean entropy ± SE", "perplexity ± SE",
                   "tokens ± SE"], rows)
@@ -33,9 +29,9 @@ def _histogram(runs: list[RunDir]) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3))
     for run in runs:
-        hist = run.results["histogram"]
-        ax.stairs(hist["counts"], hist["edges"], label=str(run.path.name))
-    ax.set_xlabel(f"{runs[0].results['settings']['signal']} of the greedy answer")
+        hist = LogprobSummary.from_json(run.results).histogram
+        ax.stairs(hist.counts, hist.edges, label=str(run.path.name))
+    ax.set_xlabel(f"{LogprobSummary.from_json(runs[0].results).signal} of the greedy answer")
     ax.set_ylabel("questions")
     ax.legend(fontsize=7)
     return figure(fig, "histogram of the log-probability signal")

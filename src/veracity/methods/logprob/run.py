@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -19,10 +18,16 @@ from veracity.methods.logprob.core import (
     greedy_request,
     logprob_scores,
 )
-from veracity.methods.logprob.records import LogprobRecord
+from veracity.methods.logprob.records import (
+    STATISTICS,
+    Histogram,
+    LogprobRecord,
+    LogprobSummary,
+    Mean,
+)
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, Item, TokenLogprob
 
@@ -71,43 +76,38 @@ def score_items(items: Sequence[Item], model: str, settings: LogprobSettings,
     return score_greedy(items, replies, settings, ctx, model)
 
 
-def summarise(records: Sequence[LogprobRecord], settings: LogprobSettings) -> dict[str, Any]:
+def summarise(records: Sequence[LogprobRecord], settings: LogprobSettings, model: str = "",
+              dataset: str = "") -> LogprobSummary:
     """Mean ± s.e. of every signal over the scored answers, the unscored count and the
     histogram of the run's signal."""
     scored = [r for r in records if r.score is not None]
-    out: dict[str, Any] = {"n_items": len(records), "n_scored": len(scored),
-                           "n_unscored": len(records) - len(scored)}
-    for name in ("mean_logprob", "min_prob", "mean_entropy", "perplexity", "n_tokens"):
+    means = {}
+    for name in STATISTICS:
         values = [float(v) for r in scored if (v := getattr(r, name)) is not None
                   and np.isfinite(v)]
         moments = MomentSums()
         moments.add(np.asarray(values, dtype=np.float64))
         mean, stderr = moments.mean_stderr()
-        out[name] = {"mean": mean, "stderr": stderr, "n": len(values)}
+        means[name] = Mean(mean, stderr, len(values))
     # over the values' own range: log-probabilities are negative, perplexities unbounded
     scores = np.asarray([r.score for r in scored if r.score is not None and np.isfinite(r.score)])
     low, high = (float(scores.min()), float(scores.max())) if scores.size else (0.0, 1.0)
     counts, edges = np.histogram(scores, bins=20, range=(low, high if high > low else low + 1))
-    out["histogram"] = {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
-    out["mean_score"] = out[settings.signal]["mean"]
-    return out
-
-
-def results_of(model: str, dataset: str, settings: LogprobSettings,
-               summary: dict[str, Any]) -> dict[str, Any]:
-    return {"method": "logprob", "model": model, "dataset": dataset,
-            "settings": settings.describe(), **summary}
+    return LogprobSummary(model, dataset, settings.describe(), len(records), len(scored),
+                          len(records) - len(scored), means,
+                          Histogram(tuple(float(e) for e in edges),
+                                    tuple(int(c) for c in counts)),
+                          means[settings.signal].mean)
 
 
 def run_logprob(items: Sequence[Item], model: str, settings: LogprobSettings, ctx: Context,
-                out: Path | None, dataset: str) -> RunResult[LogprobRecord, Results]:
+                out: Path | None, dataset: str) -> RunResult[LogprobRecord, LogprobSummary]:
     """Score every question; with ``out``, chunk by chunk into that run directory."""
     if not items:
         raise DataError("no questions to score")
     require(ctx.client(model).backend, "logprobs", "the logprob baseline")
     return _written(items, lambda chunk: score_items(chunk, model, settings, ctx), settings,
-                    out, ctx, {"model": model, "dataset": dataset,
-                               "settings": settings.describe()}, model, dataset)
+                    out, ctx, model, dataset)
 
 
 def read_recorded(path: Path) -> Iterator[tuple[Item, Generation]]:
@@ -130,7 +130,7 @@ def read_recorded(path: Path) -> Iterator[tuple[Item, Generation]]:
 
 
 def run_recorded(path: Path, settings: LogprobSettings, ctx: Context,
-                 out: Path | None) -> RunResult[LogprobRecord, Results]:
+                 out: Path | None) -> RunResult[LogprobRecord, LogprobSummary]:
     """Score recorded answers: no model call."""
     rows = list(read_recorded(path))
     if not rows:
@@ -140,20 +140,18 @@ def run_recorded(path: Path, settings: LogprobSettings, ctx: Context,
     model = "recorded"
     return _written(items, lambda chunk: score_greedy(chunk, [replies[i.id] for i in chunk],
                                                       settings, ctx, model),
-                    settings, out, ctx, {"model": model, "dataset": f"recorded:{path}",
-                                         "settings": settings.describe()},
-                    model, f"recorded:{path}")
+                    settings, out, ctx, model, f"recorded:{path}")
 
 
 def _written(items: Sequence[Item], score: Callable[[Sequence[Item]], list[LogprobRecord]],
-             settings: LogprobSettings, out: Path | None, ctx: Context, config: dict[str, Any],
-             model: str, dataset: str) -> RunResult[LogprobRecord, Results]:
+             settings: LogprobSettings, out: Path | None, ctx: Context, model: str,
+             dataset: str) -> RunResult[LogprobRecord, LogprobSummary]:
     check_target(out)
+    config = {"model": model, "dataset": dataset, "settings": settings.describe()}
     kept: Kept[LogprobRecord] = Kept()
 
-    def finish() -> Finish[Results]:
-        summary = results_of(model, dataset, settings, summarise(kept, settings))
-        return Finish(Results(summary), stats=ctx.stats())
+    def finish() -> Finish[LogprobSummary]:
+        return Finish(summarise(kept, settings, model, dataset), stats=ctx.stats())
 
     return drive(out, RunPlan("logprob", LogprobRecord, config, ctx.started),
                  (score(chunk) for chunk in chunks(items, CHUNK)), [kept], finish)
