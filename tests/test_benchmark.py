@@ -309,3 +309,16 @@ def test_fewl_is_left_out_without_references_or_budget(ctx: Context) -> None:
                           ctx, None, "builtin").summary
     assert "needs a budget of at least 4" in short.skipped[0].reason
     assert [s.name for s in short.signals] == ["length"]
+
+
+def test_cli_reference_models_bring_fewl_into_the_table(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, [
+        "benchmark", "--recorded", str(_recorded(tmp_path)), "--embedder", "hash/default",
+        "--reference", "fake/pairs", "--reference", "fake/stable", "--budget", "6",
+        "--resamples", "200", "--folds", "3", "--no-cache", "--json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    assert found["settings"]["references"] == ["fake/pairs", "fake/stable"]
+    assert "fewl" in found["tables"]["recorded"]["metrics"]
+    assert found["costs"]["fewl"]["requests_per_question"] == 5  # the budget's K - 1
+    assert "fewl" not in {s["method"] for s in found["skipped"]}
