@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
+from veracity.cli.baseline import BaselineOptions
 from veracity.cli.lifecycle import command_run, write_report
 from veracity.cli.options import (
     SEED,
-    CommonOptions,
     Finite,
     common_options,
     default_out,
@@ -22,11 +22,9 @@ from veracity.cli.options import (
     options_as,
     record_selection,
     sample_options,
-    selection_of,
 )
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
-from veracity.errors import ConfigError
 from veracity.methods.benchmark.records import BenchmarkSummary
 from veracity.methods.benchmark.run import run_benchmark, score_recorded
 from veracity.methods.benchmark.settings import BenchmarkSettings
@@ -38,13 +36,11 @@ DEFAULT_MODEL, DEFAULT_EMBEDDER = "llamacpp/default", "st/default"
 SHOWN = ("auroc", "prr", "auprc", "aurc", "e_aurc", "ece", "brier")
 
 
-@dataclass(frozen=True)
-class BenchmarkOptions:
-    """``veracity benchmark``'s options."""
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkOptions(BaselineOptions):
+    """``veracity benchmark``'s options (the questions' source and selection as every
+    baseline command's)."""
 
-    prompts: tuple[str, ...]
-    dataset: str | None
-    recorded: Path | None
     model: str | None
     embedder: str
     budget: int
@@ -57,13 +53,6 @@ class BenchmarkOptions:
     seed: int
     folds: int
     resamples: int
-    limit: int | None
-    sample: int | None
-    sample_seed: int
-    question_field: str | None
-    out: Path | None
-    as_json: bool
-    common: CommonOptions = CommonOptions()
 
     def settings(self) -> BenchmarkSettings:
         """The settings, --labels and --methods split at commas."""
@@ -125,12 +114,7 @@ def benchmark(o: BenchmarkOptions) -> None:
     bootstrap interval and the paired interval of its difference to the best baseline.
     """
     settings = o.settings()
-    given = [bool(o.prompts), bool(o.dataset), bool(o.recorded)]
-    if sum(given) != 1:
-        raise ConfigError("give prompts, --dataset SPEC or --recorded FILE (exactly one)")
-    selection = selection_of(o.sample, o.sample_seed, o.limit)
-    if selection.active and not o.dataset:
-        raise ConfigError("--limit and --sample choose questions of a --dataset")
+    selection = o.selection()
     chosen: dict[str, Any] | None = None
     held = ExitStack()
     with held, command_run(o.common) as cmd:
