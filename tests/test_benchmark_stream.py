@@ -121,3 +121,23 @@ def test_a_benchmark_after_a_gamma_run_makes_no_new_greedy_call(
     assert costs["gamma"].requests == 60 and costs["gamma"].model_calls == 0
     # the very answers the γ run scored
     assert [r.answer for r in outcome.records] == [r.answer for r in gamma.records]
+
+
+def test_the_tables_can_be_recomputed_from_the_run_directory_alone(tmp_path: Path) -> None:
+    from veracity.methods.benchmark.records import BenchmarkRecord, BenchmarkSummary
+    from veracity.methods.benchmark.tables import Rows, tables
+    from veracity.records import read_records
+    from veracity.store import RunDir, dumps
+
+    out = tmp_path / "run"
+    _run(out, 5, _questions(12))
+    run = RunDir.open(out)
+    summary = BenchmarkSummary.from_json(
+        json.loads((out / "benchmark.json").read_text(encoding="utf-8")))
+    rows = Rows()
+    rows.add(list(read_records(BenchmarkRecord, run.samples())))
+    again = tables(rows, summary.signals, summary.settings)
+    # as written (NaN as null)
+    assert json.loads(dumps({s: t.to_json() for s, t in again.items()})) == \
+        {s: t.to_json() for s, t in summary.tables.items()}
+    assert summary.to_json() == json.loads((out / "results.json").read_text(encoding="utf-8"))
