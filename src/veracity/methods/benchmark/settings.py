@@ -46,4 +46,5 @@ class BenchmarkSettings:
 
     def describe(self) -> dict[str, Any]:
         """As benchmark.json and run.json record them."""
-        return asdict(self) | {"labels": list(self.labels)}
+        return asdict(self) | {name: list(getattr(self, name))
+                               for name in ("labels", "methods", "references")}
