@@ -27,7 +27,13 @@ from veracity.backends.llamacpp_attention import (
     choose_attention,
     group_speed,
 )
-from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
+from veracity.backends.llamacpp_batch import (
+    COMPANIONS,
+    FILLERS,
+    Layout,
+    decode_all,
+    decode_together,
+)
 from veracity.backends.llamacpp_draft import DraftStats, Proposer, draft_decode
 from veracity.backends.llamacpp_exact import batch_invariant
 from veracity.backends.llamacpp_load import compute_path, new_llama, use_extra_buffers
@@ -42,7 +48,10 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DECODERS = ("sequential", "draft")
+DECODERS = ("auto", "sequential", "batch", "draft")
+BATCH = 16
+"""Sequences decoded together by ``decode=batch``: a γ group of N + 1 = 11 and the start of the
+next; each further row costs less than the one before, and long groups keep the context small."""
 ATTENTION = ("auto", "standard", "flash")
 RECENT = 16
 """Recent answers a batch-invariant draft decoder also drafts from (the N answers of a ball)."""
@@ -152,7 +161,7 @@ class LlamaCppBackend:
         n_gpu_layers: int = 0,
         chat_template: str | None = None,
         extra_buffers: str = "auto",
-        decode: str = "sequential",
+        decode: str = "auto",
         attention: str = "auto",
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
@@ -161,7 +170,11 @@ class LlamaCppBackend:
         weights into extra buffer types, off by default where the CPU has AMX (see
         :mod:`veracity.backends.llamacpp_load`); ``decode=draft`` verifies a request's draft
         answer in batches instead of decoding greedily token by token (see
-        :mod:`veracity.backends.llamacpp_draft`); ``attention`` (auto, standard, flash) picks
+        :mod:`veracity.backends.llamacpp_draft`); ``decode=batch`` decodes the greedy requests of
+        a call together, one multi-sequence batch a step (see
+        :mod:`veracity.backends.llamacpp_batch`), and ``decode=auto`` does so where the attention
+        kernel is batch-invariant (the answers are then those of sequential decoding), else
+        decodes one request at a time; ``attention`` (auto, standard, flash) picks
         llama.cpp's attention kernel: ``auto`` takes flash for ``decode=draft``, else flash where
         it is batch-invariant and no slower (see :mod:`veracity.backends.llamacpp_attention`)."""
         if decode not in DECODERS:
@@ -254,6 +267,15 @@ class LlamaCppBackend:
             self._identity["attention"] = "flash"
             self._compute_path["batch_invariant"] = self.batch_invariant
         self._compute_path["attention"] = self.attention.as_dict()
+        if decode == "auto":
+            # where a sequence's logits do not depend on its batch, decoding a group together
+            # gives the sequential answers; the numeric control's variations decode alone
+            decode = "batch" if self.batch_invariant and compute is None else "sequential"
+            self._decode = decode
+        self._compute_path["decode"] = decode
+        if decode == "batch":  # where batching is not exact the answers are another identity
+            self._identity["decode"] = "batch"
+            self.capabilities = replace(self.capabilities, batch=BATCH)
         if decode == "draft":  # tokens verified in a batch may round differently
             if getattr(self._llm, "_is_recurrent", False) or getattr(self._llm, "_is_hybrid", False):
                 self._llm.close()
@@ -348,7 +370,50 @@ class LlamaCppBackend:
         return str(response.prompt) + prefill
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:
-        return [self._one(request) for request in requests]
+        if self._layout is not None or self._decode != "batch":
+            return [self._one(request) for request in requests]
+        out: list[Outcome | None] = [None] * len(requests)
+        together = [k for k, r in enumerate(requests) if self._batchable(r)]
+        for start in range(0, len(together), BATCH):
+            group = together[start : start + BATCH]
+            for k, outcome in zip(group, self._decoded_together([requests[k] for k in group]),
+                                  strict=True):
+                out[k] = outcome
+        return [o if o is not None else self._one(r) for o, r in zip(out, requests, strict=True)]
+
+    @staticmethod
+    def _batchable(request: GenRequest) -> bool:
+        """Greedy, no penalty, no log-probabilities: what ``decode=batch`` decodes together."""
+        s = request.sampling
+        return s.greedy and s.repeat_penalty == 1.0 and request.logprobs is None
+
+    def _decoded_together(self, requests: Sequence[GenRequest]) -> list[Outcome]:
+        """One multi-sequence decode of these requests; a prompt too long for the context is
+        rejected on its own, as in sequential decoding."""
+        n_ctx = int(self._llm.n_ctx())
+        prompts = [self.tokenize(self.render(r.messages, r.prefill)) for r in requests]
+        fits = [k for k, p in enumerate(prompts) if len(p) < n_ctx]
+        out: list[Outcome] = [PermanentError(f"{self.spec}: Requested tokens ({len(p)}) exceed "
+                                             f"context window of {n_ctx}") for p in prompts]
+        if not fits:
+            return out
+        limits = [min(requests[k].sampling.max_tokens, n_ctx - len(prompts[k]))
+                  if requests[k].sampling.max_tokens > 0 else n_ctx - len(prompts[k])
+                  for k in fits]
+        stops = [[t.encode("utf-8") for t in (self._eos, *requests[k].sampling.stop)]
+                 for k in fits]
+        threads = int(self._llm.context_params.n_threads)
+        try:
+            done = decode_all(self._llm, [prompts[k] for k in fits], limits, stops, threads)
+        except ValueError as exc:  # llama.cpp could not make a context this large
+            return [PermanentError(f"{self.spec}: {exc}") for _ in requests]
+        except RuntimeError as exc:
+            return [BackendError(f"{self.spec}: llama.cpp failed: {exc}") for _ in requests]
+        for k, d in zip(fits, done, strict=True):
+            out[k] = Generation(text=d.text.decode("utf-8", "ignore"),
+                                finish_reason=d.finish_reason, prompt_tokens=len(prompts[k]),
+                                completion_tokens=len(d.tokens))
+        return out
 
     def batch_sequences(self, request: GenRequest) -> tuple[list[list[int]], int]:
         """The token sequences of this variation's batch and the slot of the request's own."""

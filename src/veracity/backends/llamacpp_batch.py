@@ -1,11 +1,17 @@
-"""Greedy decoding of one prompt inside a multi-sequence llama.cpp batch.
+"""Greedy decoding of several prompts together in multi-sequence llama.cpp batches.
 
-The numeric control's batch-composition variations: the target prompt is decoded as one
-sequence of a ``llama_batch`` that also carries ``companions`` other sequences (filler prompts
-or copies of the target), its tokens placed at slot ``position``. Every decode step evaluates
-all live sequences together, so the target's arithmetic runs in other matrix shapes and beside
-other rows of the shared KV cache, while its own tokens and positions are exactly those of a
-lone decode.
+:func:`decode_all` decodes every prompt of a group at once (``decode=batch``): each step
+evaluates one token of every live sequence in a single forward pass, whose rows cost a fraction
+of a lone one-token pass on a CPU. Where the attention kernel is batch-invariant (flash, probed
+at load) a sequence's logits do not depend on the others, so the answers are those of
+sequential decoding.
+
+:func:`decode_together` makes the numeric control's batch-composition variations: the target
+prompt is decoded as one sequence of a ``llama_batch`` that also carries ``companions`` other
+sequences (filler prompts or copies of the target), its tokens placed at slot ``position``.
+Every decode step evaluates all live sequences together, so the target's arithmetic runs in
+other matrix shapes and beside other rows of the shared KV cache, while its own tokens and
+positions are exactly those of a lone decode.
 """
 
 from __future__ import annotations
@@ -65,6 +71,104 @@ class Decoded:
     text: bytes
 
 
+def _context(llm: Any, sequences: Sequence[list[int]], max_tokens: int, n_threads: int,
+             unified: bool) -> tuple[Any, Any]:
+    """A fresh llama.cpp context on ``llm``'s model with its settings (attention kernel, KV
+    cache types), room for every sequence and ``max_tokens`` more each, and a batch as wide
+    as the prompts (each step is then one ubatch)."""
+    import llama_cpp
+    from llama_cpp import _internals
+
+    total = sum(len(s) for s in sequences)
+    n_seq = len(sequences)
+    width = max(total, n_seq)
+    params = llama_cpp.llama_context_default_params()
+    for name, _ in params._fields_:
+        setattr(params, name, getattr(llm.context_params, name))
+    if unified:
+        params.n_ctx = -(-(total + n_seq * (max_tokens + 1)) // 256) * 256
+    else:  # each sequence gets a stream of n_ctx / n_seq cells of its own
+        longest = max(len(s) for s in sequences) + max_tokens + 1
+        params.n_ctx = n_seq * (-(-longest // 256) * 256)
+    params.n_batch = params.n_ubatch = width
+    params.n_seq_max = n_seq
+    params.kv_unified = unified
+    params.n_threads = params.n_threads_batch = n_threads
+    ctx: Any = _internals.LlamaContext(model=llm._model, params=params, verbose=False)
+    try:
+        batch: Any = _internals.LlamaBatch(n_tokens=width, embd=0, n_seq_max=1, verbose=False)
+    except BaseException:
+        ctx.close()
+        raise
+    return ctx, batch
+
+
+def decode_all(
+    llm: Any,
+    sequences: Sequence[list[int]],
+    max_tokens: Sequence[int],
+    stops: Sequence[Sequence[bytes]],
+    n_threads: int,
+) -> list[Decoded]:
+    """Decode every sequence greedily, all together, each until it stops as
+    ``create_completion`` stops: at an end-of-generation token, one of its stop strings, or
+    its ``max_tokens``. Each sequence has a KV stream of its own (as in a lone decode); the
+    context is made for the group and freed afterwards."""
+    import llama_cpp
+
+    n_seq = len(sequences)
+    if n_seq == 0:
+        return []
+    ctx, batch = _context(llm, sequences, max(max_tokens), n_threads, unified=False)
+    vocab = llm._model.vocab
+    n_vocab = llm.n_vocab()
+    done: dict[int, Decoded] = {}
+    out: list[list[int]] = [[] for _ in sequences]
+    length = [len(s) for s in sequences]
+    try:
+        for seq_id, tokens in enumerate(sequences):
+            batch.add_sequence(tokens, seq_id, False)
+        ctx.decode(batch)
+        live = dict(enumerate((np.cumsum(length) - 1).tolist()))  # seq -> row of its logits
+        while live:
+            step: dict[int, int] = {}
+            for seq, row in live.items():
+                token = int(np.ctypeslib.as_array(ctx.get_logits_ith(row), shape=(n_vocab,))
+                            .argmax())
+                prompt = sequences[seq]
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    done[seq] = Decoded(out[seq], "stop", llm.detokenize(out[seq], prev_tokens=prompt))
+                    continue
+                out[seq].append(token)
+                text = llm.detokenize(out[seq], prev_tokens=prompt)
+                hit = [s for s in stops[seq] if s and s in text]
+                if hit:
+                    done[seq] = Decoded(out[seq], "stop", text[: min(text.index(h) for h in hit)])
+                elif len(out[seq]) >= max_tokens[seq]:
+                    done[seq] = Decoded(out[seq], "length", text)
+                else:
+                    step[seq] = token
+            if not step:
+                break
+            batch.reset()
+            live = {}
+            for seq, token in step.items():
+                row = batch.batch.n_tokens
+                batch.batch.token[row] = token
+                batch.batch.pos[row] = length[seq]
+                batch.batch.n_seq_id[row] = 1
+                batch.batch.seq_id[row][0] = seq
+                batch.batch.logits[row] = True
+                batch.batch.n_tokens = row + 1
+                length[seq] += 1
+                live[seq] = row
+            ctx.decode(batch)
+    finally:
+        batch.close()
+        ctx.close()
+    return [done[seq] for seq in range(n_seq)]
+
+
 def decode_together(
     llm: Any,
     sequences: Sequence[list[int]],
@@ -81,21 +185,9 @@ def decode_together(
     end-of-generation token, a stop string, or ``max_tokens``.
     """
     import llama_cpp
-    from llama_cpp import _internals
 
-    total = sum(len(s) for s in sequences)
     n_seq = len(sequences)
-    width = max(total, n_seq)
-    params = llama_cpp.llama_context_default_params()
-    for name, _ in params._fields_:
-        setattr(params, name, getattr(llm.context_params, name))
-    params.n_ctx = -(-(total + n_seq * (max_tokens + 1)) // 256) * 256
-    params.n_batch = params.n_ubatch = width
-    params.n_seq_max = n_seq
-    params.kv_unified = True
-    params.n_threads = params.n_threads_batch = n_threads
-    ctx: Any = _internals.LlamaContext(model=llm._model, params=params, verbose=False)
-    batch: Any = _internals.LlamaBatch(n_tokens=width, embd=0, n_seq_max=1, verbose=False)
+    ctx, batch = _context(llm, sequences, max_tokens, n_threads, unified=True)
     vocab = llm._model.vocab
     n_vocab = llm.n_vocab()
     try:
