@@ -3,8 +3,9 @@
 N = 10 over the first 20 built-in questions and (when the file is there) the first 20
 TruthfulQA questions, greedy, same max tokens. Prints prompts/s and generated tokens/s of
 veracity's default path (``attention=auto``: flash attention where the load-time probe finds
-it batch-invariant and a timing finds it no slower; which kernel it chose is printed) and of
-the naive loop, the ratio (default / naive, the judged figure), then reruns the default on the
+it batch-invariant and a timing finds it no slower; ``decode=auto``: where it is
+batch-invariant, the greedy requests of a call decoded together, one multi-sequence batch a
+step; which kernel and decoder it chose is printed) and of the naive loop, the ratio (default / naive, the judged figure), then reruns the default on the
 same cache to show a finished run makes no model call. ``attention=standard`` (sequential)
 must give the naive loop's answers and γ exactly (the same kernel), and the default's answers
 are compared with ``attention=flash`` sequential decoding. Then (unless ``--no-draft``) the
@@ -154,9 +155,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
         rerun_calls = rerun_path["model_calls"]
         cache.close()
     standard, standard_seconds, _, _ = veracity_run(items, settings, embedder,
-                                                    attention="standard")
+                                                    attention="standard", decode="sequential")
     flashed, flash_seconds, flash_tokens, _ = veracity_run(items, settings, embedder,
-                                                           attention="flash")
+                                                           attention="flash", decode="sequential")
     choice = path["attention"]
     standard_gammas = gammas(standard)
     agree = np.allclose(standard_gammas, np.array(naive_gammas), atol=1e-6)
@@ -165,13 +166,14 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     same = sum(a == b for a, b in zip(standard_answers, naive_answers, strict=True))
     distinct = len({p for r in records for p in [r.prompt, *r.perturbed_prompts]})
     same_rerun = [r.gamma for r in rerun] == [r.gamma for r in records]
-    kernel_run = flashed if choice["kernel"] == "flash" else standard
+    kernel_run = flashed if choice["kernel"] == "flash" else standard  # both sequential
     same_kernel, total = identical(records, kernel_run)
     same_flash, _ = identical(records, flashed)
     our_gammas = gammas(records)
     print(f"dataset {name}, questions {len(items)}, N {args.n}, "
           f"prompts {prompts}, max tokens {args.max_tokens}")
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"default decode=auto chose {path['decode']}")
     print(f"default attention=auto chose {choice['kernel']}: {choice['reason']} "
           f"(tokens/s {choice['tokens_per_second']}, "
           f"{'measured at this load' if choice['measured'] else 'remembered'})")
@@ -199,8 +201,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     print(f"{name}_flash_sequential_tokens_per_s: {flash_tokens / flash_seconds:.1f} tokens/s")
     print(f"{name}_ratio_flash_sequential_over_naive_prompts_per_s: "
           f"{naive_seconds / flash_seconds:.2f} x")
-    print(f"\n| {name} | naive loop | default (attention=auto: {choice['kernel']}) | "
-          f"attention=standard | attention=flash |\n|---|---|---|---|---|\n"
+    print(f"\n| {name} | naive loop | default (attention=auto: {choice['kernel']}, "
+          f"decode=auto: {path['decode']}) | attention=standard | attention=flash |\n"
+          f"|---|---|---|---|---|\n"
           f"| wall time | {naive_seconds:.1f} s | {ours:.1f} s | {standard_seconds:.1f} s | "
           f"{flash_seconds:.1f} s |\n"
           f"| ratio to the naive loop | 1.00x | {naive_seconds / ours:.2f}x | "
