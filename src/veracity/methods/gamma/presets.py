@@ -70,11 +70,17 @@ def record_preset(run: RunDir | None, preset: PresetRecord | None) -> None:
 
 def threshold_text(agg: Mapping[str, Any]) -> str:
     """``γ < 0.0707 (sin; given 0.05 paper-code)``: the threshold applied, and as given."""
-    value, form = agg["threshold"], agg.get("threshold_form")
     given = agg.get("threshold_given")
+    return cut_text(agg["threshold"], agg.get("threshold_form"),
+                    None if not given else (given["value"], given["form"]))
+
+
+def cut_text(value: float, form: str | None, given: tuple[float, str] | None) -> str:
+    """:func:`threshold_text` of a threshold ``value`` in ``form``, given as ``given``
+    (value, form)."""
     shown = f"γ < {value:.4g}" + (f" ({form}" if form else "")
-    if given and (given["form"] != form or given["value"] != value):
-        shown += f"; given {given['value']:g} {given['form']}"
+    if given and (given[1] != form or given[0] != value):
+        shown += f"; given {given[0]:g} {given[1]}"
     return shown + (")" if form else "")
 
 

@@ -22,11 +22,13 @@ from veracity.cli.options import (
 )
 from veracity.cli.output import echo
 from veracity.methods.gamma.core import ALL_FORMS, Form
-from veracity.methods.gamma.presets import preset_option, threshold_text, with_preset
+from veracity.methods.gamma.presets import cut_text, preset_option, threshold_text, with_preset
 from veracity.methods.gamma.validation.anchors import ANCHOR_CHOICES
 from veracity.methods.gamma.validation.annotate import export_sheet, resolve_rubric
 from veracity.methods.gamma.validation.core import (
     SHEET_FILE,
+    AurocBlock,
+    Difference,
     ValidateSettings,
     import_ratings,
     open_gamma_run,
@@ -43,9 +45,9 @@ def _num(value: Any, digits: int = 3) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"
 
 
-def _ci(block: dict[str, Any]) -> str:
-    low, high = block["ci"]
-    return f"{_num(block['auroc'])}  [{_num(low)}, {_num(high)}]"
+def _ci(block: AurocBlock | Difference) -> str:
+    low, high = block.ci
+    return f"{_num(block.auroc)}  [{_num(low)}, {_num(high)}]"
 
 
 @dataclass(frozen=True)
@@ -146,29 +148,31 @@ def validate_gamma_command(o: ValidateOptions) -> None:
     with command_run(o.common) as cmd:
         results = validate_gamma(run, settings, cmd.ctx, o.out)
     report = _rebuild_report(run)
-    for note in results["endpoints_from_run"]:
+    for note in results.endpoints_from_run:
         echo(f"using {note}", err=True)
     if o.as_json:
-        echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
+        echo(dumps({k: v for k, v in results.to_json().items() if k != "items"}, indent=2))
         return
-    acc = results["accuracy"]
-    rules = ", ".join(f"{n} by {rule}" for rule, n in results["labels"]["rules"].items())
-    echo(f"labelled {results['n_labelled']} of {results['n_items']} answers ({rules}); "
-               f"accuracy {_num(acc['all']['accuracy'])}")
-    echo(f"accuracy of answers with {threshold_text(acc)}: "
-               f"{_num(acc['below_threshold']['accuracy'])} (n = {acc['below_threshold']['n']}, "
-               f"{100 * (acc['share_below_threshold'] or 0):.1f}% of scored answers)")
-    g = results["gamma"]
-    echo(f"\nAUROC for flagging incorrect answers (n = {g['n']}: {g['n_incorrect']} "
-               f"incorrect, {g['n_correct']} correct), 95% bootstrap CI:")
-    lines = [("γ", g)]
-    if results["baseline"] is not None:
-        b = results["baseline_settings"]
-        lines += [(f"self-consistency (M={b['m']}, T={b['temperature']})", results["baseline"]),
-                  ("difference γ − baseline", results["difference"])]
-    if results.get("gamma_minus_null") is not None:
-        lines += [("γ − γ_null (numeric control)", results["gamma_minus_null"]),
-                  ("γ_null alone", results["gamma_null"])]
+    agg = results.aggregate
+    acc = agg.accuracy
+    rules = ", ".join(f"{n} by {rule}" for rule, n in agg.rules.items())
+    echo(f"labelled {agg.n_labelled} of {agg.n_items} answers ({rules}); "
+               f"accuracy {_num(acc.all.accuracy)}")
+    given = None if acc.given is None else (acc.given.value, acc.given.form)
+    echo(f"accuracy of answers with {cut_text(acc.threshold, acc.threshold_form, given)}: "
+               f"{_num(acc.below_threshold.accuracy)} (n = {acc.below_threshold.n}, "
+               f"{100 * (acc.share_below_threshold or 0):.1f}% of scored answers)")
+    g = agg.gamma
+    echo(f"\nAUROC for flagging incorrect answers (n = {g.n}: {g.n_incorrect} "
+               f"incorrect, {g.n_correct} correct), 95% bootstrap CI:")
+    lines: list[tuple[str, AurocBlock | Difference]] = [("γ", g)]
+    if results.baseline is not None and agg.baseline is not None and agg.difference is not None:
+        b = results.baseline.settings
+        lines += [(f"self-consistency (M={b.m}, T={b.temperature})", agg.baseline),
+                  ("difference γ − baseline", agg.difference)]
+    if agg.gamma_minus_null is not None and agg.gamma_null is not None:
+        lines += [("γ − γ_null (numeric control)", agg.gamma_minus_null),
+                  ("γ_null alone", agg.gamma_null)]
     for name, block in lines:
         echo(f"  {name:<34} {_ci(block)}")
     echo(f"\n{cmd.calls_line()}")
