@@ -84,12 +84,13 @@ def test_aggregate_on_hand_records() -> None:
         for a, p in ((5.0, 10.0), (15.0, 12.0), (None, 8.0))
     ]
     agg = aggregate(records, cone=11.0)
-    assert agg["n_items"] == 3 and agg["cone"] == 11.0
-    assert agg["answer_angle"]["n"] == 2 and agg["answer_angle"]["mean"] == 10.0
-    assert agg["answer_angle"]["share_within_cone"] == 0.5
-    assert agg["prompt_angle_mean"]["share_within_cone"] == pytest.approx(2 / 3)
-    assert agg["prompt_angle_mean"]["median"] == 10.0 and agg["prompt_angle_mean"]["max"] == 12.0
-    assert sum(agg["answer_angle"]["histogram"]["counts"]) == 2
+    assert agg.n_items == 3 and agg.cone == 11.0
+    assert agg.answer_angle.n == 2 and agg.answer_angle.mean == 10.0
+    assert agg.answer_angle.share_within_cone == 0.5
+    assert agg.prompt_angle_mean.share_within_cone == pytest.approx(2 / 3)
+    assert agg.prompt_angle_mean.median == 10.0 and agg.prompt_angle_mean.max == 12.0
+    assert sum(agg.answer_angle.histogram.counts) == 2
+    assert agg.angle("prompt_angle_std") == agg.prompt_angle_std
 
 
 def test_run_on_stable_fake_centres_answers_not_prompts(ctx: Context) -> None:
@@ -100,8 +101,7 @@ def test_run_on_stable_fake_centres_answers_not_prompts(ctx: Context) -> None:
         assert r["prompt_angle_mean"] > 0 and len(r["prompt_angles"]) == 5
         assert r["prompt_angle_std"] == pytest.approx(float(np.std(r["prompt_angles"])))
         assert r["gamma"] == 0.0
-    agg = outcome.results["aggregate"]
-    assert agg["answer_angle"]["share_within_cone"] == 1.0
+    assert outcome.summary.aggregate.answer_angle.share_within_cone == 1.0
     assert outcome.results["settings"]["cone"] == 11.0
 
 

@@ -158,6 +158,26 @@ def drive(out: Path | None, plan: RunPlan[R], batches: Iterable[Sequence[R]],
     return sink.close(finish())
 
 
+def save_summary(
+    out: Path | None,
+    method: str,
+    config: Mapping[str, Any],
+    records: Sequence[R],
+    summary: S,
+    started: str | None = None,
+    stats: Mapping[str, Any] | None = None,
+    files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
+) -> RunResult[R, S]:
+    """A run scored in one piece (a search, a table) through the driver, as one chunk: run.json,
+    samples.jsonl, any side ``files``, results.json (``summary.to_json()``) and the finish time
+    into ``out`` (nothing when None); the run's result either way."""
+    plan: RunPlan[Record] = RunPlan(method, Record, config, started)
+    whole: list[Sequence[Record]] = [records]
+    outcome = drive(out, plan, whole, [],
+                    lambda: Finish(summary, stats=stats or {}, files=files or {}))
+    return RunResult(tuple(records), outcome.summary, outcome.run)  # as given, not read back
+
+
 def save_run(
     out: Path | None,
     method: str,
@@ -168,11 +188,5 @@ def save_run(
     stats: dict[str, Any] | None = None,
     files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
 ) -> RunResult[R, Results]:
-    """A run scored in one piece (a search, a table) through the driver, as one chunk: run.json,
-    samples.jsonl, any side ``files``, results.json and the finish time into ``out`` (nothing
-    when None); the run's result either way."""
-    plan: RunPlan[Record] = RunPlan(method, Record, config, started)
-    whole: list[Sequence[Record]] = [records]
-    outcome = drive(out, plan, whole, [],
-                    lambda: Finish(Results(results), stats=stats or {}, files=files or {}))
-    return RunResult(tuple(records), outcome.summary, outcome.run)  # as given, not read back
+    """:func:`save_summary` of a summary that is not typed yet (results.json as a dict)."""
+    return save_summary(out, method, config, records, Results(results), started, stats, files)

@@ -47,7 +47,7 @@ class RunningConsistency:
     def result(self) -> dict[str, Any]:
         """What :func:`veracity.methods.consistency.run.summarise` returns."""
         mean, stderr = self.moments.mean_stderr()
-        edges = histogram([], bins=BINS, upper=1.0)["edges"]
+        edges = list(histogram([], bins=BINS, upper=1.0).edges)
         return {"n_items": self.n_items, "n_scored": self.moments.n,
                 "n_unscored": self.n_items - self.moments.n, "mean_score": mean,
                 "stderr": stderr,

@@ -7,11 +7,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
-from veracity.methods.gamma.isotropy.core import DEFAULT_CONE, aggregate, isotropy_records
+from veracity.methods.gamma.isotropy.core import (
+    DEFAULT_CONE,
+    IsotropyResults,
+    aggregate,
+    isotropy_records,
+)
 from veracity.methods.gamma.isotropy.records import IsotropyRecord
 from veracity.runs.common import Context
-from veracity.runs.driver import check_target, save_run
-from veracity.runs.result import Results, RunResult
+from veracity.runs.driver import check_target, save_summary
+from veracity.runs.result import RunResult
 from veracity.types import Item
 
 
@@ -24,7 +29,7 @@ def run_isotropy(
     cone: float = DEFAULT_CONE,
     out: Path | None = None,
     dataset: str = "prompts",
-) -> RunResult[IsotropyRecord, Results]:
+) -> RunResult[IsotropyRecord, IsotropyResults]:
     """Ask each question N+1 times (the same cached calls as a gamma run) and measure angles."""
     check_target(out)  # before any model call
     client = ctx.client(model)
@@ -32,14 +37,8 @@ def run_isotropy(
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     gamma_records = measure_gamma(items, client, cached_embedder, settings, paraphraser)
     records = isotropy_records(gamma_records, cached_embedder)
-    results = {
-        "method": "isotropy",
-        "model": client.spec,
-        "embedder": cached_embedder.spec,
-        "dataset": dataset,
-        "settings": settings.describe() | {"cone": cone},
-        "aggregate": aggregate(records, cone),
-    }
+    results = IsotropyResults(client.spec, cached_embedder.spec, dataset, settings,
+                              aggregate(records, cone))
     config = {
         "model": client.spec,
         "model_identity": client.backend.identity(),
@@ -50,5 +49,4 @@ def run_isotropy(
         "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
         "model_options": ctx.options_record(),
     }
-    return save_run(out, "isotropy", config, records, results, ctx.started,
-                    ctx.stats())
+    return save_summary(out, "isotropy", config, records, results, ctx.started, ctx.stats())
