@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,6 +177,11 @@ class Histogram:
         """From numpy's ``histogram`` output."""
         return cls(tuple(float(e) for e in np.asarray(edges)),
                    tuple(int(c) for c in np.asarray(counts)))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Sequence[float]]) -> Histogram:
+        """A histogram as results.json holds it."""
+        return cls(tuple(float(e) for e in data["edges"]), tuple(int(c) for c in data["counts"]))
 
     def to_json(self) -> dict[str, list[float]]:
         return {"edges": list(self.edges), "counts": list(self.counts)}
