@@ -4,7 +4,7 @@ with the greedy answer; and its validation against reference answers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,21 @@ def summarise(records: Sequence[ConsistencyRecord]) -> ScoreFigures:
     return running.result()
 
 
+@dataclass(frozen=True)
+class ConsistencyRunConfig:
+    """run.json's ``config`` of a self-consistency run."""
+
+    model: str
+    embedder: str
+    dataset: str
+    settings: ConsistencySettings
+    model_options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "embedder": self.embedder, "dataset": self.dataset,
+                "settings": self.settings.describe(), "model_options": self.model_options}
+
+
 def run_consistency(items: Sequence[Item], model: str, embedder: str,
                     settings: ConsistencySettings, ctx: Context, out: Path | None,
                     dataset: str, chunk_size: int = LIVE_CHUNK,
@@ -50,16 +65,15 @@ def run_consistency(items: Sequence[Item], model: str, embedder: str,
     check_target(out)  # before any model call
     client = ctx.client(model)
     ctx.embedder(embedder)  # a bad spec fails before the run directory is written
-    config = {"model": model, "embedder": embedder, "dataset": dataset,
-              "settings": settings.describe(), "model_options": ctx.options_record()}
+    config = ConsistencyRunConfig(model, embedder, dataset, settings, ctx.options_record())
     running = RunningConsistency()
     batches = (consistency_records(chunk, model, embedder, settings, ctx)
                for chunk in chunks(items, chunk_size))
 
     def finish() -> Finish[ConsistencySummary]:
         return Finish(results_of(model, embedder, dataset, settings, running.result()),
-                      {"model_options": ctx.options_record()},  # as the backend resolved them
-                      ctx.stats())
+                      stats=ctx.stats(),  # and the options as the backend resolved them:
+                      config=replace(config, model_options=ctx.options_record()))
 
     with one_bar([client], ctx.progress, "consistency: answers",
                  len(items) * (settings.m + 1)):

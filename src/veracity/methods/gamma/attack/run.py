@@ -7,14 +7,33 @@ replays the walk without model calls, and an interrupted walk resumes where it s
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from veracity.methods.gamma.attack.core import AttackSettings, OnStep, aggregate, walk_attack
 from veracity.methods.gamma.attack.records import AttackStep
 from veracity.runs.common import Context
 from veracity.runs.driver import check_target, save_run
 from veracity.runs.result import Results, RunResult
+
+
+@dataclass(frozen=True)
+class AttackRunConfig:
+    """run.json's ``config`` of an adversarial search."""
+
+    model: str
+    model_identity: dict[str, Any]
+    embedder: str
+    prompt: str
+    settings: AttackSettings
+    model_options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "model_identity": self.model_identity,
+                "embedder": self.embedder, "prompt": self.prompt,
+                "settings": self.settings.describe() | {"sampling": asdict(self.settings.sampling)},
+                "model_options": self.model_options}
 
 
 def run_attack(
@@ -39,13 +58,7 @@ def run_attack(
         "settings": settings.describe(),
         **aggregate(result, settings.descend),
     }
-    config = {
-        "model": client.spec,
-        "model_identity": client.backend.identity(),
-        "embedder": cached_embedder.spec,
-        "prompt": prompt,
-        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-        "model_options": ctx.options_record(),
-    }
+    config = AttackRunConfig(client.spec, client.backend.identity(), cached_embedder.spec,
+                             prompt, settings, ctx.options_record())
     return save_run(out, "attack", config, result.steps, results,
                     ctx.started, ctx.stats())

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.isotropy.core import (
@@ -18,6 +19,27 @@ from veracity.runs.common import Context
 from veracity.runs.driver import check_target, save_summary
 from veracity.runs.result import RunResult
 from veracity.types import Item
+
+
+@dataclass(frozen=True)
+class IsotropyRunConfig:
+    """run.json's ``config`` of an isotropy run."""
+
+    model: str
+    model_identity: dict[str, Any]
+    embedder: str
+    dataset: str
+    n_items: int
+    cone: float
+    settings: GammaSettings
+    model_options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "model_identity": self.model_identity,
+                "embedder": self.embedder, "dataset": self.dataset, "n_items": self.n_items,
+                "cone": self.cone,
+                "settings": self.settings.describe() | {"sampling": asdict(self.settings.sampling)},
+                "model_options": self.model_options}
 
 
 def run_isotropy(
@@ -39,14 +61,6 @@ def run_isotropy(
     records = isotropy_records(gamma_records, cached_embedder)
     results = IsotropyResults(client.spec, cached_embedder.spec, dataset, settings,
                               aggregate(records, cone))
-    config = {
-        "model": client.spec,
-        "model_identity": client.backend.identity(),
-        "embedder": cached_embedder.spec,
-        "dataset": dataset,
-        "n_items": len(items),
-        "cone": cone,
-        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-        "model_options": ctx.options_record(),
-    }
+    config = IsotropyRunConfig(client.spec, client.backend.identity(), cached_embedder.spec,
+                               dataset, len(items), cone, settings, ctx.options_record())
     return save_summary(out, "isotropy", config, records, results, ctx.started, ctx.stats())
