@@ -70,7 +70,7 @@ def make_run(path: Path) -> Path:
     run.write_samples(r.to_json() for r in records)
     run.write_results({"method": "gamma", "model": "fake/stable", "embedder": "hash/256",
                        "dataset": "prompts", "settings": settings.describe(),
-                       "aggregate": aggregate(records)})
+                       "aggregate": aggregate(records).to_json()})
     return path
 
 

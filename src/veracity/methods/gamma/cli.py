@@ -48,7 +48,6 @@ from veracity.methods.gamma.presets import (
     DEFAULT_MODEL,
     preset_option,
     record_preset,
-    threshold_text,
     with_preset,
 )
 from veracity.methods.gamma.recorded import resolve_recorded
@@ -108,7 +107,7 @@ def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str
     echo(
         f"\nitems {agg.n_items} (scored {agg.n_scored})  "
         f"mean γ {agg.mean or 0.0:.4f}{spread}  median {agg.median or 0.0:.4f}  "
-        f"{threshold_text(summary.aggregate)}: "
+        f"{summary.aggregate.threshold_text()}: "
         f"{100 * (agg.share_below_threshold or 0.0):.1f}%"
         if agg.n_scored else f"\nitems {agg.n_items}: none could be scored"
     )
@@ -119,10 +118,10 @@ def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str
     if control:
         print_control(control)
     aggregate = summary.aggregate
-    if aggregate.get("n_truncated") or aggregate.get("n_perturbed_truncated"):
+    if aggregate.n_truncated or aggregate.n_perturbed_truncated:
         echo(f"truncated at --max-tokens {settings['max_tokens']} (finish_reason: length, γ "
-             f"measured on prefixes): {aggregate['n_truncated']} of {agg.n_items} answers, "
-             f"{aggregate['n_perturbed_truncated']} perturbed answers")
+             f"measured on prefixes): {aggregate.n_truncated} of {agg.n_items} answers, "
+             f"{aggregate.n_perturbed_truncated} perturbed answers")
     if calibrated:
         print_calibration(calibrated, outcome.records)
     if validity is not None:

@@ -68,22 +68,6 @@ def record_preset(run: RunDir | None, preset: PresetRecord | None) -> None:
         run.update_config({"preset": preset.to_json()})
 
 
-def threshold_text(agg: Mapping[str, Any]) -> str:
-    """``γ < 0.0707 (sin; given 0.05 paper-code)``: the threshold applied, and as given."""
-    given = agg.get("threshold_given")
-    return cut_text(agg["threshold"], agg.get("threshold_form"),
-                    None if not given else (given["value"], given["form"]))
-
-
-def cut_text(value: float, form: str | None, given: tuple[float, str] | None) -> str:
-    """:func:`threshold_text` of a threshold ``value`` in ``form``, given as ``given``
-    (value, form)."""
-    shown = f"γ < {value:.4g}" + (f" ({form}" if form else "")
-    if given and (given[1] != form or given[0] != value):
-        shown += f"; given {given[0]:g} {given[1]}"
-    return shown + (")" if form else "")
-
-
 Opts = TypeVar("Opts")
 
 

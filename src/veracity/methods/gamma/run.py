@@ -42,7 +42,7 @@ from veracity.methods.gamma.core import (
     score_answers,
 )
 from veracity.methods.gamma.paraphrase import PARAPHRASE
-from veracity.methods.gamma.records import GammaRecord, GammaResults
+from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GammaResults, GivenCut
 from veracity.methods.gamma.running import RunningGamma
 from veracity.methods.gamma.whitebox.core import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context
@@ -112,11 +112,12 @@ class RecordedRunConfig:
                 "model_options": self.model_options}
 
 
-def _named(settings: GammaSettings) -> dict[str, Any]:
-    """What :func:`veracity.methods.gamma.aggregate` adds for a threshold with its form."""
+def _named(aggregate: GammaAggregate, settings: GammaSettings) -> GammaAggregate:
+    """The aggregate with its threshold's form and the threshold as given, as
+    :func:`veracity.methods.gamma.aggregate` names them."""
     cut = settings.cut
-    return {"threshold_form": settings.form,
-            "threshold_given": {"value": cut.value, "form": cut.form}}
+    return replace(aggregate, threshold_form=settings.form,
+                   threshold_given=GivenCut(cut.value, cut.form))
 
 
 def _choose(calibration: Calibration | None, results: dict[str, Any],
@@ -205,7 +206,7 @@ def run_gamma(
 
     def finish() -> Finish[GammaResults]:
         summary = GammaResults(client.spec, cached.spec, dataset, domain, settings.describe(),
-                               running.result() | _named(settings),
+                               _named(running.result(), settings),
                                None if control is None else control.result(), calibrated)
         # the options as the backend resolved them
         return Finish(summary, stats=ctx.stats(),
@@ -300,7 +301,7 @@ def run_gamma_recorded(
     def finish() -> Finish[GammaResults]:
         described["n"] = _n_of(sizes)
         summary = GammaResults(model, cached.spec, dataset, domain_of(dataset), described,
-                               running.result() | _named(settings), None, calibrated)
+                               _named(running.result(), settings), None, calibrated)
         return Finish(summary, stats=ctx.stats(),
                       config=replace(config, settings=described,
                                      model_options=ctx.options_record()))

@@ -22,7 +22,8 @@ from veracity.cli.options import (
 )
 from veracity.cli.output import echo
 from veracity.methods.gamma.core import ALL_FORMS, Form
-from veracity.methods.gamma.presets import cut_text, preset_option, threshold_text, with_preset
+from veracity.methods.gamma.presets import preset_option, with_preset
+from veracity.methods.gamma.records import GivenCut, cut_text
 from veracity.methods.gamma.validation.anchors import ANCHOR_CHOICES
 from veracity.methods.gamma.validation.annotate import export_sheet, resolve_rubric
 from veracity.methods.gamma.validation.core import (
@@ -158,7 +159,7 @@ def validate_gamma_command(o: ValidateOptions) -> None:
     rules = ", ".join(f"{n} by {rule}" for rule, n in agg.rules.items())
     echo(f"labelled {agg.n_labelled} of {agg.n_items} answers ({rules}); "
                f"accuracy {_num(acc.all.accuracy)}")
-    given = None if acc.given is None else (acc.given.value, acc.given.form)
+    given = None if acc.given is None else GivenCut(acc.given.value, acc.given.form)
     echo(f"accuracy of answers with {cut_text(acc.threshold, acc.threshold_form, given)}: "
                f"{_num(acc.below_threshold.accuracy)} (n = {acc.below_threshold.n}, "
                f"{100 * (acc.share_below_threshold or 0):.1f}% of scored answers)")
@@ -234,8 +235,9 @@ def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float,
                     as_json: bool) -> None:
     """Join raters' CSVs for RUN: Fleiss' kappa, mean rating R, Figure 1."""
     r = import_ratings(run, list(ratings), threshold, bins, rubric, out, threshold_form)
-    shown = threshold_text({"threshold": r["threshold"], "threshold_form": r["threshold_form"],
-                            "threshold_given": r["threshold_given"]})
+    given = r["threshold_given"]
+    shown = cut_text(r["threshold"], r["threshold_form"],
+                     GivenCut(given["value"], given["form"]) if given else None)
     report = _rebuild_report(run)
     if as_json:
         echo(dumps({k: v for k, v in r.items() if k != "items"}, indent=2))
