@@ -11,11 +11,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from veracity.methods.gamma.attack.core import AttackSettings, OnStep, aggregate, walk_attack
+from veracity.methods.gamma.attack.core import (
+    AttackResults,
+    AttackSettings,
+    OnStep,
+    aggregate,
+    walk_attack,
+)
 from veracity.methods.gamma.attack.records import AttackStep
 from veracity.runs.common import Context
-from veracity.runs.driver import check_target, save_run
-from veracity.runs.result import Results, RunResult
+from veracity.runs.driver import check_target, save_summary
+from veracity.runs.result import RunResult
 
 
 @dataclass(frozen=True)
@@ -44,21 +50,15 @@ def run_attack(
     ctx: Context,
     out: Path | None = None,
     on_step: OnStep | None = None,
-) -> RunResult[AttackStep, Results]:
+) -> RunResult[AttackStep, AttackResults]:
     """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
     check_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     result = walk_attack(prompt, client, cached_embedder, settings, paraphraser, on_step)
-    results = {
-        "method": "attack",
-        "model": client.spec,
-        "embedder": cached_embedder.spec,
-        "settings": settings.describe(),
-        **aggregate(result, settings.descend),
-    }
+    results = AttackResults(client.spec, cached_embedder.spec, settings,
+                            aggregate(result, settings.descend))
     config = AttackRunConfig(client.spec, client.backend.identity(), cached_embedder.spec,
                              prompt, settings, ctx.options_record())
-    return save_run(out, "attack", config, result.steps, results,
-                    ctx.started, ctx.stats())
+    return save_summary(out, "attack", config, result.steps, results, ctx.started, ctx.stats())
