@@ -74,7 +74,7 @@ class RunningDeception:
         metrics."""
         return DeceptionResults(model, dataset, source, settings, self.n_records - self.total.n,
                                 metrics_from_counts(self.by_subject, self.total, threshold,
-                                                    susceptibility))
+                                                    susceptibility).to_json())
 
 
 @dataclass(frozen=True)
