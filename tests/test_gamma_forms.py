@@ -143,14 +143,14 @@ def test_annotate_import_converts_to_the_runs_form(tmp_path: Path) -> None:
     sheet = tmp_path / "alice.csv"
     sheet.write_text("item_id,rating\n" + "".join(f"{r['id']},4\n" for r in records),
                      encoding="utf-8")
-    paper = import_ratings(run, [sheet])
+    paper = import_ratings(run, [sheet]).to_json()
     assert paper["threshold"] == pytest.approx(convert_gamma(0.05, "paper-code", "sin"))
     assert paper["threshold_form"] == "sin"
     assert paper["threshold_given"] == {"value": 0.05, "form": "paper-code"}
     cut = paper["threshold"]
     assert paper["n_below_threshold"] == sum(r["gamma"] < cut for r in records)
     own = import_ratings(run, [sheet], threshold_form="sin")
-    assert own["threshold"] == 0.05
+    assert own.analysis.threshold == 0.05 and own.threshold_given.form == "sin"
     out = _cli("annotate", "import", str(run), str(sheet))
     assert "R(γ < 0.07067 (sin; given 0.05 paper-code))" in out
 

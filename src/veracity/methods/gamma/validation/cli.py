@@ -234,22 +234,20 @@ def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float,
                     threshold_form: Form | None, bins: int, rubric: str, out: Path | None,
                     as_json: bool) -> None:
     """Join raters' CSVs for RUN: Fleiss' kappa, mean rating R, Figure 1."""
-    r = import_ratings(run, list(ratings), threshold, bins, rubric, out, threshold_form)
-    given = r["threshold_given"]
-    shown = cut_text(r["threshold"], r["threshold_form"],
-                     GivenCut(given["value"], given["form"]) if given else None)
+    found = import_ratings(run, list(ratings), threshold, bins, rubric, out, threshold_form)
+    shown = found.threshold_text()
     report = _rebuild_report(run)
     if as_json:
-        echo(dumps({k: v for k, v in r.items() if k != "items"}, indent=2))
+        echo(dumps({k: v for k, v in found.to_json().items() if k != "items"}, indent=2))
         return
-    raters = ", ".join(f"{x['rater']} ({x['n_rated']})" for x in r["raters"])
-    echo(f"raters: {raters}; rated answers {r['n_rated']} of {r['n_items']}")
-    echo(f"Fleiss' kappa {_num(r['fleiss_kappa'])} over {r['kappa_items']} answers "
+    r = found.analysis
+    raters = ", ".join(f"{x.rater} ({len(x.ratings)})" for x in r.raters)
+    echo(f"raters: {raters}; rated answers {r.n_rated} of {r.n_items}")
+    echo(f"Fleiss' kappa {_num(r.fleiss_kappa)} over {r.kappa_items} answers "
                "rated by everyone")
-    echo(f"R = {_num(r['mean_rating'], 2)} ± {_num(r['mean_rating_stderr'], 2)}   "
-               f"R({shown}) = {_num(r['mean_rating_below_threshold'], 2)} ± "
-               f"{_num(r['mean_rating_below_threshold_stderr'], 2)}   "
-               f"{shown}: {100 * (r['share_below_threshold'] or 0):.1f}%")
-    fit = r["fit"]
-    echo(f"Figure 1 fit: rating = {_num(fit['slope'], 2)} γ + {_num(fit['intercept'], 2)}")
+    echo(f"R = {_num(r.mean_rating, 2)} ± {_num(r.mean_rating_stderr, 2)}   "
+               f"R({shown}) = {_num(r.mean_rating_below_threshold, 2)} ± "
+               f"{_num(r.mean_rating_below_threshold_stderr, 2)}   "
+               f"{shown}: {100 * (r.share_below_threshold or 0):.1f}%")
+    echo(f"Figure 1 fit: rating = {_num(r.slope, 2)} γ + {_num(r.intercept, 2)}")
     echo(f"ratings: {run / 'ratings.json'}\nreport: {report}")

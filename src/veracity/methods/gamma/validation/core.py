@@ -23,7 +23,10 @@ from veracity.data.sample import Sample, Selection
 from veracity.errors import ConfigError, DataError
 from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
 from veracity.methods.gamma.core import ALL_FORMS, Form, Threshold
+from veracity.methods.gamma.records import GivenCut, cut_text
 from veracity.methods.gamma.validation.annotate import (
+    RatingsAnalysis,
+    Rubric,
     analyse_ratings,
     gamma_edges,
     read_all,
@@ -369,6 +372,32 @@ class ValidationResults:
         }
 
 
+@dataclass(frozen=True)
+class RatingsResults:
+    """What ``annotate import`` finds; ratings.json is its ``to_json()``."""
+
+    run: str
+    model: str | None
+    dataset: str | None
+    analysis: RatingsAnalysis
+    rubric: Rubric
+    threshold_form: str
+    """The run's γ form, the one ``analysis.threshold`` is in."""
+    threshold_given: GivenCut
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "ratings", "run": self.run, "model": self.model,
+                "dataset": self.dataset, **self.analysis.to_json(),
+                "rubric": self.rubric.name, "rubric_id": self.rubric.id,
+                "threshold_form": self.threshold_form,
+                "threshold_given": {"value": self.threshold_given.value,
+                                    "form": self.threshold_given.form}}
+
+    def threshold_text(self) -> str:
+        """The threshold applied, and as given (:func:`cut_text`)."""
+        return cut_text(self.analysis.threshold, self.threshold_form, self.threshold_given)
+
+
 SHEET_FILE = "rating_sheet.json"
 """What the last ``annotate export`` of a run wrote: its rubric and which answers."""
 
@@ -472,7 +501,7 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
 
 def import_ratings(path: Path, files: Sequence[Path], threshold: float = 0.05, bins: int = 10,
                    rubric: str = "auto", out: Path | None = None,
-                   threshold_form: Form | None = None) -> dict[str, Any]:
+                   threshold_form: Form | None = None) -> RatingsResults:
     """Join raters' sheets for a gamma run and write ratings.json into it; ``threshold`` is in
     ``threshold_form`` (default: the paper's paper-code) and converted to the run's form."""
     if out is not None:
@@ -487,14 +516,14 @@ def import_ratings(path: Path, files: Sequence[Path], threshold: float = 0.05, b
                           f"{chosen.id}: ratings on different scales are not pooled; import with "
                           "the rubric the sheet was made with")
     rows = sheet_rows(records, chosen)
-    results = {"method": "ratings", "run": str(path),
-               "model": run.info.get("config", {}).get("model"),
-               "dataset": run.info.get("config", {}).get("dataset")}
-    results |= analyse_ratings(records, read_all(files, rows), cut.to(form), bins, chosen)
-    results |= {"rubric": chosen.name, "rubric_id": chosen.id}
-    results |= {"threshold_form": form, "threshold_given": {"value": cut.value, "form": cut.form}}
-    run.write_json(RATINGS_FILE, results)
+    config = run.info.get("config", {})
+    results = RatingsResults(
+        str(path), config.get("model"), config.get("dataset"),
+        analyse_ratings(records, read_all(files, rows), cut.to(form), bins, chosen), chosen,
+        form, GivenCut(cut.value, cut.form))
+    written = results.to_json()
+    run.write_json(RATINGS_FILE, written)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(dumps(results, indent=2) + "\n", encoding="utf-8")
+        out.write_text(dumps(written, indent=2) + "\n", encoding="utf-8")
     return results
