@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from veracity.cli import main
 from veracity.methods.gamma.core import GammaSettings, gamma_from_embeddings
 from veracity.methods.gamma.isotropy.core import (
+    IsotropyAggregate,
     aggregate,
     angles_deg,
     centroid_angle,
@@ -24,6 +25,7 @@ from veracity.methods.gamma.isotropy.records import IsotropyRecord
 from veracity.methods.gamma.isotropy.run import run_isotropy
 from veracity.methods.gamma.records import GammaRecord
 from veracity.runs.common import Context
+from veracity.store import dumps
 from veracity.types import Item
 
 
@@ -91,6 +93,8 @@ def test_aggregate_on_hand_records() -> None:
     assert agg.prompt_angle_mean.median == 10.0 and agg.prompt_angle_mean.max == 12.0
     assert sum(agg.answer_angle.histogram.counts) == 2
     assert agg.angle("prompt_angle_std") == agg.prompt_angle_std
+    back = IsotropyAggregate.from_json(json.loads(dumps(agg.to_json())))
+    assert back.answer_angle == agg.answer_angle and back.cone == 11.0
 
 
 def test_run_on_stable_fake_centres_answers_not_prompts(ctx: Context) -> None:

@@ -124,7 +124,8 @@ def isotropy(o: IsotropyOptions) -> None:
             ("prompt_centroid_angle", "prompt vs mean perturbed prompt"),
         ):
             s = agg.angle(key)
-            share = "—" if s.n == 0 else f"{100 * s.share_within_cone:.0f}%"
+            share = "—" if s.n == 0 or s.share_within_cone is None \
+                else f"{100 * s.share_within_cone:.0f}%"
             echo(f"{label:<40} {_num(s.mean)} {_num(s.median)} {_num(s.max)} {share:>7}")
         echo(
             f"\n{agg.n_items} questions, cone {agg.cone}°, ball {settings.ball}, N {settings.n}, "

@@ -28,6 +28,7 @@ from veracity.client import CachedEmbedder
 from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.isotropy.records import IsotropyRecord
 from veracity.methods.gamma.records import GammaRecord
+from veracity.records import json_object, number
 from veracity.stats import Histogram, histogram, mean_stderr
 
 Vectors = npt.NDArray[np.float64]
@@ -126,12 +127,21 @@ class AngleStats:
     """One angle (degrees) over the questions: its distribution and the share within the cone."""
 
     n: int
-    mean: float
-    stderr: float
-    median: float
-    max: float
-    share_within_cone: float
+    mean: float | None
+    """NaN (None once read back) when no question has the angle; so are the figures below."""
+    stderr: float | None
+    median: float | None
+    max: float | None
+    share_within_cone: float | None
     histogram: Histogram
+
+    @classmethod
+    def from_json(cls, data: Any) -> AngleStats:
+        found = json_object(data, "angle statistics")
+        return cls(int(found["n"]), number(found["mean"]), number(found["stderr"]),
+                   number(found["median"]), number(found["max"]),
+                   number(found["share_within_cone"]),
+                   Histogram.from_json(json_object(found["histogram"], "histogram")))
 
     def to_json(self) -> dict[str, Any]:
         return {"n": self.n, "mean": self.mean, "stderr": self.stderr, "median": self.median,
@@ -153,6 +163,13 @@ class IsotropyAggregate:
     prompt_angle_mean: AngleStats
     prompt_angle_std: AngleStats
     prompt_centroid_angle: AngleStats
+
+    @classmethod
+    def from_json(cls, data: Any) -> IsotropyAggregate:
+        """The aggregate as results.json holds it."""
+        found = json_object(data, "isotropy aggregate")
+        angles = [AngleStats.from_json(found[name]) for name in ANGLES]
+        return cls(int(found["n_items"]), found["cone"], *angles)
 
     def angle(self, name: str) -> AngleStats:
         """The statistics of one of :data:`ANGLES`."""
