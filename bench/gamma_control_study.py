@@ -99,7 +99,7 @@ def main() -> int:
         out = args.out or tmp / "run"
         outcome = run_gamma(items, MODEL, EMBEDDER, settings, ctx, out, dataset)
         found = validate_gamma(out, ValidateSettings(baseline_samples=args.baseline_samples,
-                                                     temperature=0.7), ctx)
+                                                     temperature=0.7), ctx).to_json()
         calibration = calibrate([out], out / "calibration.json", resamples=200, holdout=0.5)
     finally:
         ctx.close()

@@ -70,7 +70,7 @@ def make_run(path: Path) -> Path:
     run.write_samples(r.to_json() for r in records)
     run.write_results({"method": "gamma", "model": "fake/stable", "embedder": "hash/256",
                        "dataset": "prompts", "settings": settings.describe(),
-                       "aggregate": aggregate(records)})
+                       "aggregate": aggregate(records).to_json()})
     return path
 
 
@@ -133,17 +133,19 @@ def test_analysis_matches_hand_computation(tmp_path: Path) -> None:
     b = read_ratings(filled(tmp_path / "bob.csv", [5, 5, 2, 0]), sheet_rows(RECORDS))
     r = analyse_ratings(RECORDS, [a, b], threshold=0.05, bins=2)
     # per-answer means 5, 4.5, 2, 0.5
-    assert r["mean_rating"] == pytest.approx(3.0)
-    assert r["mean_rating_stderr"] == pytest.approx(math.sqrt(13.5 / 3) / 2)
-    assert r["mean_rating_below_threshold"] == pytest.approx(4.75)
-    assert r["share_below_threshold"] == pytest.approx(0.5) and r["n_below_threshold"] == 2
+    assert r.mean_rating == pytest.approx(3.0)
+    assert r.mean_rating_stderr == pytest.approx(math.sqrt(13.5 / 3) / 2)
+    assert r.mean_rating_below_threshold == pytest.approx(4.75)
+    assert r.share_below_threshold == pytest.approx(0.5) and r.n_below_threshold == 2
     # categories 0..5: P-bar = (1 + 0 + 1 + 0) / 4, P-e = (1 + 1 + 4 + 1 + 9) / 64
-    assert r["fleiss_kappa"] == pytest.approx((0.5 - 0.25) / 0.75)
-    assert r["kappa_items"] == 4
-    assert [(b["lo"], b["hi"], b["n"]) for b in r["bins"]] == [(0.0, 0.3, 2), (0.3, 0.6, 2)]
-    assert [b["mean"] for b in r["bins"]] == pytest.approx([4.75, 1.25])
-    assert r["fit"]["slope"] == pytest.approx((1.25 - 4.75) / 0.3)
-    assert r["fit"]["intercept"] == pytest.approx(6.5)
+    assert r.fleiss_kappa == pytest.approx((0.5 - 0.25) / 0.75)
+    assert r.kappa_items == 4
+    assert [(b.lo, b.hi, b.n) for b in r.bins] == [(0.0, 0.3, 2), (0.3, 0.6, 2)]
+    assert [b.mean for b in r.bins] == pytest.approx([4.75, 1.25])
+    assert r.slope == pytest.approx((1.25 - 4.75) / 0.3)
+    assert r.intercept == pytest.approx(6.5)
+    written = r.to_json()
+    assert written["fit"]["slope"] == r.slope and written["bins"][0]["centre"] == 0.15
 
 
 def test_blank_ratings_are_unrated_and_kappa_uses_complete_items(tmp_path: Path) -> None:
@@ -151,9 +153,9 @@ def test_blank_ratings_are_unrated_and_kappa_uses_complete_items(tmp_path: Path)
     b = read_ratings(filled(tmp_path / "b.csv", [5, 5, 2, ""]), sheet_rows(RECORDS))
     assert a.ratings == {"q1": 5, "q3": 2, "q3#2": 1}
     r = analyse_ratings(RECORDS, [a, b], bins=2)
-    assert r["n_rated"] == 4 and r["kappa_items"] == 2 and r["fleiss_kappa"] == pytest.approx(1.0)
+    assert r.n_rated == 4 and r.kappa_items == 2 and r.fleiss_kappa == pytest.approx(1.0)
     single = analyse_ratings(RECORDS, [a], bins=2)
-    assert math.isnan(single["fleiss_kappa"]) and single["n_rated"] == 3
+    assert math.isnan(single.fleiss_kappa) and single.n_rated == 3
 
 
 @pytest.mark.parametrize(("cell", "message"), [

@@ -72,7 +72,7 @@ def test_deception_live_on_the_fixture(tmp_path: Path) -> None:
     assert all(isinstance(r, veracity.DeceptionRecord) for r in result.records)
     assert {r.subject for r in result.records} == {"marketing", "sociology"}
     assert all(r.normal.attempts == 1 and r.normal.answer in "ABCD-" for r in result.records)
-    metrics = deception_metrics(pairs_from_records(result.records), 0.4)
+    metrics = deception_metrics(pairs_from_records(result.records), 0.4).to_json()
     assert result.results == result.results | metrics
     assert result.run is not None and result.run.method == "deception"
     again = veracity.deception(f"db-mmlu:{SMOKE}", model="fake/deceive", greedy=True,

@@ -143,7 +143,9 @@ def test_run_dir_report_and_cached_rerun(tmp_path: Path, ctx: Context) -> None:
     calls = ctx.model_calls()
     assert calls > 0
     results = first.results
-    assert results["steps_taken"] == 3 and results["best"]["gamma"] >= results["start"]["gamma"]
+    walked = first.summary.trajectory
+    assert walked.steps_taken == 3 and walked.best.gamma >= walked.start.gamma
+    assert results["best"]["gamma"] == walked.best.gamma
     assert results["settings"]["charset"] == "utf8" and results["settings"]["ball"] == "utf8"
     assert len(list(RunDir.open(tmp_path / "run").samples())) == 4
     again = run_attack(START, "fake/slope", "hash/default", settings, ctx)

@@ -36,11 +36,11 @@ def test_record_round_trip_keeps_unknown_keys() -> None:
 
 def test_summary_on_hand_computed_scores() -> None:
     found = summarise([_record(0.5), _record(1.0), _record(None)])
-    assert found["n_scored"] == 2 and found["n_unscored"] == 1
-    assert found["mean_score"] == pytest.approx(0.75)
+    assert found.n_scored == 2 and found.n_unscored == 1
+    assert found.mean_score == pytest.approx(0.75)
     # sample std of (0.5, 1.0) = 0.353553..., over sqrt(2)
-    assert found["stderr"] == pytest.approx(0.25)
-    assert sum(found["histogram"]["counts"]) == 2
+    assert found.stderr == pytest.approx(0.25)
+    assert sum(found.histogram.counts) == 2
 
 
 def _responder(request: GenRequest) -> str:
@@ -78,10 +78,12 @@ def test_api_run_validate_and_report(tmp_path: Path) -> None:
         found = validate_consistency(tmp_path / "run", ctx, resamples=200)
     finally:
         ctx.close()
-    assert found["n_labelled"] == 4 and found["accuracy"] == pytest.approx(0.5)
+    assert found.n_labelled == 4 and found.accuracy == pytest.approx(0.5)
     # the two wrong answers are exactly the two inconsistent ones: a perfect flag
-    assert found["auroc"]["auroc"] == pytest.approx(1.0)
-    assert [i["correct"] for i in found["items"]] == [True, False, True, False]
+    assert found.auroc.auroc == pytest.approx(1.0)
+    assert [i.verdict.correct for i in found.items] == [True, False, True, False]
+    saved = json.loads((tmp_path / "run" / "validation.json").read_text(encoding="utf-8"))
+    assert saved["auroc"]["n_incorrect"] == 2 and saved["items"][1]["correct"] is False
 
 
 def test_cli_run_report_and_registration(tmp_path: Path) -> None:

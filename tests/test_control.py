@@ -169,8 +169,9 @@ def test_validate_reports_gamma_minus_null(tmp_path: Path, ctx: Context) -> None
               f"jsonl:{dataset}")
     found = validate_gamma(tmp_path / "run", ValidateSettings(baseline_samples=0, resamples=200),
                            ctx)
-    assert found["gamma_minus_null"]["n"] == found["gamma"]["n"] == 8
-    assert all("gamma_null" in item for item in found["items"])
+    agg = found.aggregate
+    assert agg.gamma_minus_null is not None and agg.gamma_minus_null.n == agg.gamma.n == 8
+    assert all(item.gamma_null is not None for item in found.items)
 
 
 def test_the_fake_stable_model_is_what_the_replicate_test_assumes() -> None:

@@ -37,23 +37,27 @@ TABLE = (
 
 
 def test_overall_metrics_by_hand() -> None:
-    m = deception_metrics(TABLE)
-    assert m["n_items"] == 9
-    assert m["normal_accuracy"] == pytest.approx(5 / 9)
-    assert m["misleading_accuracy"] == pytest.approx(3 / 9)
+    found = deception_metrics(TABLE)
+    m = found.overall
+    assert m.n_items == 9
+    assert m.normal_accuracy == pytest.approx(5 / 9)
+    assert m.misleading_accuracy == pytest.approx(3 / 9)
     # S' = {s1, s2}: (3 + 1) / (2 + 0); with s3 it would be 5 / 3
-    assert m["susceptibility"] == pytest.approx(2.0)
-    assert m["susceptibility_subjects"] == ["s1", "s2"]
-    assert m["consistent_correct"] == pytest.approx(3 / 9)
-    assert m["consistent_incorrect"] == pytest.approx(2 / 9)
-    assert m["consistency"] == pytest.approx(5 / 9)
-    assert m["consistency"] == pytest.approx(m["consistent_correct"] + m["consistent_incorrect"])
-    assert m["error_rate_normal"] == pytest.approx(2 / 9)
-    assert m["error_rate_misleading"] == pytest.approx(2 / 9)
+    assert m.susceptibility == pytest.approx(2.0)
+    assert found.susceptibility_subjects == ["s1", "s2"]
+    assert m.consistent_correct == pytest.approx(3 / 9)
+    assert m.consistent_incorrect == pytest.approx(2 / 9)
+    assert m.consistency == pytest.approx(5 / 9)
+    assert m.consistency == pytest.approx(2 / 9 + 3 / 9)
+    assert m.error_rate_normal == pytest.approx(2 / 9)
+    assert m.error_rate_misleading == pytest.approx(2 / 9)
+    written = found.to_json()
+    assert written["susceptibility"] == m.susceptibility and written["n_subjects"] == 3
+    assert written["per_subject"]["s1"] == found.per_subject["s1"].to_json()
 
 
 def test_per_subject_metrics_by_hand() -> None:
-    per = deception_metrics(TABLE)["per_subject"]
+    per = deception_metrics(TABLE).to_json()["per_subject"]
     assert sorted(per) == ["s1", "s2", "s3"]
     s1, s2, s3 = per["s1"], per["s2"], per["s3"]
     assert (s1["normal_accuracy"], s1["misleading_accuracy"]) == (0.75, 0.5)
@@ -75,21 +79,21 @@ def test_per_subject_metrics_by_hand() -> None:
 
 
 def test_threshold_is_a_parameter_and_strict() -> None:
-    assert deception_metrics(TABLE, threshold=0.3)["susceptibility"] == pytest.approx(5 / 3)
+    assert deception_metrics(TABLE, threshold=0.3).overall.susceptibility == pytest.approx(5 / 3)
     # exactly 0.4 normal accuracy does not exceed 0.4
     at_threshold = _pairs("s", "AAAAA", "AABBB", "ABBBB")
-    assert deception_metrics(at_threshold)["susceptibility"] is None
-    assert deception_metrics(at_threshold, threshold=0.39)["susceptibility"] == pytest.approx(2.0)
+    assert deception_metrics(at_threshold).overall.susceptibility is None
+    assert deception_metrics(at_threshold, threshold=0.39).overall.susceptibility == pytest.approx(2.0)
 
 
 def test_undefined_values_are_none() -> None:
-    empty = deception_metrics([])
+    empty = deception_metrics([]).to_json()
     assert empty["n_items"] == 0 and empty["normal_accuracy"] is None
     assert empty["susceptibility"] is None and empty["per_subject"] == {}
-    all_wrong = deception_metrics(_pairs("s", "AB", "--", "CD"))
+    all_wrong = deception_metrics(_pairs("s", "AB", "--", "CD")).to_json()
     assert all_wrong["susceptibility"] is None and all_wrong["normal_accuracy"] == 0.0
     assert all_wrong["susceptibility_unbounded"] is False  # no subject qualifies
-    fooled = deception_metrics(_pairs("s", "AB", "AB", "CD"))  # always right, always misled
+    fooled = deception_metrics(_pairs("s", "AB", "AB", "CD")).to_json()  # always right, always misled
     assert fooled["susceptibility"] is None and fooled["susceptibility_unbounded"] is True
 
 
@@ -178,7 +182,7 @@ WEIGHTED = (
 
 
 def test_both_susceptibilities_by_hand() -> None:
-    m = deception_metrics(WEIGHTED)
+    m = deception_metrics(WEIGHTED).to_json()
     assert m["susceptibility_subjects"] == ["u1", "u2"]
     # pooled: (3 + 4) / (2 + 1)
     assert m["susceptibility_pooled"] == pytest.approx(7 / 3)
@@ -188,7 +192,7 @@ def test_both_susceptibilities_by_hand() -> None:
     assert m["susceptibility"] == m["susceptibility_pooled"]
     assert m["susceptibility_formulas"]["pooled"] == "Σ_{s∈S′} c_n^s / Σ_{s∈S′} c_m^s"
     assert "t_s / T′" in m["susceptibility_formulas"]["subject-weighted"]
-    weighted = deception_metrics(WEIGHTED, susceptibility="subject-weighted")
+    weighted = deception_metrics(WEIGHTED, susceptibility="subject-weighted").to_json()
     assert weighted["susceptibility"] == pytest.approx(3.0)
     assert weighted["susceptibility_method"] == "subject-weighted"
     assert weighted["susceptibility_pooled"] == pytest.approx(7 / 3)
@@ -196,12 +200,12 @@ def test_both_susceptibilities_by_hand() -> None:
 
 def test_subject_weighted_is_unbounded_when_one_subject_is_always_misled() -> None:
     # TABLE: s1 (t 4, c_n 3, c_m 2) and s2 (t 2, c_n 1, c_m 0) qualify
-    m = deception_metrics(TABLE)
+    m = deception_metrics(TABLE).to_json()
     assert m["susceptibility_pooled"] == pytest.approx(2.0)
     assert m["susceptibility_subject_weighted"] is None
     assert m["susceptibility_subject_weighted_unbounded"] is True
     assert m["susceptibility_pooled_unbounded"] is False
-    chosen = deception_metrics(TABLE, susceptibility="subject-weighted")
+    chosen = deception_metrics(TABLE, susceptibility="subject-weighted").to_json()
     assert chosen["susceptibility"] is None and chosen["susceptibility_unbounded"] is True
     with pytest.raises(DataError, match="susceptibility must be one of"):
         deception_metrics(TABLE, susceptibility="mean")
@@ -211,7 +215,7 @@ def test_truncated_answers_have_their_own_rate() -> None:
     pairs = [AnswerPair("s", "A", "-", "B", normal_truncated=True),
              AnswerPair("s", "B", "-", "-", misleading_truncated=True),
              AnswerPair("s", "C", "C", "C")]
-    m = deception_metrics(pairs)
+    m = deception_metrics(pairs).to_json()
     assert m["error_rate_normal"] == pytest.approx(2 / 3)
     assert m["truncation_rate_normal"] == pytest.approx(1 / 3)
     assert m["error_rate_misleading"] == pytest.approx(1 / 3)

@@ -70,7 +70,7 @@ def test_fake_run_records_what_the_model_said(ctx: Context, db: str, tmp_path: P
         assert record.misleading.answer == deceive(misleading)[-4]
         assert record.normal.attempts == 1
     assert outcome.results == outcome.results | deception_metrics(
-        pairs_from_records(outcome.records))
+        pairs_from_records(outcome.records)).to_json()
     run = RunDir.open(tmp_path / "run")
     assert run.method == "deception" and run.info["config"]["n_items"] == 8
     assert run.results["n_items"] == 8 and len(list(run.samples())) == 8
@@ -298,9 +298,9 @@ def test_reasoning_cut_off_by_max_tokens_is_its_own_error_kind(db: str) -> None:
         assert record.normal.answer == "-" and record.normal.error_kind is ErrorKind.TRUNCATED
         assert record.normal.attempts == 2 and record.normal.finish_reason == "length"
         assert record.misleading.error_kind is None and record.scored
-    m = deception_metrics(pairs_from_records(records))
-    assert m["error_rate_normal"] == 1.0 and m["truncation_rate_normal"] == 1.0
-    assert m["truncation_rate_misleading"] == 0.0
+    m = deception_metrics(pairs_from_records(records)).overall
+    assert m.error_rate_normal == 1.0 and m.truncation_rate_normal == 1.0
+    assert m.truncation_rate_misleading == 0.0
     assert ErrorKind.TRUNCATED.blames_model  # counted wrong, like an invalid answer
 
 

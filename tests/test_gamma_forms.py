@@ -99,11 +99,11 @@ def test_aggregate_converts_a_threshold_and_names_it() -> None:
     records = [GammaRecord("q", "?", "!", g, "sin") for g in (0.06, 0.08, 0.02, None)]
     paper = aggregate(records, Threshold(0.05, "paper-code"))
     # 0.05 paper-code = 0.0707 sin: 0.06 and 0.02 are below it
-    assert paper["share_below_threshold"] == pytest.approx(2 / 3)
-    assert paper["threshold"] == pytest.approx(0.0706664, abs=1e-7)
-    assert paper["threshold_form"] == "sin"
-    assert paper["threshold_given"] == {"value": 0.05, "form": "paper-code"}
-    assert aggregate(records, Threshold(0.05, "sin"))["share_below_threshold"] == pytest.approx(1 / 3)
+    assert paper.share_below_threshold == pytest.approx(2 / 3)
+    assert paper.threshold == pytest.approx(0.0706664, abs=1e-7)
+    assert paper.threshold_form == "sin"
+    assert paper.to_json()["threshold_given"] == {"value": 0.05, "form": "paper-code"}
+    assert aggregate(records, Threshold(0.05, "sin")).share_below_threshold == pytest.approx(1 / 3)
     with pytest.raises(ConfigError, match="mix"):
         aggregate([GammaRecord("q", "?", "!", 0.1, "sin"),
                    GammaRecord("q", "?", "!", 0.1, "magnitude")], Threshold(0.05))
@@ -143,14 +143,14 @@ def test_annotate_import_converts_to_the_runs_form(tmp_path: Path) -> None:
     sheet = tmp_path / "alice.csv"
     sheet.write_text("item_id,rating\n" + "".join(f"{r['id']},4\n" for r in records),
                      encoding="utf-8")
-    paper = import_ratings(run, [sheet])
+    paper = import_ratings(run, [sheet]).to_json()
     assert paper["threshold"] == pytest.approx(convert_gamma(0.05, "paper-code", "sin"))
     assert paper["threshold_form"] == "sin"
     assert paper["threshold_given"] == {"value": 0.05, "form": "paper-code"}
     cut = paper["threshold"]
     assert paper["n_below_threshold"] == sum(r["gamma"] < cut for r in records)
     own = import_ratings(run, [sheet], threshold_form="sin")
-    assert own["threshold"] == 0.05
+    assert own.analysis.threshold == 0.05 and own.threshold_given.form == "sin"
     out = _cli("annotate", "import", str(run), str(sheet))
     assert "R(γ < 0.07067 (sin; given 0.05 paper-code))" in out
 
@@ -184,5 +184,5 @@ def test_truncated_answers_are_marked_and_counted() -> None:
     # perturbed prompts of the short question keep the word "short"
     assert [r.perturbed_truncated for r in records] == [3, 0]
     agg = aggregate(records, Threshold(0.05))
-    assert agg["n_truncated"] == 1 and agg["n_perturbed_truncated"] == 3
-    assert json.dumps(agg)
+    assert agg.n_truncated == 1 and agg.n_perturbed_truncated == 3
+    assert json.dumps(agg.to_json())

@@ -11,7 +11,7 @@ from veracity.client import CachedEmbedder
 from veracity.embed.hashing import HashEmbedder
 from veracity.errors import ConfigError
 from veracity.methods.gamma.core import aggregate, gamma_batch, gamma_from_embeddings, score_answers
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import GammaAggregate, GammaRecord
 
 MARY = "Mary Queen of Scots was a Roman Catholic."
 MARY_NO_A = "Mary Queen of Scots was Roman Catholic."
@@ -95,10 +95,11 @@ def test_empty_answer_is_unscored() -> None:
 def test_aggregate_numbers() -> None:
     records = [GammaRecord("q", "?", "!", g) for g in (0.0, 0.02, 0.1, None)]
     agg = aggregate(records, threshold=0.05)
-    assert agg["n_items"] == 4 and agg["n_scored"] == 3 and agg["n_unscored"] == 1
-    assert agg["mean"] == pytest.approx(0.04)
+    assert agg.n_items == 4 and agg.n_scored == 3 and agg.n_unscored == 1
+    assert agg.mean == pytest.approx(0.04)
     # sample std of (0, .02, .1) = sqrt(((.04)^2 + (.02)^2 + (.06)^2) / 2) = sqrt(0.0028)
-    assert agg["stderr"] == pytest.approx(math.sqrt(0.0028) / math.sqrt(3))
-    assert agg["median"] == pytest.approx(0.02)
-    assert agg["share_below_threshold"] == pytest.approx(2 / 3)
-    assert sum(agg["histogram"]["counts"]) == 3
+    assert agg.stderr == pytest.approx(math.sqrt(0.0028) / math.sqrt(3))
+    assert agg.median == pytest.approx(0.02)
+    assert agg.share_below_threshold == pytest.approx(2 / 3)
+    assert sum(agg.histogram.counts) == 3
+    assert GammaAggregate.from_json(agg.to_json()) == agg

@@ -36,7 +36,7 @@ def make_run(path: Path, model: str, domain: str, gammas: list[float],
         "dataset": f"jsonl:{domain}.jsonl", "domain": domain,
         "settings": {"form": "paper-code", "ball": "ascii-control", "n": 10},
         "aggregate": aggregate([GammaRecord.from_json(r) for r in records], threshold,
-                               "paper-code"),
+                               "paper-code").to_json(),
     })
     run.finish({})
     if ratings is not None:

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from veracity.cli import main
 from veracity.methods.gamma.core import GammaSettings, gamma_from_embeddings
 from veracity.methods.gamma.isotropy.core import (
+    IsotropyAggregate,
     aggregate,
     angles_deg,
     centroid_angle,
@@ -24,6 +25,7 @@ from veracity.methods.gamma.isotropy.records import IsotropyRecord
 from veracity.methods.gamma.isotropy.run import run_isotropy
 from veracity.methods.gamma.records import GammaRecord
 from veracity.runs.common import Context
+from veracity.store import dumps
 from veracity.types import Item
 
 
@@ -84,12 +86,15 @@ def test_aggregate_on_hand_records() -> None:
         for a, p in ((5.0, 10.0), (15.0, 12.0), (None, 8.0))
     ]
     agg = aggregate(records, cone=11.0)
-    assert agg["n_items"] == 3 and agg["cone"] == 11.0
-    assert agg["answer_angle"]["n"] == 2 and agg["answer_angle"]["mean"] == 10.0
-    assert agg["answer_angle"]["share_within_cone"] == 0.5
-    assert agg["prompt_angle_mean"]["share_within_cone"] == pytest.approx(2 / 3)
-    assert agg["prompt_angle_mean"]["median"] == 10.0 and agg["prompt_angle_mean"]["max"] == 12.0
-    assert sum(agg["answer_angle"]["histogram"]["counts"]) == 2
+    assert agg.n_items == 3 and agg.cone == 11.0
+    assert agg.answer_angle.n == 2 and agg.answer_angle.mean == 10.0
+    assert agg.answer_angle.share_within_cone == 0.5
+    assert agg.prompt_angle_mean.share_within_cone == pytest.approx(2 / 3)
+    assert agg.prompt_angle_mean.median == 10.0 and agg.prompt_angle_mean.max == 12.0
+    assert sum(agg.answer_angle.histogram.counts) == 2
+    assert agg.angle("prompt_angle_std") == agg.prompt_angle_std
+    back = IsotropyAggregate.from_json(json.loads(dumps(agg.to_json())))
+    assert back.answer_angle == agg.answer_angle and back.cone == 11.0
 
 
 def test_run_on_stable_fake_centres_answers_not_prompts(ctx: Context) -> None:
@@ -100,8 +105,7 @@ def test_run_on_stable_fake_centres_answers_not_prompts(ctx: Context) -> None:
         assert r["prompt_angle_mean"] > 0 and len(r["prompt_angles"]) == 5
         assert r["prompt_angle_std"] == pytest.approx(float(np.std(r["prompt_angles"])))
         assert r["gamma"] == 0.0
-    agg = outcome.results["aggregate"]
-    assert agg["answer_angle"]["share_within_cone"] == 1.0
+    assert outcome.summary.aggregate.answer_angle.share_within_cone == 1.0
     assert outcome.results["settings"]["cone"] == 11.0
 
 

@@ -76,5 +76,6 @@ def test_bootstrap_ci_contains_mean() -> None:
 
 def test_histogram() -> None:
     h = stats.histogram([0.0, 0.04, 0.5, 2.0, None], bins=4, upper=1.0)
-    assert h["counts"] == [2, 0, 1, 1]
-    assert h["edges"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert h.counts == (2, 0, 1, 1)
+    assert h.edges == (0.0, 0.25, 0.5, 0.75, 1.0)
+    assert h.to_json() == {"edges": [0.0, 0.25, 0.5, 0.75, 1.0], "counts": [2, 0, 1, 1]}

@@ -216,7 +216,7 @@ def test_streamed_consistency_writes_what_the_whole_run_writes(tmp_path: Path,
     mean, stderr = mean_stderr(scores)
     assert r["mean_score"] == pytest.approx(mean, rel=1e-15)
     assert r["stderr"] == pytest.approx(stderr, rel=1e-12)
-    assert r["histogram"] == histogram(scores, bins=20, upper=1.0)
+    assert streamed.summary.histogram == histogram(scores, bins=20, upper=1.0)
     assert _config(tmp_path / "streamed")["settings"] == settings.describe()
 
 
@@ -228,11 +228,11 @@ def test_consistency_summary_by_hand() -> None:
 
     found = summarise([rec(0.1)] * 10 + [rec(None), rec(1.0)])
     # numpy's mean of ten 0.1 is 0.09999999999999999; the exact sums give 0.1 + 0.9 / 11
-    assert found["mean_score"] == float(Fraction(0.1) * 10 / 11 + Fraction(1.0) / 11)
-    assert found["histogram"]["counts"][2] == 10 and found["histogram"]["counts"][19] == 1
-    assert found["n_scored"] == 11 and found["n_unscored"] == 1
+    assert found.mean_score == float(Fraction(0.1) * 10 / 11 + Fraction(1.0) / 11)
+    assert found.histogram.counts[2] == 10 and found.histogram.counts[19] == 1
+    assert found.n_scored == 11 and found.n_unscored == 1
     values = np.array([0.1] * 10 + [1.0])
-    assert found["stderr"] == pytest.approx(values.std(ddof=1) / math.sqrt(11), rel=1e-12)
+    assert found.stderr == pytest.approx(values.std(ddof=1) / math.sqrt(11), rel=1e-12)
 
 
 def test_consistency_interrupted_mid_chunk_resumes_without_a_repeated_call(

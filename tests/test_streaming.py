@@ -86,12 +86,12 @@ def test_chunked_aggregates_equal_whole_run_to_the_last_digit(size: int) -> None
     assert chunked.result() == whole.result()  # every float bit for bit
     agg = whole.result()
     values = np.array([r.gamma for r in records if r.gamma is not None])
-    assert agg["n_scored"] == values.size and agg["n_items"] == 5000
-    assert agg["median"] == float(np.median(values))
-    assert agg["share_below_threshold"] == float((values < 0.05).mean())
-    assert agg["mean"] == pytest.approx(values.mean(), rel=1e-15)
-    assert agg["stderr"] == pytest.approx(values.std(ddof=1) / math.sqrt(values.size), rel=1e-12)
-    assert agg["n_truncated"] == sum(1 for i in range(5000) if i % 23 == 0)
+    assert agg.n_scored == values.size and agg.n_items == 5000
+    assert agg.median == float(np.median(values))
+    assert agg.share_below_threshold == float((values < 0.05).mean())
+    assert agg.mean == pytest.approx(values.mean(), rel=1e-15)
+    assert agg.stderr == pytest.approx(values.std(ddof=1) / math.sqrt(values.size), rel=1e-12)
+    assert agg.n_truncated == sum(1 for i in range(5000) if i % 23 == 0)
 
 
 def _items(count: int) -> list[Item]:

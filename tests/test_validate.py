@@ -35,6 +35,7 @@ from veracity.methods.gamma.run import run_gamma
 from veracity.methods.gamma.validation.core import ValidateSettings, aggregate, validate_gamma
 from veracity.runs.common import Context
 from veracity.stats import auroc, binned_means, bootstrap_aurocs, percentile_ci
+from veracity.store import dumps
 from veracity.types import GenRequest, Sampling
 
 TQA = "truthfulqa/TruthfulQA.csv"
@@ -225,13 +226,16 @@ def test_validate_tqa_run_end_to_end(ctx: Context, tqa: Path, tmp_path: Path) ->
     items = saved["items"]
     scored = [i for i in items if i["gamma"] is not None and i["baseline"] is not None]
     wrong = [not i["correct"] for i in scored]
-    assert results["gamma"]["auroc"] == pytest.approx(auroc([i["gamma"] for i in scored], wrong))
-    assert results["baseline"]["auroc"] == pytest.approx(
+    assert saved == json.loads(dumps(results.to_json()))
+    agg = results.aggregate
+    assert agg.gamma.auroc == pytest.approx(auroc([i["gamma"] for i in scored], wrong))
+    assert agg.baseline is not None and agg.baseline.auroc == pytest.approx(
         auroc([1 - i["baseline"] for i in scored], wrong))
-    assert results["baseline_settings"]["m"] == 3 and results["model"] == "fake/unstable"
+    assert results.baseline is not None and results.baseline.settings.m == 3
+    assert results.model == "fake/unstable"
     again = validate_gamma(run, settings, ctx)
     assert len(backend.history) == before + 36  # baseline samples come from the cache
-    assert again["gamma"] == results["gamma"]
+    assert again.aggregate.gamma == agg.gamma
 
 
 def test_old_run_reloads_references_from_dataset(ctx: Context, tqa: Path,
@@ -242,7 +246,7 @@ def test_old_run_reloads_references_from_dataset(ctx: Context, tqa: Path,
     stripped = [{k: v for k, v in r.items() if k != "metadata"} for r in records]
     samples.write_text("".join(json.dumps(r) + "\n" for r in stripped))
     fresh = validate_gamma(run, ValidateSettings(baseline_samples=0, resamples=100), ctx)
-    assert fresh["labels"]["rules"] == {"tqa-similarity": 12}
+    assert fresh.aggregate.rules == {"tqa-similarity": 12}
     info = json.loads((run / "run.json").read_text())
     info["config"]["dataset"] = "truthfulqa:moved/TruthfulQA.csv"
     (run / "run.json").write_text(json.dumps(info))
@@ -250,7 +254,7 @@ def test_old_run_reloads_references_from_dataset(ctx: Context, tqa: Path,
         validate_gamma(run, ValidateSettings(baseline_samples=0), ctx)
     moved = validate_gamma(run, ValidateSettings(baseline_samples=0, resamples=100,
                                                  dataset=f"truthfulqa:{tqa}"), ctx)
-    assert moved["gamma"] == fresh["gamma"]
+    assert moved.aggregate.gamma == fresh.aggregate.gamma
 
 
 def test_cli_validate_webquestions_and_report(wq: Path, tmp_path: Path) -> None:
@@ -303,6 +307,6 @@ def test_items_the_model_rejected_are_left_out_of_validation(ctx: Context, tqa: 
     records[1] |= {"gamma": None, "error": "server fault: HTTP 503", "error_kind": "server"}
     samples.write_text("".join(json.dumps(r) + "\n" for r in records))
     results = validate_gamma(run, ValidateSettings(baseline_samples=2, resamples=50), ctx)
-    assert results["excluded_model_errors"] == [records[0]["id"], records[1]["id"]]
-    assert len(results["items"]) == 10
-    assert not {records[0]["id"], records[1]["id"]} & {i["id"] for i in results["items"]}
+    assert results.excluded_model_errors == [records[0]["id"], records[1]["id"]]
+    assert len(results.items) == 10
+    assert not {records[0]["id"], records[1]["id"]} & {i.id for i in results.items}

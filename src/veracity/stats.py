@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from veracity.errors import InvalidValueError
 
@@ -164,11 +165,33 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return float((ranks[lab].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
-def histogram(values: Sequence[float | None], bins: int = 20, upper: float = 1.0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of values in the bins between consecutive ``edges``."""
+
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    @classmethod
+    def of(cls, counts: npt.ArrayLike, edges: npt.ArrayLike) -> Histogram:
+        """From numpy's ``histogram`` output."""
+        return cls(tuple(float(e) for e in np.asarray(edges)),
+                   tuple(int(c) for c in np.asarray(counts)))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Sequence[float]]) -> Histogram:
+        """A histogram as results.json holds it."""
+        return cls(tuple(float(e) for e in data["edges"]), tuple(int(c) for c in data["counts"]))
+
+    def to_json(self) -> dict[str, list[float]]:
+        return {"edges": list(self.edges), "counts": list(self.counts)}
+
+
+def histogram(values: Sequence[float | None], bins: int = 20, upper: float = 1.0) -> Histogram:
     """Counts over equal-width bins on [0, upper] (values above go to the last bin)."""
     arr = np.clip(finite(values), 0.0, upper)
     counts, edges = np.histogram(arr, bins=bins, range=(0.0, upper))
-    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+    return Histogram.of(counts, edges)
 
 
 def fleiss_kappa(counts: Sequence[Sequence[float]]) -> float:

@@ -128,7 +128,7 @@ def _pairs(scores: list[SampleScore]) -> tuple[list[AnswerPair], float]:
 
 def _paper(scores: list[SampleScore]) -> dict[str, Any]:
     pairs, threshold = _pairs(scores)
-    return deception_metrics(pairs, threshold) if pairs else {}
+    return deception_metrics(pairs, threshold).to_json() if pairs else {}
 
 
 def _number(value: Any) -> float:

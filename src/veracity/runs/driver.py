@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from veracity.records import Record
+from veracity.runs.config import RunConfig
 from veracity.runs.result import Results, RunResult, S
 from veracity.runs.streamed import StoredRecords
 from veracity.store import RunDir, check_run_target
@@ -47,8 +48,9 @@ class RunPlan(Generic[R]):
     """run.json's ``method``."""
     kind: type[R]
     """The records' type (to read samples.jsonl back)."""
-    config: Mapping[str, Any]
-    """run.json's ``config`` as known before the run (``late_config`` adds to it)."""
+    config: RunConfig | Mapping[str, Any]
+    """run.json's ``config`` as known before the run (``Finish.config`` replaces it at the end);
+    a mapping for a method whose config is not typed yet."""
     started: str | None = None
     """When the run began (default: when its directory is made)."""
     side_files: tuple[str, ...] = ()
@@ -65,7 +67,7 @@ class Finish(Generic[S]):
     """The method's summary: results.json is its ``to_json()``."""
     late_config: Mapping[str, Any] = field(default_factory=dict)
     """run.json config values only known at the end (e.g. options as the backend resolved
-    them)."""
+    them), for a method whose config is not typed yet."""
     stats: Mapping[str, Any] = field(default_factory=dict)
     """Call statistics for run.json."""
     files: Mapping[str, Iterable[dict[str, Any]]] = field(default_factory=dict)
@@ -73,6 +75,9 @@ class Finish(Generic[S]):
     exports: Callable[[RunDir], None] | None = None
     """Writes files made from the whole run into its directory (e.g. a fine-tuning set);
     a run kept in memory has none."""
+    config: RunConfig | None = None
+    """run.json's ``config`` as finally known (the plan's, with the values only known at
+    the end replaced)."""
 
 
 class _Sink(Protocol[R]):
@@ -105,7 +110,7 @@ class _Directory(Generic[R]):
     def __init__(self, out: Path, plan: RunPlan[R]) -> None:
         self.kind = plan.kind
         self.side = plan.side
-        self.run = RunDir.create(out, plan.method, dict(plan.config), plan.started)
+        self.run = RunDir.create(out, plan.method, config_json(plan.config), plan.started)
         self.writer = SampleWriter(self.run.path / "samples.jsonl").__enter__()
         self.sides = {name: SampleWriter(self.run.record(name)).__enter__()
                       for name in plan.side_files}
@@ -127,12 +132,19 @@ class _Directory(Generic[R]):
             self.run.write_jsonl(name, rows)
         if finish.exports is not None:
             finish.exports(self.run)
+        if finish.config is not None:
+            self.run.update_config(finish.config.to_json())
         if finish.late_config:
             self.run.update_config(dict(finish.late_config))
         self.run.write_results(finish.summary.to_json())
         self.run.finish(dict(finish.stats))
         return RunResult(StoredRecords(self.writer.path, self.kind, self.writer.count),
                          finish.summary, self.run)
+
+
+def config_json(config: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """run.json's ``config`` of a typed config or of a method's mapping."""
+    return dict(config) if isinstance(config, Mapping) else config.to_json()
 
 
 def check_target(out: Path | None) -> None:
@@ -158,21 +170,35 @@ def drive(out: Path | None, plan: RunPlan[R], batches: Iterable[Sequence[R]],
     return sink.close(finish())
 
 
+def save_summary(
+    out: Path | None,
+    method: str,
+    config: RunConfig | Mapping[str, Any],
+    records: Sequence[R],
+    summary: S,
+    started: str | None = None,
+    stats: Mapping[str, Any] | None = None,
+    files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
+) -> RunResult[R, S]:
+    """A run scored in one piece (a search, a table) through the driver, as one chunk: run.json,
+    samples.jsonl, any side ``files``, results.json (``summary.to_json()``) and the finish time
+    into ``out`` (nothing when None); the run's result either way."""
+    plan: RunPlan[Record] = RunPlan(method, Record, config, started)
+    whole: list[Sequence[Record]] = [records]
+    outcome = drive(out, plan, whole, [],
+                    lambda: Finish(summary, stats=stats or {}, files=files or {}))
+    return RunResult(tuple(records), outcome.summary, outcome.run)  # as given, not read back
+
+
 def save_run(
     out: Path | None,
     method: str,
-    config: dict[str, Any],
+    config: RunConfig | Mapping[str, Any],
     records: Sequence[R],
     results: dict[str, Any],
     started: str | None = None,
     stats: dict[str, Any] | None = None,
     files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
 ) -> RunResult[R, Results]:
-    """A run scored in one piece (a search, a table) through the driver, as one chunk: run.json,
-    samples.jsonl, any side ``files``, results.json and the finish time into ``out`` (nothing
-    when None); the run's result either way."""
-    plan: RunPlan[Record] = RunPlan(method, Record, config, started)
-    whole: list[Sequence[Record]] = [records]
-    outcome = drive(out, plan, whole, [],
-                    lambda: Finish(Results(results), stats=stats or {}, files=files or {}))
-    return RunResult(tuple(records), outcome.summary, outcome.run)  # as given, not read back
+    """:func:`save_summary` of a summary that is not typed yet (results.json as a dict)."""
+    return save_summary(out, method, config, records, Results(results), started, stats, files)

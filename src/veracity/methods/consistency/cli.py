@@ -156,14 +156,14 @@ def validate_command(o: ValidateOptions) -> None:
     from veracity.store import RunDir
 
     write_report(RunDir.open(run), "veracity self-consistency", quiet=True)
-    for note in results["endpoints_from_run"]:
+    for note in results.endpoints_from_run:
         echo(f"using {note}", err=True)
     if o.as_json:
-        echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
+        echo(dumps({k: v for k, v in results.to_json().items() if k != "items"}, indent=2))
         return
-    a = results["auroc"]
-    echo(f"labelled {results['n_labelled']} of {results['n_items']} answers; accuracy "
-         f"{results['accuracy']:.3f}\nAUROC of 1 − score for flagging incorrect answers: "
-         f"{a['auroc']:.3f} [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}] (n = {a['n']}, "
-         f"{a['n_incorrect']} incorrect)\n{cmd.calls_line()}\n"
+    a = results.auroc
+    echo(f"labelled {results.n_labelled} of {results.n_items} answers; accuracy "
+         f"{results.accuracy:.3f}\nAUROC of 1 − score for flagging incorrect answers: "
+         f"{a.auroc:.3f} [{a.ci[0]:.3f}, {a.ci[1]:.3f}] (n = {a.n}, "
+         f"{a.n_incorrect} incorrect)\n{cmd.calls_line()}\n"
          f"validation: {run / 'validation.json'}\nreport: {run / 'report.html'}")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veracity.records import Record, json_object, number
+from veracity.stats import Histogram
 
 
 @dataclass(frozen=True)
@@ -47,22 +48,6 @@ class ConsistencyRecord(Record):
 
 
 @dataclass(frozen=True)
-class Histogram:
-    """Counts of values in bins between consecutive edges."""
-
-    edges: tuple[float, ...]
-    counts: tuple[int, ...]
-
-    @classmethod
-    def from_json(cls, data: Any) -> Histogram:
-        found = json_object(data, "histogram")
-        return cls(tuple(float(e) for e in found["edges"]), tuple(int(c) for c in found["counts"]))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"edges": list(self.edges), "counts": list(self.counts)}
-
-
-@dataclass(frozen=True)
 class ConsistencySummary:
     """A self-consistency run's results.json: the setup, the mean score ± its standard error
     over the scored questions, and the score histogram."""
@@ -94,7 +79,7 @@ class ConsistencySummary:
         return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
                    json_object(found["settings"], "settings"), int(found["n_items"]),
                    int(found["n_scored"]), int(found["n_unscored"]), number(found["mean_score"]),
-                   number(found["stderr"]), Histogram.from_json(found["histogram"]))
+                   number(found["stderr"]), Histogram.from_json(json_object(found["histogram"], "histogram")))
 
     def to_json(self) -> dict[str, Any]:
         return {"method": "consistency", "model": self.model, "embedder": self.embedder,

@@ -4,16 +4,17 @@ with the greedy answer; and its validation against reference answers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from veracity.correctness import Labelled, label_answers
+from veracity.correctness import Labelled, Verdict, label_answers
 from veracity.errors import DataError
 from veracity.methods.consistency.core import ConsistencySettings
 from veracity.methods.consistency.records import ConsistencyRecord, ConsistencySummary
-from veracity.methods.consistency.running import RunningConsistency
+from veracity.methods.consistency.running import RunningConsistency, ScoreFigures
 from veracity.methods.consistency.scored import consistency_records, results_of
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, check_target, drive
@@ -27,12 +28,27 @@ LIVE_CHUNK = 256
 """Questions per chunk: M + 1 generations each, sent to the backend at once."""
 
 
-def summarise(records: Sequence[ConsistencyRecord]) -> dict[str, Any]:
+def summarise(records: Sequence[ConsistencyRecord]) -> ScoreFigures:
     """Mean score with its standard error, the unscored items and the score histogram (exact
     sums: the same digits as a run summed chunk by chunk)."""
     running = RunningConsistency()
     running.add(records)
     return running.result()
+
+
+@dataclass(frozen=True)
+class ConsistencyRunConfig:
+    """run.json's ``config`` of a self-consistency run."""
+
+    model: str
+    embedder: str
+    dataset: str
+    settings: ConsistencySettings
+    model_options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "embedder": self.embedder, "dataset": self.dataset,
+                "settings": self.settings.describe(), "model_options": self.model_options}
 
 
 def run_consistency(items: Sequence[Item], model: str, embedder: str,
@@ -49,16 +65,15 @@ def run_consistency(items: Sequence[Item], model: str, embedder: str,
     check_target(out)  # before any model call
     client = ctx.client(model)
     ctx.embedder(embedder)  # a bad spec fails before the run directory is written
-    config = {"model": model, "embedder": embedder, "dataset": dataset,
-              "settings": settings.describe(), "model_options": ctx.options_record()}
+    config = ConsistencyRunConfig(model, embedder, dataset, settings, ctx.options_record())
     running = RunningConsistency()
     batches = (consistency_records(chunk, model, embedder, settings, ctx)
                for chunk in chunks(items, chunk_size))
 
     def finish() -> Finish[ConsistencySummary]:
         return Finish(results_of(model, embedder, dataset, settings, running.result()),
-                      {"model_options": ctx.options_record()},  # as the backend resolved them
-                      ctx.stats())
+                      stats=ctx.stats(),  # and the options as the backend resolved them:
+                      config=replace(config, model_options=ctx.options_record()))
 
     with one_bar([client], ctx.progress, "consistency: answers",
                  len(items) * (settings.m + 1)):
@@ -66,9 +81,59 @@ def run_consistency(items: Sequence[Item], model: str, embedder: str,
                      batches, [running], finish)
 
 
+@dataclass(frozen=True)
+class FlagAuroc:
+    """AUROC of 1 - score for flagging the wrong answers, with its bootstrap interval."""
+
+    auroc: float
+    ci: tuple[float, float]
+    n: int
+    n_incorrect: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"auroc": self.auroc, "ci": list(self.ci), "n": self.n,
+                "n_incorrect": self.n_incorrect}
+
+
+@dataclass(frozen=True)
+class LabelledScore:
+    """One labelled question: its score and its verdict."""
+
+    id: str
+    score: float | None
+    verdict: Verdict
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "score": self.score, "correct": self.verdict.correct,
+                "rule": self.verdict.rule}
+
+
+@dataclass(frozen=True)
+class ConsistencyValidation:
+    """What ``validate consistency`` finds; validation.json is its ``to_json()``."""
+
+    run: str
+    judge: str | None
+    endpoints_from_run: list[str]
+    """Endpoints taken from the run's own record, as lines to show."""
+    n_items: int
+    n_labelled: int
+    accuracy: float
+    auroc: FlagAuroc
+    items: tuple[LabelledScore, ...]
+    stats: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "validate-consistency", "run": self.run, "judge": self.judge,
+                "endpoints_from_run": self.endpoints_from_run, "n_items": self.n_items,
+                "n_labelled": self.n_labelled, "accuracy": self.accuracy,
+                "auroc": self.auroc.to_json(), "items": [i.to_json() for i in self.items],
+                "stats": self.stats}
+
+
 def validate_consistency(path: Path, ctx: Context, judge: str | None = None,
                          resamples: int = 2000, seed: int = 0,
-                         level: float = 0.95) -> dict[str, Any]:
+                         level: float = 0.95) -> ConsistencyValidation:
     """Label each greedy answer against its references (or by a judge) and report the AUROC
     of 1 - score for flagging the wrong ones; written to the run's validation.json."""
     run = RunDir.open(path)
@@ -90,16 +155,11 @@ def validate_consistency(path: Path, ctx: Context, judge: str | None = None,
     incorrect = [not verdicts[k].correct for k in kept]
     boot = bootstrap_aurocs([np.array(flags)], incorrect, resamples, seed)
     low, high = percentile_ci(boot[:, 0], level)
-    results = {
-        "method": "validate-consistency", "run": str(path), "judge": judge,
-        "endpoints_from_run": endpoints,
-        "n_items": len(records), "n_labelled": len(kept),
-        "accuracy": float(np.mean([not x for x in incorrect])),
-        "auroc": {"auroc": auroc(flags, incorrect), "ci": [low, high], "n": len(kept),
-                  "n_incorrect": int(sum(incorrect))},
-        "items": [{"id": records[k].id, "score": records[k].score,
-                   "correct": verdicts[k].correct, "rule": verdicts[k].rule} for k in kept],
-        "stats": ctx.stats(),
-    }
-    run.write_json(VALIDATION_FILE, results)
+    results = ConsistencyValidation(
+        str(path), judge, endpoints, len(records), len(kept),
+        float(np.mean([not x for x in incorrect])),
+        FlagAuroc(auroc(flags, incorrect), (low, high), len(kept), int(sum(incorrect))),
+        tuple(LabelledScore(records[k].id, records[k].score, verdicts[k]) for k in kept),
+        ctx.stats())
+    run.write_json(VALIDATION_FILE, results.to_json())
     return results

@@ -4,16 +4,29 @@ the chunks: exact sums for the mean and its standard error, integer counts per b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from veracity.methods.consistency.records import ConsistencyRecord
-from veracity.stats import histogram
+from veracity.stats import Histogram, histogram
 from veracity.streaming import MomentSums
 
 BINS = 20
 """Histogram bins over [0, 1]."""
+
+
+@dataclass(frozen=True)
+class ScoreFigures:
+    """Scored and unscored questions, the mean score ± its standard error, the histogram."""
+
+    n_items: int
+    n_scored: int
+    n_unscored: int
+    mean_score: float
+    """NaN when no question was scored."""
+    stderr: float
+    histogram: Histogram
 
 
 class RunningConsistency:
@@ -23,7 +36,7 @@ class RunningConsistency:
     >>> def r(score): return ConsistencyRecord("q", "p", "a", score)
     >>> run = RunningConsistency()
     >>> run.add([r(0.5), r(None)]); run.add([r(1.0)])
-    >>> s = run.result(); s["n_items"], s["n_scored"], s["mean_score"], s["stderr"]
+    >>> s = run.result(); s.n_items, s.n_scored, s.mean_score, s.stderr
     (3, 2, 0.75, 0.25)
     """
 
@@ -44,11 +57,9 @@ class RunningConsistency:
         counts, _ = np.histogram(np.clip(arr, 0.0, 1.0), bins=BINS, range=(0.0, 1.0))
         self.counts += counts  # as veracity.stats.histogram, bin by bin
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ScoreFigures:
         """What :func:`veracity.methods.consistency.run.summarise` returns."""
         mean, stderr = self.moments.mean_stderr()
-        edges = histogram([], bins=BINS, upper=1.0)["edges"]
-        return {"n_items": self.n_items, "n_scored": self.moments.n,
-                "n_unscored": self.n_items - self.moments.n, "mean_score": mean,
-                "stderr": stderr,
-                "histogram": {"edges": edges, "counts": [int(c) for c in self.counts]}}
+        edges = histogram([], bins=BINS, upper=1.0).edges
+        return ScoreFigures(self.n_items, self.moments.n, self.n_items - self.moments.n, mean,
+                            stderr, Histogram(edges, tuple(int(c) for c in self.counts)))

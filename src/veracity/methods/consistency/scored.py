@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
-from veracity.methods.consistency.records import (
-    ConsistencyRecord,
-    ConsistencySummary,
-    Histogram,
-)
+from veracity.methods.consistency.records import ConsistencyRecord, ConsistencySummary
+from veracity.methods.consistency.running import ScoreFigures
 from veracity.runs.common import Context
 from veracity.types import Item
 
@@ -32,9 +28,8 @@ def consistency_records(items: Sequence[Item], model: str, embedder: str,
 
 
 def results_of(model: str, embedder: str, dataset: str, settings: ConsistencySettings,
-               summary: Mapping[str, Any]) -> ConsistencySummary:
+               figures: ScoreFigures) -> ConsistencySummary:
     """The typed summary (results.json) of a run with these running figures."""
     return ConsistencySummary(model, embedder, dataset, settings.describe(),
-                              summary["n_items"], summary["n_scored"], summary["n_unscored"],
-                              summary["mean_score"], summary["stderr"],
-                              Histogram.from_json(summary["histogram"]))
+                              figures.n_items, figures.n_scored, figures.n_unscored,
+                              figures.mean_score, figures.stderr, figures.histogram)

@@ -146,6 +146,16 @@ class DeceptionResults:
     """The metrics as :func:`~veracity.methods.deception.core.metrics_from_counts` gives them."""
 
     @property
+    def threshold(self) -> float:
+        """Normal accuracy a subject must exceed to count towards susceptibility."""
+        return float(self.metrics.get("susceptibility_threshold", 0.4))
+
+    @property
+    def susceptibility_method(self) -> str:
+        """How the qualifying subjects' susceptibility is combined (pooled, subject-weighted)."""
+        return str(self.metrics.get("susceptibility_method", "pooled"))
+
+    @property
     def summary(self) -> DeceptionSummary:
         """The metrics, typed."""
         return DeceptionSummary.from_results(self.to_json())

@@ -74,7 +74,49 @@ class RunningDeception:
         metrics."""
         return DeceptionResults(model, dataset, source, settings, self.n_records - self.total.n,
                                 metrics_from_counts(self.by_subject, self.total, threshold,
-                                                    susceptibility))
+                                                    susceptibility).to_json())
+
+
+@dataclass(frozen=True)
+class DeceptionRunConfig:
+    """run.json's ``config`` of a live deception run."""
+
+    model: str
+    model_identity: dict[str, Any]
+    dataset: str
+    subjects: list[str]
+    limit_per_subject: int | None
+    n_items: int
+    settings: DeceptionSettings
+    model_options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "model_identity": self.model_identity,
+                "dataset": self.dataset, "subjects": self.subjects,
+                "limit_per_subject": self.limit_per_subject, "n_items": self.n_items,
+                "source": "live", "settings": self.settings.describe(),
+                "model_options": self.model_options}
+
+
+@dataclass(frozen=True)
+class RecordedDeceptionConfig:
+    """run.json's ``config`` of a deception run scored from recorded answers."""
+
+    model: str
+    dataset: str
+    recorded: str
+    """The directory of recorded results."""
+    threshold: float
+    susceptibility: str
+    n_items: int | None = None
+    """Known once every subject is read."""
+    subjects: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "dataset": self.dataset, "source": "recorded",
+                "recorded": self.recorded, "n_items": self.n_items, "subjects": self.subjects,
+                "settings": {"threshold": self.threshold,
+                             "susceptibility": self.susceptibility}}
 
 
 def run_deception(
@@ -106,25 +148,17 @@ def run_deception(
         )
     client = ctx.client(model)
     require(client.backend, "prefill", "deception benchmarking")  # before the run directory
-    config = {
-        "model": client.spec,
-        "model_identity": client.backend.identity(),
-        "dataset": str(spec),
-        "subjects": sorted({item.subject for item in items}),
-        "limit_per_subject": limit_per_subject,
-        "n_items": len(items),
-        "source": "live",
-        "settings": settings.describe(),
-        "model_options": ctx.options_record(),
-    }
+    config = DeceptionRunConfig(client.spec, client.backend.identity(), str(spec),
+                                sorted({item.subject for item in items}), limit_per_subject,
+                                len(items), settings, ctx.options_record())
     running = RunningDeception()
     batches = (answer_items(chunk, client, settings) for chunk in chunks(items, chunk_size))
 
     def finish() -> Finish[DeceptionResults]:
         return Finish(running.results(client.spec, str(spec), "live", settings.describe(),
                                       settings.threshold, settings.susceptibility),
-                      {"model_options": ctx.options_record()},  # as the backend resolved them
-                      ctx.stats())
+                      stats=ctx.stats(),  # and the options as the backend resolved them:
+                      config=replace(config, model_options=ctx.options_record()))
 
     # the bar counts first attempts; retries carry it past the total
     with one_bar([client], ctx.progress, "deception: answers", 2 * len(items)):
@@ -151,16 +185,16 @@ def run_deception_recorded(
     DeceptionSettings(threshold=threshold, susceptibility=susceptibility)  # checked first
     metrics_from_counts({}, Counts(), threshold, susceptibility)
     recorded = {"threshold": threshold, "susceptibility": susceptibility}
-    config = {"model": name, "dataset": str(spec), "source": "recorded",
-              "recorded": str(results_dir), "n_items": None,
-              "subjects": None, "settings": recorded}
+    config = RecordedDeceptionConfig(name, str(spec), str(results_dir), threshold,
+                                     susceptibility)
     running = RunningDeception()
     batches = (subject_records(spec, subject, found, dataset_files, name) for subject in chosen)
 
     def finish() -> Finish[DeceptionResults]:
         return Finish(running.results(name, str(spec), "recorded", recorded, threshold,
                                       susceptibility),
-                      {"n_items": running.n_records, "subjects": sorted(running.subjects)})
+                      config=replace(config, n_items=running.n_records,
+                                     subjects=sorted(running.subjects)))
 
     return drive(out, RunPlan("deception", DeceptionRecord, config), batches, [running], finish)
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -48,7 +48,6 @@ from veracity.methods.gamma.presets import (
     DEFAULT_MODEL,
     preset_option,
     record_preset,
-    threshold_text,
     with_preset,
 )
 from veracity.methods.gamma.recorded import resolve_recorded
@@ -61,6 +60,10 @@ from veracity.runs.result import RunResult
 from veracity.store import dumps
 from veracity.types import Item, Sampling
 
+if TYPE_CHECKING:
+    from veracity.methods.gamma.validation.core import ValidationResults
+    from veracity.runs.common import Context
+
 
 def _short(text: str, width: int = 60) -> str:
     flat = re.sub(r"\s+", " ", re.sub(r"[\x00-\x1f\x7f]", "·", text)).strip()
@@ -68,11 +71,11 @@ def _short(text: str, width: int = 60) -> str:
 
 
 def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str,
-                  validity: dict[str, Any] | None = None) -> None:
+                  validity: ValidationResults | None = None) -> None:
     """The first records, the aggregates, and (with ``validity``) each answer's correctness."""
     summary = outcome.summary
     agg = summary.summary
-    correct = {str(i["id"]): i["correct"] for i in validity["items"]} if validity else {}
+    correct = {str(i.id): i.verdict.correct for i in validity.items} if validity else {}
     settings = summary.settings
     control = summary.control
     calibrated = summary.calibration
@@ -104,7 +107,7 @@ def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str
     echo(
         f"\nitems {agg.n_items} (scored {agg.n_scored})  "
         f"mean γ {agg.mean or 0.0:.4f}{spread}  median {agg.median or 0.0:.4f}  "
-        f"{threshold_text(summary.aggregate)}: "
+        f"{summary.aggregate.threshold_text()}: "
         f"{100 * (agg.share_below_threshold or 0.0):.1f}%"
         if agg.n_scored else f"\nitems {agg.n_items}: none could be scored"
     )
@@ -115,10 +118,10 @@ def print_summary(outcome: RunResult[GammaRecord, GammaResults], calls_line: str
     if control:
         print_control(control)
     aggregate = summary.aggregate
-    if aggregate.get("n_truncated") or aggregate.get("n_perturbed_truncated"):
+    if aggregate.n_truncated or aggregate.n_perturbed_truncated:
         echo(f"truncated at --max-tokens {settings['max_tokens']} (finish_reason: length, γ "
-             f"measured on prefixes): {aggregate['n_truncated']} of {agg.n_items} answers, "
-             f"{aggregate['n_perturbed_truncated']} perturbed answers")
+             f"measured on prefixes): {aggregate.n_truncated} of {agg.n_items} answers, "
+             f"{aggregate.n_perturbed_truncated} perturbed answers")
     if calibrated:
         print_calibration(calibrated, outcome.records)
     if validity is not None:
@@ -130,7 +133,8 @@ def _value(value: float | None) -> str:
     return "   —   " if value is None else f"{value:7.4f}"
 
 
-def first_screen_validity(run: Path, settings: GammaSettings, ctx: Any) -> dict[str, Any] | None:
+def first_screen_validity(run: Path, settings: GammaSettings,
+                          ctx: Context) -> ValidationResults | None:
     """Correctness of each answer against the references and the AUROC of γ (validation.json
     in the run, so the report shows both); None when no answer could be labelled."""
     from veracity.errors import DataError
@@ -144,17 +148,17 @@ def first_screen_validity(run: Path, settings: GammaSettings, ctx: Any) -> dict[
         return None
 
 
-def print_validity(results: dict[str, Any]) -> None:
+def print_validity(results: ValidationResults) -> None:
     """One line: how many answers are right, and how well γ flags the wrong ones."""
-    g = results["gamma"]
-    low, high = g["ci"]
-    acc = results["accuracy"]["all"]
-    auroc = "—" if g["auroc"] is None or g["auroc"] != g["auroc"] else f"{g['auroc']:.3f}"
+    g = results.aggregate.gamma
+    low, high = g.ci
+    acc = results.aggregate.accuracy.all
+    auroc = "—" if g.auroc is None or g.auroc != g.auroc else f"{g.auroc:.3f}"
     ci = "" if low is None or low != low else f" [{low:.3f}, {high:.3f}]"
-    rules = ", ".join(f"{n} by {rule}" for rule, n in results["labels"]["rules"].items())
-    echo(f"correct {sum(1 for i in results['items'] if i['correct'])} of {results['n_labelled']} "
-         f"labelled answers ({100 * acc['accuracy']:.1f}%; {rules}); AUROC of γ for flagging "
-         f"the wrong ones {auroc}{ci} (95% bootstrap; n = {g['n']})")
+    rules = ", ".join(f"{n} by {rule}" for rule, n in results.aggregate.rules.items())
+    echo(f"correct {sum(1 for i in results.items if i.verdict.correct)} of "
+         f"{results.aggregate.n_labelled} labelled answers ({100 * acc.accuracy:.1f}%; {rules}); "
+         f"AUROC of γ for flagging the wrong ones {auroc}{ci} (95% bootstrap; n = {g.n})")
 
 
 def print_calibration(calibrated: Mapping[str, Any], records: Sequence[GammaRecord]) -> None:
@@ -333,7 +337,7 @@ def gamma(o: GammaOptions) -> None:
     chosen: dict[str, Any] | None = None
     if selection.active and not o.dataset:
         raise ConfigError("--limit and --sample choose questions of a --dataset")
-    validity: dict[str, Any] | None = None
+    validity: ValidationResults | None = None
     spent = ""
     prices = None if o.prices_file is None else read_prices(o.prices_file)
     if o.estimate and o.recorded:

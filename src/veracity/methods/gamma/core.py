@@ -24,7 +24,7 @@ from veracity.checks import MAX_N, check_count, check_number
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import BackendError, ConfigError, ErrorKind
 from veracity.methods.gamma.paraphrase import PARAPHRASE, paraphrase_ball
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GivenCut
 from veracity.methods.gamma.running import RunningGamma
 from veracity.perturb import perturb
 from veracity.records import RecordError
@@ -412,23 +412,20 @@ def recorded_record(row: Mapping[str, Any], value: float | None,
 
 
 def aggregate(records: Sequence[GammaRecord], threshold: float | Threshold = 0.05,
-              form: Form | None = None) -> dict[str, Any]:
+              form: Form | None = None) -> GammaAggregate:
     """Mean +- standard error, median, share below the threshold, histogram.
 
     A :class:`Threshold` is converted to ``form`` (the records' form) and named in the result;
     a plain number is taken as already in that form.
     """
-    named: dict[str, Any] = {}
+    given = None
     if isinstance(threshold, Threshold):
         form = form or _records_form(records)
-        named = {"threshold_form": form,
-                 "threshold_given": {"value": threshold.value, "form": threshold.form}}
+        given = GivenCut(threshold.value, threshold.form)
         threshold = threshold.to(form)
-    elif form is not None:
-        named = {"threshold_form": form}
     running = RunningGamma(float(threshold))
     running.add(records)  # the streamed runs add chunk by chunk: the same digits
-    return running.result() | named
+    return replace(running.result(), threshold_form=form, threshold_given=given)
 
 
 def _records_form(records: Sequence[GammaRecord]) -> Form:

@@ -68,16 +68,6 @@ def record_preset(run: RunDir | None, preset: PresetRecord | None) -> None:
         run.update_config({"preset": preset.to_json()})
 
 
-def threshold_text(agg: Mapping[str, Any]) -> str:
-    """``γ < 0.0707 (sin; given 0.05 paper-code)``: the threshold applied, and as given."""
-    value, form = agg["threshold"], agg.get("threshold_form")
-    given = agg.get("threshold_given")
-    shown = f"γ < {value:.4g}" + (f" ({form}" if form else "")
-    if given and (given["form"] != form or given["value"] != value):
-        shown += f"; given {given['value']:g} {given['form']}"
-    return shown + (")" if form else "")
-
-
 Opts = TypeVar("Opts")
 
 

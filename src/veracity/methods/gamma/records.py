@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from veracity.records import Record, RecordError, json_object, number
+from veracity.stats import Histogram
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,84 @@ class GammaRecord(Record):
         return out | dict(self.extra)
 
 
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class GivenCut:
+    """A threshold as the user gave it: its value and the γ form it is written in."""
+
+    value: float
+    form: str
+
+
+def cut_text(value: float, form: str | None, given: GivenCut | None) -> str:
+    """``γ < 0.0707 (sin; given 0.05 paper-code)``: a threshold ``value`` in ``form`` as
+    applied, and as given."""
+    shown = f"γ < {value:.4g}" + (f" ({form}" if form else "")
+    if given and (given.form != form or given.value != value):
+        shown += f"; given {given.value:g} {given.form}"
+    return shown + (")" if form else "")
+
+
+@dataclass(frozen=True)
+class GammaAggregate:
+    """γ over a run's items: counts, mean ± s.e., median, the share below the threshold, the
+    histogram and how many answers were cut at max tokens."""
+
+    n_items: int
+    n_scored: int
+    n_unscored: int
+    mean: float | None
+    """NaN (None once read back) when no item was scored; so are ``stderr``, ``median`` and
+    ``share_below_threshold``."""
+    stderr: float | None
+    median: float | None
+    threshold: float
+    """In the run's γ form."""
+    share_below_threshold: float | None
+    histogram: Histogram
+    n_truncated: int | None = 0
+    """Answers cut at max tokens (None: a run made before they were counted)."""
+    n_perturbed_truncated: int | None = 0
+    threshold_form: str | None = None
+    """The form ``threshold`` is in, when named."""
+    threshold_given: GivenCut | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> GammaAggregate:
+        found = json_object(data, "gamma aggregate")
+        given = found.get("threshold_given")
+        return cls(int(found["n_items"]), int(found["n_scored"]),
+                   int(found.get("n_unscored") or 0), number(found["mean"]),
+                   number(found["stderr"]), number(found["median"]), float(found["threshold"]),
+                   number(found["share_below_threshold"]),
+                   Histogram.from_json(json_object(found["histogram"], "histogram")),
+                   _count(found.get("n_truncated")), _count(found.get("n_perturbed_truncated")),
+                   found.get("threshold_form"),
+                   None if not given else GivenCut(float(given["value"]), str(given["form"])))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n_items": self.n_items, "n_scored": self.n_scored, "n_unscored": self.n_unscored,
+            "mean": self.mean, "stderr": self.stderr, "median": self.median,
+            "threshold": self.threshold, "share_below_threshold": self.share_below_threshold,
+            "histogram": self.histogram.to_json(), "n_truncated": self.n_truncated,
+            "n_perturbed_truncated": self.n_perturbed_truncated,
+        }
+        if self.threshold_form is not None:
+            out["threshold_form"] = self.threshold_form
+        if self.threshold_given is not None:
+            out["threshold_given"] = {"value": self.threshold_given.value,
+                                      "form": self.threshold_given.form}
+        return out
+
+    def threshold_text(self) -> str:
+        """The threshold applied, and as given (:func:`cut_text`)."""
+        return cut_text(self.threshold, self.threshold_form, self.threshold_given)
+
+
 @dataclass(frozen=True)
 class GammaSummary:
     """γ over a run's items: how many were scored, mean ± standard error, median, and the
@@ -132,7 +211,7 @@ class GammaResults:
     """The corpus in comparisons across runs (empty in runs made before it was recorded)."""
     settings: Mapping[str, Any]
     """The run's settings as described (for a recorded run: what the file says)."""
-    aggregate: Mapping[str, Any]
+    aggregate: GammaAggregate
     """Counts, mean ± s.e., median, share below the threshold, histogram, truncations."""
     control: Mapping[str, Any] | None = None
     calibration: Mapping[str, Any] | None = None
@@ -140,7 +219,9 @@ class GammaResults:
     @property
     def summary(self) -> GammaSummary:
         """The aggregate's headline figures, typed."""
-        return GammaSummary.from_results({"aggregate": self.aggregate})
+        agg = self.aggregate
+        return GammaSummary(agg.n_items, agg.n_scored, agg.mean, agg.stderr, agg.median,
+                            agg.threshold, agg.share_below_threshold)
 
     @classmethod
     def from_json(cls, data: Any) -> GammaResults:
@@ -148,13 +229,14 @@ class GammaResults:
         return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
                    str(found.get("domain") or ""),
                    json_object(found.get("settings") or {}, "settings"),
-                   json_object(found["aggregate"], "aggregate"), found.get("control"),
+                   GammaAggregate.from_json(found["aggregate"]), found.get("control"),
                    found.get("calibration"))
 
     def to_json(self) -> dict[str, Any]:
-        out = {"method": "gamma", "model": self.model, "embedder": self.embedder,
-               "dataset": self.dataset, "domain": self.domain, "settings": self.settings,
-               "aggregate": self.aggregate}
+        out: dict[str, Any] = {
+            "method": "gamma", "model": self.model, "embedder": self.embedder,
+            "dataset": self.dataset, "domain": self.domain, "settings": self.settings,
+            "aggregate": self.aggregate.to_json()}
         if self.control is not None:
             out["control"] = self.control
         if self.calibration is not None:

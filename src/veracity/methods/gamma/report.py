@@ -11,7 +11,7 @@ import numpy as np
 
 from veracity.errors import DataError
 from veracity.methods.gamma.calibration.report import calibration_section, control_plot, control_table
-from veracity.methods.gamma.records import GammaRecord, GammaResults
+from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GammaResults
 from veracity.records import read_records
 from veracity.report.html import esc, figure, json_block, pyplot, table
 from veracity.report.items import Column, item_table, present
@@ -19,30 +19,29 @@ from veracity.report.sidecar import column_values, paged_items, too_large
 from veracity.store import VALIDATION_FILE, RunDir
 
 
-def _label(results: dict[str, Any]) -> str:
-    return f"{results['model']} × {results['dataset']}"
+def _label(results: GammaResults) -> str:
+    return f"{results.model} × {results.dataset}"
 
 
-def threshold_label(agg: dict[str, Any], form: str) -> str:
+def threshold_label(agg: GammaAggregate, form: str) -> str:
     """``0.0707 sin (given 0.05 paper-code)``: the threshold a run applied, in its form."""
-    shown = f"{float(agg['threshold']):.4g} {agg.get('threshold_form') or form}"
-    given = agg.get("threshold_given")
-    if given and given["form"] != (agg.get("threshold_form") or form):
-        shown += f" (given {float(given['value']):g} {given['form']})"
+    shown = f"{agg.threshold:.4g} {agg.threshold_form or form}"
+    given = agg.threshold_given
+    if given and given.form != (agg.threshold_form or form):
+        shown += f" (given {given.value:g} {given.form})"
     return shown
 
 
 def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
-        r = run.results
-        agg = r["aggregate"]
+        r = GammaResults.from_json(run.results)
+        agg, settings = r.aggregate, r.settings
         rows.append([
-            _label(r), agg["n_items"], agg["mean"], agg["stderr"], agg["median"],
-            None if agg["share_below_threshold"] is None else 100 * agg["share_below_threshold"],
-            threshold_label(agg, r["settings"]["form"]), agg.get("n_truncated"),
-            r["model"], r["embedder"], r["settings"]["form"], r["settings"]["ball"],
-            r["settings"]["n"],
+            _label(r), agg.n_items, agg.mean, agg.stderr, agg.median,
+            None if agg.share_below_threshold is None else 100 * agg.share_below_threshold,
+            threshold_label(agg, settings["form"]), agg.n_truncated,
+            r.model, r.embedder, settings["form"], settings["ball"], settings["n"],
         ])
     return table(
         ["run", "items", "mean γ", "± s.e.", "median γ", "% γ < threshold", "threshold",
@@ -61,14 +60,14 @@ def _histograms(runs: list[RunDir]) -> str:
     for ax in axes.flat[len(runs):]:
         ax.set_visible(False)
     for ax, run in zip(axes.flat, runs, strict=False):
-        r = run.results
+        r = GammaResults.from_json(run.results)
         every = column_values(run, "gamma")
         values = every[~np.isnan(every)].tolist()
-        upper = _upper(r["settings"]["form"], values)
+        upper = _upper(r.settings["form"], values)
         ax.hist(values, bins=20, range=(0, upper), color="#4c72b0", edgecolor="white")
-        ax.axvline(r["aggregate"]["threshold"], color="#c44e52", linestyle="--", linewidth=1)
+        ax.axvline(r.aggregate.threshold, color="#c44e52", linestyle="--", linewidth=1)
         ax.set_title(f"γ distribution: {_label(r)}", fontsize=9)
-        ax.set_xlabel(f"γ ({r['settings']['form']}, {r['embedder']}); dashed: threshold", fontsize=8)
+        ax.set_xlabel(f"γ ({r.settings['form']}, {r.embedder}); dashed: threshold", fontsize=8)
         ax.set_ylabel("answers", fontsize=8)
     fig.tight_layout()
     return figure(fig, "gamma histograms")
@@ -85,7 +84,7 @@ def _upper(form: str, values: list[float]) -> float:
 
 def labels(runs: list[RunDir]) -> list[str]:
     """``model × dataset`` per run, with the directory name where two would read the same."""
-    base = [_label(run.results) for run in runs]
+    base = [_label(GammaResults.from_json(run.results)) for run in runs]
     counts = Counter(base)
     return [f"{b} [{run.path.name}]" if counts[b] > 1 else b for b, run in zip(base, runs, strict=True)]
 
@@ -197,12 +196,12 @@ def _control(runs: list[RunDir]) -> str:
     with_control = [run for run in runs if run.results.get("control")]
     if not with_control:
         return ""
-    summaries = [(_label(run.results), GammaResults.from_json(run.results).control or {})
-                 for run in with_control]
-    pairs = [(_label(run.results), [(s.gamma, s.gamma_null)
+    typed = [GammaResults.from_json(run.results) for run in with_control]
+    summaries = [(_label(r), r.control or {}) for r in typed]
+    pairs = [(_label(r), [(s.gamma, s.gamma_null)
                                     for s in read_records(GammaRecord, run.samples())
                                     if s.gamma is not None and s.gamma_null is not None])
-             for run in with_control]
+             for r, run in zip(typed, with_control, strict=True)]
     return "".join(["<h3>Numeric control: γ against numerical noise</h3>",
                     control_table(summaries), control_plot(pairs)])
 

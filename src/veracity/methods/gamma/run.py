@@ -12,8 +12,8 @@ the numeric null control answers each chunk's prompts again and keeps running su
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from itertools import chain
 from pathlib import Path
 from typing import Any, cast
@@ -24,7 +24,13 @@ from veracity.data.qa import domain_of
 from veracity.errors import ConfigError, DataError
 from veracity.methods.gamma.calibration.core import Calibration, Curve
 from veracity.methods.gamma.calibration.run import apply_calibration, run_key
-from veracity.methods.gamma.control import CONTROLS, RunningControl, null_control, variations
+from veracity.methods.gamma.control import (
+    CONTROLS,
+    ControlPath,
+    RunningControl,
+    null_control,
+    variations,
+)
 from veracity.methods.gamma.core import (
     EMBEDDING,
     Form,
@@ -36,7 +42,7 @@ from veracity.methods.gamma.core import (
     score_answers,
 )
 from veracity.methods.gamma.paraphrase import PARAPHRASE
-from veracity.methods.gamma.records import GammaRecord, GammaResults
+from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GammaResults, GivenCut
 from veracity.methods.gamma.running import RunningGamma
 from veracity.methods.gamma.whitebox.core import Scope, Shape, check_ball, whitebox_gamma
 from veracity.runs.common import Context
@@ -51,11 +57,67 @@ LIVE_CHUNK = 256
 """Questions per chunk of a live run: (N+1) generations each, sent to the backend at once."""
 
 
-def _named(settings: GammaSettings) -> dict[str, Any]:
-    """What :func:`veracity.methods.gamma.aggregate` adds for a threshold with its form."""
+@dataclass(frozen=True)
+class GammaRunConfig:
+    """run.json's ``config`` of a live γ run."""
+
+    model: str
+    model_identity: dict[str, Any]
+    """What besides the request changes the model's outputs (the backend's identity)."""
+    embedder: str
+    dataset: str
+    domain: str
+    n_items: int
+    settings: GammaSettings
+    model_options: dict[str, Any]
+    """The providers' options as resolved (no key values)."""
+    control: tuple[ControlPath, ...] | None = None
+    """The numeric null control's compute paths, when it runs."""
+    calibration: Mapping[str, Any] | None = None
+    """The calibration curve chosen for the run (its key and thresholds), when one is."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": self.model, "model_identity": self.model_identity,
+            "embedder": self.embedder, "dataset": self.dataset, "domain": self.domain,
+            "n_items": self.n_items,
+            "settings": self.settings.describe() | {"sampling": asdict(self.settings.sampling)},
+            "model_options": self.model_options,
+        }
+        if self.control is not None:
+            out["control"] = {"kind": "numeric", "n": len(self.control),
+                              "variations": [p.to_json() for p in self.control]}
+        if self.calibration is not None:
+            out["calibration"] = {k: v for k, v in self.calibration.items() if k != "curve"}
+        return out
+
+
+@dataclass(frozen=True)
+class RecordedRunConfig:
+    """run.json's ``config`` of a γ run scored from recorded generations."""
+
+    recorded: str
+    """The recorded file."""
+    embedder: str
+    model: str
+    """The model the file names (``recorded`` when it names none)."""
+    dataset: str
+    settings: Mapping[str, Any]
+    """The settings as the file and the options describe them."""
+    model_options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recorded": self.recorded, "embedder": self.embedder, "model": self.model,
+                "dataset": self.dataset, "settings": self.settings,
+                "model_options": self.model_options}
+
+
+def _named(aggregate: GammaAggregate, settings: GammaSettings) -> GammaAggregate:
+    """The aggregate with its threshold's form and the threshold as given, as
+    :func:`veracity.methods.gamma.aggregate` names them."""
     cut = settings.cut
-    return {"threshold_form": settings.form,
-            "threshold_given": {"value": cut.value, "form": cut.form}}
+    return replace(aggregate, threshold_form=settings.form,
+                   threshold_given=GivenCut(cut.value, cut.form))
 
 
 def _choose(calibration: Calibration | None, results: dict[str, Any],
@@ -131,28 +193,24 @@ def run_gamma(
         "method": "gamma", "model": client.spec, "embedder": cached.spec, "dataset": dataset,
         "domain": domain, "settings": settings.describe()}
     curve, calibrated = _choose(calibration, results, force)  # before any model call
-    config: dict[str, Any] = {
-        "model": client.spec, "model_identity": client.backend.identity(),
-        "embedder": cached.spec, "dataset": dataset, "domain": domain, "n_items": len(items),
-        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-        "model_options": ctx.options_record(),
-    }
     control = None
     if settings.control is not None:
         control = RunningControl(variations(client, settings.n))
-        config["control"] = {"kind": "numeric", "n": len(control.compute_paths),
-                             "variations": [p.to_json() for p in control.compute_paths]}
-    if calibrated is not None:
-        config["calibration"] = {k: v for k, v in calibrated.items() if k != "curve"}
+    config = GammaRunConfig(
+        client.spec, client.backend.identity(), cached.spec, dataset, domain, len(items),
+        settings, ctx.options_record(),
+        None if control is None else tuple(control.compute_paths), calibrated)
     running = RunningGamma(settings.applied_threshold)
     batches = _calibrated((_measured(chunk, client, cached, settings, paraphraser, control)
                            for chunk in chunks(items, chunk_size)), curve)
 
     def finish() -> Finish[GammaResults]:
         summary = GammaResults(client.spec, cached.spec, dataset, domain, settings.describe(),
-                               running.result() | _named(settings),
+                               _named(running.result(), settings),
                                None if control is None else control.result(), calibrated)
-        return Finish(summary, {"model_options": ctx.options_record()}, ctx.stats())
+        # the options as the backend resolved them
+        return Finish(summary, stats=ctx.stats(),
+                      config=replace(config, model_options=ctx.options_record()))
 
     # the paraphrases are asked in stages of their own, as many as it takes, and the control
     # skips rejected items: no total then
@@ -233,8 +291,8 @@ def run_gamma_recorded(
                                "dataset": dataset, "domain": domain_of(dataset),
                                "settings": described}
     curve, calibrated = _choose(calibration, results, force)  # before anything is embedded
-    config = {"recorded": str(path), "embedder": cached.spec, "model": model,
-              "dataset": dataset, "settings": described, "model_options": ctx.options_record()}
+    config = RecordedRunConfig(str(path), cached.spec, model, dataset, dict(described),
+                               ctx.options_record())
     running = RunningGamma(settings.applied_threshold)
     sizes: set[int] = set()
     batches = _calibrated((_score_recorded(chunk, settings, model, cached, form, sizes)
@@ -243,9 +301,10 @@ def run_gamma_recorded(
     def finish() -> Finish[GammaResults]:
         described["n"] = _n_of(sizes)
         summary = GammaResults(model, cached.spec, dataset, domain_of(dataset), described,
-                               running.result() | _named(settings), None, calibrated)
-        return Finish(summary, {"settings": described, "model_options": ctx.options_record()},
-                      ctx.stats())
+                               _named(running.result(), settings), None, calibrated)
+        return Finish(summary, stats=ctx.stats(),
+                      config=replace(config, settings=described,
+                                     model_options=ctx.options_record()))
 
     return drive(out, RunPlan("gamma", GammaRecord, config, ctx.started), batches, [running],
                  finish)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import GammaAggregate, GammaRecord
+from veracity.stats import Histogram
 from veracity.streaming import FloatColumn, MomentSums
 
 _LENGTH = "length"  # finish reason of an answer cut at max tokens (methods.gamma.LENGTH)
@@ -25,7 +25,7 @@ class RunningGamma:
     >>> def g(value): return GammaRecord("q", "?", "!", value)
     >>> r = RunningGamma(0.05)
     >>> r.add([g(0.0), g(0.1)]); r.add([g(0.02), g(None)])
-    >>> a = r.result(); a["n_items"], a["n_scored"], a["median"], round(a["mean"], 12)
+    >>> a = r.result(); a.n_items, a.n_scored, a.median, round(a.mean, 12)
     (4, 3, 0.02, 0.04)
     """
 
@@ -52,28 +52,28 @@ class RunningGamma:
         self.n_below += int((arr < self.threshold).sum())
         self.values.extend(arr)
 
-    def result(self) -> dict[str, Any]:
-        """The aggregate dict of :func:`veracity.methods.gamma.aggregate`."""
+    def result(self) -> GammaAggregate:
+        """The aggregate of :func:`veracity.methods.gamma.aggregate`."""
         arr = self.values.array()
         n_scored = int(arr.size)
         mean, se = self.moments.mean_stderr()
         top = float(arr.max()) if n_scored else 1.0
-        return {
-            "n_items": self.n_items,
-            "n_scored": n_scored,
-            "n_unscored": self.n_items - n_scored,
-            "mean": mean,
-            "stderr": se,
-            "median": float(np.median(arr)) if n_scored else math.nan,
-            "threshold": self.threshold,
-            "share_below_threshold": self.n_below / n_scored if n_scored else math.nan,
-            "histogram": _histogram(arr, max(1.0, top)),
-            "n_truncated": self.n_truncated,
-            "n_perturbed_truncated": self.n_perturbed_truncated,
-        }
+        return GammaAggregate(
+            n_items=self.n_items,
+            n_scored=n_scored,
+            n_unscored=self.n_items - n_scored,
+            mean=mean,
+            stderr=se,
+            median=float(np.median(arr)) if n_scored else math.nan,
+            threshold=self.threshold,
+            share_below_threshold=self.n_below / n_scored if n_scored else math.nan,
+            histogram=_histogram(arr, max(1.0, top)),
+            n_truncated=self.n_truncated,
+            n_perturbed_truncated=self.n_perturbed_truncated,
+        )
 
 
-def _histogram(arr: np.ndarray, upper: float) -> dict[str, Any]:
+def _histogram(arr: np.ndarray, upper: float) -> Histogram:
     """:func:`veracity.stats.histogram` of finite values, without a Python loop over them."""
     counts, edges = np.histogram(np.clip(arr, 0.0, upper), bins=20, range=(0.0, upper))
-    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+    return Histogram.of(counts, edges)

@@ -131,6 +131,13 @@ def correctness(record: DeceptionRecord) -> Correctness:
     return "only_misleading" if misleading else "neither"
 
 
+def _share(value: float | None) -> float:
+    """A share over a non-empty set of items (only an empty one has none)."""
+    if value is None:
+        raise InvalidValueError("a share over no items")
+    return value
+
+
 def model_summary(run: ModelRecords) -> ModelSummary:
     """Every per-model figure of one run, from its per-item records."""
     if not run.records:
@@ -141,26 +148,29 @@ def model_summary(run: ModelRecords) -> ModelSummary:
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidValueError(f"run {run.label!r}: {exc!s}") from exc
     subjects = tuple(
-        SubjectSusceptibility(s, e["normal_accuracy"], e["normal_correct"], e["misleading_correct"],
-                              s in m["susceptibility_subjects"])
-        for s, e in m["per_subject"].items()
+        SubjectSusceptibility(s, _share(e.normal_accuracy), e.normal_correct, e.misleading_correct,
+                              s in m.susceptibility_subjects)
+        for s, e in m.per_subject.items()
     )
     groups: dict[Correctness, list[int]] = {o: [] for o in CORRECTNESS}
     for index, record in enumerate(run.records):
         groups[correctness(record)].append(index)
+    o = m.overall
     return ModelSummary(
-        label=run.label, model=run.model, n_items=m["n_items"],
-        normal_accuracy=m["normal_accuracy"], misleading_accuracy=m["misleading_accuracy"],
-        susceptibility=m["susceptibility"], susceptibility_unbounded=m["susceptibility_unbounded"],
-        consistency=m["consistency"], consistent_correct=m["consistent_correct"],
-        consistent_incorrect=m["consistent_incorrect"], error_rate_normal=m["error_rate_normal"],
-        error_rate_misleading=m["error_rate_misleading"], threshold=run.threshold,
-        susceptibility_pooled=m["susceptibility_pooled"],
-        susceptibility_subject_weighted=m["susceptibility_subject_weighted"],
-        truncation_rate_normal=m["truncation_rate_normal"],
-        truncation_rate_misleading=m["truncation_rate_misleading"], subjects=subjects,
-        consistency_by_subject={s: (e["consistent_correct"], e["consistent_incorrect"])
-                                for s, e in m["per_subject"].items()},
+        label=run.label, model=run.model, n_items=o.n_items,
+        normal_accuracy=_share(o.normal_accuracy),
+        misleading_accuracy=_share(o.misleading_accuracy),
+        susceptibility=o.susceptibility, susceptibility_unbounded=o.susceptibility_unbounded,
+        consistency=_share(o.consistency), consistent_correct=_share(o.consistent_correct),
+        consistent_incorrect=_share(o.consistent_incorrect),
+        error_rate_normal=_share(o.error_rate_normal),
+        error_rate_misleading=_share(o.error_rate_misleading), threshold=run.threshold,
+        susceptibility_pooled=m.susceptibility_pooled,
+        susceptibility_subject_weighted=m.susceptibility_subject_weighted,
+        truncation_rate_normal=_share(o.truncation_rate_normal),
+        truncation_rate_misleading=_share(o.truncation_rate_misleading), subjects=subjects,
+        consistency_by_subject={s: (_share(e.consistent_correct), _share(e.consistent_incorrect))
+                                for s, e in m.per_subject.items()},
         by_correctness={o: tuple(groups[o]) for o in CORRECTNESS},
     )
 

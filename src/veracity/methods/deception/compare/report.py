@@ -25,7 +25,7 @@ from veracity.methods.deception.compare.core import (
     compare,
 )
 from veracity.methods.deception.compare.paper import stated
-from veracity.methods.deception.records import DeceptionRecord
+from veracity.methods.deception.records import DeceptionRecord, DeceptionResults
 from veracity.methods.deception.report import run_labels
 from veracity.records import read_records
 from veracity.report.html import esc, figure, fmt, json_block, pyplot, table
@@ -373,13 +373,12 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
     labels = run_labels(runs)
     inputs, records = [], []
     for run, label in zip(runs, labels, strict=True):
-        results = run.results
+        results = DeceptionResults.from_json(run.results)
         recs = list(run.samples())
         records.append(recs)
         typed = read_records(DeceptionRecord, recs)
-        inputs.append(ModelRecords(label, str(results["model"]), typed,
-                                   float(results.get("susceptibility_threshold", 0.4)),
-                                   str(results.get("susceptibility_method", "pooled"))))
+        inputs.append(ModelRecords(label, results.model, typed, results.threshold,
+                                   results.susceptibility_method))
     try:
         summaries, found = compare(inputs, info)
     except (KeyError, TypeError, ValueError) as exc:

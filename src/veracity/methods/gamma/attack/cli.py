@@ -130,15 +130,15 @@ def attack(o: AttackOptions) -> None:
         outcome = run_attack(o.prompt, o.model, o.embedder, settings, cmd.ctx, out,
                              None if o.as_json else _echo_step)
     record_preset(outcome.run, preset)
-    r = outcome.results
+    r = outcome.summary.trajectory
     if o.as_json:
         echo(dumps(outcome.records_json(), indent=2))
     else:
-        best = r["best"]
+        best = r.best
         echo(
-            f"\n{r['steps_taken']} steps ({'budget reached' if r['stop_reason'] == 'budget' else 'done'}), "
-            f"{r['uphill_moves']} up / {r['downhill_moves']} down; start γ {_gamma(r['start']['gamma'])}"
-            f", final γ {_gamma(r['final']['gamma'])}, best γ {_gamma(best['gamma'])} at step "
-            f"{best['step']}\n{r['requested_calls']} generations requested: {cmd.calls_line()}"
+            f"\n{r.steps_taken} steps ({'budget reached' if r.stop_reason == 'budget' else 'done'}), "
+            f"{r.uphill_moves} up / {r.downhill_moves} down; start γ {_gamma(r.start.gamma)}"
+            f", final γ {_gamma(r.final.gamma)}, best γ {_gamma(best.gamma)} at step "
+            f"{best.step}\n{r.requested_calls} generations requested: {cmd.calls_line()}"
         )
     write_report(outcome.run, f"veracity attack: {o.prompt[:60]}", o.as_json)

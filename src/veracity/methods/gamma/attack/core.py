@@ -16,7 +16,7 @@ import math
 import random
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -233,29 +233,74 @@ def similarity_to_first(answers: Sequence[str], embedder: CachedEmbedder) -> lis
     return out
 
 
-def aggregate(result: AttackResult, descend: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AttackBrief:
+    """One point of a trajectory as results.json names it: where and what γ."""
+
+    step: int
+    prompt: str
+    suffix: str | None
+    answer: str
+    gamma: float | None
+    similarity_to_start: float | None
+
+    @classmethod
+    def of(cls, s: AttackStep) -> AttackBrief:
+        return cls(s.step, s.prompt, s.suffix, s.answer, s.gamma, s.similarity_to_start)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Start, final and best point of a search, how it stopped and how it moved."""
+
+    start: AttackBrief
+    final: AttackBrief
+    best: AttackBrief
+    steps_taken: int
+    stop_reason: str
+    requested_calls: int
+    uphill_moves: int
+    downhill_moves: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start": asdict(self.start), "final": asdict(self.final),
+                "best": asdict(self.best), "steps_taken": self.steps_taken,
+                "stop_reason": self.stop_reason, "requested_calls": self.requested_calls,
+                "uphill_moves": self.uphill_moves, "downhill_moves": self.downhill_moves}
+
+
+@dataclass(frozen=True)
+class AttackResults:
+    """An adversarial search's results.json: the setup and its trajectory."""
+
+    model: str
+    embedder: str
+    settings: AttackSettings
+    trajectory: Trajectory
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "attack", "model": self.model, "embedder": self.embedder,
+                "settings": self.settings.describe(), **self.trajectory.to_json()}
+
+
+def aggregate(result: AttackResult, descend: bool = False) -> Trajectory:
     """Start, final and best point of a trajectory (best = largest gamma, smallest if descending)."""
     steps = result.steps
     best = steps[choose([s.gamma for s in steps], descend)]
-
-    def brief(s: AttackStep) -> dict[str, Any]:
-        keys = ("step", "prompt", "suffix", "answer", "gamma", "similarity_to_start")
-        return {k: getattr(s, k) for k in keys}
-
     gammas = [s.gamma for s in steps]
     moves = [
         b - a for a, b in zip(gammas, gammas[1:], strict=False) if a is not None and b is not None
     ]
-    return {
-        "start": brief(steps[0]),
-        "final": brief(steps[-1]),
-        "best": brief(best),
-        "steps_taken": len(steps) - 1,
-        "stop_reason": result.stop_reason,
-        "requested_calls": result.requested_calls,
-        "uphill_moves": sum(1 for m in moves if m > 0),
-        "downhill_moves": sum(1 for m in moves if m < 0),
-    }
+    return Trajectory(
+        start=AttackBrief.of(steps[0]),
+        final=AttackBrief.of(steps[-1]),
+        best=AttackBrief.of(best),
+        steps_taken=len(steps) - 1,
+        stop_reason=result.stop_reason,
+        requested_calls=result.requested_calls,
+        uphill_moves=sum(1 for m in moves if m > 0),
+        downhill_moves=sum(1 for m in moves if m < 0),
+    )
 
 
 def fake_slope(request: GenRequest) -> str:

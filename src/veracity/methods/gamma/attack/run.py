@@ -7,14 +7,39 @@ replays the walk without model calls, and an interrupted walk resumes where it s
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from veracity.methods.gamma.attack.core import AttackSettings, OnStep, aggregate, walk_attack
+from veracity.methods.gamma.attack.core import (
+    AttackResults,
+    AttackSettings,
+    OnStep,
+    aggregate,
+    walk_attack,
+)
 from veracity.methods.gamma.attack.records import AttackStep
 from veracity.runs.common import Context
-from veracity.runs.driver import check_target, save_run
-from veracity.runs.result import Results, RunResult
+from veracity.runs.driver import check_target, save_summary
+from veracity.runs.result import RunResult
+
+
+@dataclass(frozen=True)
+class AttackRunConfig:
+    """run.json's ``config`` of an adversarial search."""
+
+    model: str
+    model_identity: dict[str, Any]
+    embedder: str
+    prompt: str
+    settings: AttackSettings
+    model_options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "model_identity": self.model_identity,
+                "embedder": self.embedder, "prompt": self.prompt,
+                "settings": self.settings.describe() | {"sampling": asdict(self.settings.sampling)},
+                "model_options": self.model_options}
 
 
 def run_attack(
@@ -25,27 +50,15 @@ def run_attack(
     ctx: Context,
     out: Path | None = None,
     on_step: OnStep | None = None,
-) -> RunResult[AttackStep, Results]:
+) -> RunResult[AttackStep, AttackResults]:
     """Walk ``prompt`` on ``model``; all generations go through the context's cache."""
     check_target(out)  # before any model call
     client = ctx.client(model)
     cached_embedder = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     result = walk_attack(prompt, client, cached_embedder, settings, paraphraser, on_step)
-    results = {
-        "method": "attack",
-        "model": client.spec,
-        "embedder": cached_embedder.spec,
-        "settings": settings.describe(),
-        **aggregate(result, settings.descend),
-    }
-    config = {
-        "model": client.spec,
-        "model_identity": client.backend.identity(),
-        "embedder": cached_embedder.spec,
-        "prompt": prompt,
-        "settings": settings.describe() | {"sampling": asdict(settings.sampling)},
-        "model_options": ctx.options_record(),
-    }
-    return save_run(out, "attack", config, result.steps, results,
-                    ctx.started, ctx.stats())
+    results = AttackResults(client.spec, cached_embedder.spec, settings,
+                            aggregate(result, settings.descend))
+    config = AttackRunConfig(client.spec, client.backend.identity(), cached_embedder.spec,
+                             prompt, settings, ctx.options_record())
+    return save_summary(out, "attack", config, result.steps, results, ctx.started, ctx.stats())

@@ -111,11 +111,11 @@ def isotropy(o: IsotropyOptions) -> None:
                                out, o.dataset)
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
-    agg = outcome.results["aggregate"]
+    summary = outcome.summary
+    agg = summary.aggregate
     if o.as_json:
         echo(dumps(outcome.results, indent=2))
     else:
-        cone = agg["cone"]
         echo(f"\n{'angle (degrees)':<40} {'mean':>7} {'median':>7} {'max':>7} {'≤ cone':>7}")
         for key, label in (
             ("answer_angle", "answer vs mean perturbed answer"),
@@ -123,13 +123,13 @@ def isotropy(o: IsotropyOptions) -> None:
             ("prompt_angle_std", "  spread (std) of those angles"),
             ("prompt_centroid_angle", "prompt vs mean perturbed prompt"),
         ):
-            s = agg[key]
-            share = "—" if s["n"] == 0 else f"{100 * s['share_within_cone']:.0f}%"
-            echo(f"{label:<40} {_num(s['mean'])} {_num(s['median'])} {_num(s['max'])} "
-                       f"{share:>7}")
+            s = agg.angle(key)
+            share = "—" if s.n == 0 or s.share_within_cone is None \
+                else f"{100 * s.share_within_cone:.0f}%"
+            echo(f"{label:<40} {_num(s.mean)} {_num(s.median)} {_num(s.max)} {share:>7}")
         echo(
-            f"\n{agg['n_items']} questions, cone {cone}°, ball {settings.ball}, N {settings.n}, "
-            f"model {outcome.results['model']}, embedder {outcome.results['embedder']}\n"
+            f"\n{agg.n_items} questions, cone {agg.cone}°, ball {settings.ball}, N {settings.n}, "
+            f"model {summary.model}, embedder {summary.embedder}\n"
             f"{cmd.calls_line()}"
         )
     write_report(outcome.run, f"veracity isotropy: {o.dataset}", o.as_json)

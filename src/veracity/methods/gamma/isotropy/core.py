@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from veracity.client import CachedEmbedder
+from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.isotropy.records import IsotropyRecord
 from veracity.methods.gamma.records import GammaRecord
-from veracity.stats import histogram, mean_stderr
+from veracity.records import json_object, number
+from veracity.stats import Histogram, histogram, mean_stderr
 
 Vectors = npt.NDArray[np.float64]
 DEFAULT_CONE = 11.0
@@ -119,27 +122,103 @@ def isotropy_records(
     return out
 
 
-def _stats(values: Sequence[float | None], cone: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AngleStats:
+    """One angle (degrees) over the questions: its distribution and the share within the cone."""
+
+    n: int
+    mean: float | None
+    """NaN (None once read back) when no question has the angle; so are the figures below."""
+    stderr: float | None
+    median: float | None
+    max: float | None
+    share_within_cone: float | None
+    histogram: Histogram
+
+    @classmethod
+    def from_json(cls, data: Any) -> AngleStats:
+        found = json_object(data, "angle statistics")
+        return cls(int(found["n"]), number(found["mean"]), number(found["stderr"]),
+                   number(found["median"]), number(found["max"]),
+                   number(found["share_within_cone"]),
+                   Histogram.from_json(json_object(found["histogram"], "histogram")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "mean": self.mean, "stderr": self.stderr, "median": self.median,
+                "max": self.max, "share_within_cone": self.share_within_cone,
+                "histogram": self.histogram.to_json()}
+
+
+ANGLES = ("answer_angle", "prompt_angle_mean", "prompt_angle_std", "prompt_centroid_angle")
+"""The angles of an isotropy record that are aggregated, in results.json's order."""
+
+
+@dataclass(frozen=True)
+class IsotropyAggregate:
+    """Distribution of each angle over a run's questions, with the cone it is judged by."""
+
+    n_items: int
+    cone: float
+    answer_angle: AngleStats
+    prompt_angle_mean: AngleStats
+    prompt_angle_std: AngleStats
+    prompt_centroid_angle: AngleStats
+
+    @classmethod
+    def from_json(cls, data: Any) -> IsotropyAggregate:
+        """The aggregate as results.json holds it."""
+        found = json_object(data, "isotropy aggregate")
+        angles = [AngleStats.from_json(found[name]) for name in ANGLES]
+        return cls(int(found["n_items"]), found["cone"], *angles)
+
+    def angle(self, name: str) -> AngleStats:
+        """The statistics of one of :data:`ANGLES`."""
+        found: AngleStats = getattr(self, name)
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_items": self.n_items, "cone": self.cone,
+                **{name: self.angle(name).to_json() for name in ANGLES}}
+
+
+def _stats(values: Sequence[float | None], cone: float) -> AngleStats:
     arr = np.array([v for v in values if v is not None], dtype=np.float64)
     mean, se = mean_stderr(list(arr))
-    return {
-        "n": int(arr.size),
-        "mean": mean,
-        "stderr": se,
-        "median": float(np.median(arr)) if arr.size else math.nan,
-        "max": float(arr.max()) if arr.size else math.nan,
-        "share_within_cone": share_within(list(arr), cone),
-        "histogram": histogram(list(arr), bins=36, upper=180.0),
-    }
+    return AngleStats(
+        n=int(arr.size),
+        mean=mean,
+        stderr=se,
+        median=float(np.median(arr)) if arr.size else math.nan,
+        max=float(arr.max()) if arr.size else math.nan,
+        share_within_cone=share_within(list(arr), cone),
+        histogram=histogram(list(arr), bins=36, upper=180.0),
+    )
 
 
-def aggregate(records: Sequence[IsotropyRecord], cone: float = DEFAULT_CONE) -> dict[str, Any]:
+def aggregate(records: Sequence[IsotropyRecord], cone: float = DEFAULT_CONE) -> IsotropyAggregate:
     """Distribution of each angle over the questions, and the share within the cone."""
-    return {
-        "n_items": len(records),
-        "cone": cone,
-        "answer_angle": _stats([r.answer_angle for r in records], cone),
-        "prompt_angle_mean": _stats([r.prompt_angle_mean for r in records], cone),
-        "prompt_angle_std": _stats([r.prompt_angle_std for r in records], cone),
-        "prompt_centroid_angle": _stats([r.prompt_centroid_angle for r in records], cone),
-    }
+    return IsotropyAggregate(
+        n_items=len(records),
+        cone=cone,
+        answer_angle=_stats([r.answer_angle for r in records], cone),
+        prompt_angle_mean=_stats([r.prompt_angle_mean for r in records], cone),
+        prompt_angle_std=_stats([r.prompt_angle_std for r in records], cone),
+        prompt_centroid_angle=_stats([r.prompt_centroid_angle for r in records], cone),
+    )
+
+
+@dataclass(frozen=True)
+class IsotropyResults:
+    """An isotropy run's results.json: the setup and the angles' aggregate."""
+
+    model: str
+    embedder: str
+    dataset: str
+    settings: GammaSettings
+    aggregate: IsotropyAggregate
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "isotropy", "model": self.model, "embedder": self.embedder,
+                "dataset": self.dataset,
+                "settings": self.settings.describe() | {"cone": self.aggregate.cone},
+                "aggregate": self.aggregate.to_json()}

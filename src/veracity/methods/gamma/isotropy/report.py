@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from veracity.methods.gamma.isotropy.core import IsotropyAggregate
 from veracity.report.html import figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
 from veracity.store import RunDir
@@ -28,11 +29,11 @@ def _summary(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
         r = run.results
-        agg = r["aggregate"]
+        agg = IsotropyAggregate.from_json(r["aggregate"])
         for key, title in _ANGLES:
-            s = agg[key]
-            rows.append([_label(r), title, s["n"], s["mean"], s["stderr"], s["median"], s["max"],
-                         _pct(s["share_within_cone"]), agg["cone"]])
+            s = agg.angle(key)
+            rows.append([_label(r), title, s.n, s.mean, s.stderr, s.median, s.max,
+                         _pct(s.share_within_cone), agg.cone])
     return table(
         ["run", "angle (degrees)", "questions", "mean", "± s.e.", "median", "max", "% ≤ cone",
          "cone"],
@@ -48,7 +49,7 @@ def _histograms(runs: list[RunDir]) -> str:
     fig, axes = plt.subplots(len(runs), 2, figsize=(10, 3.2 * len(runs)), squeeze=False)
     for (left, right), run in zip(axes, runs, strict=True):
         r = run.results
-        cone = r["aggregate"]["cone"]
+        cone = IsotropyAggregate.from_json(r["aggregate"]).cone
         samples = list(run.samples())
         for ax, key, title in ((left, "answer_angle", "answer vs mean perturbed answer"),
                                (right, "prompt_angle_mean", "perturbed prompts vs prompt")):

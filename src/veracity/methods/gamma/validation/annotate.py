@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
@@ -280,10 +280,81 @@ def gamma_edges(values: Sequence[float], bins: int = 10) -> list[float]:
     return [float(e) for e in np.linspace(0.0, upper, bins + 1)]
 
 
+@dataclass(frozen=True)
+class RatingBin:
+    """Mean rating of the answers in one γ bin [lo, hi), with its standard error."""
+
+    lo: float
+    hi: float
+    n: int
+    mean: float
+    stderr: float
+    centre: float
+
+
+@dataclass(frozen=True)
+class RatedItem:
+    """One rated answer: its γ, every rating it got and their mean."""
+
+    item_id: str
+    gamma: float | None
+    ratings: list[int]
+    mean_rating: float
+
+
+@dataclass(frozen=True)
+class RatingsAnalysis:
+    """Agreement between raters, the mean rating overall and below the threshold, and
+    Figure 1 (mean rating per γ bin, its line, and the per-answer correlation)."""
+
+    raters: tuple[RaterSheet, ...]
+    n_items: int
+    n_rated: int
+    fleiss_kappa: float
+    kappa_items: int
+    """Answers rated by every rater (the ones kappa is taken over)."""
+    mean_rating: float
+    mean_rating_stderr: float
+    threshold: float
+    n_below_threshold: int
+    share_below_threshold: float
+    mean_rating_below_threshold: float
+    mean_rating_below_threshold_stderr: float
+    bins: tuple[RatingBin, ...]
+    slope: float
+    intercept: float
+    pearson_r: float
+    pearson_p: float
+    items: tuple[RatedItem, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "raters": [{"rater": s.rater, "file": s.path, "n_rated": len(s.ratings)}
+                       for s in self.raters],
+            "n_items": self.n_items,
+            "n_rated": self.n_rated,
+            "fleiss_kappa": self.fleiss_kappa,
+            "kappa_items": self.kappa_items,
+            "mean_rating": self.mean_rating,
+            "mean_rating_stderr": self.mean_rating_stderr,
+            "threshold": self.threshold,
+            "n_below_threshold": self.n_below_threshold,
+            "share_below_threshold": self.share_below_threshold,
+            "mean_rating_below_threshold": self.mean_rating_below_threshold,
+            "mean_rating_below_threshold_stderr": self.mean_rating_below_threshold_stderr,
+            "bins": [asdict(b) for b in self.bins],
+            "fit": {"slope": self.slope, "intercept": self.intercept,
+                    "on": "bin centres vs bin means"},
+            "pearson": {"r": self.pearson_r, "p": self.pearson_p,
+                        "on": "per-answer γ vs mean rating"},
+            "items": [asdict(item) for item in self.items],
+        }
+
+
 def analyse_ratings(
     records: Sequence[dict[str, Any]], sheets: Sequence[RaterSheet], threshold: float = 0.05,
     bins: int = 10, rubric: str | Rubric = "auto",
-) -> dict[str, Any]:
+) -> RatingsAnalysis:
     """Agreement, mean ratings and Figure 1 for the rated answers of a gamma run."""
     rows = sheet_rows(records, rubric)
     gamma = {r.item_id: rec.get("gamma") for r, rec in zip(rows, records, strict=True)}
@@ -305,27 +376,27 @@ def analyse_ratings(
     xs = [float(gamma[i]) for i in scored]  # type: ignore[arg-type]
     ys = [mean_rating[i] for i in scored]
     edges = gamma_edges(xs, bins)
-    binned = [b | {"centre": (b["lo"] + b["hi"]) / 2} for b in binned_means(xs, ys, edges)]
-    filled = [b for b in binned if b["n"]]
-    slope, intercept = linear_fit([b["centre"] for b in filled], [b["mean"] for b in filled])
+    binned = tuple(RatingBin(float(b["lo"]), float(b["hi"]), int(b["n"]), float(b["mean"]),
+                             float(b["stderr"]), (b["lo"] + b["hi"]) / 2)
+                   for b in binned_means(xs, ys, edges))
+    filled = [b for b in binned if b.n]
+    slope, intercept = linear_fit([b.centre for b in filled], [b.mean for b in filled])
     r, p = pearson(xs, ys)
-    return {
-        "raters": [{"rater": s.rater, "file": s.path, "n_rated": len(s.ratings)} for s in sheets],
-        "n_items": len(rows),
-        "n_rated": len(rated),
-        "fleiss_kappa": kappa,
-        "kappa_items": len(complete) if len(sheets) >= 2 else 0,
-        "mean_rating": r_all,
-        "mean_rating_stderr": r_all_se,
-        "threshold": threshold,
-        "n_below_threshold": len(below),
-        "share_below_threshold": len(below) / len(scored) if scored else math.nan,
-        "mean_rating_below_threshold": r_low,
-        "mean_rating_below_threshold_stderr": r_low_se,
-        "bins": binned,
-        "fit": {"slope": slope, "intercept": intercept, "on": "bin centres vs bin means"},
-        "pearson": {"r": r, "p": p, "on": "per-answer γ vs mean rating"},
-        "items": [{"item_id": i, "gamma": gamma[i], "ratings": item_ratings[i],
-                   "mean_rating": mean_rating[i]} for i in rated],
-    }
+    return RatingsAnalysis(
+        raters=tuple(sheets),
+        n_items=len(rows),
+        n_rated=len(rated),
+        fleiss_kappa=kappa,
+        kappa_items=len(complete) if len(sheets) >= 2 else 0,
+        mean_rating=r_all,
+        mean_rating_stderr=r_all_se,
+        threshold=threshold,
+        n_below_threshold=len(below),
+        share_below_threshold=len(below) / len(scored) if scored else math.nan,
+        mean_rating_below_threshold=r_low,
+        mean_rating_below_threshold_stderr=r_low_se,
+        bins=binned,
+        slope=slope, intercept=intercept, pearson_r=r, pearson_p=p,
+        items=tuple(RatedItem(i, gamma[i], item_ratings[i], mean_rating[i]) for i in rated),
+    )
 

@@ -22,11 +22,14 @@ from veracity.cli.options import (
 )
 from veracity.cli.output import echo
 from veracity.methods.gamma.core import ALL_FORMS, Form
-from veracity.methods.gamma.presets import preset_option, threshold_text, with_preset
+from veracity.methods.gamma.presets import preset_option, with_preset
+from veracity.methods.gamma.records import GivenCut, cut_text
 from veracity.methods.gamma.validation.anchors import ANCHOR_CHOICES
 from veracity.methods.gamma.validation.annotate import export_sheet, resolve_rubric
 from veracity.methods.gamma.validation.core import (
     SHEET_FILE,
+    AurocBlock,
+    Difference,
     ValidateSettings,
     import_ratings,
     open_gamma_run,
@@ -43,9 +46,9 @@ def _num(value: Any, digits: int = 3) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"
 
 
-def _ci(block: dict[str, Any]) -> str:
-    low, high = block["ci"]
-    return f"{_num(block['auroc'])}  [{_num(low)}, {_num(high)}]"
+def _ci(block: AurocBlock | Difference) -> str:
+    low, high = block.ci
+    return f"{_num(block.auroc)}  [{_num(low)}, {_num(high)}]"
 
 
 @dataclass(frozen=True)
@@ -146,29 +149,31 @@ def validate_gamma_command(o: ValidateOptions) -> None:
     with command_run(o.common) as cmd:
         results = validate_gamma(run, settings, cmd.ctx, o.out)
     report = _rebuild_report(run)
-    for note in results["endpoints_from_run"]:
+    for note in results.endpoints_from_run:
         echo(f"using {note}", err=True)
     if o.as_json:
-        echo(dumps({k: v for k, v in results.items() if k != "items"}, indent=2))
+        echo(dumps({k: v for k, v in results.to_json().items() if k != "items"}, indent=2))
         return
-    acc = results["accuracy"]
-    rules = ", ".join(f"{n} by {rule}" for rule, n in results["labels"]["rules"].items())
-    echo(f"labelled {results['n_labelled']} of {results['n_items']} answers ({rules}); "
-               f"accuracy {_num(acc['all']['accuracy'])}")
-    echo(f"accuracy of answers with {threshold_text(acc)}: "
-               f"{_num(acc['below_threshold']['accuracy'])} (n = {acc['below_threshold']['n']}, "
-               f"{100 * (acc['share_below_threshold'] or 0):.1f}% of scored answers)")
-    g = results["gamma"]
-    echo(f"\nAUROC for flagging incorrect answers (n = {g['n']}: {g['n_incorrect']} "
-               f"incorrect, {g['n_correct']} correct), 95% bootstrap CI:")
-    lines = [("γ", g)]
-    if results["baseline"] is not None:
-        b = results["baseline_settings"]
-        lines += [(f"self-consistency (M={b['m']}, T={b['temperature']})", results["baseline"]),
-                  ("difference γ − baseline", results["difference"])]
-    if results.get("gamma_minus_null") is not None:
-        lines += [("γ − γ_null (numeric control)", results["gamma_minus_null"]),
-                  ("γ_null alone", results["gamma_null"])]
+    agg = results.aggregate
+    acc = agg.accuracy
+    rules = ", ".join(f"{n} by {rule}" for rule, n in agg.rules.items())
+    echo(f"labelled {agg.n_labelled} of {agg.n_items} answers ({rules}); "
+               f"accuracy {_num(acc.all.accuracy)}")
+    given = None if acc.given is None else GivenCut(acc.given.value, acc.given.form)
+    echo(f"accuracy of answers with {cut_text(acc.threshold, acc.threshold_form, given)}: "
+               f"{_num(acc.below_threshold.accuracy)} (n = {acc.below_threshold.n}, "
+               f"{100 * (acc.share_below_threshold or 0):.1f}% of scored answers)")
+    g = agg.gamma
+    echo(f"\nAUROC for flagging incorrect answers (n = {g.n}: {g.n_incorrect} "
+               f"incorrect, {g.n_correct} correct), 95% bootstrap CI:")
+    lines: list[tuple[str, AurocBlock | Difference]] = [("γ", g)]
+    if results.baseline is not None and agg.baseline is not None and agg.difference is not None:
+        b = results.baseline.settings
+        lines += [(f"self-consistency (M={b.m}, T={b.temperature})", agg.baseline),
+                  ("difference γ − baseline", agg.difference)]
+    if agg.gamma_minus_null is not None and agg.gamma_null is not None:
+        lines += [("γ − γ_null (numeric control)", agg.gamma_minus_null),
+                  ("γ_null alone", agg.gamma_null)]
     for name, block in lines:
         echo(f"  {name:<34} {_ci(block)}")
     echo(f"\n{cmd.calls_line()}")
@@ -229,21 +234,20 @@ def annotate_import(run: Path, ratings: tuple[Path, ...], threshold: float,
                     threshold_form: Form | None, bins: int, rubric: str, out: Path | None,
                     as_json: bool) -> None:
     """Join raters' CSVs for RUN: Fleiss' kappa, mean rating R, Figure 1."""
-    r = import_ratings(run, list(ratings), threshold, bins, rubric, out, threshold_form)
-    shown = threshold_text({"threshold": r["threshold"], "threshold_form": r["threshold_form"],
-                            "threshold_given": r["threshold_given"]})
+    found = import_ratings(run, list(ratings), threshold, bins, rubric, out, threshold_form)
+    shown = found.threshold_text()
     report = _rebuild_report(run)
     if as_json:
-        echo(dumps({k: v for k, v in r.items() if k != "items"}, indent=2))
+        echo(dumps({k: v for k, v in found.to_json().items() if k != "items"}, indent=2))
         return
-    raters = ", ".join(f"{x['rater']} ({x['n_rated']})" for x in r["raters"])
-    echo(f"raters: {raters}; rated answers {r['n_rated']} of {r['n_items']}")
-    echo(f"Fleiss' kappa {_num(r['fleiss_kappa'])} over {r['kappa_items']} answers "
+    r = found.analysis
+    raters = ", ".join(f"{x.rater} ({len(x.ratings)})" for x in r.raters)
+    echo(f"raters: {raters}; rated answers {r.n_rated} of {r.n_items}")
+    echo(f"Fleiss' kappa {_num(r.fleiss_kappa)} over {r.kappa_items} answers "
                "rated by everyone")
-    echo(f"R = {_num(r['mean_rating'], 2)} ± {_num(r['mean_rating_stderr'], 2)}   "
-               f"R({shown}) = {_num(r['mean_rating_below_threshold'], 2)} ± "
-               f"{_num(r['mean_rating_below_threshold_stderr'], 2)}   "
-               f"{shown}: {100 * (r['share_below_threshold'] or 0):.1f}%")
-    fit = r["fit"]
-    echo(f"Figure 1 fit: rating = {_num(fit['slope'], 2)} γ + {_num(fit['intercept'], 2)}")
+    echo(f"R = {_num(r.mean_rating, 2)} ± {_num(r.mean_rating_stderr, 2)}   "
+               f"R({shown}) = {_num(r.mean_rating_below_threshold, 2)} ± "
+               f"{_num(r.mean_rating_below_threshold_stderr, 2)}   "
+               f"{shown}: {100 * (r.share_below_threshold or 0):.1f}%")
+    echo(f"Figure 1 fit: rating = {_num(r.slope, 2)} γ + {_num(r.intercept, 2)}")
     echo(f"ratings: {run / 'ratings.json'}\nreport: {report}")

@@ -23,7 +23,10 @@ from veracity.data.sample import Sample, Selection
 from veracity.errors import ConfigError, DataError
 from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
 from veracity.methods.gamma.core import ALL_FORMS, Form, Threshold
+from veracity.methods.gamma.records import GivenCut, cut_text
 from veracity.methods.gamma.validation.annotate import (
+    RatingsAnalysis,
+    Rubric,
     analyse_ratings,
     gamma_edges,
     read_all,
@@ -306,6 +309,95 @@ def aggregate(
     )
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The self-consistency baseline a validation ran: its settings and the model it asked."""
+
+    settings: ConsistencySettings
+    model: str
+
+    def to_json(self) -> dict[str, Any]:
+        return self.settings.describe() | {"model": self.model}
+
+
+@dataclass(frozen=True)
+class ValidationItem:
+    """One validated answer: its γ, its label and how it was found, the baseline's score."""
+
+    id: Any
+    """The record's id as samples.jsonl holds it."""
+    gamma: float | None
+    gamma_null: float | None
+    verdict: Verdict
+    baseline: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "gamma": self.gamma, "gamma_null": self.gamma_null,
+                "correct": self.verdict.correct, "rule": self.verdict.rule,
+                "evidence": self.verdict.evidence, "baseline": self.baseline}
+
+
+@dataclass(frozen=True)
+class ValidationResults:
+    """What ``validate gamma`` finds; validation.json is its ``to_json()``."""
+
+    run: str
+    model: str
+    embedder: str
+    dataset: str | None
+    gamma_form: str | None
+    settings: ValidateSettings
+    aggregate: Aggregate
+    baseline: Baseline | None
+    endpoints_from_run: list[str]
+    """Endpoints taken from the run's own record, as lines to show."""
+    excluded_model_errors: list[Any]
+    """Ids of the items the model gave no answer to."""
+    selection: dict[str, Any]
+    items: tuple[ValidationItem, ...]
+    stats: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": "validate-gamma", "run": self.run, "model": self.model,
+            "embedder": self.embedder, "dataset": self.dataset, "gamma_form": self.gamma_form,
+            "settings": asdict(self.settings),
+            "labels": {"judge": self.settings.judge, "rules": self.aggregate.rules},
+            "baseline_settings": None if self.baseline is None else self.baseline.to_json(),
+            "endpoints_from_run": self.endpoints_from_run,
+            "excluded_model_errors": self.excluded_model_errors, "selection": self.selection,
+            **self.aggregate.to_json(),
+            "items": [item.to_json() for item in self.items],
+            "stats": self.stats,
+        }
+
+
+@dataclass(frozen=True)
+class RatingsResults:
+    """What ``annotate import`` finds; ratings.json is its ``to_json()``."""
+
+    run: str
+    model: str | None
+    dataset: str | None
+    analysis: RatingsAnalysis
+    rubric: Rubric
+    threshold_form: str
+    """The run's γ form, the one ``analysis.threshold`` is in."""
+    threshold_given: GivenCut
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": "ratings", "run": self.run, "model": self.model,
+                "dataset": self.dataset, **self.analysis.to_json(),
+                "rubric": self.rubric.name, "rubric_id": self.rubric.id,
+                "threshold_form": self.threshold_form,
+                "threshold_given": {"value": self.threshold_given.value,
+                                    "form": self.threshold_given.form}}
+
+    def threshold_text(self) -> str:
+        """The threshold applied, and as given (:func:`cut_text`)."""
+        return cut_text(self.analysis.threshold, self.threshold_form, self.threshold_given)
+
+
 SHEET_FILE = "rating_sheet.json"
 """What the last ``annotate export`` of a run wrote: its rubric and which answers."""
 
@@ -344,7 +436,7 @@ def _no_answer(record: dict[str, Any]) -> bool:
 
 
 def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
-                   out: Path | None = None) -> dict[str, Any]:
+                   out: Path | None = None) -> ValidationResults:
     """Label the run's answers, run the baseline, and write validation.json into the run."""
     if out is not None:
         check_output_file(out)
@@ -367,7 +459,7 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
     judge = ctx.client(settings.judge) if settings.judge else None
     verdicts = label_answers(items, embedder=embedder, judge=judge)
     baseline_scores: list[float | None] | None = None
-    baseline_info: dict[str, Any] | None = None
+    baseline_info: Baseline | None = None
     if settings.baseline_samples > 0:
         if settings.model is None and ("recorded" in config or model_spec == "recorded"):
             raise ConfigError("this run holds recorded generations and names no model: give "
@@ -379,7 +471,7 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
                                    embedder, baseline_settings,
                                    greedy=[str(r["answer"]) for r in records])
         baseline_scores = [f.score for f in found]
-        baseline_info = baseline_settings.describe() | {"model": model_spec}
+        baseline_info = Baseline(baseline_settings, model_spec)
     gammas = [r.get("gamma") for r in records]
     nulls = [r.get("gamma_null") for r in records] if "gamma_null" in records[0] else None
     form = run_form(config)
@@ -387,39 +479,29 @@ def validate_gamma(path: Path, settings: ValidateSettings, ctx: Context,
     agg = aggregate(gammas, verdicts, baseline_scores,
                     replace(settings, threshold=cut.to(form), threshold_form=form), nulls)
     agg = replace(agg, accuracy=replace(agg.accuracy, given=cut))
-    results = {
-        "method": "validate-gamma",
-        "run": str(path),
-        "model": model_spec,
-        "embedder": embedder_spec,
-        "dataset": config.get("dataset"),
-        "gamma_form": config.get("settings", {}).get("form"),
-        "settings": asdict(settings),
-        "labels": {"judge": settings.judge, "rules": agg.rules},
-        "baseline_settings": baseline_info,
-        "endpoints_from_run": endpoints,
-        "excluded_model_errors": [r.get("id") for r, no in zip(every, rejected, strict=True) if no],
-        "selection": settings.selection.record(n_run, [str(r.get("id")) for r in every]),
-        **agg.to_json(),
-        "items": [
-            {"id": r.get("id"), "gamma": r.get("gamma"), "gamma_null": r.get("gamma_null"),
-             "correct": v.correct, "rule": v.rule,
-             "evidence": v.evidence,
-             "baseline": None if baseline_scores is None else baseline_scores[k]}
-            for k, (r, v) in enumerate(zip(records, verdicts, strict=True))
-        ],
-        "stats": ctx.stats(),
-    }
-    run.write_json(VALIDATION_FILE, results)
+    results = ValidationResults(
+        run=str(path), model=model_spec, embedder=embedder_spec,
+        dataset=config.get("dataset"), gamma_form=config.get("settings", {}).get("form"),
+        settings=settings, aggregate=agg, baseline=baseline_info, endpoints_from_run=endpoints,
+        excluded_model_errors=[r.get("id") for r, no in zip(every, rejected, strict=True) if no],
+        selection=settings.selection.record(n_run, [str(r.get("id")) for r in every]),
+        items=tuple(
+            ValidationItem(r.get("id"), r.get("gamma"), r.get("gamma_null"), v,
+                           None if baseline_scores is None else baseline_scores[k])
+            for k, (r, v) in enumerate(zip(records, verdicts, strict=True))),
+        stats=ctx.stats(),
+    )
+    written = results.to_json()
+    run.write_json(VALIDATION_FILE, written)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(dumps(results, indent=2) + "\n", encoding="utf-8")
+        out.write_text(dumps(written, indent=2) + "\n", encoding="utf-8")
     return results
 
 
 def import_ratings(path: Path, files: Sequence[Path], threshold: float = 0.05, bins: int = 10,
                    rubric: str = "auto", out: Path | None = None,
-                   threshold_form: Form | None = None) -> dict[str, Any]:
+                   threshold_form: Form | None = None) -> RatingsResults:
     """Join raters' sheets for a gamma run and write ratings.json into it; ``threshold`` is in
     ``threshold_form`` (default: the paper's paper-code) and converted to the run's form."""
     if out is not None:
@@ -434,14 +516,14 @@ def import_ratings(path: Path, files: Sequence[Path], threshold: float = 0.05, b
                           f"{chosen.id}: ratings on different scales are not pooled; import with "
                           "the rubric the sheet was made with")
     rows = sheet_rows(records, chosen)
-    results = {"method": "ratings", "run": str(path),
-               "model": run.info.get("config", {}).get("model"),
-               "dataset": run.info.get("config", {}).get("dataset")}
-    results |= analyse_ratings(records, read_all(files, rows), cut.to(form), bins, chosen)
-    results |= {"rubric": chosen.name, "rubric_id": chosen.id}
-    results |= {"threshold_form": form, "threshold_given": {"value": cut.value, "form": cut.form}}
-    run.write_json(RATINGS_FILE, results)
+    config = run.info.get("config", {})
+    results = RatingsResults(
+        str(path), config.get("model"), config.get("dataset"),
+        analyse_ratings(records, read_all(files, rows), cut.to(form), bins, chosen), chosen,
+        form, GivenCut(cut.value, cut.form))
+    written = results.to_json()
+    run.write_json(RATINGS_FILE, written)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(dumps(results, indent=2) + "\n", encoding="utf-8")
+        out.write_text(dumps(written, indent=2) + "\n", encoding="utf-8")
     return results

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
-from veracity.methods.gamma.records import GammaRecord, GammaResults
+from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GammaResults, GivenCut
 from veracity.methods.gamma.validation.annotate import gamma_edges
 from veracity.methods.gamma.validation.paper_table8 import published_html
 from veracity.records import read_records
@@ -136,10 +136,9 @@ class Table8:
     by_certified: Ranking
 
 
-def _threshold(agg: Mapping[str, Any], form: str) -> CellThreshold:
-    given = agg.get("threshold_given") or {"value": agg["threshold"], "form": form}
-    return CellThreshold(float(agg["threshold"]), agg.get("threshold_form") or form,
-                         float(given["value"]), given["form"])
+def _threshold(agg: GammaAggregate, form: str) -> CellThreshold:
+    given = agg.threshold_given or GivenCut(agg.threshold, form)
+    return CellThreshold(agg.threshold, agg.threshold_form or form, given.value, given.form)
 
 
 def cell(run: RunDir) -> Cell:
@@ -150,10 +149,10 @@ def cell(run: RunDir) -> Cell:
     found = Cell(
         run=str(run.path), model=results.model,
         domain=results.domain or domain_of(results.dataset),
-        embedder=results.embedder, form=form, n=agg["n_scored"],
-        mean_gamma=_number(agg["mean"]), stderr=_number(agg["stderr"]),
-        share_below=_number(agg["share_below_threshold"]), threshold=_threshold(agg, form),
-        n_truncated=agg.get("n_truncated"),
+        embedder=results.embedder, form=form, n=agg.n_scored,
+        mean_gamma=agg.mean, stderr=agg.stderr,
+        share_below=agg.share_below_threshold, threshold=_threshold(agg, form),
+        n_truncated=agg.n_truncated,
     )
     rated = _ratings(run)
     if rated is None:
