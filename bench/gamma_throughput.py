@@ -1,19 +1,19 @@
 """Gamma throughput on the bundled model: veracity vs a naive Algorithm-1 loop.
 
-N = 10 over the first 20 built-in questions and (when the file is there) the first 20
-TruthfulQA questions, greedy, same max tokens. Prints prompts/s and generated tokens/s of
-veracity's default path (``attention=auto``: flash attention where the load-time probe finds
-it batch-invariant and a timing finds it no slower; ``decode=auto``: where it is
-batch-invariant, the greedy requests of a call decoded together, one multi-sequence batch a
-step; which kernel and decoder it chose is printed) and of the naive loop, the ratio
-(default / naive, the judged figure), then reruns the default on the same cache to show a finished run makes no model call. ``attention=standard`` (sequential)
-must give the naive loop's answers and γ exactly (the same kernel), and the default's answers
-are compared with ``attention=flash`` sequential decoding. Then (unless ``--no-draft``) the
-draft path (``decode=draft``, flash attention: perturbed answers verified against the centre
-answer): its speed, the share of perturbed answers identical to sequential decoding with the
-same kernel and with standard attention, how γ moved, the share of draft tokens accepted, and
-the draft's ratio to the naive loop on the items whose perturbed answers all equal the centre
-one.
+N = 10 over the first 20 built-in questions and (when the file is there) the first 20 TruthfulQA
+questions, greedy, same max tokens. Prints prompts/s and generated tokens/s of veracity's
+default path (``attention=auto``: flash attention where the load-time probe finds it
+batch-invariant and a timing finds it no slower; ``decode=auto``: where it is batch-invariant,
+the greedy requests of a call decoded together, one multi-sequence batch a step; which kernel
+and decoder it chose is printed) and of the naive loop, the ratio (default / naive, the judged
+figure), then reruns the default on the same cache to show a finished run makes no model call.
+``attention=standard`` (sequential) must give the naive loop's answers and γ exactly (the same
+kernel), and the default's answers are compared with ``attention=flash`` sequential decoding.
+Then (unless ``--no-draft``) the draft path (``decode=draft``, flash attention: perturbed
+answers verified against the centre answer): its speed, the share of perturbed answers identical
+to sequential decoding with the same kernel and with standard attention, how γ moved, the share
+of draft tokens accepted, and the draft's ratio to the naive loop on the items whose perturbed
+answers all equal the centre one.
 
 Both use the same llama.cpp batch size (``n_batch``): how a prompt is split into batches
 changes float rounding, so a different split could flip a greedy token on a near-tie. The
