@@ -21,7 +21,6 @@ from veracity.methods.fewl.mitigation.selection import RULES, best_candidates, g
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
-    aggregate_values,
     answers_from,
     prepare_inputs,
     score_sets,
@@ -30,6 +29,7 @@ from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
 from veracity.runs.driver import save_run
 from veracity.runs.result import Results, RunResult
+from veracity.stats import bootstrap_ci, mean_stderr
 from veracity.types import GenRequest, Item, Message, Sampling
 
 
@@ -149,6 +149,13 @@ def accuracy(items: Sequence[Item], answers: Sequence[str], settings: Mitigation
     verdicts = label_answers(labelled, ctx.embedder(spec))
     flags = [v.correct for v in verdicts]
     return aggregate_values([None if f is None else float(f) for f in flags]), flags
+
+
+def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
+    mean, stderr = mean_stderr(values)
+    low, high = bootstrap_ci([v for v in values if v is not None])
+    n = sum(1 for v in values if v is not None)
+    return {"mean": mean, "stderr": stderr, "ci95": [low, high], "n": n}
 
 
 def judged_rows(questions: Sequence[str], rule_answers: dict[str, list[str]], base: list[str],
