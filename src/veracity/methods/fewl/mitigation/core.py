@@ -4,7 +4,7 @@ selection per rule, answering, judging against a base, accuracy on labels, the r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,14 @@ from veracity.correctness import Labelled, label_answers
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.fewl.mitigation.judge import JUDGE_PROMPT, Judged, judge_pairs, win_rates
 from veracity.methods.fewl.mitigation.paper import dataset_candidates
-from veracity.methods.fewl.mitigation.records import FinetunePair, MitigationRecord, RuleAnswer
+from veracity.methods.fewl.mitigation.records import (
+    Accuracy,
+    FinetunePair,
+    MitigationRecord,
+    MitigationResults,
+    RuleAnswer,
+    RuleRow,
+)
 from veracity.methods.fewl.mitigation.selection import RULES, best_candidates, gold_answers, split_indices
 from veracity.methods.fewl.run import (
     AnswerSource,
@@ -27,8 +34,8 @@ from veracity.methods.fewl.run import (
 )
 from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
-from veracity.runs.driver import save_run
-from veracity.runs.result import Results, RunResult
+from veracity.runs.driver import Finish, RunPlan, drive
+from veracity.runs.result import RunResult
 from veracity.stats import bootstrap_ci, mean_stderr
 from veracity.types import GenRequest, Item, Message, Sampling
 
@@ -137,7 +144,7 @@ def user_turn(settings: MitigationSettings, question: str) -> Message:
 
 
 def accuracy(items: Sequence[Item], answers: Sequence[str], settings: MitigationSettings,
-             ctx: Context) -> tuple[dict[str, Any] | None, list[bool | None]]:
+             ctx: Context) -> tuple[Accuracy | None, list[bool | None]]:
     """Share of correct answers (TruthfulQA: nearer a correct than an incorrect reference;
     else gold string contained) with a bootstrap CI; None without labels."""
     labelled = [Labelled(i.question, a, tuple(i.references),
@@ -151,11 +158,10 @@ def accuracy(items: Sequence[Item], answers: Sequence[str], settings: Mitigation
     return aggregate_values([None if f is None else float(f) for f in flags]), flags
 
 
-def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
+def aggregate_values(values: Sequence[float | None]) -> Accuracy:
     mean, stderr = mean_stderr(values)
     low, high = bootstrap_ci([v for v in values if v is not None])
-    n = sum(1 for v in values if v is not None)
-    return {"mean": mean, "stderr": stderr, "ci95": [low, high], "n": n}
+    return Accuracy(mean, stderr, (low, high), sum(1 for v in values if v is not None))
 
 
 def judged_rows(questions: Sequence[str], rule_answers: dict[str, list[str]], base: list[str],
@@ -167,10 +173,10 @@ def judged_rows(questions: Sequence[str], rule_answers: dict[str, list[str]], ba
             for rule, answers in rule_answers.items()}
 
 
-def results_rows(judged: dict[str, list[Judged]], accuracies: dict[str, dict[str, Any] | None],
-                 seed: int) -> list[dict[str, Any]]:
-    return [{"rule": rule, **win_rates(rows, seed), "accuracy": accuracies.get(rule)}
-            for rule, rows in judged.items()]
+def results_rows(judged: dict[str, list[Judged]], accuracies: Mapping[str, Accuracy | None],
+                 seed: int) -> tuple[RuleRow, ...]:
+    return tuple(RuleRow(rule, win_rates(rows, seed), accuracies.get(rule))
+                 for rule, rows in judged.items())
 
 
 def pair_samples(test: Sequence[Item], base_name: str, base: Sequence[str],
@@ -183,13 +189,15 @@ def pair_samples(test: Sequence[Item], base_name: str, base: Sequence[str],
             for k, item in enumerate(test)]
 
 
-def write_run(out: Path | None, mode: str, dataset: str, settings: MitigationSettings,
-              results: dict[str, Any], samples: Sequence[MitigationRecord],
-              selection: list[dict[str, Any]], ctx: Context) -> RunResult[MitigationRecord, Results]:
+def write_run(out: Path | None, settings: MitigationSettings, results: MitigationResults,
+              samples: Sequence[MitigationRecord], selection: list[dict[str, Any]],
+              ctx: Context) -> RunResult[MitigationRecord, MitigationResults]:
     """The run's result, written into ``out`` unless it is None."""
-    config = {"mode": mode, "dataset": dataset, **settings.describe(),
+    config = {"mode": results.mode, "dataset": results.dataset, **settings.describe(),
               "model_options": ctx.options_record()}
-    results = {"method": "mitigation", "mode": mode, "dataset": dataset,
-               "judge": settings.judge, **results}
-    return save_run(out, "mitigation", config, samples, results, ctx.started,
-                    ctx.stats(), {"selection.jsonl": selection})
+    plan: RunPlan[MitigationRecord] = RunPlan("mitigation", MitigationRecord, config,
+                                              ctx.started)
+    outcome = drive(out, plan, [samples], [],
+                    lambda: Finish(results, stats=ctx.stats(),
+                                   files={"selection.jsonl": selection}))
+    return RunResult(tuple(samples), outcome.summary, outcome.run)

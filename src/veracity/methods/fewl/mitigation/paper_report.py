@@ -7,6 +7,8 @@ from typing import Any
 
 from veracity.data.jsonl import load_json_file
 from veracity.methods.fewl.mitigation.annotation.core import HUMAN_FILE, pair_view
+from veracity.methods.fewl.mitigation.judge import Share
+from veracity.methods.fewl.mitigation.records import MitigationResults
 from veracity.report.html import esc, fmt, table
 from veracity.store import RunDir
 
@@ -26,20 +28,32 @@ def _name(arm: str) -> str:
     return NAMES.get(arm, arm)
 
 
-def head_to_head(run: RunDir) -> str:
+def pct(share: Share) -> str:
+    """A share in % with its 95% CI; a dash where there was no pair."""
+    if share.rate is None or share.rate != share.rate:  # no pair (NaN, null in JSON)
+        return "—"
+    low, high = share.ci95
+    return f"{fmt(100 * share.rate, 1)}% [{fmt(_times_100(low), 0)}–{fmt(_times_100(high), 0)}]"
+
+
+def _times_100(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def head_to_head(run: RunDir, r: MitigationResults) -> str:
     """Table 6: % base better / % rule better / % tie per comparison, and the paper's rate."""
-    r = run.results
-    rows = r.get("head_to_head") or []
-    if not rows:
+    if r.icl is None or not r.icl.head_to_head:
         return ""
-    body = [[f"{_name(x['candidate'])} vs {_name(x['base'])}", x["n"], _pct(x["base_better"]),
-             _pct(x["candidate_better"]), _pct(x["inconsistent_or_tie"]),
-             f"{x['unparseable']} / {x['replies']}",
-             f"{_pct(x['paper_win_rate'])} of {x['paper_win_rate']['decided']}"] for x in rows]
-    caption = (f"<p>Table 6 layout: icl · {esc(r['dataset'])} · model {esc(r['model'])} · judge "
-               f"{esc(r['judge'])} · {r['examples']} examples per question ({esc(r['format'])}) "
-               f"from a pool of {r['pool_size']} of {r['n_train']} training questions (pool "
-               f"{esc(r['pool'])}) · {r['n_test']} test questions ({esc(run.path.name)})</p>")
+    body = [[f"{_name(x.candidate)} vs {_name(x.base)}", x.rates.n, pct(x.rates.base_better),
+             pct(x.rates.candidate_better), pct(x.rates.inconsistent_or_tie),
+             f"{x.rates.unparseable} / {x.rates.replies}",
+             f"{pct(x.rates.paper_win_rate)} of {x.rates.paper_win_rate.decided}"]
+            for x in r.icl.head_to_head]
+    s = r.icl.settings
+    caption = (f"<p>Table 6 layout: icl · {esc(r.dataset)} · model {esc(r.model)} · judge "
+               f"{esc(r.judge)} · {s['examples']} examples per question ({esc(s['format'])}) "
+               f"from a pool of {r.icl.pool_size} of {r.n_train} training questions (pool "
+               f"{esc(s['pool'])}) · {r.n_test} test questions ({esc(run.path.name)})</p>")
     return caption + table(["comparison", "pairs", "% base better (95% CI)", "% rule better",
                             "% tie", "unparseable replies", "win rate over decided pairs (C.10)"],
                            body)
