@@ -69,7 +69,7 @@ class MitigationOptions(FewlOptions):
     split: float
     selected_by: tuple[str, ...]
 
-    def mitigation(self, model: str, extra: dict[str, Any],
+    def mitigation(self, model: str, extra: dict[str, str | bool],
                    default_rules: tuple[str, ...] = RULES) -> MitigationSettings:
         rules = tuple(self.selected_by) or default_rules
         candidates = self.candidates or model

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +108,7 @@ def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, ic
     train, test = split_items(items, settings)
     chosen, selection = select(train, settings, ctx)
     pool = pool_flags(icl.pool, chosen)
-    for rec, flag in zip(selection, pool, strict=True):
-        rec["in_pool"] = flag
+    selection = [replace(rec, in_pool=flag) for rec, flag in zip(selection, pool, strict=True)]
     f = settings.fewl
     spec = f.question_embedder or ("st/default" if is_cross_encoder(f.similarity) else f.similarity)
     embedder = ctx.embedder(spec)
