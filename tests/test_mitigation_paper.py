@@ -23,7 +23,11 @@ from veracity.methods.fewl.mitigation.examples import (
 )
 from veracity.methods.fewl.mitigation.judge import Judged
 from veracity.methods.fewl.mitigation.paper import comparison_rows, labelled_candidates
-from veracity.methods.fewl.mitigation.records import IclSummary, MitigationResults
+from veracity.methods.fewl.mitigation.records import (
+    IclSummary,
+    MitigationRecord,
+    MitigationResults,
+)
 from veracity.methods.fewl.mitigation.selection import nearest
 from veracity.report import build_report
 from veracity.store import RunDir
@@ -270,5 +274,6 @@ def test_pair_outcomes_and_majority() -> None:
     with pytest.raises(DataError, match="no pair"):
         analyse_pairs(key, {"a": {}})
     with pytest.raises(DataError, match="no answer pairs"):
-        pair_rows([{"id": "x", "question": "q", "answers": {"fewl": "same", "baseline": "same"},
-                    "judged": [{"candidate": "fewl", "base": "baseline"}]}])
+        pair_rows([MitigationRecord.from_json({
+            "id": "x", "question": "q", "answers": {"fewl": "same", "baseline": "same"},
+            "judged": [{"candidate": "fewl", "base": "baseline"}]})])

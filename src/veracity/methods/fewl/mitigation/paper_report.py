@@ -8,7 +8,7 @@ from typing import Any
 from veracity.data.jsonl import load_json_file
 from veracity.methods.fewl.mitigation.annotation.core import HUMAN_FILE, pair_view
 from veracity.methods.fewl.mitigation.judge import Share
-from veracity.methods.fewl.mitigation.records import MitigationResults
+from veracity.methods.fewl.mitigation.records import Comparison, MitigationRecord, MitigationResults
 from veracity.report.html import esc, fmt, table
 from veracity.store import RunDir
 
@@ -79,12 +79,13 @@ def human(run: RunDir) -> str:
                      "win rate over decided pairs", "agrees with the model judge"], body))
 
 
-def _order(entry: dict[str, Any], first: bool) -> str:
-    reply = entry["first_reply" if first else "second_reply"]
-    verdict = entry["first" if first else "second"]
+def _order(entry: Comparison, first: bool) -> str:
+    judged = entry.judged
+    reply = judged.first_reply if first else judged.second_reply
+    verdict = judged.first if first else judged.second
     if reply is None:
         return "not asked"
-    shown = (_name(entry["candidate"]), _name(entry["base"]))
+    shown = (_name(entry.candidate), _name(entry.base))
     a, b = shown if first else shown[::-1]
     picked = {"A": a, "B": b, "tie": "not sure"}.get(verdict or "", "unparseable")
     return f"A = {a}, B = {b}: {picked} (reply {reply!r})"
@@ -94,14 +95,15 @@ def examples(run: RunDir) -> str:
     """Per question: each arm's answer, then every comparison with the judge's verdict in
     both orders and the outcome."""
     blocks = []
-    for k, sample in enumerate(run.samples()):
+    for k, raw in enumerate(run.samples()):
         if k >= EXAMPLES:
             break
+        sample = MitigationRecord.from_json(raw)
         answers, judged = pair_view(sample)
         rows = [[_name(arm), text] for arm, text in answers.items()]
-        verdicts = [[f"{_name(j['candidate'])} vs {_name(j['base'])}", _order(j, True),
-                     _order(j, False), j["outcome"]] for j in judged]
-        blocks.append(f"<p><b>{esc(sample['question'])}</b></p>"
+        verdicts = [[f"{_name(j.candidate)} vs {_name(j.base)}", _order(j, True),
+                     _order(j, False), j.judged.outcome] for j in judged]
+        blocks.append(f"<p><b>{esc(sample.question)}</b></p>"
                       + table(["answer by", "answer"], rows)
                       + table(["comparison", "judge, first order", "judge, second order",
                                "outcome"], verdicts))
