@@ -31,6 +31,7 @@ from veracity.serve.local import ROLES, request_sampling
 from veracity.serve.settings import GatewaySettings
 from veracity.serve.upstream import Upstream
 from veracity.serve.verdicts import Thresholds, ThresholdSource
+from veracity.serve.wire import ChatRequest
 from veracity.types import Generation, GenRequest, Message, Sampling
 
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
@@ -47,7 +48,7 @@ class Exchange:
 
     id: str
     model: str
-    body: dict[str, Any]
+    body: ChatRequest
     answer: str | None
 
     def split(self) -> tuple[tuple[Message, ...], str]:
@@ -69,8 +70,9 @@ class Exchange:
         except ScoringError:
             return ""
 
-    def sampling(self) -> dict[str, Any]:
-        return {k: self.body[k] for k in SAMPLING_FIELDS if k in self.body}
+    def sampling(self) -> dict[str, object]:
+        """The sampling fields the request named, as it named them."""
+        return {k: self.body.get(k) for k in SAMPLING_FIELDS if k in self.body}
 
 
 @dataclass(frozen=True)

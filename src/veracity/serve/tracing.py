@@ -38,6 +38,7 @@ from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.registry import resolve
 from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
+from veracity.serve.wire import ChatCompletion, ChatRequest, ModelList
 from veracity.types import Generation, GenRequest
 
 log = logging.getLogger(__name__)
@@ -119,13 +120,13 @@ def _output(text: str, finish: str | None) -> str:
     return json.dumps([message], ensure_ascii=False)
 
 
-def _response_attributes(data: dict[str, Any]) -> Attributes:
+def _response_attributes(data: ChatCompletion) -> Attributes:
     """Response id, model, finish reasons and token usage of a chat completion."""
     out: Attributes = {}
-    if isinstance(data.get("id"), str):
-        out["gen_ai.response.id"] = data["id"]
-    if isinstance(data.get("model"), str):
-        out["gen_ai.response.model"] = data["model"]
+    if isinstance(ident := data.get("id"), str):
+        out["gen_ai.response.id"] = ident
+    if isinstance(model := data.get("model"), str):
+        out["gen_ai.response.model"] = model
     choices = data.get("choices")
     if isinstance(choices, list):
         reasons = [str(c["finish_reason"]) for c in choices
@@ -171,7 +172,7 @@ class Tracing:
         span = _REQUEST.get()
         return span if span is not None and span.is_recording() else None
 
-    def asked(self, body: dict[str, Any]) -> None:
+    def asked(self, body: ChatRequest) -> None:
         """A valid chat request: its model and sampling on the request span."""
         span = self.request_span()
         if span is None:
@@ -366,10 +367,10 @@ class TracedUpstream:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    async def models(self) -> dict[str, Any]:
+    async def models(self) -> ModelList:
         return await self.inner.models()
 
-    def _opened(self, body: dict[str, Any]) -> Span:
+    def _opened(self, body: ChatRequest) -> Span:
         """The client span of an upstream call."""
         model = str(body.get("model"))
         return self.tracing.child(f"chat {model}", SpanKind.CLIENT, self._attributes(model))
@@ -381,7 +382,7 @@ class TracedUpstream:
             _failed(span, exc)
         span.end()
 
-    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(self, body: ChatRequest) -> ChatCompletion:
         span = self._opened(body)
         try:  # awaited here, not in a helper: one coroutine fewer to resume at each step
             data = await self.inner.chat(body)
@@ -397,7 +398,7 @@ class TracedUpstream:
         span.end()
         return data
 
-    async def stream(self, body: dict[str, Any]) -> Stream:
+    async def stream(self, body: ChatRequest) -> Stream:
         span = self._opened(body)
         try:
             inner = await self.inner.stream(body)
