@@ -16,7 +16,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from veracity.cache import Cache
 from veracity.client import request_key
@@ -302,7 +302,15 @@ def _common(a: str, b: str, backwards: bool = False) -> int:
     return low
 
 
-def edit(prompt: str, perturbed: str) -> dict[str, Any]:
+class Edit(TypedDict):
+    """A perturbed prompt as one edit of the prompt (:func:`edit`), as a score carries it."""
+
+    at: int
+    cut: int
+    insert: str
+
+
+def edit(prompt: str, perturbed: str) -> Edit:
     """``perturbed`` as one edit of ``prompt``: from character ``at``, ``cut`` characters
     replaced by ``insert``. A score carries these instead of copies of a prompt that may be long
     (the balls that append: ``at`` is the prompt's length, ``cut`` 0, ``insert`` the suffix).
@@ -317,7 +325,7 @@ def edit(prompt: str, perturbed: str) -> dict[str, Any]:
     return {"at": at, "cut": len(prompt) - at - tail, "insert": perturbed[at:len(perturbed) - tail]}
 
 
-def apply_edit(prompt: str, change: dict[str, Any]) -> str:
+def apply_edit(prompt: str, change: Edit) -> str:
     """The perturbed prompt an :func:`edit` describes."""
     at, cut = int(change["at"]), int(change["cut"])
     return prompt[:at] + str(change["insert"]) + prompt[at + cut:]
