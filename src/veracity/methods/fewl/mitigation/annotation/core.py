@@ -17,13 +17,14 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.mitigation.judge import Share
 from veracity.methods.fewl.mitigation.records import (
     Comparison,
     FinetunePair,
@@ -32,7 +33,7 @@ from veracity.methods.fewl.mitigation.records import (
 )
 from veracity.paths import check_output_file
 from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check, filled_rows
-from veracity.stats import bootstrap_ci, fleiss_kappa
+from veracity.stats import fleiss_kappa
 from veracity.text import csv_cell, html_text
 
 SHEET_FILE = "pair_sheet.json"
@@ -176,9 +177,7 @@ def outcome_of(choice: str, candidate_first: bool) -> str:
 
 
 def _share(flags: Sequence[bool], seed: int) -> dict[str, Any]:
-    values = [float(f) for f in flags]
-    low, high = bootstrap_ci(values, seed=seed)
-    return {"rate": sum(values) / len(values) if values else math.nan, "ci95": [low, high]}
+    return Share.of(flags, seed).to_json()
 
 
 def majority(outcomes: Sequence[str]) -> str:
@@ -215,7 +214,7 @@ def analyse_pairs(key: dict[str, Any], raters: dict[str, dict[str, str]],
             "candidate_better": _share([o == "candidate" for o in outcome], seed),
             "base_better": _share([o == "base" for o in outcome], seed),
             "tie": _share([o == "tie" for o in outcome], seed),
-            "paper_win_rate": _share(decided, seed) | {"decided": len(decided)},
+            "paper_win_rate": replace(Share.of(decided, seed), decided=len(decided)).to_json(),
             "judge_agreement": {"n": len(judge), "rate": sum(h == m for h, m in judge) / len(judge)
                                 if judge else math.nan}})
     complete = [r for r in rated if len(votes[r["item_id"]]) == len(raters)]
