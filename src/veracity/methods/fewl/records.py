@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, NotRequired, TypedDict
 
 from veracity.records import Record, json_object, number
 
@@ -87,6 +87,17 @@ class FewlRecord(Record):
         return out | dict(self.extra)
 
 
+class ModelSummaryJson(TypedDict):
+    """An answer source's entry in results.json's ``models``."""
+
+    mean: float | None
+    stderr: float | None
+    ci95: list[float | None]
+    n: int
+    mean_truthfulness: float | None
+    mean_penalty: float | None
+
+
 @dataclass(frozen=True)
 class FewlModelSummary:
     """FEWL of one answer source over the questions (higher = less hallucination)."""
@@ -105,9 +116,30 @@ class FewlModelSummary:
                    (number(low), number(high)), number(entry["mean_truthfulness"]),
                    number(entry["mean_penalty"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ModelSummaryJson:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "n": self.n,
                 "mean_truthfulness": self.mean_truthfulness, "mean_penalty": self.mean_penalty}
+
+
+class AgreementJson(TypedDict):
+    agree: int
+    n: int
+    metric_ties: int
+
+
+class SampleLevelPairJson(TypedDict):
+    a: str
+    b: str
+    with_penalty: AgreementJson
+    without_penalty: AgreementJson
+
+
+class SampleLevelJson(TypedDict):
+    """The ranking's ``sample_level``: Table 5."""
+
+    n_questions: int
+    pairs: list[SampleLevelPairJson]
+    metric: str
 
 
 @dataclass(frozen=True)
@@ -123,7 +155,7 @@ class AgreementCounts:
         found = json_object(data, "agreement counts")
         return cls(int(found["agree"]), int(found["n"]), int(found["metric_ties"]))
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> AgreementJson:
         return {"agree": self.agree, "n": self.n, "metric_ties": self.metric_ties}
 
 
@@ -143,7 +175,7 @@ class SampleLevelPair:
                    AgreementCounts.from_json(found["with_penalty"]),
                    AgreementCounts.from_json(found["without_penalty"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SampleLevelPairJson:
         return {"a": self.a, "b": self.b, "with_penalty": self.with_penalty.to_json(),
                 "without_penalty": self.without_penalty.to_json()}
 
@@ -163,7 +195,7 @@ class SampleLevel:
                    tuple(SampleLevelPair.from_json(p) for p in found["pairs"]),
                    str(found["metric"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SampleLevelJson:
         return {"n_questions": self.n_questions, "pairs": [p.to_json() for p in self.pairs],
                 "metric": self.metric}
 
@@ -225,6 +257,16 @@ class FewlRanking:
         return out
 
 
+class AccuracyJson(TypedDict):
+    """A validation cell in results.json."""
+
+    accuracy: float
+    n: int
+    ties: int
+    std: NotRequired[float | None]
+    repeats: NotRequired[list[float]]
+
+
 @dataclass(frozen=True)
 class AccuracyCell:
     """Measurement accuracy of one variant: the share of questions where the better answer
@@ -247,10 +289,10 @@ class AccuracyCell:
                    None if repeats is None else tuple(float(math.nan if v is None else v)
                                                       for v in repeats))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"accuracy": self.accuracy, "n": self.n, "ties": self.ties}
+    def to_json(self) -> AccuracyJson:
+        out: AccuracyJson = {"accuracy": self.accuracy, "n": self.n, "ties": self.ties}
         if self.repeats is not None:
-            out |= {"std": self.std, "repeats": list(self.repeats)}
+            out["std"], out["repeats"] = self.std, list(self.repeats)
         return out
 
 
@@ -304,6 +346,11 @@ class FigureThree(TypedDict):
     references: dict[str, ReferenceRating]
 
 
+class FiguresJson(TypedDict):
+    figure2: FigureTwo
+    figure3: FigureThree
+
+
 @dataclass(frozen=True)
 class Figures:
     """The data of the paper's Figures 2 and 3 (``fewl validate --judge``)."""
@@ -311,7 +358,7 @@ class Figures:
     figure2: FigureTwo
     figure3: FigureThree
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FiguresJson:
         return {"figure2": self.figure2, "figure3": self.figure3}
 
 
@@ -346,6 +393,18 @@ class FewlValidation:
         return out
 
 
+class SelectionJson(TypedDict):
+    """results.json's ``selection``."""
+
+    mean: float | None
+    stderr: float | None
+    ci95: list[float | None]
+    n: int
+    accuracy_first_candidate: NotRequired[float | None]
+    accuracy_selected: NotRequired[float | None]
+    n_labelled: NotRequired[int]
+
+
 @dataclass(frozen=True)
 class SelectionSummary:
     """``fewl select``: the chosen answers' FEWL and, with multiple-choice labels, the accuracy
@@ -368,12 +427,13 @@ class SelectionSummary:
                    number(found.get("accuracy_first_candidate")),
                    number(found.get("accuracy_selected")), int(found.get("n_labelled") or 0))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mean": self.mean, "stderr": self.stderr,
-                               "ci95": list(self.ci95), "n": self.n}
+    def to_json(self) -> SelectionJson:
+        out: SelectionJson = {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95),
+                              "n": self.n}
         if self.n_labelled:
-            out |= {"accuracy_first_candidate": self.accuracy_first_candidate,
-                    "accuracy_selected": self.accuracy_selected, "n_labelled": self.n_labelled}
+            out["accuracy_first_candidate"] = self.accuracy_first_candidate
+            out["accuracy_selected"] = self.accuracy_selected
+            out["n_labelled"] = self.n_labelled
         return out
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from veracity.backends.fake import last_user, stable
 from veracity.client import LLMClient
@@ -143,6 +143,25 @@ def judge_pairs(client: LLMClient, questions: Sequence[str], candidate: Sequence
     return [j for j in out if j is not None]
 
 
+class ShareJson(TypedDict):
+    rate: float | None
+    ci95: list[float | None]
+    decided: NotRequired[int]
+
+
+class WinRatesJson(TypedDict):
+    """The win rates as results.json holds them (in each row beside its rule or arms)."""
+
+    paper_win_rate: ShareJson
+    n: int
+    candidate_better: ShareJson
+    base_better: ShareJson
+    inconsistent_or_tie: ShareJson
+    unparseable: int
+    replies: int
+    not_asked: int
+
+
 @dataclass(frozen=True)
 class Share:
     """A share of the judged pairs with its bootstrap 95% CI (NaN rate: no pair)."""
@@ -165,9 +184,11 @@ class Share:
         return cls(number(data.get("rate")), (number(low), number(high)),
                    None if decided is None else int(decided))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"rate": self.rate, "ci95": list(self.ci95)}
-        return out if self.decided is None else out | {"decided": self.decided}
+    def to_json(self) -> ShareJson:
+        out: ShareJson = {"rate": self.rate, "ci95": list(self.ci95)}
+        if self.decided is not None:
+            out["decided"] = self.decided
+        return out
 
 
 @dataclass(frozen=True)
@@ -192,7 +213,7 @@ class WinRates:
                    Share.from_json(data["inconsistent_or_tie"]), int(data["unparseable"]),
                    int(data["replies"]), int(data.get("not_asked") or 0))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> WinRatesJson:
         return {"paper_win_rate": self.paper_win_rate.to_json(), "n": self.n,
                 "candidate_better": self.candidate_better.to_json(),
                 "base_better": self.base_better.to_json(),

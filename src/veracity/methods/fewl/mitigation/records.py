@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from veracity.methods.fewl.mitigation.judge import Judged, WinRates
 from veracity.records import Record, json_object, number
@@ -120,6 +120,24 @@ class FinetunePair(MitigationRecord):
                 "rules": {k: v.to_json() for k, v in self.rules.items()}} | dict(self.extra)
 
 
+class AccuracyJson(TypedDict):
+    mean: float | None
+    stderr: float | None
+    ci95: list[float | None]
+    n: int
+
+
+class TrainingJson(TypedDict):
+    steps: int
+    seconds: float
+    examples: int
+    train_loss: float | None
+    resumed_from: str | None
+    method: str
+    adapter: str | None
+    merged: str | None
+
+
 @dataclass(frozen=True)
 class Accuracy:
     """Share of correct answers on the labels, with its s.e. and bootstrap CI."""
@@ -138,11 +156,11 @@ class Accuracy:
         return cls(number(found.get("mean")), number(found.get("stderr")),
                    (number(low), number(high)), int(found.get("n") or 0))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> AccuracyJson:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "n": self.n}
 
 
-def _accuracy_json(value: Accuracy | None) -> dict[str, Any] | None:
+def _accuracy_json(value: Accuracy | None) -> AccuracyJson | None:
     return None if value is None else value.to_json()
 
 
@@ -209,7 +227,7 @@ class Training:
                    number(found.get("train_loss")), found.get("resumed_from"),
                    str(found.get("method", "lora")), found.get("adapter"), found.get("merged"))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TrainingJson:
         return {"steps": self.steps, "seconds": self.seconds, "examples": self.examples,
                 "train_loss": self.train_loss, "resumed_from": self.resumed_from,
                 "method": self.method, "adapter": self.adapter, "merged": self.merged}

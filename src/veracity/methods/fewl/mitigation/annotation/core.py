@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.mitigation.judge import Share
+from veracity.methods.fewl.mitigation.judge import Share, ShareJson
 from veracity.methods.fewl.mitigation.records import (
     Comparison,
     FinetunePair,
@@ -176,7 +176,7 @@ def outcome_of(choice: str, candidate_first: bool) -> str:
     return "candidate" if (choice == "1") == candidate_first else "base"
 
 
-def _share(flags: Sequence[bool], seed: int) -> dict[str, Any]:
+def _share(flags: Sequence[bool], seed: int) -> ShareJson:
     return Share.of(flags, seed).to_json()
 
 
