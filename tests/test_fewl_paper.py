@@ -36,6 +36,7 @@ from veracity.methods.fewl.pairs import (
     pair_prompt,
     parse_pairs,
 )
+from veracity.methods.fewl.records import AccuracyCell, Comparison
 from veracity.methods.fewl.run import FewlSettings
 from veracity.methods.fewl.similarity import EmbeddingSimilarity
 from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
@@ -170,16 +171,16 @@ def test_tqa_metric_and_sample_level_agreement_by_hand() -> None:
 
 
 def test_repeats_combine_to_mean_and_sample_std() -> None:
-    def table(acc: float) -> dict[str, Any]:
-        return {"a vs b": {"identical_skipped": 1, "tv": {"fewl": {"accuracy": acc, "n": 10,
-                                                                   "ties": 0}}}}
+    def table(acc: float) -> dict[str, Comparison]:
+        return {"a vs b": Comparison(1, {"tv": {"fewl": AccuracyCell(acc, 10, 0)}})}
 
     merged = combine_repeats([table(0.6), table(0.8), table(0.7)])
-    cell = merged["a vs b"]["tv"]["fewl"]
-    assert cell["accuracy"] == pytest.approx(0.7)
-    assert cell["std"] == pytest.approx(0.1)  # sqrt(((-0.1)^2 + 0.1^2 + 0) / 2)
-    assert cell["repeats"] == [0.6, 0.8, 0.7] and cell["n"] == 10
-    assert combine_repeats([table(0.6)])["a vs b"]["tv"]["fewl"]["std"] is None
+    cell = merged["a vs b"].cells["tv"]["fewl"]
+    assert cell.accuracy == pytest.approx(0.7)
+    assert cell.std == pytest.approx(0.1)  # sqrt(((-0.1)^2 + 0.1^2 + 0) / 2)
+    assert cell.repeats == (0.6, 0.8, 0.7) and cell.n == 10
+    assert merged["a vs b"].to_json()["tv"]["fewl"]["repeats"] == [0.6, 0.8, 0.7]
+    assert combine_repeats([table(0.6)])["a vs b"].cells["tv"]["fewl"].std is None
 
 
 def test_default_prompt_asks_for_a_high_level_negation() -> None:

@@ -210,13 +210,13 @@ def test_interrupted_streamed_validate_resumes_with_exactly_the_missing_calls(
 
 def test_accuracy_counts_on_hand_computed_numbers() -> None:
     counts = AccuracyCounts()
-    assert math.isnan(counts.result()["accuracy"])
+    assert math.isnan(counts.result().accuracy)
     # wins: 0.9 > 0.1 and 0.4 > -0.2; ties: 0.3 = 0.3 and 0.0 = 0.0; loss: 0.2 < 0.6;
     # NaN on either side and inf do not count
     counts.add([0.9, 0.3, float("nan"), 0.2], [0.1, 0.3, 0.5, 0.6])
     counts.add([], [])
     counts.add([0.0, 0.4, 1.0, float("inf")], [0.0, -0.2, float("nan"), 0.1])
-    assert counts.result() == {"accuracy": (2 + 0.5 * 2) / 5, "n": 5, "ties": 2} \
+    assert counts.result().to_json() == {"accuracy": (2 + 0.5 * 2) / 5, "n": 5, "ties": 2} \
         == {"accuracy": 0.6, "n": 5, "ties": 2}
     rng = np.random.default_rng(4)
     better = rng.choice([0.0, 0.25, 0.5, np.nan], size=301)
@@ -225,7 +225,7 @@ def test_accuracy_counts_on_hand_computed_numbers() -> None:
         counts = AccuracyCounts()
         for start in range(0, 301, step):
             counts.add(better[start:start + step], worse[start:start + step])
-        assert counts.result() == measurement_accuracy(better, worse)
+        assert counts.result().to_json() == measurement_accuracy(better, worse)
 
 
 def _terms(values: list[float]) -> Terms:
@@ -249,8 +249,8 @@ def test_measurement_tally_skips_identical_answers_and_adds_chunks() -> None:
             "halu": {"tv": {"fewl": _terms([*scores_bad, -7.0])}}})
         tally.add([Item(g, g) for g in good], sets, [], cast(FewlScores, scores),
                   cast(Any, None))
-    assert tally.result() == {"good vs halu": {"identical_skipped": 1, "tv": {
-        "fewl": {"accuracy": 0.5, "n": 3, "ties": 1}}}}
+    assert {k: c.to_json() for k, c in tally.result().items()} == {"good vs halu": {
+        "identical_skipped": 1, "tv": {"fewl": {"accuracy": 0.5, "n": 3, "ties": 1}}}}
 
 
 def test_streamed_validate_checks_before_any_model_call(tmp_path: Path) -> None:

@@ -51,18 +51,19 @@ def test_win_rates_hand_computed() -> None:
               Judged("inconsistent", "hmm", "B", None, "B"),
               Judged("candidate", None, None, None, None, asked=False)]
     rates = win_rates(judged)
-    assert rates["n"] == 5 and rates["replies"] == 8 and rates["not_asked"] == 1
-    assert rates["candidate_better"]["rate"] == pytest.approx(2 / 5)
-    assert rates["base_better"]["rate"] == pytest.approx(1 / 5)
-    assert rates["inconsistent_or_tie"]["rate"] == pytest.approx(2 / 5)
-    assert rates["unparseable"] == 1
-    low, high = rates["candidate_better"]["ci95"]
+    assert rates.n == 5 and rates.replies == 8 and rates.not_asked == 1
+    assert rates.candidate_better.rate == pytest.approx(2 / 5)
+    assert rates.base_better.rate == pytest.approx(1 / 5)
+    assert rates.inconsistent_or_tie.rate == pytest.approx(2 / 5)
+    assert rates.unparseable == 1
+    low, high = rates.candidate_better.ci95
+    assert low is not None and high is not None
     assert 0.0 <= low <= 0.4 <= high <= 1.0
     # the paper's rate drops the two inconsistent pairs: 2 wins of 3 decided
-    assert rates["paper_win_rate"]["decided"] == 3
-    assert rates["paper_win_rate"]["rate"] == pytest.approx(2 / 3)
-    none = win_rates([Judged("inconsistent", "C", "C", "tie", "tie")])["paper_win_rate"]
-    assert none["decided"] == 0 and np.isnan(none["rate"])
+    assert rates.paper_win_rate.decided == 3
+    assert rates.paper_win_rate.rate == pytest.approx(2 / 3)
+    none = win_rates([Judged("inconsistent", "C", "C", "tie", "tie")]).paper_win_rate
+    assert none.decided == 0 and none.rate is not None and np.isnan(none.rate)
 
 
 def test_the_judge_asks_the_papers_question_or_a_users(tmp_path: Path) -> None:
@@ -103,7 +104,7 @@ def test_judge_pairs_asks_both_orders_and_caches(tmp_path: Path) -> None:
     assert [j.outcome for j in judge_pairs(again, questions, candidate, base)] == \
         [j.outcome for j in judged]
     assert again.stats.model_calls == 0 and again.stats.cache_hits == 4
-    assert win_rates(judged)["replies"] == 4
+    assert win_rates(judged).replies == 4
 
 
 def test_best_candidates_and_gold() -> None:

@@ -23,6 +23,11 @@ from veracity.methods.fewl.mitigation.examples import (
 )
 from veracity.methods.fewl.mitigation.judge import Judged
 from veracity.methods.fewl.mitigation.paper import comparison_rows, labelled_candidates
+from veracity.methods.fewl.mitigation.records import (
+    IclSummary,
+    MitigationRecord,
+    MitigationResults,
+)
 from veracity.methods.fewl.mitigation.selection import nearest
 from veracity.report import build_report
 from veracity.store import RunDir
@@ -95,14 +100,16 @@ def test_table_6_arithmetic_on_hand_made_verdicts(capsys: pytest.CaptureFixture[
                 Judged("inconsistent", "?", "B", None, "B"),
                 Judged("base", "B", "A", "B", "A")]
     [row] = comparison_rows({("fewl", "baseline"): verdicts}, {}, seed=0)
-    assert (row["candidate"], row["base"], row["n"]) == ("fewl", "baseline", 8)
-    assert row["candidate_better"]["rate"] == pytest.approx(3 / 8)  # % FEWL
-    assert row["base_better"]["rate"] == pytest.approx(2 / 8)  # % baseline
-    assert row["inconsistent_or_tie"]["rate"] == pytest.approx(3 / 8)  # % tie
-    assert row["paper_win_rate"]["rate"] == pytest.approx(3 / 5)  # 3 wins of 5 decided
-    assert row["paper_win_rate"]["decided"] == 5 and row["unparseable"] == 1
-    results = {"head_to_head": [row], "n_test": 8, "examples": 5, "pool_size": 7,
-               "pool": "differs", "accuracy": {}}
+    rates = row.rates
+    assert (row.candidate, row.base, rates.n) == ("fewl", "baseline", 8)
+    assert rates.candidate_better.rate == pytest.approx(3 / 8)  # % FEWL
+    assert rates.base_better.rate == pytest.approx(2 / 8)  # % baseline
+    assert rates.inconsistent_or_tie.rate == pytest.approx(3 / 8)  # % tie
+    assert rates.paper_win_rate.rate == pytest.approx(3 / 5)  # 3 wins of 5 decided
+    assert rates.paper_win_rate.decided == 5 and rates.unparseable == 1
+    results = MitigationResults("icl", "toy", "fake/judge", "fake/stable", 7, 8, "zero-shot",
+                                None, (), icl=IclSummary({"examples": 5, "pool": "differs"}, 7,
+                                                         (row,), {}))
     print_table6(results)
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("FEWL vs baseline"))
@@ -267,5 +274,6 @@ def test_pair_outcomes_and_majority() -> None:
     with pytest.raises(DataError, match="no pair"):
         analyse_pairs(key, {"a": {}})
     with pytest.raises(DataError, match="no answer pairs"):
-        pair_rows([{"id": "x", "question": "q", "answers": {"fewl": "same", "baseline": "same"},
-                    "judged": [{"candidate": "fewl", "base": "baseline"}]}])
+        pair_rows([MitigationRecord.from_json({
+            "id": "x", "question": "q", "answers": {"fewl": "same", "baseline": "same"},
+            "judged": [{"candidate": "fewl", "base": "baseline"}]})])

@@ -45,6 +45,7 @@ from veracity.serve.settings import GatewaySettings
 from veracity.serve.sse import EventReader, event
 from veracity.serve.upstream import HttpUpstream, Upstream, UpstreamError
 from veracity.serve.verdicts import CalibratedThresholds, FixedThresholds, ThresholdSource
+from veracity.serve.wire import ChatCompletion, ChatRequest
 from veracity.traffic import StoredScore, TrafficLog
 
 if TYPE_CHECKING:  # the otel extra is imported only when tracing is configured
@@ -70,7 +71,7 @@ def score_headers(score: dict[str, Any]) -> dict[str, str]:
             "x-veracity-p-correct": "none" if p_correct is None else f"{p_correct:.6f}"}
 
 
-def first_answer(data: dict[str, Any]) -> str | None:
+def first_answer(data: ChatCompletion) -> str | None:
     """The text of the first choice, or None (a tool call, a refusal without text)."""
     try:
         content = data["choices"][0]["message"]["content"]
@@ -328,7 +329,7 @@ class Gateway:
         return error(exc.status, exc.message, exc.error_type, exc.code,
                      None if exc.retry_after is None else {"Retry-After": exc.retry_after})
 
-    async def pass_through(self, exchange_id: str, body: dict[str, Any]) -> Response:
+    async def pass_through(self, exchange_id: str, body: ChatRequest) -> Response:
         """A request left out of scoring: the upstream's answer as it is, marked unscored."""
         began = time.perf_counter()
         try:
@@ -347,7 +348,7 @@ class Gateway:
         mode makes them later, from its bounded score queue.)"""
         return self.scorer.start_perturbed(exchange) if self.settings.mode == "inline" else None
 
-    async def chat_once(self, exchange_id: str, body: dict[str, Any], owner: int) -> Response:
+    async def chat_once(self, exchange_id: str, body: ChatRequest, owner: int) -> Response:
         began = time.perf_counter()
         asked = Exchange(exchange_id, body["model"], body, None)
         gamma = self.decisions.needs_gamma
@@ -377,7 +378,7 @@ class Gateway:
         finally:
             discard(started)  # not awaited when the answer failed or could not be scored
 
-    async def chat_stream(self, exchange_id: str, body: dict[str, Any], owner: int,
+    async def chat_stream(self, exchange_id: str, body: ChatRequest, owner: int,
                           scored: bool = True) -> Response:
         """A streamed answer; its score (or, unscored, a mark) in a last chunk. A policy's
         decision is reported there but cannot act: the answer has already been sent."""
@@ -473,20 +474,20 @@ class Gateway:
                             timings={"scoring_ms": 0.0})
         return self.finish(exchange, score, upstream_ms, began, escalated, logprob)
 
-    def abstained(self, data: dict[str, Any], wire: dict[str, Any]) -> dict[str, Any]:
+    def abstained(self, data: ChatCompletion, wire: dict[str, Any]) -> ChatCompletion:
         """An answer the policy abstains on: withheld (its text replaced) or only flagged."""
         withheld = self.decisions.withheld(data)
         wire["withheld"] = withheld is not None
         return data if withheld is None else withheld
 
-    async def escalate(self, exchange: Exchange, data: dict[str, Any], wire: dict[str, Any],
-                       began: float) -> dict[str, Any]:
+    async def escalate(self, exchange: Exchange, data: ChatCompletion, wire: dict[str, Any],
+                       began: float) -> ChatCompletion:
         """Ask the policy's stronger model, score its answer in turn (logged as its own
         exchange, ``<id>-escalated``); the response to return. ``wire`` gains ``escalation``."""
         policy = self.settings.policy
         assert policy is not None and policy.escalate is not None
         upstream = self.stronger or self.upstream
-        body = {**exchange.body, "model": policy.escalate.model or exchange.model}
+        body: ChatRequest = {**exchange.body, "model": policy.escalate.model or exchange.model}
         asked = Exchange(f"{exchange.id}-escalated", body["model"], body, None)
         second_began = time.perf_counter()
         added = self.decisions.needs_logprobs and not body.get("logprobs")

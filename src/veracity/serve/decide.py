@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
 
 from veracity.backends.logprobs import parse_tokens
 from veracity.decisions.policy import Decided, Policy, sampled
 from veracity.errors import DataError
 from veracity.methods.logprob.core import mean_logprob
+from veracity.serve.wire import ChatCompletion
 
 
-def answer_logprob(data: dict[str, Any]) -> float | None:
+def answer_logprob(data: ChatCompletion) -> float | None:
     """The mean token log-probability of the first choice, when the upstream returned its
     tokens' log-probabilities (OpenAI's ``choices[0].logprobs.content``); else None."""
     try:
@@ -33,7 +33,7 @@ def answer_logprob(data: dict[str, Any]) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def without_logprobs(data: dict[str, Any]) -> dict[str, Any]:
+def without_logprobs(data: ChatCompletion) -> ChatCompletion:
     """The response without the log-probabilities the gateway asked for on its own."""
     out = copy.copy(data)
     out["choices"] = [{k: v for k, v in c.items() if k != "logprobs"} if isinstance(c, dict) else c
@@ -77,7 +77,7 @@ class Decisions:
             return self.policy.decide_escalated(gamma, logprob)
         return self.policy.decide(gamma, logprob)
 
-    def withheld(self, data: dict[str, Any]) -> dict[str, Any] | None:
+    def withheld(self, data: ChatCompletion) -> ChatCompletion | None:
         """The response with its answer replaced by the policy's message when the policy
         withholds; None when it only flags."""
         if self.policy is None or self.policy.abstain.action != "withhold":

@@ -16,6 +16,7 @@ from veracity.backends.base import Backend, Outcome
 from veracity.errors import BackendError, ConfigError, PermanentError
 from veracity.registry import load_model
 from veracity.serve.upstream import Stream, UpstreamError
+from veracity.serve.wire import ChatCompletion, ChatRequest, ModelList
 from veracity.types import Generation, GenRequest, Message, Sampling
 
 ROLES = ("system", "user", "assistant")
@@ -41,7 +42,7 @@ class LockedBackend:
         """The owner (LocalUpstream) closes the wrapped backend."""
 
 
-def chat_request(body: dict[str, Any], default_max_tokens: int) -> GenRequest:
+def chat_request(body: ChatRequest, default_max_tokens: int) -> GenRequest:
     """The GenRequest an OpenAI chat body asks for (text messages only)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -54,7 +55,7 @@ def chat_request(body: dict[str, Any], default_max_tokens: int) -> GenRequest:
     return GenRequest(tuple(turns), request_sampling(body, default_max_tokens, temperature=0.0))
 
 
-def request_sampling(body: dict[str, Any], default_max_tokens: int, temperature: float) -> Sampling:
+def request_sampling(body: ChatRequest, default_max_tokens: int, temperature: float) -> Sampling:
     """Sampling named in a chat body; ``temperature`` when it names none."""
     def number(name: str, default: float) -> float:
         value = body.get(name)
@@ -66,7 +67,12 @@ def request_sampling(body: dict[str, Any], default_max_tokens: int, temperature:
 
     max_tokens = number("max_completion_tokens", number("max_tokens", default_max_tokens))
     stop = body.get("stop") or ()
-    stop = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop)
+    if isinstance(stop, str):
+        stop = (stop,)
+    elif isinstance(stop, list | tuple):
+        stop = tuple(str(s) for s in stop)
+    else:
+        raise ConfigError(f"'stop' must be a string or a list of strings, got {stop!r}")
     return Sampling(temperature=number("temperature", temperature), top_p=number("top_p", 1.0),
                     max_tokens=max(1, int(max_tokens)), seed=int(number("seed", 0)), stop=stop)
 
@@ -95,7 +101,7 @@ class LocalUpstream:
             raise RuntimeError("local model not loaded")
         return self._backend
 
-    async def _generate(self, body: dict[str, Any]) -> tuple[str, Generation]:
+    async def _generate(self, body: ChatRequest) -> tuple[str, Generation]:
         model = body.get("model")
         if model != self.spec:
             raise UpstreamError(404, f"model {model!r} is not served here; this gateway serves "
@@ -111,7 +117,7 @@ class LocalUpstream:
             raise UpstreamError(500, str(outcome), "http_500")
         return f"chatcmpl-{uuid.uuid4().hex}", outcome
 
-    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(self, body: ChatRequest) -> ChatCompletion:
         ident, out = await self._generate(body)
         return {
             "id": ident, "object": "chat.completion", "created": int(time.time()), "model": self.spec,
@@ -121,7 +127,7 @@ class LocalUpstream:
                       "total_tokens": out.prompt_tokens + out.completion_tokens},
         }
 
-    async def stream(self, body: dict[str, Any]) -> Stream:
+    async def stream(self, body: ChatRequest) -> Stream:
         """The whole answer is generated first, then sent as OpenAI chunks."""
         ident, out = await self._generate(body)
         return Stream(self._events(ident, out))
@@ -137,7 +143,7 @@ class LocalUpstream:
             yield f"data: {json.dumps(chunk)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
-    async def models(self) -> dict[str, Any]:
+    async def models(self) -> ModelList:
         return {"object": "list",
                 "data": [{"id": self.spec, "object": "model", "created": 0, "owned_by": "veracity"}]}
 

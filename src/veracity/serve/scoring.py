@@ -16,7 +16,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from veracity.cache import Cache
 from veracity.client import request_key
@@ -31,6 +31,7 @@ from veracity.serve.local import ROLES, request_sampling
 from veracity.serve.settings import GatewaySettings
 from veracity.serve.upstream import Upstream
 from veracity.serve.verdicts import Thresholds, ThresholdSource
+from veracity.serve.wire import ChatRequest
 from veracity.types import Generation, GenRequest, Message, Sampling
 
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
@@ -47,7 +48,7 @@ class Exchange:
 
     id: str
     model: str
-    body: dict[str, Any]
+    body: ChatRequest
     answer: str | None
 
     def split(self) -> tuple[tuple[Message, ...], str]:
@@ -69,8 +70,9 @@ class Exchange:
         except ScoringError:
             return ""
 
-    def sampling(self) -> dict[str, Any]:
-        return {k: self.body[k] for k in SAMPLING_FIELDS if k in self.body}
+    def sampling(self) -> dict[str, object]:
+        """The sampling fields the request named, as it named them."""
+        return {k: self.body.get(k) for k in SAMPLING_FIELDS if k in self.body}
 
 
 @dataclass(frozen=True)
@@ -300,7 +302,15 @@ def _common(a: str, b: str, backwards: bool = False) -> int:
     return low
 
 
-def edit(prompt: str, perturbed: str) -> dict[str, Any]:
+class Edit(TypedDict):
+    """A perturbed prompt as one edit of the prompt (:func:`edit`), as a score carries it."""
+
+    at: int
+    cut: int
+    insert: str
+
+
+def edit(prompt: str, perturbed: str) -> Edit:
     """``perturbed`` as one edit of ``prompt``: from character ``at``, ``cut`` characters
     replaced by ``insert``. A score carries these instead of copies of a prompt that may be long
     (the balls that append: ``at`` is the prompt's length, ``cut`` 0, ``insert`` the suffix).
@@ -315,7 +325,7 @@ def edit(prompt: str, perturbed: str) -> dict[str, Any]:
     return {"at": at, "cut": len(prompt) - at - tail, "insert": perturbed[at:len(perturbed) - tail]}
 
 
-def apply_edit(prompt: str, change: dict[str, Any]) -> str:
+def apply_edit(prompt: str, change: Edit) -> str:
     """The perturbed prompt an :func:`edit` describes."""
     at, cut = int(change["at"]), int(change["cut"])
     return prompt[:at] + str(change["insert"]) + prompt[at + cut:]

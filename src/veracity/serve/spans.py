@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from opentelemetry import context as context_api
 from opentelemetry import trace
@@ -51,11 +50,12 @@ class GatewaySpan(trace.Span, ReadableSpan):
     ``parent`` is the span it was started under: one of this tracer's own, or the caller's
     context (a ``SpanContext``), or None for a new trace. Only sampled spans are made."""
 
-    _attributes: dict[str, Any]
+    _attributes: dict[str, types.AnyValue]
 
     def __init__(self, tracer: GatewayTracer, name: str, trace_id: int, span_id: int, flags: int,
                  state: TraceState | None, parent: GatewaySpan | SpanContext | None, kind: SpanKind,
-                 attributes: dict[str, Any], start_time: int, links: tuple[Link, ...] = ()) -> None:
+                 attributes: dict[str, types.AnyValue], start_time: int,
+                 links: tuple[Link, ...] = ()) -> None:
         self.tracer = tracer
         self._name = name
         self.trace_id = trace_id
@@ -190,7 +190,8 @@ class GatewayTracer(trace.Tracer):
                            start_time or time.time_ns(), tuple(links or ()))
 
     def child(self, parent: GatewaySpan, name: str, kind: SpanKind = SpanKind.INTERNAL,
-              attributes: dict[str, Any] | None = None, links: Sequence[Link] | None = (),
+              attributes: dict[str, types.AnyValue] | None = None,
+              links: Sequence[Link] | None = (),
               start_time: int | None = None) -> GatewaySpan:
         """A span under one of this tracer's own: sampled as its parent was (a GatewaySpan
         is), without asking the sampler again (each sampler the SDK's environment can name

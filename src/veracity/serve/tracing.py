@@ -29,6 +29,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AnyValue
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veracity.backends.base import Outcome
@@ -37,6 +38,7 @@ from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.registry import resolve
 from veracity.serve.spans import GatewaySpan, GatewayTracer, SpanBatcher
 from veracity.serve.upstream import Stream, Upstream, UpstreamError
+from veracity.serve.wire import ChatCompletion, ChatRequest, ModelList
 from veracity.types import Generation, GenRequest
 
 log = logging.getLogger(__name__)
@@ -61,17 +63,20 @@ _REQUEST: contextvars.ContextVar[Span | None] = contextvars.ContextVar("veracity
 """The request span of the exchange being handled (its children change the current span)."""
 
 
+Attributes = dict[str, AnyValue]
+"""A span's or an event's attributes, as OpenTelemetry types their values."""
+
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 """The OpenTelemetry GenAI semantic conventions' event for an evaluation of a model's output."""
 
 
-def evaluation_events(score: TrustScore, logprob: float | None = None) -> list[dict[str, Any]]:
+def evaluation_events(score: TrustScore, logprob: float | None = None) -> list[Attributes]:
     """The ``gen_ai.evaluation.result`` events of a score (GenAI semantic conventions:
     ``gen_ai.evaluation.name``, ``.score.value``, ``.score.label``, ``.explanation``): γ with
     its verdict, the log-probability when the policy used it, and the decision with its
     reason. Numbers and fixed words only: never a prompt or answer text."""
-    base = {"gen_ai.response.id": str(score.id)} if score.id else {}
-    gamma: dict[str, Any] = {**base, "gen_ai.evaluation.name": "veracity.gamma",
+    base: Attributes = {"gen_ai.response.id": str(score.id)} if score.id else {}
+    gamma: Attributes = {**base, "gen_ai.evaluation.name": "veracity.gamma",
                              "gen_ai.evaluation.score.label": score.verdict}
     if score.gamma is not None:
         gamma["gen_ai.evaluation.score.value"] = float(score.gamma)
@@ -86,7 +91,7 @@ def evaluation_events(score: TrustScore, logprob: float | None = None) -> list[d
         events.append({**base, "gen_ai.evaluation.name": "veracity.logprob",
                        "gen_ai.evaluation.score.value": float(logprob),
                        "gen_ai.evaluation.explanation": "mean token log-probability of the answer"})
-    decision = {**base, "gen_ai.evaluation.name": "veracity.decision",
+    decision: Attributes = {**base, "gen_ai.evaluation.name": "veracity.decision",
                 "gen_ai.evaluation.score.label": score.decision}
     if score.decision_reason:
         decision["gen_ai.evaluation.explanation"] = score.decision_reason
@@ -115,13 +120,13 @@ def _output(text: str, finish: str | None) -> str:
     return json.dumps([message], ensure_ascii=False)
 
 
-def _response_attributes(data: dict[str, Any]) -> dict[str, Any]:
+def _response_attributes(data: ChatCompletion) -> Attributes:
     """Response id, model, finish reasons and token usage of a chat completion."""
-    out: dict[str, Any] = {}
-    if isinstance(data.get("id"), str):
-        out["gen_ai.response.id"] = data["id"]
-    if isinstance(data.get("model"), str):
-        out["gen_ai.response.model"] = data["model"]
+    out: Attributes = {}
+    if isinstance(ident := data.get("id"), str):
+        out["gen_ai.response.id"] = ident
+    if isinstance(model := data.get("model"), str):
+        out["gen_ai.response.model"] = model
     choices = data.get("choices")
     if isinstance(choices, list):
         reasons = [str(c["finish_reason"]) for c in choices
@@ -151,7 +156,7 @@ class Tracing:
     def wrap(self, upstream: Upstream) -> TracedUpstream:
         return TracedUpstream(upstream, self)
 
-    def child(self, name: str, kind: SpanKind = SpanKind.INTERNAL, attributes: dict[str, Any] | None = None,
+    def child(self, name: str, kind: SpanKind = SpanKind.INTERNAL, attributes: Attributes | None = None,
               start_time: int | None = None) -> Span:
         """A span under the request span of the exchange being handled (``attributes``: the
         span's own from then on); outside one, under the current span."""
@@ -167,14 +172,14 @@ class Tracing:
         span = _REQUEST.get()
         return span if span is not None and span.is_recording() else None
 
-    def asked(self, body: dict[str, Any]) -> None:
+    def asked(self, body: ChatRequest) -> None:
         """A valid chat request: its model and sampling on the request span."""
         span = self.request_span()
         if span is None:
             return
         model = body["model"]
         span.update_name(f"chat {model}")
-        attributes: dict[str, Any] = {"gen_ai.request.model": model,
+        attributes: Attributes = {"gen_ai.request.model": model,
                                       "veracity.stream": bool(body.get("stream"))}
         if not _SAMPLING_KEYS.isdisjoint(body):
             for key, name in SAMPLING:
@@ -194,7 +199,7 @@ class Tracing:
         if type(held) is not GatewaySpan:
             return  # not traced, or left out by the sampler
         events = evaluation_events(score, logprob)
-        result: dict[str, Any] = {"veracity.verdict": score.verdict}
+        result: Attributes = {"veracity.verdict": score.verdict}
         if score.gamma is not None:
             result["veracity.gamma"] = float(score.gamma)
         if score.p_correct is not None:
@@ -333,8 +338,8 @@ class TracedUpstream:
         self.key_ignored = bool(getattr(inner, "key_ignored", False))  # read by `veracity serve`
         self.scoring_key = inner.scoring_key  # untraced, and called for every request: no wrapper
         base = getattr(inner, "base_url", None)
-        self._server: dict[str, Any] = {}
-        self._made: dict[str, dict[str, Any]] = {}
+        self._server: Attributes = {}
+        self._made: dict[str, Attributes] = {}
         if isinstance(base, str):
             parts = urlsplit(base)
             self._server = {"server.address": parts.hostname or ""}
@@ -345,7 +350,7 @@ class TracedUpstream:
         else:
             self._provider = resolve(inner.name).provider
 
-    def _attributes(self, model: str) -> dict[str, Any]:
+    def _attributes(self, model: str) -> Attributes:
         """The client span's first attributes (a copy of those made for the model before)."""
         made = self._made.get(model)
         if made is None:
@@ -362,10 +367,10 @@ class TracedUpstream:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    async def models(self) -> dict[str, Any]:
+    async def models(self) -> ModelList:
         return await self.inner.models()
 
-    def _opened(self, body: dict[str, Any]) -> Span:
+    def _opened(self, body: ChatRequest) -> Span:
         """The client span of an upstream call."""
         model = str(body.get("model"))
         return self.tracing.child(f"chat {model}", SpanKind.CLIENT, self._attributes(model))
@@ -377,7 +382,7 @@ class TracedUpstream:
             _failed(span, exc)
         span.end()
 
-    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(self, body: ChatRequest) -> ChatCompletion:
         span = self._opened(body)
         try:  # awaited here, not in a helper: one coroutine fewer to resume at each step
             data = await self.inner.chat(body)
@@ -393,7 +398,7 @@ class TracedUpstream:
         span.end()
         return data
 
-    async def stream(self, body: dict[str, Any]) -> Stream:
+    async def stream(self, body: ChatRequest) -> Stream:
         span = self._opened(body)
         try:
             inner = await self.inner.stream(body)
@@ -419,7 +424,7 @@ class TracedUpstream:
                 written += outcome.completion_tokens
             else:
                 failed.append(outcome)
-        found: dict[str, Any] = {"veracity.failed": len(failed)}
+        found: Attributes = {"veracity.failed": len(failed)}
         if read:
             found["gen_ai.usage.input_tokens"] = read
         if written:

@@ -13,9 +13,9 @@ import base64
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import aiohttp
 import httpx
@@ -30,6 +30,7 @@ from veracity.backends.openai_wire import (
 )
 from veracity.backends.reply import read_reply
 from veracity.errors import BackendError, ConfigError, PermanentError, RetryableError
+from veracity.serve.wire import ChatCompletion, ChatRequest, ModelList
 from veracity.text import redact_url, replace_surrogates
 from veracity.types import GenRequest
 
@@ -94,11 +95,11 @@ class Upstream(Protocol):
 
     async def start(self) -> None: ...
 
-    async def chat(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def chat(self, body: ChatRequest) -> ChatCompletion: ...
 
-    async def stream(self, body: dict[str, Any]) -> Stream: ...
+    async def stream(self, body: ChatRequest) -> Stream: ...
 
-    async def models(self) -> dict[str, Any]: ...
+    async def models(self) -> ModelList: ...
 
     def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
         """(spec, identity) of the backend ``model``'s perturbed prompts go to: the cache key
@@ -202,13 +203,13 @@ class HttpUpstream:
             raise RuntimeError("upstream not started")
         return self._session
 
-    async def _post(self, url: str, body: dict[str, Any]) -> Answered:
+    async def _post(self, url: str, body: Mapping[str, object]) -> Answered:
         """POST a JSON body and read the whole reply."""
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         async with self.session.post(url, data=content.encode(), allow_redirects=False) as response:
             return await _answered(response)
 
-    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(self, body: ChatRequest) -> ChatCompletion:
         url = f"{self.base_url}/chat/completions"
         try:
             response = await self._post(url, body)
@@ -227,9 +228,9 @@ class HttpUpstream:
             failure = self._status_error(url, response)
             raise UpstreamError(502, failure.message.replace("HTTP 200", "HTTP 200 with an error"),
                                 "error_reply", failure.error_type, failure.code)
-        return data
+        return cast(ChatCompletion, data)  # its fields are checked where they are read
 
-    async def stream(self, body: dict[str, Any]) -> Stream:
+    async def stream(self, body: ChatRequest) -> Stream:
         url = f"{self.base_url}/chat/completions"
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
@@ -255,7 +256,7 @@ class HttpUpstream:
         finally:
             response.release()
 
-    async def models(self) -> dict[str, Any]:
+    async def models(self) -> ModelList:
         url = f"{self.base_url}/models"
         try:
             async with self.session.get(url, allow_redirects=False) as got:
@@ -270,7 +271,7 @@ class HttpUpstream:
             data = None
         if not isinstance(data, dict):
             raise UpstreamError(502, "the upstream did not answer with a JSON object", "bad_reply")
-        return data
+        return cast(ModelList, data)
 
     def scoring_key(self, model: str) -> tuple[str, dict[str, Any]]:
         """The project's ``openai/{model}`` at this base URL: the same identity, so the same

@@ -11,10 +11,10 @@ from veracity.cache import Cache
 from veracity.data.labelled import load_questions
 from veracity.errors import ConfigError
 from veracity.methods.fewl.modes import run_fewl
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import FewlRecord, FewlResults
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
 from veracity.runs.common import api_context
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.types import Item
 
 
@@ -27,7 +27,7 @@ def _items(questions: str | Sequence[str]) -> list[Item]:
 
 def _score(items: list[Item], models: Sequence[str | Backend], given: Mapping[str, Sequence[str]],
            references: Sequence[str | Backend], similarity: str, settings: FewlSettings | None,
-           cache: bool | str | Path | Cache, out: str | Path | None) -> RunResult[FewlRecord, Results]:
+           cache: bool | str | Path | Cache, out: str | Path | None) -> RunResult[FewlRecord, FewlResults]:
     if not references:
         raise ConfigError("FEWL needs at least one reference model")
     with api_context(cache, *references, *models) as (ctx, specs):
@@ -46,11 +46,11 @@ def fewl(
     settings: FewlSettings | None = None,
     cache: bool | str | Path | Cache = True,
     out: str | Path | None = None,
-) -> RunResult[FewlRecord, Results]:
+) -> RunResult[FewlRecord, FewlResults]:
     """FEWL of each model's answers to ``questions`` (a list, or a dataset spec), weighted by
     the expertise of the ``references`` (no gold answers needed). ``settings`` sets the
     rest (pairs R, neighbours K, tau, divergence); the mean per model is in
-    ``results["models"]``."""
+    ``summary.models``."""
     return _score(_items(questions), models, {}, references, similarity, settings, cache, out)
 
 
@@ -62,7 +62,7 @@ def score_fewl(
     settings: FewlSettings | None = None,
     cache: bool | str | Path | Cache = True,
     out: str | Path | None = None,
-) -> RunResult[FewlRecord, Results]:
+) -> RunResult[FewlRecord, FewlResults]:
     """FEWL of answers you already have: ``answers`` maps a name to one answer per question;
     only the reference models are called."""
     return _score(_items(questions), (), answers, references, similarity, settings, cache, out)

@@ -40,7 +40,7 @@ from veracity.methods.fewl.neighbours.core import IndexSettings, NeighbourSearch
 from veracity.methods.fewl.neighbours.random import random_neighbour_blocks
 from veracity.methods.fewl.pairs import Pair, PairOutcome
 from veracity.methods.fewl.ranking import RankTally
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import FewlRecord, FewlResults
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
@@ -48,11 +48,11 @@ from veracity.methods.fewl.run import (
     answers_file,
     answers_from,
     build_records,
+    fewl_results,
     pairs_for,
     pairs_model,
     question_spec,
     references_for,
-    results_head,
     run_config,
     score_sets,
     side_files,
@@ -66,7 +66,7 @@ from veracity.methods.fewl.similarity import (
 )
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, check_target, drive
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.space import writing
 from veracity.streaming import chunks, one_bar
 from veracity.types import Item
@@ -532,7 +532,7 @@ def stream_fewl(
     items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
     ctx: Context, out: Path | None, dataset: str, extra: dict[str, Any], mode: str = "run",
     chunk_size: int = CHUNK, generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord, Results]:
+) -> RunResult[FewlRecord, FewlResults]:
     """:func:`veracity.methods.fewl.modes.run_fewl` (mode ``run`` or ``rank``) chunk by
     chunk: the same run directory, records and aggregates. What comes from models is generated
     ``generate_chunk`` questions at a time into the run's lookup tables, then scored as
@@ -566,15 +566,13 @@ def stream_fewl(
         batches = _scored_chunks(items, inputs, index, similarity, names, settings, chunk_size,
                                  tally)
 
-        def finish() -> Finish[Results]:
-            results = results_head(mode, dataset, len(items), running.failed, similarity,
-                                   settings)
-            results["models"] = running.summaries()
-            if tally is not None:
-                results["ranking"] = tally.result({n: results["models"][n]["mean"]
-                                                   for n in sources_names})
-            return Finish(Results(results), {"model_options": ctx.options_record()},
-                          ctx.stats())
+        def finish() -> Finish[FewlResults]:
+            models = running.summaries()
+            ranking = None if tally is None else tally.result(
+                {n: models[n].mean for n in sources_names})
+            results = fewl_results(mode, dataset, len(items), running.failed, similarity,
+                                   settings, models, ranking)
+            return Finish(results, {"model_options": ctx.options_record()}, ctx.stats())
 
         files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
                                      *(answers_file(n) for n in sources_names)]))

@@ -31,13 +31,19 @@ from veracity.methods.fewl.core import DIVERGENCES, EXPERTISE_FORMS, Divergence,
 from veracity.methods.fewl.modes import run_fewl, run_fewl_select, run_fewl_validate
 from veracity.methods.fewl.neighbours.core import INDEXES
 from veracity.methods.fewl.pairs import PairPrompt, PairSettings
-from veracity.methods.fewl.records import FewlRecord, FewlSummary
+from veracity.methods.fewl.records import (
+    AccuracyCell,
+    FewlRecord,
+    FewlResults,
+    FewlValidation,
+    SampleLevel,
+)
 from veracity.methods.fewl.reference_list import REFERENCE_MODES
 from veracity.methods.fewl.run import ANSWER_TEMPLATE, NEIGHBOUR_MODES, FewlSettings, answer_source
 from veracity.methods.fewl.similarity import MAPPINGS
 from veracity.methods.fewl.similarity import Mapping as SimilarityMapping
 from veracity.methods.fewl.validation.core import TABLE_ROWS
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.text import slug
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -275,98 +281,98 @@ def _f(value: Any, digits: int = 4) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"
 
 
-def _models_table(results: dict[str, Any]) -> None:
-    ranking = results.get("ranking", {})
-    errors = ranking.get("error_rate", {})
+def _models_table(results: FewlResults) -> None:
+    ranking = results.ranking
+    labels = ranking.labels if ranking is not None else None
+    errors = labels.error_rate if labels is not None else {}
     echo(f"\n{'answers':<36} {'n':>5} {'mean FEWL':>10} {'± s.e.':>8} {'mean T':>8} "
                f"{'mean L':>8}" + (f" {'error rate':>10}" if errors else ""))
-    for name, m in FewlSummary.from_results(results).models.items():
+    for name, m in results.models.items():
         line = (f"{name[:36]:<36} {m.n:>5} {_f(m.mean):>10} {_f(m.stderr):>8} "
                 f"{_f(m.mean_truthfulness):>8} {_f(m.mean_penalty):>8}")
         echo(line + (f" {_f(errors.get(name)):>10}" if errors else ""))
-    _sample_level(ranking)
-    if "spearman" in ranking:
-        echo(f"Spearman(mean FEWL, accuracy) over {len(ranking['spearman_models'])} models: "
-                   f"{_f(ranking['spearman'], 3)} (p {_f(ranking['spearman_p'], 3)}; "
-                   f"{ranking['n_labelled']} labelled questions)")
+    if ranking is not None and ranking.sample_level is not None:
+        _sample_level(ranking.sample_level)
+    if labels is not None:
+        echo(f"Spearman(mean FEWL, accuracy) over {len(labels.spearman_models)} models: "
+                   f"{_f(labels.spearman, 3)} (p {_f(labels.spearman_p, 3)}; "
+                   f"{labels.n_labelled} labelled questions)")
 
 
-def _cell(cell: dict[str, Any] | None) -> str:
+def _cell(cell: AccuracyCell | None) -> str:
     """A table cell as the paper prints it: accuracy in % with ± std over repeats."""
-    if cell is None or cell["accuracy"] != cell["accuracy"]:
+    if cell is None or cell.accuracy != cell.accuracy:
         return "—"
-    text = f"{100 * cell['accuracy']:.1f}"
-    return text + (f" ± {100 * cell['std']:.1f}" if cell.get("std") is not None else "")
+    text = f"{100 * cell.accuracy:.1f}"
+    return text + (f" ± {100 * cell.std:.1f}" if cell.std is not None else "")
 
 
-def _validation_table(results: dict[str, Any]) -> None:
+def _validation_table(results: FewlResults, validation: FewlValidation) -> None:
     """Table 1's layout: one row per variant, one column per comparison, for the run's
     divergence; then FEWL under every divergence."""
-    validation = results["validation"]
-    div = results["divergence"]
-    repeats = results.get("repeats", 1)
+    table = validation.comparisons
+    div = results.divergence
+    repeats = validation.repeats
     echo(f"\nmeasurement accuracy (%), {div}, mean ± std over {repeats} repeat(s)"
          if repeats > 1 else f"\nmeasurement accuracy (%), {div}")
-    names = list(validation)
+    names = list(table)
     width = max(16, *(len(n) + 2 for n in names))
     echo(f"{'':<40}" + "".join(f"{n:>{width}}" for n in names))
     for variant, label in TABLE_ROWS:
-        cells = [validation[n][div].get(variant) for n in names]
+        cells = [table[n].cells[div].get(variant) for n in names]
         if all(c is None for c in cells):
             continue
         echo(f"{label:<40}" + "".join(f"{_cell(c):>{width}}" for c in cells))
-    counts = ", ".join(f"{n}: n = {validation[n][div]['fewl']['n']}, "
-                       f"{validation[n]['identical_skipped']} identical skipped" for n in names)
+    counts = ", ".join(f"{n}: n = {table[n].cells[div]['fewl'].n}, "
+                       f"{table[n].identical_skipped} identical skipped" for n in names)
     echo(counts)
-    others = [d for d in DIVERGENCES if d != div and d in validation[names[0]]]
+    others = [d for d in DIVERGENCES if d != div and d in table[names[0]].cells]
     for other in others:
         echo(f"{'FEWL, ' + other:<40}" + "".join(
-            f"{_cell(validation[n][other].get('fewl')):>{width}}" for n in names))
-    figures = results.get("figures")
+            f"{_cell(table[n].cells[other].get('fewl')):>{width}}" for n in names))
+    figures = validation.figures
     if figures:
-        two = figures["figure2"]
+        two = figures.figure2
         echo(f"\nFigure 2 ({two['judge']}): questions by how many of their {two['k']} nearest "
              f"neighbours' gold answers were judged correct: "
              + ", ".join(f"{k}: {n}" for k, n in enumerate(two["histogram"]) if n)
              + f" (mean {_f(two['mean_correct'], 2)}, {two['unjudged']} not judged)")
         echo("Figure 3: reference answers rated 0 / 1 / 2:")
-        for name, entry in figures["figure3"]["references"].items():
+        for name, entry in figures.figure3["references"].items():
             zero, one, two_ = entry["counts"]
             echo(f"  {name}: {zero} / {one} / {two_} (mean {_f(entry['mean'], 2)}, "
                  f"{entry['unrated']} unrated)")
 
 
-def _sample_level(ranking: dict[str, Any]) -> None:
-    level = ranking.get("sample_level")
-    if not level:
-        return
-    echo(f"\nsample-level ranking (Table 5) over {level['n_questions']} questions with "
+def _sample_level(level: SampleLevel) -> None:
+    echo(f"\nsample-level ranking (Table 5) over {level.n_questions} questions with "
          "TruthfulQA labels: the answer the TQA metric prefers scores higher")
-    for pair in level["pairs"]:
-        w, wo = pair["with_penalty"], pair["without_penalty"]
-        echo(f"  {pair['a']} vs {pair['b']}: with penalty {w['agree']}/{w['n']}, "
-             f"without {wo['agree']}/{wo['n']}")
+    for pair in level.pairs:
+        w, wo = pair.with_penalty, pair.without_penalty
+        echo(f"  {pair.a} vs {pair.b}: with penalty {w.agree}/{w.n}, "
+             f"without {wo.agree}/{wo.n}")
 
 
-def _finish(outcome: RunResult[FewlRecord, Results], cmd: CommandRun, chosen: dict[str, Any]) -> None:
+def _finish(outcome: RunResult[FewlRecord, FewlResults], cmd: CommandRun,
+            chosen: dict[str, Any]) -> None:
     record_selection(outcome.run, chosen)
-    results = outcome.results
-    if results.get("validation"):
-        _validation_table(results)
+    results = outcome.summary
+    if results.validation is not None and results.validation.comparisons:
+        _validation_table(results, results.validation)
     else:
         _models_table(results)
-    if "selection" in results:
-        sel = results["selection"]
-        echo(f"selected answers: mean FEWL {_f(sel['mean'])} over {sel['n']} questions"
-                   + (f"; accuracy first candidate {_f(sel['accuracy_first_candidate'], 3)}, "
-                      f"selected {_f(sel['accuracy_selected'], 3)}" if "accuracy_selected" in sel
+    sel = results.selection
+    if sel is not None:
+        echo(f"selected answers: mean FEWL {_f(sel.mean)} over {sel.n} questions"
+                   + (f"; accuracy first candidate {_f(sel.accuracy_first_candidate, 3)}, "
+                      f"selected {_f(sel.accuracy_selected, 3)}" if sel.n_labelled
                       else ""))
-    failed = results["pairs_failed"]
+    failed = results.pairs_failed
     if failed:
         shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
         echo(f"pair generation failed for {len(failed)} question(s), not scored: {shown}")
     echo(cmd.calls_line())
-    write_report(outcome.run, f"veracity FEWL {results['mode']}: {results['dataset']}")
+    write_report(outcome.run, f"veracity FEWL {results.mode}: {results.dataset}")
 
 
 @click.group()

@@ -15,12 +15,17 @@ from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
 from veracity.method import Signal, SignalRequest, SignalUnavailable
 from veracity.methods.fewl.chunked import stream_fewl, streamable
-from veracity.methods.fewl.core import (
-    measurement_accuracy,
-)
+from veracity.methods.fewl.core import FewlScores
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.ranking import RankTally
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import (
+    AccuracyCell,
+    Comparison,
+    FewlRecord,
+    FewlResults,
+    FewlValidation,
+    Figures,
+)
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
@@ -42,18 +47,18 @@ from veracity.methods.fewl.selection.run import (
     pick_best,
     stream_select,
 )
-from veracity.methods.fewl.validation.core import TABLE_ROWS, combine_repeats
+from veracity.methods.fewl.validation.core import TABLE_ROWS, accuracy_cell, combine_repeats
 from veracity.methods.fewl.validation.figures import figure_three, figure_two
 from veracity.methods.fewl.validation.run import stream_fewl_validate
 from veracity.runs.common import Context
 from veracity.runs.driver import check_target
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.types import Item
 
 
 def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
              ctx: Context, out: Path | None = None, dataset: str = "", mode: str = "run",
-             ) -> RunResult[FewlRecord, Results]:
+             ) -> RunResult[FewlRecord, FewlResults]:
     """Score the answers of one or more sources; ``rank`` adds labels where items have them.
 
     A ``run`` or ``rank`` (nearest or random neighbours, answers from models or files) goes
@@ -75,12 +80,14 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
     prep = prepare_inputs(items, settings, ctx)
     scores = score_sets(items, answer_sets, prep, settings)
     recs = build_records(items, answer_sets, prep, scores, settings, variants=False)
-    results: dict[str, Any] = {"models": model_summaries(recs, names)}
+    models = model_summaries(recs, names)
+    ranking = None
     if mode == "rank":
         tally = RankTally(names, settings.divergence)
         tally.add(items, answer_sets, recs, scores, prep.similarity)
-        results["ranking"] = tally.result({n: results["models"][n]["mean"] for n in names})
-    return finish_run(mode, dataset, items, recs, results, prep, settings, ctx, out, extra)
+        ranking = tally.result({n: models[n].mean for n in names})
+    return finish_run(mode, dataset, items, recs, prep, settings, ctx, out, extra, models,
+                      ranking)
 
 
 def _describe(source: AnswerSource) -> dict[str, Any]:
@@ -90,25 +97,25 @@ def _describe(source: AnswerSource) -> dict[str, Any]:
     return out | ({"given": True} if source.texts is not None else {})
 
 
-def _comparisons(items: Sequence[LabelledItem], scores: Any) -> dict[str, Any]:
+def _comparisons(items: Sequence[LabelledItem], scores: FewlScores) -> dict[str, Comparison]:
     """Measurement accuracy per comparison (better vs each worse answer), divergence, variant."""
     better = items[0].better_name
-    table: dict[str, Any] = {}
+    table: dict[str, Comparison] = {}
     for name, _ in items[0].worse:
         same = np.array([x.better.strip() == dict(x.worse)[name].strip() for x in items])
-        comparison: dict[str, Any] = {"identical_skipped": int(same.sum())}
+        cells: dict[str, dict[str, AccuracyCell]] = {}
         for div, per in scores.sets[better].items():
-            comparison[div] = {}
+            cells[div] = {}
             for variant, terms in per.items():
                 worse = np.where(same, np.nan, scores.sets[name][div][variant].fewl)
-                comparison[div][variant] = measurement_accuracy(terms.fewl, worse)
-        table[f"{better} vs {name}"] = comparison
+                cells[div][variant] = accuracy_cell(terms.fewl, worse)
+        table[f"{better} vs {name}"] = Comparison(int(same.sum()), cells)
     return table
 
 
 def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context,
                       out: Path | None = None, dataset: str = "", repeats: int = 1,
-                      judge: str | None = None) -> RunResult[FewlRecord, Results]:
+                      judge: str | None = None) -> RunResult[FewlRecord, FewlResults]:
     """Measurement accuracy of FEWL and its ablations (x tv / js / kl) on labelled answers,
     as mean ± std over ``repeats`` (seed + r for the stochastic parts; the per-question
     records are those of the first repeat). With a ``judge`` model, also the data of the
@@ -128,7 +135,7 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
         sets[name] = [dict(x.worse)[name] for x in items]
     labels = [(x.better, [text for _, text in x.worse]) for x in items]
     tables = []
-    first: tuple[Prepared, Any, list[FewlRecord]] | None = None
+    first: tuple[Prepared, FewlScores, list[FewlRecord]] | None = None
     for r in range(repeats):
         current = replace(settings, repeat=settings.repeat + r)
         prep = prepare_inputs(plain, current, ctx)
@@ -139,26 +146,26 @@ def run_fewl_validate(items: Sequence[LabelledItem], settings: FewlSettings, ctx
                                                  variants=True))
     assert first is not None
     prep, scores, recs = first
-    results = {"models": model_summaries(recs, list(sets)), "validation": combine_repeats(tables),
-               "repeats": repeats,
-               "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
-               "table_rows": [list(row) for row in TABLE_ROWS]}
+    figures = None
     if judge is not None:
         client = ctx.client(judge)
         questions, golds = [x.question for x in items], [x.gold for x in items]
         vectors = ctx.embedder(question_spec(settings)).embed(questions)
-        results["figures"] = {
-            "figure2": figure_two(client, questions, golds, vectors, settings.near_duplicate),
-            "figure3": figure_three(client, questions, golds, prep.references,
-                                    prep.reference_names)}
-    return finish_run("validate", dataset, plain, recs, results, prep, settings, ctx, out,
-                      {"repeats": repeats, "judge": judge})
+        figures = Figures(
+            figure_two(client, questions, golds, vectors, settings.near_duplicate),
+            figure_three(client, questions, golds, prep.references, prep.reference_names))
+    validation = FewlValidation(
+        combine_repeats(tables), repeats,
+        tuple(settings.stochastic_seed() + r for r in range(repeats)), TABLE_ROWS, figures)
+    return finish_run("validate", dataset, plain, recs, prep, settings, ctx, out,
+                      {"repeats": repeats, "judge": judge}, model_summaries(recs, list(sets)),
+                      validation=validation)
 
 
 def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
                 out: Path | None = None, dataset: str = "", samples: int = 4,
                 temperature: float = 0.7, icl_examples: int = 3,
-                min_fewl: float | None = None) -> RunResult[FewlRecord, Results]:
+                min_fewl: float | None = None) -> RunResult[FewlRecord, FewlResults]:
     """Best of several candidates per question by FEWL; exports ICL prompts using the best
     answers of each question's nearest neighbours, and a chat-format fine-tuning set.
 
@@ -184,10 +191,8 @@ def run_fewl_select(items: Sequence[Item], source: AnswerSource, settings: FewlS
                                                 variants=False)]
     tally = SelectionTally(prep.similarity)
     tally.add(items, recs)
-    results: dict[str, Any] = {"models": model_summaries(recs, list(sets)),
-                               "selection": tally.result()}
-    outcome = finish_run("select", dataset, items, recs, results, prep, settings, ctx, out,
-                         extra)
+    outcome = finish_run("select", dataset, items, recs, prep, settings, ctx, out, extra,
+                         model_summaries(recs, list(sets)), selection=tally.result())
     if outcome.run is not None:
         nb = prep.neighbours
         chosen = [r.answer for r in recs]

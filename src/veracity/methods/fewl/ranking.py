@@ -6,14 +6,21 @@ numbers as one held whole."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
 from veracity.methods.fewl.core import FewlScores, Floats, sample_level_agreement, tqa_metric
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import (
+    AgreementCounts,
+    ErrorRates,
+    FewlRanking,
+    FewlRecord,
+    SampleLevel,
+    SampleLevelPair,
+)
 from veracity.methods.fewl.similarity import Similarity, choose_options
 from veracity.stats import spearman
 from veracity.types import Item
@@ -57,7 +64,8 @@ def tqa_metrics(similarity: Similarity, answers: Sequence[str | None],
 
 
 class RankTally:
-    """Counts behind ``results["ranking"]``, added a chunk of questions at a time."""
+    """Counts behind a run's :class:`~veracity.methods.fewl.records.FewlRanking`, added a
+    chunk of questions at a time."""
 
     def __init__(self, names: Sequence[str], divergence: str) -> None:
         self.names, self.divergence = list(names), divergence
@@ -108,27 +116,27 @@ class RankTally:
                 for count, value in found.items():
                     entry[key][count] += value
 
-    def result(self, means: dict[str, float]) -> dict[str, Any]:
-        """``results["ranking"]`` from the counts and each source's mean FEWL: the rankings by
-        FEWL and, with multiple-choice labels, by true error rate and their Spearman
-        correlation (FEWL vs accuracy: +1 = same order)."""
-        out: dict[str, Any] = {"mean_fewl": dict(means)}
+    def result(self, means: Mapping[str, float | None]) -> FewlRanking:
+        """The ranking from the counts and each source's mean FEWL: the rankings by FEWL and,
+        with multiple-choice labels, by true error rate and their Spearman correlation (FEWL
+        vs accuracy: +1 = same order)."""
         names = self.names
+        mean = {n: math.nan if means[n] is None else float(means[n] or 0.0) for n in names}
+        labels = None
         if self.labelled:
             errors = {n: 1.0 - self.correct[n] / self.labelled for n in names}
-            scored = [n for n in names if not math.isnan(means[n])]  # no FEWL score: no rank
-            rho, p = spearman([means[n] for n in scored], [1.0 - errors[n] for n in scored])
-            out |= {"error_rate": errors, "n_labelled": self.labelled, "spearman": rho,
-                    "spearman_p": p, "spearman_models": scored,
-                    "match": "leading option letter, else the most similar option"}
-        out["rank_by_fewl"] = sorted(names, key=lambda n: -means[n] if not math.isnan(means[n])
-                                     else math.inf)
-        if "error_rate" in out:
-            out["rank_by_error"] = sorted(names, key=lambda n: out["error_rate"][n])
+            scored = [n for n in names if not math.isnan(mean[n])]  # no FEWL score: no rank
+            rho, p = spearman([mean[n] for n in scored], [1.0 - errors[n] for n in scored])
+            labels = ErrorRates(errors, self.labelled, rho, p, tuple(scored),
+                                "leading option letter, else the most similar option",
+                                tuple(sorted(names, key=lambda n: errors[n])))
+        by_fewl = tuple(sorted(names, key=lambda n: -mean[n] if not math.isnan(mean[n])
+                               else math.inf))
+        level = None
         if self.level_questions:
-            out["sample_level"] = {
-                "n_questions": self.level_questions,
-                "pairs": [{"a": a, "b": b, **entry} for (a, b), entry in self.levels.items()],
-                "metric": "TruthfulQA diff: max SIM to a correct answer − max SIM to an "
-                          "incorrect one (SIM = the run's similarity)"}
-        return out
+            level = SampleLevel(self.level_questions, tuple(
+                SampleLevelPair(a, b, *(AgreementCounts(**entry[key]) for key, _ in _LEVELS))
+                for (a, b), entry in self.levels.items()),
+                "TruthfulQA diff: max SIM to a correct answer − max SIM to an "
+                "incorrect one (SIM = the run's similarity)")
+        return FewlRanking(dict(means), by_fewl, labels, level)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NotRequired, TypedDict
 
 from veracity.records import Record, json_object, number
 
@@ -86,6 +87,17 @@ class FewlRecord(Record):
         return out | dict(self.extra)
 
 
+class ModelSummaryJson(TypedDict):
+    """An answer source's entry in results.json's ``models``."""
+
+    mean: float | None
+    stderr: float | None
+    ci95: list[float | None]
+    n: int
+    mean_truthfulness: float | None
+    mean_penalty: float | None
+
+
 @dataclass(frozen=True)
 class FewlModelSummary:
     """FEWL of one answer source over the questions (higher = less hallucination)."""
@@ -104,6 +116,382 @@ class FewlModelSummary:
                    (number(low), number(high)), number(entry["mean_truthfulness"]),
                    number(entry["mean_penalty"]))
 
+    def to_json(self) -> ModelSummaryJson:
+        return {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "n": self.n,
+                "mean_truthfulness": self.mean_truthfulness, "mean_penalty": self.mean_penalty}
+
+
+class AgreementJson(TypedDict):
+    agree: int
+    n: int
+    metric_ties: int
+
+
+class SampleLevelPairJson(TypedDict):
+    a: str
+    b: str
+    with_penalty: AgreementJson
+    without_penalty: AgreementJson
+
+
+class SampleLevelJson(TypedDict):
+    """The ranking's ``sample_level``: Table 5."""
+
+    n_questions: int
+    pairs: list[SampleLevelPairJson]
+    metric: str
+
+
+@dataclass(frozen=True)
+class AgreementCounts:
+    """Questions where the answer the TruthfulQA metric prefers also scores higher."""
+
+    agree: int
+    n: int
+    metric_ties: int
+
+    @classmethod
+    def from_json(cls, data: Any) -> AgreementCounts:
+        found = json_object(data, "agreement counts")
+        return cls(int(found["agree"]), int(found["n"]), int(found["metric_ties"]))
+
+    def to_json(self) -> AgreementJson:
+        return {"agree": self.agree, "n": self.n, "metric_ties": self.metric_ties}
+
+
+@dataclass(frozen=True)
+class SampleLevelPair:
+    """Two answer sources compared question by question (the paper's Table 5)."""
+
+    a: str
+    b: str
+    with_penalty: AgreementCounts
+    without_penalty: AgreementCounts
+
+    @classmethod
+    def from_json(cls, data: Any) -> SampleLevelPair:
+        found = json_object(data, "sample-level pair")
+        return cls(str(found["a"]), str(found["b"]),
+                   AgreementCounts.from_json(found["with_penalty"]),
+                   AgreementCounts.from_json(found["without_penalty"]))
+
+    def to_json(self) -> SampleLevelPairJson:
+        return {"a": self.a, "b": self.b, "with_penalty": self.with_penalty.to_json(),
+                "without_penalty": self.without_penalty.to_json()}
+
+
+@dataclass(frozen=True)
+class SampleLevel:
+    """Table 5 over the questions with TruthfulQA labels."""
+
+    n_questions: int
+    pairs: tuple[SampleLevelPair, ...]
+    metric: str
+
+    @classmethod
+    def from_json(cls, data: Any) -> SampleLevel:
+        found = json_object(data, "sample level")
+        return cls(int(found["n_questions"]),
+                   tuple(SampleLevelPair.from_json(p) for p in found["pairs"]),
+                   str(found["metric"]))
+
+    def to_json(self) -> SampleLevelJson:
+        return {"n_questions": self.n_questions, "pairs": [p.to_json() for p in self.pairs],
+                "metric": self.metric}
+
+
+@dataclass(frozen=True)
+class ErrorRates:
+    """Multiple-choice labels: each source's true error rate and how FEWL's order agrees."""
+
+    error_rate: Mapping[str, float]
+    n_labelled: int
+    spearman: float | None
+    spearman_p: float | None
+    spearman_models: tuple[str, ...]
+    match: str
+    """How an answer is matched to an option."""
+    rank_by_error: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FewlRanking:
+    """``fewl rank``: the sources ordered by mean FEWL, and by true error rate where the
+    questions carry labels."""
+
+    mean_fewl: Mapping[str, float | None]
+    rank_by_fewl: tuple[str, ...]
+    labels: ErrorRates | None = None
+    sample_level: SampleLevel | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> FewlRanking:
+        found = json_object(data, "ranking")
+        labels = None
+        if "error_rate" in found:
+            labels = ErrorRates(
+                {str(k): float(v) for k, v in json_object(found["error_rate"], "error rates")
+                 .items()}, int(found["n_labelled"]), number(found.get("spearman")),
+                number(found.get("spearman_p")),
+                tuple(str(n) for n in found.get("spearman_models") or ()),
+                str(found.get("match", "")),
+                tuple(str(n) for n in found.get("rank_by_error") or ()))
+        level = found.get("sample_level")
+        return cls({str(k): number(v) for k, v in
+                    json_object(found["mean_fewl"], "mean FEWL").items()},
+                   tuple(str(n) for n in found["rank_by_fewl"]), labels,
+                   None if not level else SampleLevel.from_json(level))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mean_fewl": dict(self.mean_fewl)}
+        labels = self.labels
+        if labels is not None:
+            out |= {"error_rate": dict(labels.error_rate), "n_labelled": labels.n_labelled,
+                    "spearman": labels.spearman, "spearman_p": labels.spearman_p,
+                    "spearman_models": list(labels.spearman_models), "match": labels.match}
+        out["rank_by_fewl"] = list(self.rank_by_fewl)
+        if labels is not None:
+            out["rank_by_error"] = list(labels.rank_by_error)
+        if self.sample_level is not None:
+            out["sample_level"] = self.sample_level.to_json()
+        return out
+
+
+class AccuracyJson(TypedDict):
+    """A validation cell in results.json."""
+
+    accuracy: float
+    n: int
+    ties: int
+    std: NotRequired[float | None]
+    repeats: NotRequired[list[float]]
+
+
+@dataclass(frozen=True)
+class AccuracyCell:
+    """Measurement accuracy of one variant: the share of questions where the better answer
+    scores higher (ties ½); over repeats, their mean, sample std and each repeat's value."""
+
+    accuracy: float
+    n: int
+    ties: int
+    std: float | None = None
+    repeats: tuple[float, ...] | None = None
+    """Each repeat's accuracy (None: one repeat's cell, not combined)."""
+
+    @classmethod
+    def from_json(cls, data: Any) -> AccuracyCell:
+        found = json_object(data, "accuracy cell")
+        accuracy = number(found.get("accuracy"))
+        repeats = found.get("repeats")
+        return cls(math.nan if accuracy is None else accuracy, int(found.get("n") or 0),
+                   int(found.get("ties") or 0), number(found.get("std")),
+                   None if repeats is None else tuple(float(math.nan if v is None else v)
+                                                      for v in repeats))
+
+    def to_json(self) -> AccuracyJson:
+        out: AccuracyJson = {"accuracy": self.accuracy, "n": self.n, "ties": self.ties}
+        if self.repeats is not None:
+            out["std"], out["repeats"] = self.std, list(self.repeats)
+        return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The better answer against one worse answer: a cell per divergence and variant."""
+
+    identical_skipped: int
+    """Questions whose worse answer is the better one's text (left out of the cells)."""
+    cells: Mapping[str, Mapping[str, AccuracyCell]]
+    """divergence -> variant -> cell."""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Comparison:
+        found = dict(json_object(data, "comparison"))
+        skipped = int(found.pop("identical_skipped", 0) or 0)
+        return cls(skipped, {div: {v: AccuracyCell.from_json(c)
+                                   for v, c in json_object(per, "cells").items()}
+                             for div, per in found.items()})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"identical_skipped": self.identical_skipped} | {
+            div: {v: c.to_json() for v, c in per.items()} for div, per in self.cells.items()}
+
+
+class FigureTwo(TypedDict):
+    """Figure 2 as results.json holds it."""
+
+    k: int
+    judge: str
+    per_question: list[int | None]
+    histogram: list[int]
+    mean_correct: float | None
+    n_questions: int
+    unjudged: int
+
+
+class ReferenceRating(TypedDict):
+    """One reference slot's ratings in Figure 3."""
+
+    counts: list[int]
+    """Answers rated 0, 1 and 2."""
+    unrated: int
+    mean: float | None
+
+
+class FigureThree(TypedDict):
+    """Figure 3 as results.json holds it."""
+
+    judge: str
+    references: dict[str, ReferenceRating]
+
+
+class FiguresJson(TypedDict):
+    figure2: FigureTwo
+    figure3: FigureThree
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The data of the paper's Figures 2 and 3 (``fewl validate --judge``)."""
+
+    figure2: FigureTwo
+    figure3: FigureThree
+
+    def to_json(self) -> FiguresJson:
+        return {"figure2": self.figure2, "figure3": self.figure3}
+
+
+@dataclass(frozen=True)
+class FewlValidation:
+    """``fewl validate``: measurement accuracy per comparison, over the repeats."""
+
+    comparisons: Mapping[str, Comparison]
+    repeats: int
+    repeat_seeds: tuple[int, ...]
+    table_rows: tuple[tuple[str, str], ...]
+    """The table's rows: variant and label."""
+    figures: Figures | None = None
+
+    @classmethod
+    def from_results(cls, found: Mapping[str, Any]) -> FewlValidation:
+        figures = found.get("figures")
+        return cls({k: Comparison.from_json(v)
+                    for k, v in json_object(found["validation"], "validation").items()},
+                   int(found.get("repeats", 1)),
+                   tuple(int(s) for s in found.get("repeat_seeds") or ()),
+                   tuple((str(v), str(label)) for v, label in found.get("table_rows") or ()),
+                   None if not figures else Figures(figures["figure2"], figures["figure3"]))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "validation": {k: c.to_json() for k, c in self.comparisons.items()},
+            "repeats": self.repeats, "repeat_seeds": list(self.repeat_seeds),
+            "table_rows": [list(row) for row in self.table_rows]}
+        if self.figures is not None:
+            out["figures"] = self.figures.to_json()
+        return out
+
+
+class SelectionJson(TypedDict):
+    """results.json's ``selection``."""
+
+    mean: float | None
+    stderr: float | None
+    ci95: list[float | None]
+    n: int
+    accuracy_first_candidate: NotRequired[float | None]
+    accuracy_selected: NotRequired[float | None]
+    n_labelled: NotRequired[int]
+
+
+@dataclass(frozen=True)
+class SelectionSummary:
+    """``fewl select``: the chosen answers' FEWL and, with multiple-choice labels, the accuracy
+    of the first and of the chosen candidate."""
+
+    mean: float | None
+    stderr: float | None
+    ci95: tuple[float | None, float | None]
+    n: int
+    accuracy_first_candidate: float | None = None
+    accuracy_selected: float | None = None
+    n_labelled: int = 0
+
+    @classmethod
+    def from_json(cls, data: Any) -> SelectionSummary:
+        found = json_object(data, "selection")
+        low, high = found.get("ci95") or (None, None)
+        return cls(number(found.get("mean")), number(found.get("stderr")),
+                   (number(low), number(high)), int(found.get("n") or 0),
+                   number(found.get("accuracy_first_candidate")),
+                   number(found.get("accuracy_selected")), int(found.get("n_labelled") or 0))
+
+    def to_json(self) -> SelectionJson:
+        out: SelectionJson = {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95),
+                              "n": self.n}
+        if self.n_labelled:
+            out["accuracy_first_candidate"] = self.accuracy_first_candidate
+            out["accuracy_selected"] = self.accuracy_selected
+            out["n_labelled"] = self.n_labelled
+        return out
+
+
+@dataclass(frozen=True)
+class FewlResults:
+    """A FEWL run's results.json: the setup, each answer source's summary, and what the mode
+    adds (a ranking, a validation table or a selection)."""
+
+    mode: str
+    dataset: str
+    n_questions: int
+    pairs_failed: tuple[str, ...]
+    """Ids of the questions whose pair generation failed (not scored)."""
+    divergence: str
+    similarity: Mapping[str, Any]
+    """The similarity as described (kind, spec and what identifies its model)."""
+    settings: Mapping[str, Any]
+    """The run's :class:`~veracity.methods.fewl.run.FewlSettings` as described."""
+    models: Mapping[str, FewlModelSummary]
+    ranking: FewlRanking | None = None
+    validation: FewlValidation | None = None
+    selection: SelectionSummary | None = None
+
+    @property
+    def summary(self) -> FewlSummary:
+        return FewlSummary(self.mode, self.models, self.pairs_failed)
+
+    @classmethod
+    def from_json(cls, data: Any) -> FewlResults:
+        found = json_object(data, "FEWL results")
+        ranking, selection = found.get("ranking"), found.get("selection")
+        return cls(str(found["mode"]), str(found.get("dataset", "")),
+                   int(found.get("n_questions") or 0),
+                   tuple(str(q) for q in found.get("pairs_failed") or ()),
+                   str(found.get("divergence", "tv")),
+                   json_object(found.get("similarity") or {}, "similarity"),
+                   json_object(found.get("settings") or {}, "settings"),
+                   {k: FewlModelSummary.from_json(v)
+                    for k, v in json_object(found.get("models") or {}, "models").items()},
+                   None if ranking is None else FewlRanking.from_json(ranking),
+                   FewlValidation.from_results(found) if found.get("validation") else None,
+                   None if selection is None else SelectionSummary.from_json(selection))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "method": "fewl", "mode": self.mode, "dataset": self.dataset,
+            "n_questions": self.n_questions, "pairs_failed": list(self.pairs_failed),
+            "divergence": self.divergence, "similarity": self.similarity,
+            "settings": self.settings,
+            "models": {k: m.to_json() for k, m in self.models.items()}}
+        if self.ranking is not None:
+            out["ranking"] = self.ranking.to_json()
+        if self.validation is not None:
+            out |= self.validation.to_json()
+        if self.selection is not None:
+            out["selection"] = self.selection.to_json()
+        return out
+
 
 @dataclass(frozen=True)
 class FewlSummary:
@@ -118,4 +506,3 @@ class FewlSummary:
         return cls(str(results["mode"]),
                    {k: FewlModelSummary.from_json(v) for k, v in results["models"].items()},
                    tuple(str(q) for q in results.get("pairs_failed") or ()))
-

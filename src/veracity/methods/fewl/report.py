@@ -9,7 +9,16 @@ from typing import Any, TypedDict
 import numpy as np
 
 from veracity.methods.fewl.core import LEGACY_VARIANTS
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import (
+    AccuracyCell,
+    FewlRanking,
+    FewlRecord,
+    FewlResults,
+    FewlValidation,
+    Figures,
+    SampleLevel,
+    SelectionSummary,
+)
 from veracity.records import read_records
 from veracity.report.html import esc, figure, fmt, pyplot, table
 from veracity.report.items import Column, item_table
@@ -28,23 +37,27 @@ _VARIANT_NAMES = {
 }
 
 
+def _results(run: RunDir) -> FewlResults:
+    return FewlResults.from_json(run.results)
+
+
 def _label(run: RunDir) -> str:
-    r = run.results
-    return f"{r['mode']} · {r['dataset']} ({run.path.name})"
+    r = _results(run)
+    return f"{r.mode} · {r.dataset} ({run.path.name})"
 
 
 def _settings(runs: list[RunDir]) -> str:
     rows = []
     for run in runs:
-        r = run.results
-        s = r["settings"]
+        r = _results(run)
+        s = r.settings
         refs = s["references"] or [s["references_file"]]
-        rows.append([_label(run), r["n_questions"], len(r["pairs_failed"]),
-                     ", ".join(map(str, refs)), s["reference_samples"], r["similarity"]["spec"],
-                     r["divergence"], s["R"], s["K"], s.get("neighbours_mode", "nearest"),
+        rows.append([_label(run), r.n_questions, len(r.pairs_failed),
+                     ", ".join(map(str, refs)), s["reference_samples"], r.similarity["spec"],
+                     r.divergence, s["R"], s["K"], s.get("neighbours_mode", "nearest"),
                      s["tau"], s["near_duplicate"], s.get("expertise", "gap"),
                      (s.get("pair_prompt") or {}).get("source", "builtin (before C.1 wording)"),
-                     r.get("repeats", 1)])
+                     r.validation.repeats if r.validation is not None else 1])
     return table(["run", "questions", "pair failures", "references", "J per model", "similarity",
                   "divergence", "R", "K", "neighbours", "τ", "near-dup", "expertise",
                   "pair prompt", "repeats"], rows) + (
@@ -65,11 +78,13 @@ def _distributions(runs: list[RunDir]) -> str:
     rows, panels = [], []
     for run in runs:
         scores = _scores(run)
+        models = _results(run).models
         for name, values in scores.items():
             q = np.quantile(values, [0.0, 0.25, 0.5, 0.75, 1.0])
-            m = run.results["models"].get(name, {})
-            rows.append([_label(run), name, len(values), m.get("mean"), m.get("stderr"),
-                         m.get("mean_truthfulness"), m.get("mean_penalty"), *map(float, q)])
+            m = models.get(name)
+            rows.append([_label(run), name, len(values), *(
+                (m.mean, m.stderr, m.mean_truthfulness, m.mean_penalty) if m is not None
+                else (None,) * 4), *map(float, q)])
         if scores:
             panels.append((run, scores))
     html = table(["run", "answers", "n", "mean FEWL", "± s.e.", "mean T", "mean L", "min", "q25",
@@ -86,39 +101,40 @@ def _distributions(runs: list[RunDir]) -> str:
             ax.hist(values, bins=bins, alpha=0.5, label=name[:40])
         ax.set_title(f"FEWL per answer: {_label(run)}", fontsize=9)
         ax.set_ylabel("answers", fontsize=8)
-        ax.set_xlabel(f"FEWL ({run.results['divergence']}); higher = less hallucination", fontsize=8)
+        ax.set_xlabel(f"FEWL ({_results(run).divergence}); higher = less hallucination",
+                      fontsize=8)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return html + figure(fig, "FEWL score distributions")
 
 
-def _accuracy_cell(cell: dict[str, Any] | None) -> str | None:
-    if cell is None or cell["accuracy"] is None or cell["accuracy"] != cell["accuracy"]:
+def _accuracy_cell(cell: AccuracyCell | None) -> str | None:
+    if cell is None or cell.accuracy != cell.accuracy:
         return None
-    text = f"{100 * cell['accuracy']:.1f}"
-    return text + (f" ± {100 * cell['std']:.1f}" if cell.get("std") is not None else "")
+    text = f"{100 * cell.accuracy:.1f}"
+    return text + (f" ± {100 * cell.std:.1f}" if cell.std is not None else "")
 
 
-def _ablation(run: RunDir) -> str:
+def _ablation(run: RunDir, summary: FewlValidation) -> str:
     """Table 1's layout: a row per variant, a column per comparison × divergence (%)."""
-    validation: dict[str, Any] = run.results["validation"]
-    divergences = [d for d in ("tv", "js", "kl") if d in next(iter(validation.values()))]
+    validation = summary.comparisons
+    divergences = [d for d in ("tv", "js", "kl") if d in next(iter(validation.values())).cells]
     headers = ["variant"] + [f"{c} · {d}" for c in validation for d in divergences]
     rows = []
     for variant, title in _VARIANT_NAMES.items():
         legacy = [old for old, new in LEGACY_VARIANTS.items() if new == variant]
-        cells: list[Any] = []
+        cells: list[str | None] = []
         for comparison in validation.values():
             for d in divergences:
-                found = comparison[d]
+                found = comparison.cells[d]
                 cell = found.get(variant) or next((found[o] for o in legacy if o in found), None)
                 cells.append(_accuracy_cell(cell))
         if any(c is not None for c in cells):
             rows.append([title, *cells])
     counts = "; ".join(
-        f"{esc(c)}: n = {v[divergences[0]]['fewl']['n']}, identical skipped "
-        f"{v['identical_skipped']}" for c, v in validation.items())
-    repeats = run.results.get("repeats", 1)
+        f"{esc(c)}: n = {v.cells[divergences[0]]['fewl'].n}, identical skipped "
+        f"{v.identical_skipped}" for c, v in validation.items())
+    repeats = summary.repeats
     spread = f"mean ± sample std over {repeats} repeats; " if repeats > 1 else ""
     return (f"<h3>Measurement accuracy (%): {esc(_label(run))}</h3>" + table(headers, rows) +
             f"<p class='muted'>share of questions where the better answer scores higher (ties ½), "
@@ -176,13 +192,10 @@ def _figure_four(run: RunDir) -> str:
             figure(fig, "agreement with IW and CO answers and the expertise distribution"))
 
 
-def _figures_two_three(run: RunDir) -> str:
+def _figures_two_three(run: RunDir, figures: Figures) -> str:
     """Figure 2 (neighbours' gold answers judged for each question) and Figure 3 (reference
     answers rated 0/1/2), from a validate run given --judge."""
-    figures = run.results.get("figures")
-    if not figures:
-        return ""
-    two, three = figures["figure2"], figures["figure3"]["references"]
+    two, three = figures.figure2, figures.figure3["references"]
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
     counts = two["histogram"]
@@ -214,44 +227,45 @@ def _figures_two_three(run: RunDir) -> str:
             f"</p>")
 
 
-def _sample_level(ranking: dict[str, Any]) -> str:
-    level = ranking.get("sample_level")
-    if not level:
+def _sample_level(level: SampleLevel | None) -> str:
+    if level is None:
         return ""
-    rows = [[f"{p['a']} vs {p['b']}", p["with_penalty"]["agree"], p["without_penalty"]["agree"],
-             p["with_penalty"]["n"], p["with_penalty"]["metric_ties"]] for p in level["pairs"]]
+    rows = [[f"{p.a} vs {p.b}", p.with_penalty.agree, p.without_penalty.agree,
+             p.with_penalty.n, p.with_penalty.metric_ties] for p in level.pairs]
     return ("<h4>Sample-level ranking (Table 5)</h4>" + table(
         ["answers compared", "agree, with penalty", "agree, without penalty",
          "questions compared", "metric ties"], rows) +
         f"<p class='muted'>Questions where the answer preferred by the TQA metric also gets the "
-        f"higher score; metric: {esc(level['metric'])}; without penalty = expertise λ, no "
+        f"higher score; metric: {esc(level.metric)}; without penalty = expertise λ, no "
         f"penalty.</p>")
 
 
-def _ranking(run: RunDir) -> str:
-    ranking = run.results["ranking"]
-    errors = ranking.get("error_rate", {})
-    by_fewl = {name: i + 1 for i, name in enumerate(ranking["rank_by_fewl"])}
-    by_error = {name: i + 1 for i, name in enumerate(ranking.get("rank_by_error", []))}
-    rows = [[name, ranking["mean_fewl"][name], by_fewl[name], errors.get(name), by_error.get(name)]
-            for name in ranking["rank_by_fewl"]]
+def _ranking(run: RunDir, ranking: FewlRanking) -> str:
+    labels = ranking.labels
+    errors = labels.error_rate if labels is not None else {}
+    by_fewl = {name: i + 1 for i, name in enumerate(ranking.rank_by_fewl)}
+    by_error = {name: i + 1 for i, name in
+                enumerate(labels.rank_by_error if labels is not None else ())}
+    means = ranking.mean_fewl
+    rows = [[name, means[name], by_fewl[name], errors.get(name), by_error.get(name)]
+            for name in ranking.rank_by_fewl]
     html = f"<h3>Model ranking: {esc(_label(run))}</h3>" + table(
         ["model", "mean FEWL", "rank by FEWL", "true error rate", "rank by error"], rows)
-    html += _sample_level(ranking)
-    if "spearman" in ranking:
-        html += (f"<p>Spearman ρ between mean FEWL and accuracy: {fmt(ranking['spearman'])} "
-                 f"(p {fmt(ranking['spearman_p'])}, {ranking['n_labelled']} labelled questions). "
-                 f"<span class='muted'>Correct = {esc(ranking['match'])}.</span></p>")
-        unscored = [n for n in errors if ranking["mean_fewl"][n] is None]
+    html += _sample_level(ranking.sample_level)
+    if labels is not None:
+        html += (f"<p>Spearman ρ between mean FEWL and accuracy: {fmt(labels.spearman)} "
+                 f"(p {fmt(labels.spearman_p)}, {labels.n_labelled} labelled questions). "
+                 f"<span class='muted'>Correct = {esc(labels.match)}.</span></p>")
+        unscored = [n for n in errors if means[n] is None]
         if unscored:
             html += (f"<p class='muted'>No FEWL score, left out of ρ and the plot: "
                      f"{esc(', '.join(unscored))}.</p>")
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.5))
         names = [n for n in errors if n not in unscored]
-        ax.scatter([errors[n] for n in names], [ranking["mean_fewl"][n] for n in names])
+        ax.scatter([errors[n] for n in names], [means[n] for n in names])
         for n in names:
-            ax.annotate(n[:30], (errors[n], ranking["mean_fewl"][n]), fontsize=7)
+            ax.annotate(n[:30], (errors[n], means[n]), fontsize=7)
         ax.set_title("Mean FEWL against the true error rate, one point per model", fontsize=9)
         ax.set_xlabel("true error rate")
         ax.set_ylabel("mean FEWL (higher = less hallucination)")
@@ -259,12 +273,11 @@ def _ranking(run: RunDir) -> str:
     return html
 
 
-def _selection(run: RunDir) -> str:
-    sel = run.results["selection"]
-    rows = [["selected answers: mean FEWL", sel["mean"]], ["questions", sel["n"]]]
-    for key in ("accuracy_first_candidate", "accuracy_selected"):
-        if key in sel:
-            rows.append([key.replace("_", " "), sel[key]])
+def _selection(run: RunDir, sel: SelectionSummary) -> str:
+    rows: list[list[Any]] = [["selected answers: mean FEWL", sel.mean], ["questions", sel.n]]
+    if sel.n_labelled:
+        rows += [["accuracy first candidate", sel.accuracy_first_candidate],
+                 ["accuracy selected", sel.accuracy_selected]]
     return (f"<h3>Selection: {esc(_label(run))}</h3>" + table(["", "value"], rows) +
             "<p class='muted'>exports: icl_prompts.jsonl, finetune.jsonl</p>")
 
@@ -347,8 +360,7 @@ def _items(runs: list[RunDir]) -> str:
                Column("length", "answer length", "num", digits=0, help="characters")]
     if len(runs) == 1:
         columns = columns[1:]
-    rows = sum(int(run.results.get("n_questions", 0)) * max(len(run.results.get("models", {})), 1)
-               for run in runs)
+    rows = sum(r.n_questions * max(len(r.models), 1) for r in map(_results, runs))
     if too_large(rows):
         return _paged(runs, columns)
     return item_table("fewl-items", columns, _item_rows(runs), drill="fewl", range_key="fewl")
@@ -378,15 +390,17 @@ def _ranks(runs: list[RunDir]) -> str:
     """Every answer source of every run ranked by mean FEWL, beside its true error rate."""
     rows = []
     for run in runs:
-        models = run.results.get("models", {})
-        ranking = run.results.get("ranking", {})
-        errors = ranking.get("error_rate", {})
-        scored = sorted((n for n, m in models.items() if m.get("mean") is not None),
-                        key=lambda n: -float(models[n]["mean"]))
-        by_error = {n: i + 1 for i, n in enumerate(ranking.get("rank_by_error", []))}
+        results = _results(run)
+        models = results.models
+        labels = results.ranking.labels if results.ranking is not None else None
+        errors = labels.error_rate if labels is not None else {}
+        scored = sorted((n for n, m in models.items() if m.mean is not None),
+                        key=lambda n: -(models[n].mean or 0.0))
+        by_error = {n: i + 1 for i, n in
+                    enumerate(labels.rank_by_error if labels is not None else ())}
         for name, m in models.items():
-            rows.append({"run": _label(run), "source": name, "mean": m.get("mean"),
-                         "stderr": m.get("stderr"), "n": m.get("n"),
+            rows.append({"run": _label(run), "source": name, "mean": m.mean,
+                         "stderr": m.stderr, "n": m.n,
                          "rank": scored.index(name) + 1 if name in scored else None,
                          "error_rate": errors.get(name), "rank_error": by_error.get(name)})
     columns = [Column("run", "run", "cat"), Column("source", "answers from", "cat"),
@@ -408,15 +422,16 @@ def section(runs: list[RunDir]) -> str:
     parts = ["<h3>Settings</h3>", _settings(runs), "<h3>Score distributions</h3>",
              _distributions(runs)]
     for run in runs:
-        results = run.results
-        if "validation" in results:
-            parts.append(_ablation(run))
-        parts.append(_figures_two_three(run))
+        results = _results(run)
+        if results.validation is not None:
+            parts.append(_ablation(run, results.validation))
+            if results.validation.figures is not None:
+                parts.append(_figures_two_three(run, results.validation.figures))
         parts.append(_figure_four(run))
-        if "ranking" in results:
-            parts.append(_ranking(run))
-        if "selection" in results:
-            parts.append(_selection(run))
+        if results.ranking is not None:
+            parts.append(_ranking(run, results.ranking))
+        if results.selection is not None:
+            parts.append(_selection(run, results.selection))
     parts += ["<h3>Models ranked by mean FEWL</h3>", _ranks(runs), "<h3>Every answer</h3>",
               _items(runs)]
     return "".join(parts)

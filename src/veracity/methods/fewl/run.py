@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,10 @@ from veracity.methods.fewl.core import (
     Divergence,
     ExpertiseForm,
     FewlScores,
+    Neighbours,
     score_texts,
 )
-from veracity.methods.fewl.neighbours.core import IndexSettings, search_all
+from veracity.methods.fewl.neighbours.core import IndexSettings, SearchRecord, search_all
 from veracity.methods.fewl.neighbours.random import random_neighbours
 from veracity.methods.fewl.pairs import (
     Pair,
@@ -37,20 +38,27 @@ from veracity.methods.fewl.pairs import (
     PairSettings,
     generate_pairs,
 )
-from veracity.methods.fewl.records import FewlAnswer, FewlRecord
+from veracity.methods.fewl.records import (
+    FewlAnswer,
+    FewlModelSummary,
+    FewlRanking,
+    FewlRecord,
+    FewlResults,
+    FewlValidation,
+    SelectionSummary,
+)
 from veracity.methods.fewl.reference_list import REFERENCE_MODES, list_prompt, parse_list
 from veracity.methods.fewl.running import RunningFewl
+from veracity.methods.fewl.similarity import Mapping as SimilarityMapping
 from veracity.methods.fewl.similarity import (
-    Mapping,
     Similarity,
     is_cross_encoder,
     load_similarity,
 )
 from veracity.paths import user_path
 from veracity.runs.common import Context
-from veracity.runs.driver import save_run
-from veracity.runs.result import Results, RunResult
-from veracity.stats import bootstrap_ci, mean_stderr
+from veracity.runs.driver import Finish, RunPlan, drive
+from veracity.runs.result import RunResult
 from veracity.types import GenRequest, Item, Sampling
 
 ANSWER_TEMPLATE = "Answer the question in one or two sentences.\n\nQuestion: {question}"
@@ -84,7 +92,7 @@ class FewlSettings:
     max_tokens: int = 96
     similarity: str = "st/default"
     similarity_label: str | None = None
-    mapping: Mapping = "affine"
+    mapping: SimilarityMapping = "affine"
     """Cosine -> [0, 1]: (1 + cos) / 2 or max(cos, 0). [reconstructed]"""
     question_embedder: str | None = None
     """Embedder for neighbour search; default the similarity's embedder (st/default for a
@@ -273,8 +281,8 @@ class Prepared:
     reference_names: list[str]
     pairs: PairOutcome
     similarity: Similarity
-    neighbours: Any
-    search: dict[str, Any] | None = None
+    neighbours: Neighbours
+    search: SearchRecord | None = None
     """How the nearest neighbours were searched (index, recall): run.json's neighbour_search."""
 
 
@@ -301,7 +309,7 @@ def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) 
         return Prepared(refs, names, pairs, similarity, neighbours)
     neighbours, search = search_all(vectors, settings.neighbours, settings.near_duplicate,
                                     eligible, IndexSettings(settings.neighbours_index))
-    return Prepared(refs, names, pairs, similarity, neighbours, search.as_dict())
+    return Prepared(refs, names, pairs, similarity, neighbours, search)
 
 
 def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
@@ -361,14 +369,8 @@ def build_records(items: Sequence[Item], answer_sets: dict[str, list[str | None]
     return out
 
 
-def aggregate_values(values: Sequence[float | None]) -> dict[str, Any]:
-    mean, stderr = mean_stderr(values)
-    low, high = bootstrap_ci([v for v in values if v is not None])
-    n = sum(1 for v in values if v is not None)
-    return {"mean": mean, "stderr": stderr, "ci95": [low, high], "n": n}
-
-
-def model_summaries(recs: Sequence[FewlRecord], names: Sequence[str]) -> dict[str, Any]:
+def model_summaries(recs: Sequence[FewlRecord],
+                    names: Sequence[str]) -> dict[str, FewlModelSummary]:
     """Mean ± s.e., bootstrap CI, n, mean T and mean L per answer source (exact sums: a
     streamed run adds the same records chunk by chunk and gets the same digits)."""
     running = RunningFewl(names)
@@ -376,12 +378,15 @@ def model_summaries(recs: Sequence[FewlRecord], names: Sequence[str]) -> dict[st
     return running.summaries()
 
 
-def results_head(mode: str, dataset: str, n_questions: int, failed: list[str],
-                 similarity: Similarity, settings: FewlSettings) -> dict[str, Any]:
-    """What every FEWL results.json starts with."""
-    return {"method": "fewl", "mode": mode, "dataset": dataset, "n_questions": n_questions,
-            "pairs_failed": failed, "divergence": settings.divergence,
-            "similarity": similarity.describe(), "settings": settings.describe()}
+def fewl_results(mode: str, dataset: str, n_questions: int, failed: Sequence[str],
+                 similarity: Similarity, settings: FewlSettings,
+                 models: Mapping[str, FewlModelSummary], ranking: FewlRanking | None = None,
+                 validation: FewlValidation | None = None,
+                 selection: SelectionSummary | None = None) -> FewlResults:
+    """A FEWL run's summary: the setup every mode records, and what the mode adds."""
+    return FewlResults(mode, dataset, n_questions, tuple(failed), settings.divergence,
+                       similarity.describe(), settings.describe(), models, ranking, validation,
+                       selection)
 
 
 def run_config(mode: str, dataset: str, n_questions: int, similarity: Similarity,
@@ -418,14 +423,23 @@ def answers_file(name: str) -> str:
 
 
 def finish_run(mode: str, dataset: str, items: Sequence[Item], recs: list[FewlRecord],
-            results: dict[str, Any], prep: Prepared, settings: FewlSettings, ctx: Context,
-            out: Path | None, extra: dict[str, Any]) -> RunResult[FewlRecord, Results]:
-    failed = [r.id for r in recs if r.pairs_failed]
-    results = results_head(mode, dataset, len(items), failed, prep.similarity, settings) | results
+               prep: Prepared, settings: FewlSettings, ctx: Context, out: Path | None,
+               extra: dict[str, Any], models: Mapping[str, FewlModelSummary],
+               ranking: FewlRanking | None = None,
+               validation: FewlValidation | None = None,
+               selection: SelectionSummary | None = None,
+               ) -> RunResult[FewlRecord, FewlResults]:
+    """A run scored in one piece, written through the driver as one chunk (into ``out`` when
+    given): its records, side files and summary."""
+    summary = fewl_results(mode, dataset, len(items), [r.id for r in recs if r.pairs_failed],
+                           prep.similarity, settings, models, ranking, validation, selection)
     if prep.search is not None:
-        extra = extra | {"neighbour_search": prep.search}
+        extra = extra | {"neighbour_search": prep.search.as_dict()}
     config = run_config(mode, dataset, len(items), prep.similarity, prep.reference_names,
                         settings, ctx, extra)
     files = side_files(recs)
-    return save_run(out, "fewl", config, recs, results, ctx.started,
-                    ctx.stats() if out is not None else None, files)
+    plan: RunPlan[FewlRecord] = RunPlan("fewl", FewlRecord, config, ctx.started)
+    outcome = drive(out, plan, [recs], [],
+                    lambda: Finish(summary, stats=ctx.stats() if out is not None else {},
+                                   files=files))
+    return RunResult(tuple(recs), outcome.summary, outcome.run)

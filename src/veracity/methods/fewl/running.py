@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
-from veracity.methods.fewl.records import FewlAnswer, FewlRecord
+from veracity.methods.fewl.records import FewlAnswer, FewlModelSummary, FewlRecord
 from veracity.stats import bootstrap_ci
 from veracity.streaming import FloatColumn, MomentSums
 
@@ -26,7 +25,7 @@ class RunningFewl:
     >>> r = RunningFewl(["m"])
     >>> r.add([scored(0.5, 0.25, 0.25)])
     >>> r.add([scored(None, None, None)])
-    >>> s = r.summaries()["m"]; s["mean"], s["n"], s["mean_penalty"]
+    >>> s = r.summaries()["m"]; s.mean, s.n, s.mean_penalty
     (0.25, 1, 0.25)
     """
 
@@ -51,14 +50,13 @@ class RunningFewl:
             self.truthfulness[name].add(_column(e.truthfulness for e in entries))
             self.penalty[name].add(_column(e.penalty for e in entries))
 
-    def summaries(self) -> dict[str, Any]:
+    def summaries(self) -> dict[str, FewlModelSummary]:
         """The ``models`` block of results.json."""
-        out: dict[str, Any] = {}
+        out: dict[str, FewlModelSummary] = {}
         for name in self.names:
             mean, stderr = self.fewl[name].mean_stderr()
             low, high = bootstrap_ci(self.values[name].array())  # type: ignore[arg-type]
-            out[name] = {"mean": mean, "stderr": stderr, "ci95": [low, high],
-                         "n": self.fewl[name].n,
-                         "mean_truthfulness": self.truthfulness[name].mean_stderr()[0],
-                         "mean_penalty": self.penalty[name].mean_stderr()[0]}
+            out[name] = FewlModelSummary(self.fewl[name].n, mean, stderr, (low, high),
+                                         self.truthfulness[name].mean_stderr()[0],
+                                         self.penalty[name].mean_stderr()[0])
         return out

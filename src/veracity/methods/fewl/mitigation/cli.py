@@ -29,39 +29,32 @@ from veracity.methods.fewl.mitigation.core import MitigationSettings
 from veracity.methods.fewl.mitigation.examples import FORMATS, POOLS
 from veracity.methods.fewl.mitigation.lora import METHODS
 from veracity.methods.fewl.mitigation.paper import labelled_candidates
-from veracity.methods.fewl.mitigation.records import MitigationRecord
+from veracity.methods.fewl.mitigation.records import MitigationRecord, MitigationResults
 from veracity.methods.fewl.mitigation.selection import RULES
-from veracity.methods.fewl.mitigation.tables import print_table6, print_table7
+from veracity.methods.fewl.mitigation.tables import acc_text, pct, print_table6, print_table7
 from veracity.methods.fewl.run import AnswerSource, answer_source
 from veracity.report import build_report
 from veracity.runs.common import total_stats
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 
 
-def _pct(share: dict[str, Any]) -> str:
-    low, high = share["ci95"]
-    if share["rate"] != share["rate"]:
-        return "—"
-    return f"{100 * share['rate']:.1f}% [{100 * low:.0f}-{100 * high:.0f}]"
-
-
-def print_table(results: dict[str, Any], versus: str) -> None:
+def print_table(results: MitigationResults, versus: str) -> None:
     """The paper's table: one row per rule, with accuracy where the data has labels."""
-    echo(f"\n{'selected by':<12} {versus + ' better':>22} {results['base_name'] + ' better':>22} "
+    echo(f"\n{'selected by':<12} {versus + ' better':>22} {results.base_name + ' better':>22} "
          f"{'inconsistent/tie':>22} {'unparseable':>12} {'accuracy':>9} "
          f"{'win rate (decided)':>28}")
-    for row in results["rows"]:
-        acc = row["accuracy"]
-        paper = row.get("paper_win_rate")
-        won = "—" if paper is None else f"{_pct(paper)} of {paper['decided']}"
-        echo(f"{row['rule']:<12} {_pct(row['candidate_better']):>22} {_pct(row['base_better']):>22}"
-             f" {_pct(row['inconsistent_or_tie']):>22} {row['unparseable']:>5}/{row['replies']:<6}"
-             f" {'—' if acc is None else format(acc['mean'], '.3f'):>9} {won:>28}")
+    for row in results.rows:
+        acc, r = row.accuracy, row.rates
+        paper = r.paper_win_rate
+        won = f"{pct(paper)} of {paper.decided}"
+        echo(f"{row.rule:<12} {pct(r.candidate_better):>22} {pct(r.base_better):>22}"
+             f" {pct(r.inconsistent_or_tie):>22} {r.unparseable:>5}/{r.replies:<6}"
+             f" {acc_text(acc):>9} {won:>28}")
     echo("win rate (decided): the paper's C.10 rate, wins over the pairs the judge decided "
          "(not sure and inconsistent pairs removed)")
-    base = results.get("base_accuracy")
+    base = results.base_accuracy
     if base is not None:
-        echo(f"{results['base_name']} accuracy {base['mean']:.3f} over {base['n']} questions")
+        echo(f"{results.base_name} accuracy {acc_text(base)} over {base.n} questions")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +69,7 @@ class MitigationOptions(FewlOptions):
     split: float
     selected_by: tuple[str, ...]
 
-    def mitigation(self, model: str, extra: dict[str, Any],
+    def mitigation(self, model: str, extra: dict[str, str | bool],
                    default_rules: tuple[str, ...] = RULES) -> MitigationSettings:
         rules = tuple(self.selected_by) or default_rules
         candidates = self.candidates or model
@@ -135,7 +128,7 @@ def _judge_prompt(path: Path | None) -> dict[str, str]:
     return {"judge_prompt": text, "judge_prompt_source": str(path)}
 
 
-def _done(outcome: RunResult[MitigationRecord, Results], started: float, ctx: Any, title: str,
+def _done(outcome: RunResult[MitigationRecord, MitigationResults], started: float, ctx: Any, title: str,
           chosen: dict[str, Any]) -> None:
     record_selection(outcome.run, chosen)
     stats = total_stats(ctx)
@@ -204,9 +197,9 @@ def icl_cmd(o: IclOptions) -> None:
     try:
         outcome = fewl_icl(items, settings, model, icl, ctx,
                            o.out or default_out("icl", o.dataset), o.dataset)
-        print_table6(outcome.results)
-        if outcome.results["rows"]:
-            print_table(outcome.results, "ICL")
+        print_table6(outcome.summary)
+        if outcome.summary.rows:
+            print_table(outcome.summary, "ICL")
         _done(outcome, started, ctx, f"veracity FEWL icl: {o.dataset}", chosen)
     finally:
         ctx.close()
@@ -304,12 +297,14 @@ def finetune_cmd(o: FinetuneOptions) -> None:
     try:
         outcome = fewl_finetune(items, settings, base, lora, ctx, out, o.dataset, merge,
                                 progress=not o.common.quiet)
-        for rule, t in outcome.results["training"].items():
-            saved = t["adapter"] or t["merged"]
-            echo(f"{rule}: {t['steps']} steps on {t['examples']} examples in {t['seconds']:.0f} s"
-                 f", loss {t['train_loss']:.3f}, {method} -> {out / saved}")
-        print_table7(outcome.results)
-        print_table(outcome.results, "fine-tuned")
+        tuned = outcome.summary.finetune
+        for rule, t in (tuned.training if tuned is not None else {}).items():
+            saved = t.adapter or t.merged or ""
+            loss = "—" if t.train_loss is None else f"{t.train_loss:.3f}"
+            echo(f"{rule}: {t.steps} steps on {t.examples} examples in {t.seconds:.0f} s"
+                 f", loss {loss}, {method} -> {out / saved}")
+        print_table7(outcome.summary)
+        print_table(outcome.summary, "fine-tuned")
         if preset is not None and outcome.run is not None:
             outcome.run.update_config({"preset": preset})
         _done(outcome, started, ctx, f"veracity FEWL finetune: {o.dataset}", chosen)

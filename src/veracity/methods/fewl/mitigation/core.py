@@ -4,8 +4,8 @@ selection per rule, answering, judging against a base, accuracy on labels, the r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +16,27 @@ from veracity.correctness import Labelled, label_answers
 from veracity.errors import BackendError, ConfigError, DataError
 from veracity.methods.fewl.mitigation.judge import JUDGE_PROMPT, Judged, judge_pairs, win_rates
 from veracity.methods.fewl.mitigation.paper import dataset_candidates
-from veracity.methods.fewl.mitigation.records import FinetunePair, MitigationRecord, RuleAnswer
+from veracity.methods.fewl.mitigation.records import (
+    Accuracy,
+    FinetunePair,
+    MitigationRecord,
+    MitigationResults,
+    RuleAnswer,
+    RuleRow,
+)
 from veracity.methods.fewl.mitigation.selection import RULES, best_candidates, gold_answers, split_indices
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
-    aggregate_values,
     answers_from,
     prepare_inputs,
     score_sets,
 )
 from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
-from veracity.runs.driver import save_run
-from veracity.runs.result import Results, RunResult
+from veracity.runs.driver import Finish, RunPlan, drive
+from veracity.runs.result import RunResult
+from veracity.stats import bootstrap_ci, mean_stderr
 from veracity.types import GenRequest, Item, Message, Sampling
 
 
@@ -45,7 +52,8 @@ class MitigationSettings:
     """Candidate answers per training question (sampled at ``temperature``)."""
     temperature: float = 0.7
     split: float = 0.8
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, str | bool] = field(default_factory=dict)
+    """What the mode adds to run.json's settings (the model; the base, merge and method)."""
     judge_prompt: str = JUDGE_PROMPT
     """The judge's prompt ({question}, {a}, {b}): the paper's question in our words, or a file's."""
     judge_prompt_source: str = "builtin"
@@ -78,12 +86,40 @@ def split_items(items: Sequence[Item], settings: MitigationSettings) -> tuple[li
     return [items[i] for i in train], [items[i] for i in test]
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate answer to a training question, with its FEWL and the baseline's score."""
+
+    answer: str
+    fewl: float | None
+    baseline: float | None
+
+
+@dataclass(frozen=True)
+class SelectionRow:
+    """A line of selection.jsonl: a training question, its candidates (when scored), the
+    answer each rule chose, and for ICL whether it is in the example pool."""
+
+    id: str
+    question: str
+    candidates: tuple[Candidate, ...] | None
+    selected: Mapping[str, str | None]
+    in_pool: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "question": self.question}
+        if self.candidates is not None:
+            out["candidates"] = [asdict(c) for c in self.candidates]
+        out["selected"] = dict(self.selected)
+        return out if self.in_pool is None else out | {"in_pool": self.in_pool}
+
+
 def select(train: Sequence[Item], settings: MitigationSettings,
-           ctx: Context) -> tuple[dict[str, list[str | None]], list[dict[str, Any]]]:
+           ctx: Context) -> tuple[dict[str, list[str | None]], list[SelectionRow]]:
     """The chosen answer per training question under each rule, and one record per question
     (candidates with their FEWL and baseline scores)."""
     chosen: dict[str, list[str | None]] = {}
-    recs: list[dict[str, Any]] = [{"id": i.id, "question": i.question} for i in train]
+    scored: list[tuple[Candidate, ...]] | None = None
     if {"fewl", "baseline"} & set(settings.rules):
         candidates = (dataset_candidates(settings.candidate_lists, train)
                       if settings.candidate_lists is not None else
@@ -100,19 +136,18 @@ def select(train: Sequence[Item], settings: MitigationSettings,
                  for v in ("fewl", "single")}
         chosen["fewl"] = best_candidates(candidates, table["fewl"])
         chosen["baseline"] = best_candidates(candidates, table["single"])
-        for k, rec in enumerate(recs):
-            rec["candidates"] = [{"answer": text, "fewl": _num(table["fewl"][k, j]),
-                                  "baseline": _num(table["single"][k, j])}
-                                 for j, text in enumerate(candidates[k])]
+        scored = [tuple(Candidate(text, _num(table["fewl"][k, j]), _num(table["single"][k, j]))
+                        for j, text in enumerate(candidates[k])) for k in range(len(train))]
     if "gold" in settings.rules:
         chosen["gold"] = gold_answers([i.references for i in train])
     chosen = {rule: chosen[rule] for rule in settings.rules}
     for rule, answers in chosen.items():
         if not any(answers):
             raise DataError(f"the {rule} rule chose no answer for any training question")
-        for rec, answer in zip(recs, answers, strict=True):
-            rec.setdefault("selected", {})[rule] = answer
-    return chosen, recs
+    rows = [SelectionRow(item.id, item.question, None if scored is None else scored[k],
+                         {rule: answers[k] for rule, answers in chosen.items()})
+            for k, item in enumerate(train)]
+    return chosen, rows
 
 
 def _num(value: float) -> float | None:
@@ -137,7 +172,7 @@ def user_turn(settings: MitigationSettings, question: str) -> Message:
 
 
 def accuracy(items: Sequence[Item], answers: Sequence[str], settings: MitigationSettings,
-             ctx: Context) -> tuple[dict[str, Any] | None, list[bool | None]]:
+             ctx: Context) -> tuple[Accuracy | None, list[bool | None]]:
     """Share of correct answers (TruthfulQA: nearer a correct than an incorrect reference;
     else gold string contained) with a bootstrap CI; None without labels."""
     labelled = [Labelled(i.question, a, tuple(i.references),
@@ -151,6 +186,12 @@ def accuracy(items: Sequence[Item], answers: Sequence[str], settings: Mitigation
     return aggregate_values([None if f is None else float(f) for f in flags]), flags
 
 
+def aggregate_values(values: Sequence[float | None]) -> Accuracy:
+    mean, stderr = mean_stderr(values)
+    low, high = bootstrap_ci([v for v in values if v is not None])
+    return Accuracy(mean, stderr, (low, high), sum(1 for v in values if v is not None))
+
+
 def judged_rows(questions: Sequence[str], rule_answers: dict[str, list[str]], base: list[str],
                 settings: MitigationSettings, ctx: Context,
                 stage: str) -> dict[str, list[Judged]]:
@@ -160,10 +201,10 @@ def judged_rows(questions: Sequence[str], rule_answers: dict[str, list[str]], ba
             for rule, answers in rule_answers.items()}
 
 
-def results_rows(judged: dict[str, list[Judged]], accuracies: dict[str, dict[str, Any] | None],
-                 seed: int) -> list[dict[str, Any]]:
-    return [{"rule": rule, **win_rates(rows, seed), "accuracy": accuracies.get(rule)}
-            for rule, rows in judged.items()]
+def results_rows(judged: dict[str, list[Judged]], accuracies: Mapping[str, Accuracy | None],
+                 seed: int) -> tuple[RuleRow, ...]:
+    return tuple(RuleRow(rule, win_rates(rows, seed), accuracies.get(rule))
+                 for rule, rows in judged.items())
 
 
 def pair_samples(test: Sequence[Item], base_name: str, base: Sequence[str],
@@ -176,13 +217,15 @@ def pair_samples(test: Sequence[Item], base_name: str, base: Sequence[str],
             for k, item in enumerate(test)]
 
 
-def write_run(out: Path | None, mode: str, dataset: str, settings: MitigationSettings,
-              results: dict[str, Any], samples: Sequence[MitigationRecord],
-              selection: list[dict[str, Any]], ctx: Context) -> RunResult[MitigationRecord, Results]:
+def write_run(out: Path | None, settings: MitigationSettings, results: MitigationResults,
+              samples: Sequence[MitigationRecord], selection: Sequence[SelectionRow],
+              ctx: Context) -> RunResult[MitigationRecord, MitigationResults]:
     """The run's result, written into ``out`` unless it is None."""
-    config = {"mode": mode, "dataset": dataset, **settings.describe(),
+    config = {"mode": results.mode, "dataset": results.dataset, **settings.describe(),
               "model_options": ctx.options_record()}
-    results = {"method": "mitigation", "mode": mode, "dataset": dataset,
-               "judge": settings.judge, **results}
-    return save_run(out, "mitigation", config, samples, results, ctx.started,
-                    ctx.stats(), {"selection.jsonl": selection})
+    plan: RunPlan[MitigationRecord] = RunPlan("mitigation", MitigationRecord, config,
+                                              ctx.started)
+    outcome = drive(out, plan, [samples], [],
+                    lambda: Finish(results, stats=ctx.stats(),
+                                   files={"selection.jsonl": [r.to_json() for r in selection]}))
+    return RunResult(tuple(samples), outcome.summary, outcome.run)

@@ -8,7 +8,6 @@ import gc
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from veracity.client import LLMClient
 from veracity.methods.fewl.mitigation.core import (
@@ -24,17 +23,24 @@ from veracity.methods.fewl.mitigation.core import (
     write_run,
 )
 from veracity.methods.fewl.mitigation.lora import LoraSettings, TrainResult, base_location, train_lora
-from veracity.methods.fewl.mitigation.records import MitigationRecord
+from veracity.methods.fewl.mitigation.records import (
+    Accuracy,
+    FinetuneSummary,
+    MitigationRecord,
+    MitigationResults,
+    Training,
+)
 from veracity.registry import load_model
 from veracity.runs.common import Context
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.store import check_run_target
 from veracity.types import Item
 
 
 def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str,
                   lora: LoraSettings, ctx: Context, out: Path, dataset: str = "",
-                  merge: bool = False, progress: bool = True) -> RunResult[MitigationRecord, Results]:
+                  merge: bool = False, progress: bool = True,
+                  ) -> RunResult[MitigationRecord, MitigationResults]:
     """Train one adapter per rule (resuming from checkpoints under ``out/training``), answer
     the test split with base and fine-tuned models, judge each pair in both orders."""
     check_run_target(out)  # before any model call
@@ -49,7 +55,7 @@ def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str
     train, test = split_items(items, settings)
     chosen, selection = select(train, settings, ctx)
     f = settings.fewl
-    training: dict[str, Any] = {}
+    training: dict[str, Training] = {}
     tuned_models: dict[str, TrainResult] = {}
     for rule, picked in chosen.items():
         pairs = [(f.answer_template.format(question=i.question), a)
@@ -57,12 +63,11 @@ def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str
         result = train_lora(base, pairs, out / "training" / rule, lora, merge, progress)
         gc.collect()  # the trainer's copy of the model
         tuned_models[rule] = result
-        training[rule] = {"steps": result.steps, "seconds": round(result.seconds, 2),
-                          "examples": result.examples, "train_loss": result.train_loss,
-                          "resumed_from": result.resumed_from, "method": lora.method,
-                          "adapter": str(result.adapter.relative_to(out)) if result.adapter
-                          else None,
-                          "merged": str(result.merged.relative_to(out)) if result.merged else None}
+        training[rule] = Training(
+            result.steps, round(result.seconds, 2), result.examples, result.train_loss,
+            result.resumed_from, lora.method,
+            str(result.adapter.relative_to(out)) if result.adapter else None,
+            str(result.merged.relative_to(out)) if result.merged else None)
     conversations = [[user_turn(settings, i.question)] for i in test]
     base_answers = generate(ctx.client(base), conversations, f.max_tokens, f.seed,
                             "finetune: base")
@@ -86,13 +91,13 @@ def fewl_finetune(items: Sequence[Item], settings: MitigationSettings, base: str
             gc.collect()
     judged = judged_rows([i.question for i in test], answers, base_answers, settings, ctx,
                          "finetune")
-    acc: dict[str, Any] = {}
+    acc: dict[str, Accuracy | None] = {}
     correct: dict[str, list[bool | None]] = {}
     for name, texts in {"base": base_answers, **answers}.items():
         acc[name], correct[name] = accuracy(test, texts, settings, ctx)
-    results = {"model": base, "n_train": len(train), "n_test": len(test), "base_name": "base",
-               "base_accuracy": acc["base"], "training": training, "method": lora.method,
-               "lora": lora.__dict__,
-               "rows": results_rows(judged, acc, f.seed)}
+    results = MitigationResults(
+        "finetune", dataset, settings.judge, base, len(train), len(test), "base", acc["base"],
+        results_rows(judged, acc, f.seed),
+        finetune=FinetuneSummary(training, lora.method, lora.__dict__))
     samples = pair_samples(test, "base", base_answers, answers, judged, correct)
-    return write_run(out, "finetune", dataset, settings, results, samples, selection, ctx)
+    return write_run(out, settings, results, samples, selection, ctx)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,19 @@ from veracity.methods.fewl.mitigation.examples import (
 )
 from veracity.methods.fewl.mitigation.judge import Judged, judge_pairs
 from veracity.methods.fewl.mitigation.paper import comparison_rows, comparisons
-from veracity.methods.fewl.mitigation.records import Comparison, IclPair, MitigationRecord
+from veracity.methods.fewl.mitigation.records import (
+    Accuracy,
+    Comparison,
+    IclPair,
+    IclSummary,
+    MitigationRecord,
+    MitigationResults,
+)
 from veracity.methods.fewl.mitigation.selection import nearest
 from veracity.methods.fewl.similarity import is_cross_encoder
 from veracity.runs.common import Context
 from veracity.runs.driver import check_target
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.types import Item, Message
 
 
@@ -86,7 +93,7 @@ def prompts(train: Sequence[Item], test: Sequence[Item], picked: Sequence[str | 
 
 def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, icl: IclSettings,
              ctx: Context, out: Path | None = None,
-             dataset: str = "") -> RunResult[MitigationRecord, Results]:
+             dataset: str = "") -> RunResult[MitigationRecord, MitigationResults]:
     """Head-to-head win rates (and accuracy on labels) of K-shot answers per rule."""
     check_target(out)  # before any model call
     icl.check()
@@ -101,8 +108,7 @@ def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, ic
     train, test = split_items(items, settings)
     chosen, selection = select(train, settings, ctx)
     pool = pool_flags(icl.pool, chosen)
-    for rec, flag in zip(selection, pool, strict=True):
-        rec["in_pool"] = flag
+    selection = [replace(rec, in_pool=flag) for rec, flag in zip(selection, pool, strict=True)]
     f = settings.fewl
     spec = f.question_embedder or ("st/default" if is_cross_encoder(f.similarity) else f.similarity)
     embedder = ctx.embedder(spec)
@@ -128,15 +134,14 @@ def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, ic
         arms["zero-shot"] = generate(client, [[user_turn(settings, i.question)] for i in test],
                                      f.max_tokens, f.seed, "icl: zero-shot")
         zero_judged = judged_rows(questions, answers, arms["zero-shot"], settings, ctx, "icl")
-    acc: dict[str, Any] = {}
+    acc: dict[str, Accuracy | None] = {}
     correct: dict[str, list[bool | None]] = {}
     for name, texts in arms.items():
         acc[name], correct[name] = accuracy(test, texts, settings, ctx)
-    results = {"model": model, **icl.describe(), "n_train": len(train), "n_test": len(test),
-               "pool_size": sum(pool), "head_to_head": comparison_rows(head, acc, f.seed),
-               "base_name": "zero-shot", "base_accuracy": acc.get("zero-shot"),
-               "rows": results_rows(zero_judged, acc, f.seed) if icl.zero_shot else [],
-               "accuracy": acc}
+    results = MitigationResults(
+        "icl", dataset, settings.judge, model, len(train), len(test), "zero-shot",
+        acc.get("zero-shot"), results_rows(zero_judged, acc, f.seed) if icl.zero_shot else (),
+        icl=IclSummary(icl.describe(), sum(pool), comparison_rows(head, acc, f.seed), acc))
     samples = []
     for k, item in enumerate(test):
         judged = [Comparison(c, b, rows[k]) for (c, b), rows in head.items()]
@@ -146,4 +151,4 @@ def fewl_icl(items: Sequence[Item], settings: MitigationSettings, model: str, ic
                                {name: flags[k] for name, flags in correct.items()},
                                {rule: tuple(ids[k]) for rule, ids in shots.items()},
                                tuple(judged)))
-    return write_run(out, "icl", dataset, settings, results, samples, selection, ctx)
+    return write_run(out, settings, results, samples, selection, ctx)

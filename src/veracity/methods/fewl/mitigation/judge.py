@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NotRequired, TypedDict
 
 from veracity.backends.fake import last_user, stable
 from veracity.client import LLMClient
 from veracity.errors import BackendError
+from veracity.records import number
 from veracity.stats import bootstrap_ci
 from veracity.types import GenRequest, Sampling
 
@@ -142,28 +143,96 @@ def judge_pairs(client: LLMClient, questions: Sequence[str], candidate: Sequence
     return [j for j in out if j is not None]
 
 
-def _share(flags: Sequence[bool], seed: int) -> dict[str, Any]:
-    values = [float(f) for f in flags]
-    low, high = bootstrap_ci(values, seed=seed)
-    return {"rate": sum(values) / len(values) if values else float("nan"), "ci95": [low, high]}
+class ShareJson(TypedDict):
+    rate: float | None
+    ci95: list[float | None]
+    decided: NotRequired[int]
 
 
-def win_rates(judged: Sequence[Judged], seed: int = 0) -> dict[str, Any]:
+class WinRatesJson(TypedDict):
+    """The win rates as results.json holds them (in each row beside its rule or arms)."""
+
+    paper_win_rate: ShareJson
+    n: int
+    candidate_better: ShareJson
+    base_better: ShareJson
+    inconsistent_or_tie: ShareJson
+    unparseable: int
+    replies: int
+    not_asked: int
+
+
+@dataclass(frozen=True)
+class Share:
+    """A share of the judged pairs with its bootstrap 95% CI (NaN rate: no pair)."""
+
+    rate: float | None
+    ci95: tuple[float | None, float | None]
+    decided: int | None = None
+    """For the paper's win rate: the pairs the judge decided (the share's denominator)."""
+
+    @classmethod
+    def of(cls, flags: Sequence[bool], seed: int) -> Share:
+        values = [float(f) for f in flags]
+        low, high = bootstrap_ci(values, seed=seed)
+        return cls(sum(values) / len(values) if values else float("nan"), (low, high))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Share:
+        low, high = data.get("ci95") or (None, None)
+        decided = data.get("decided")
+        return cls(number(data.get("rate")), (number(low), number(high)),
+                   None if decided is None else int(decided))
+
+    def to_json(self) -> ShareJson:
+        out: ShareJson = {"rate": self.rate, "ci95": list(self.ci95)}
+        if self.decided is not None:
+            out["decided"] = self.decided
+        return out
+
+
+@dataclass(frozen=True)
+class WinRates:
     """% candidate better / % base better / % inconsistent or tie, with bootstrap CIs, the
-    number of unparseable replies, and the paper's win rate: the candidate's wins over the
-    decided pairs (not sure and inconsistent ones removed), with its bootstrap CI."""
+    unparseable replies, and the paper's win rate (C.10): the candidate's wins over the
+    decided pairs."""
+
+    paper_win_rate: Share
+    n: int
+    candidate_better: Share
+    base_better: Share
+    inconsistent_or_tie: Share
+    unparseable: int
+    replies: int
+    not_asked: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WinRates:
+        return cls(Share.from_json(data["paper_win_rate"]), int(data["n"]),
+                   Share.from_json(data["candidate_better"]), Share.from_json(data["base_better"]),
+                   Share.from_json(data["inconsistent_or_tie"]), int(data["unparseable"]),
+                   int(data["replies"]), int(data.get("not_asked") or 0))
+
+    def to_json(self) -> WinRatesJson:
+        return {"paper_win_rate": self.paper_win_rate.to_json(), "n": self.n,
+                "candidate_better": self.candidate_better.to_json(),
+                "base_better": self.base_better.to_json(),
+                "inconsistent_or_tie": self.inconsistent_or_tie.to_json(),
+                "unparseable": self.unparseable, "replies": self.replies,
+                "not_asked": self.not_asked}
+
+
+def win_rates(judged: Sequence[Judged], seed: int = 0) -> WinRates:
+    """The shares of each outcome over ``judged``, and the paper's win rate."""
     outcomes = [j.outcome for j in judged]
     decided = [o == "candidate" for o in outcomes if o != "inconsistent"]
-    return {
-        "paper_win_rate": _share(decided, seed) | {"decided": len(decided)},
-        "n": len(judged),
-        "candidate_better": _share([o == "candidate" for o in outcomes], seed),
-        "base_better": _share([o == "base" for o in outcomes], seed),
-        "inconsistent_or_tie": _share([o == "inconsistent" for o in outcomes], seed),
-        "unparseable": sum((j.first is None) + (j.second is None) for j in judged if j.asked),
-        "replies": 2 * sum(j.asked for j in judged),
-        "not_asked": sum(not j.asked for j in judged),
-    }
+    return WinRates(
+        replace(Share.of(decided, seed), decided=len(decided)), len(judged),
+        Share.of([o == "candidate" for o in outcomes], seed),
+        Share.of([o == "base" for o in outcomes], seed),
+        Share.of([o == "inconsistent" for o in outcomes], seed),
+        sum((j.first is None) + (j.second is None) for j in judged if j.asked),
+        2 * sum(j.asked for j in judged), sum(not j.asked for j in judged))
 
 
 _JUDGED = re.compile(r"\nAnswer A: (.*)\n\nAnswer B: (.*)\n\nReply|"

@@ -3,14 +3,14 @@ answers per question) and the head-to-head comparisons of Table 6."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from veracity.data.labelled import load_labelled
 from veracity.errors import ConfigError, DataError
 from veracity.methods.fewl.mitigation.judge import Judged, win_rates
+from veracity.methods.fewl.mitigation.records import Accuracy, HeadToHead
 from veracity.types import Item
 
 
@@ -48,9 +48,9 @@ def comparisons(rules: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def comparison_rows(judged: dict[tuple[str, str], list[Judged]],
-                    accuracies: dict[str, dict[str, Any] | None],
-                    seed: int) -> list[dict[str, Any]]:
+                    accuracies: Mapping[str, Accuracy | None],
+                    seed: int) -> tuple[HeadToHead, ...]:
     """One row per (candidate, base): the full breakdown and the paper's win rate (C.10)."""
-    return [{"candidate": candidate, "base": base, **win_rates(rows, seed),
-             "accuracy": accuracies.get(candidate), "base_accuracy": accuracies.get(base)}
-            for (candidate, base), rows in judged.items()]
+    return tuple(HeadToHead(candidate, base, win_rates(rows, seed), accuracies.get(candidate),
+                            accuracies.get(base))
+                 for (candidate, base), rows in judged.items())

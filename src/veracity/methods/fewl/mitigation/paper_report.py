@@ -7,6 +7,8 @@ from typing import Any
 
 from veracity.data.jsonl import load_json_file
 from veracity.methods.fewl.mitigation.annotation.core import HUMAN_FILE, pair_view
+from veracity.methods.fewl.mitigation.judge import Share
+from veracity.methods.fewl.mitigation.records import Comparison, MitigationRecord, MitigationResults
 from veracity.report.html import esc, fmt, table
 from veracity.store import RunDir
 
@@ -26,20 +28,32 @@ def _name(arm: str) -> str:
     return NAMES.get(arm, arm)
 
 
-def head_to_head(run: RunDir) -> str:
+def pct(share: Share) -> str:
+    """A share in % with its 95% CI; a dash where there was no pair."""
+    if share.rate is None or share.rate != share.rate:  # no pair (NaN, null in JSON)
+        return "—"
+    low, high = share.ci95
+    return f"{fmt(100 * share.rate, 1)}% [{fmt(_times_100(low), 0)}–{fmt(_times_100(high), 0)}]"
+
+
+def _times_100(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def head_to_head(run: RunDir, r: MitigationResults) -> str:
     """Table 6: % base better / % rule better / % tie per comparison, and the paper's rate."""
-    r = run.results
-    rows = r.get("head_to_head") or []
-    if not rows:
+    if r.icl is None or not r.icl.head_to_head:
         return ""
-    body = [[f"{_name(x['candidate'])} vs {_name(x['base'])}", x["n"], _pct(x["base_better"]),
-             _pct(x["candidate_better"]), _pct(x["inconsistent_or_tie"]),
-             f"{x['unparseable']} / {x['replies']}",
-             f"{_pct(x['paper_win_rate'])} of {x['paper_win_rate']['decided']}"] for x in rows]
-    caption = (f"<p>Table 6 layout: icl · {esc(r['dataset'])} · model {esc(r['model'])} · judge "
-               f"{esc(r['judge'])} · {r['examples']} examples per question ({esc(r['format'])}) "
-               f"from a pool of {r['pool_size']} of {r['n_train']} training questions (pool "
-               f"{esc(r['pool'])}) · {r['n_test']} test questions ({esc(run.path.name)})</p>")
+    body = [[f"{_name(x.candidate)} vs {_name(x.base)}", x.rates.n, pct(x.rates.base_better),
+             pct(x.rates.candidate_better), pct(x.rates.inconsistent_or_tie),
+             f"{x.rates.unparseable} / {x.rates.replies}",
+             f"{pct(x.rates.paper_win_rate)} of {x.rates.paper_win_rate.decided}"]
+            for x in r.icl.head_to_head]
+    s = r.icl.settings
+    caption = (f"<p>Table 6 layout: icl · {esc(r.dataset)} · model {esc(r.model)} · judge "
+               f"{esc(r.judge)} · {s['examples']} examples per question ({esc(s['format'])}) "
+               f"from a pool of {r.icl.pool_size} of {r.n_train} training questions (pool "
+               f"{esc(s['pool'])}) · {r.n_test} test questions ({esc(run.path.name)})</p>")
     return caption + table(["comparison", "pairs", "% base better (95% CI)", "% rule better",
                             "% tie", "unparseable replies", "win rate over decided pairs (C.10)"],
                            body)
@@ -65,12 +79,13 @@ def human(run: RunDir) -> str:
                      "win rate over decided pairs", "agrees with the model judge"], body))
 
 
-def _order(entry: dict[str, Any], first: bool) -> str:
-    reply = entry["first_reply" if first else "second_reply"]
-    verdict = entry["first" if first else "second"]
+def _order(entry: Comparison, first: bool) -> str:
+    judged = entry.judged
+    reply = judged.first_reply if first else judged.second_reply
+    verdict = judged.first if first else judged.second
     if reply is None:
         return "not asked"
-    shown = (_name(entry["candidate"]), _name(entry["base"]))
+    shown = (_name(entry.candidate), _name(entry.base))
     a, b = shown if first else shown[::-1]
     picked = {"A": a, "B": b, "tie": "not sure"}.get(verdict or "", "unparseable")
     return f"A = {a}, B = {b}: {picked} (reply {reply!r})"
@@ -80,14 +95,15 @@ def examples(run: RunDir) -> str:
     """Per question: each arm's answer, then every comparison with the judge's verdict in
     both orders and the outcome."""
     blocks = []
-    for k, sample in enumerate(run.samples()):
+    for k, raw in enumerate(run.samples()):
         if k >= EXAMPLES:
             break
+        sample = MitigationRecord.from_json(raw)
         answers, judged = pair_view(sample)
         rows = [[_name(arm), text] for arm, text in answers.items()]
-        verdicts = [[f"{_name(j['candidate'])} vs {_name(j['base'])}", _order(j, True),
-                     _order(j, False), j["outcome"]] for j in judged]
-        blocks.append(f"<p><b>{esc(sample['question'])}</b></p>"
+        verdicts = [[f"{_name(j.candidate)} vs {_name(j.base)}", _order(j, True),
+                     _order(j, False), j.judged.outcome] for j in judged]
+        blocks.append(f"<p><b>{esc(sample.question)}</b></p>"
                       + table(["answer by", "answer"], rows)
                       + table(["comparison", "judge, first order", "judge, second order",
                                "outcome"], verdicts))

@@ -98,7 +98,9 @@ class SearchRecord:
     searched_exactly: int = 0
     """Questions an approximate index left short of K (crowded by near-duplicates), searched
     exactly instead."""
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, int] = field(default_factory=dict)
+    """The index's own parameters (hnsw: m, ef_construction, ef_search; ivf: nlist, nprobe,
+    trained_on)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -42,15 +42,15 @@ from veracity.methods.fewl.chunked import (
     generation_bar,
     reference_names,
 )
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import FewlRecord, FewlResults, SelectionSummary
 from veracity.methods.fewl.run import (
     AnswerSource,
     FewlSettings,
     answers_file,
     answers_from,
     as_number,
+    fewl_results,
     pairs_model,
-    results_head,
     run_config,
     side_files,
 )
@@ -59,7 +59,7 @@ from veracity.methods.fewl.selection.core import finetune_set, icl_prompts
 from veracity.methods.fewl.similarity import Similarity, choose_options, load_similarity
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, check_target, drive
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.stats import bootstrap_ci
 from veracity.store import RunDir, dumps
 from veracity.streaming import FloatColumn, MomentSums, SampleWriter
@@ -124,16 +124,14 @@ class SelectionTally:
         self.first_correct += sum(c == k for c, k in zip(first, correct, strict=True))
         self.selected_correct += sum(c == k for c, k in zip(picked, correct, strict=True))
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> SelectionSummary:
         mean, stderr = self.sums.mean_stderr()
         low, high = bootstrap_ci(self.values.array())  # type: ignore[arg-type]
-        out: dict[str, Any] = {"mean": mean, "stderr": stderr, "ci95": [low, high],
-                               "n": self.sums.n}
-        if self.labelled:
-            out |= {"accuracy_first_candidate": self.first_correct / self.labelled,
-                    "accuracy_selected": self.selected_correct / self.labelled,
-                    "n_labelled": self.labelled}
-        return out
+        if not self.labelled:
+            return SelectionSummary(mean, stderr, (low, high), self.sums.n)
+        return SelectionSummary(mean, stderr, (low, high), self.sums.n,
+                                self.first_correct / self.labelled,
+                                self.selected_correct / self.labelled, self.labelled)
 
 
 class _Candidates:
@@ -239,7 +237,7 @@ def stream_select(
     temperature: float = 0.7,
     icl_examples: int = 3, min_fewl: float | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord, Results]:
+) -> RunResult[FewlRecord, FewlResults]:
     """:func:`veracity.methods.fewl.modes.run_fewl_select` chunk by chunk: the same run
     directory, records, aggregates and exports."""
     check_target(out)
@@ -286,12 +284,11 @@ def stream_select(
             _exports(run, items, index, chosen, icl_examples, min_fewl, settings.answer_template,
                      chunk_size)
 
-        def finish() -> Finish[Results]:
-            results = results_head("select", dataset, len(items), running.failed, similarity,
-                                   settings)
-            results |= {"models": running.summaries(), "selection": tally.result()}
-            return Finish(Results(results), {"model_options": ctx.options_record()},
-                          ctx.stats(), exports=exports)
+        def finish() -> Finish[FewlResults]:
+            results = fewl_results("select", dataset, len(items), running.failed, similarity,
+                                   settings, running.summaries(), selection=tally.result())
+            return Finish(results, {"model_options": ctx.options_record()}, ctx.stats(),
+                          exports=exports)
 
         files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
                                      *(answers_file(n) for n in sets)]))

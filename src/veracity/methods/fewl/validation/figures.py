@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -25,37 +24,10 @@ from veracity.client import LLMClient
 from veracity.correctness import Labelled, judge_verdicts
 from veracity.errors import BackendError
 from veracity.methods.fewl.core import Neighbours, select_neighbours
+from veracity.methods.fewl.records import FigureThree, FigureTwo, ReferenceRating
 from veracity.types import GenRequest, Sampling
 
 FIGURE_TWO_NEIGHBOURS = 10
-
-
-class FigureTwo(TypedDict):
-    """Figure 2 as results.json holds it."""
-
-    k: int
-    judge: str
-    per_question: list[int | None]
-    histogram: list[int]
-    mean_correct: float | None
-    n_questions: int
-    unjudged: int
-
-
-class ReferenceRating(TypedDict):
-    """One reference slot's ratings in Figure 3."""
-
-    counts: list[int]
-    """Answers rated 0, 1 and 2."""
-    unrated: int
-    mean: float | None
-
-
-class FigureThree(TypedDict):
-    """Figure 3 as results.json holds it."""
-
-    judge: str
-    references: dict[str, ReferenceRating]
 
 
 @dataclass

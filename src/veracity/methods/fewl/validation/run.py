@@ -19,7 +19,6 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,12 +38,19 @@ from veracity.methods.fewl.chunked import (
     reference_names,
 )
 from veracity.methods.fewl.core import FewlScores, neighbour_blocks, unit_rows
-from veracity.methods.fewl.records import FewlRecord
+from veracity.methods.fewl.records import (
+    AccuracyCell,
+    Comparison,
+    FewlRecord,
+    FewlResults,
+    FewlValidation,
+    Figures,
+)
 from veracity.methods.fewl.run import (
     FewlSettings,
     answers_file,
+    fewl_results,
     pairs_model,
-    results_head,
     run_config,
     side_files,
 )
@@ -59,7 +65,7 @@ from veracity.methods.fewl.validation.figures import (
 )
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, check_target, drive
-from veracity.runs.result import Results, RunResult
+from veracity.runs.result import RunResult
 from veracity.sequences import LazySequence
 from veracity.types import Item
 
@@ -71,7 +77,7 @@ class AccuracyCounts:
     >>> c.add([0.5, 0.2, float("nan")], [0.1, 0.2, 0.3])
     >>> c.add([0.1], [0.4])
     >>> c.result()
-    {'accuracy': 0.5, 'n': 3, 'ties': 1}
+    AccuracyCell(accuracy=0.5, n=3, ties=1, std=None, repeats=None)
     """
 
     def __init__(self) -> None:
@@ -86,17 +92,16 @@ class AccuracyCounts:
         self.wins += int((b[both] > w[both]).sum())
         self.ties += int((b[both] == w[both]).sum())
 
-    def result(self) -> dict[str, float | int]:
+    def result(self) -> AccuracyCell:
         """What :func:`~veracity.methods.fewl.core.measurement_accuracy` gives on every
         question added: the same expression on the same counts."""
         if self.n == 0:
-            return {"accuracy": math.nan, "n": 0, "ties": 0}
-        return {"accuracy": (float(self.wins) + 0.5 * self.ties) / self.n, "n": self.n,
-                "ties": self.ties}
+            return AccuracyCell(math.nan, 0, 0)
+        return AccuracyCell((float(self.wins) + 0.5 * self.ties) / self.n, self.n, self.ties)
 
 
 class MeasurementTally:
-    """``results["validation"]`` of one repeat (better vs each worse answer, x divergence x
+    """The validation table of one repeat (better vs each worse answer, x divergence x
     variant), added a chunk of questions at a time; a :class:`ChunkTally` of the streamed
     scoring. Questions whose worse answer is the better one's text are left out of the cells
     and counted as ``identical_skipped``."""
@@ -121,15 +126,12 @@ class MeasurementTally:
                     worse = np.where(same, np.nan, scores.sets[name][div][variant].fewl[:size])
                     cells.setdefault(variant, AccuracyCounts()).add(terms.fewl[:size], worse)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> dict[str, Comparison]:
         """The table the in-memory run computes from the whole arrays."""
-        table: dict[str, Any] = {}
-        for name in self.worse:
-            comparison: dict[str, Any] = {"identical_skipped": self.skipped[name]}
-            for div, cells in self.cells[name].items():
-                comparison[div] = {variant: c.result() for variant, c in cells.items()}
-            table[f"{self.better} vs {name}"] = comparison
-        return table
+        return {f"{self.better} vs {name}": Comparison(
+                    self.skipped[name], {div: {variant: c.result() for variant, c in cells.items()}
+                                         for div, cells in self.cells[name].items()})
+                for name in self.worse}
 
 
 class _Plain(LazySequence[Item]):
@@ -169,7 +171,7 @@ def stream_fewl_validate(
     items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context, out: Path | None,
     dataset: str = "", repeats: int = 1, judge: str | None = None, chunk_size: int = CHUNK,
     generate_chunk: int = GENERATE_CHUNK,
-) -> RunResult[FewlRecord, Results]:
+) -> RunResult[FewlRecord, FewlResults]:
     """:func:`veracity.methods.fewl.modes.run_fewl_validate` chunk by chunk: the same run
     directory, records and aggregates, in memory bounded by the chunk sizes."""
     check_target(out)
@@ -204,9 +206,9 @@ def stream_fewl_validate(
         return own + [own[0]] * (len(positions) - len(own))
 
     work = fresh_work(out)
-    tables: list[dict[str, Any]] = []
+    tables: list[dict[str, Comparison]] = []
     running = RunningFewl(set_names)
-    found: dict[str, Any] = {}
+    figures: list[Figures] = []
 
     def repeat(r: int) -> _Repeat:
         current = replace(settings, repeat=settings.repeat + r)
@@ -236,9 +238,9 @@ def stream_fewl_validate(
                 if r == 0:
                     yield from current.batches
                     if judge_client is not None:
-                        found["figures"] = _figures(judge_client, items, current.inputs,
+                        figures.append(_figures(judge_client, items, current.inputs,
                                                     current.index, current.settings,
-                                                    current.names, chunk_size)
+                                                    current.names, chunk_size))
                 else:
                     for _ in current.batches:  # the records are the first repeat's
                         pass
@@ -252,16 +254,15 @@ def stream_fewl_validate(
                         settings, ctx, {"repeats": repeats, "judge": judge}
                         | first.index.described())
 
-    def finish() -> Finish[Results]:
-        results = results_head("validate", dataset, len(items), running.failed,
-                               first.similarity, settings) | {
-            "models": running.summaries(), "validation": combine_repeats(tables),
-            "repeats": repeats,
-            "repeat_seeds": [settings.stochastic_seed() + r for r in range(repeats)],
-            "table_rows": [list(row) for row in TABLE_ROWS]}
-        if "figures" in found:
-            results["figures"] = found["figures"]
-        return Finish(Results(results), {"model_options": ctx.options_record()}, ctx.stats())
+    def finish() -> Finish[FewlResults]:
+        validation = FewlValidation(
+            combine_repeats(tables), repeats,
+            tuple(settings.stochastic_seed() + r for r in range(repeats)), TABLE_ROWS,
+            figures[0] if figures else None)
+        results = fewl_results("validate", dataset, len(items), running.failed,
+                               first.similarity, settings, running.summaries(),
+                               validation=validation)
+        return Finish(results, {"model_options": ctx.options_record()}, ctx.stats())
 
     files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
                                  *(answers_file(n) for n in set_names)]))
@@ -300,7 +301,7 @@ def _generate(plain: Sequence[Item], inputs: _Inputs, settings: FewlSettings, ct
 
 
 def _figures(judge: LLMClient, items: Sequence[LabelledItem], inputs: _Inputs, index: _Index,
-             settings: FewlSettings, names: list[str], chunk_size: int) -> dict[str, Any]:
+             settings: FewlSettings, names: list[str], chunk_size: int) -> Figures:
     """Figures 2 and 3 (:mod:`veracity.methods.fewl.validation.figures`): each question's ten nearest
     neighbours found over the index's question vectors a block at a time and their gold
     answers judged; the references of the first repeat rated a chunk at a time."""
@@ -316,5 +317,4 @@ def _figures(judge: LLMClient, items: Sequence[LabelledItem], inputs: _Inputs, i
         stop = min(start + chunk_size, n)
         refs = inputs.references_of(range(start, stop), plain[start:stop])
         ratings.add(questions[start:stop], golds[start:stop], refs, names)
-    return {"figure2": figure_two_data(judge.spec, counts, FIGURE_TWO_NEIGHBOURS),
-            "figure3": ratings.result()}
+    return Figures(figure_two_data(judge.spec, counts, FIGURE_TWO_NEIGHBOURS), ratings.result())

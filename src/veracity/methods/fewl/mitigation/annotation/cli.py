@@ -19,6 +19,7 @@ from veracity.methods.fewl.mitigation.annotation.core import (
     export_pairs,
     read_choices,
 )
+from veracity.methods.fewl.mitigation.records import MitigationRecord
 from veracity.methods.fewl.mitigation.tables import NAMES
 from veracity.methods.fewl.validation.reference_sheet import HUMAN_FILE as REFERENCE_RATINGS
 from veracity.methods.fewl.validation.reference_sheet import SHEET_FILE as REFERENCE_SHEET
@@ -28,6 +29,7 @@ from veracity.methods.fewl.validation.reference_sheet import (
     read_reference_ratings,
     reference_rows,
 )
+from veracity.records import read_records
 from veracity.report import build_report
 from veracity.store import RunDir
 
@@ -68,7 +70,7 @@ def export_cmd(run: Path, out: Path, seed: int, references: bool) -> None:
         echo(f"{len(refs)} reference answers -> {out}")
         return
     directory = _mitigation(run)
-    rows, key = export_pairs(list(directory.samples()), out, seed,
+    rows, key = export_pairs(read_records(MitigationRecord, directory.samples()), out, seed,
                              title=f"Which answer is better? ({run.name})")
     directory.write_json(SHEET_FILE, {"sheet": str(out), **key})
     echo(f"{len(rows)} answer pairs -> {out} (key: {run / SHEET_FILE})")

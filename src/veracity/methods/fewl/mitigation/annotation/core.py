@@ -17,16 +17,23 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl.mitigation.judge import Share, ShareJson
+from veracity.methods.fewl.mitigation.records import (
+    Comparison,
+    FinetunePair,
+    IclPair,
+    MitigationRecord,
+)
 from veracity.paths import check_output_file
 from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check, filled_rows
-from veracity.stats import bootstrap_ci, fleiss_kappa
+from veracity.stats import fleiss_kappa
 from veracity.text import csv_cell, html_text
 
 SHEET_FILE = "pair_sheet.json"
@@ -36,14 +43,15 @@ OUTCOMES = ("candidate", "base", "tie")
 COLUMNS = ("item_id", "answer_check", "question", "answer_1", "answer_2", "rating", "comment")
 
 
-def pair_view(sample: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The answers by arm and the judged comparisons of one mitigation record, whichever
-    layout wrote it (``answers`` + ``judged``; or ``base_answer`` + ``rules``)."""
-    if "answers" in sample:
-        return dict(sample["answers"]), list(sample["judged"])
-    base = str(sample["base_name"])
-    answers = {base: sample["base_answer"], **{r: e["answer"] for r, e in sample["rules"].items()}}
-    judged = [{"candidate": rule, "base": base, **entry} for rule, entry in sample["rules"].items()]
+def pair_view(sample: MitigationRecord) -> tuple[dict[str, str], list[Comparison]]:
+    """The answers by arm and the judged comparisons of one mitigation record (ICL: each
+    arm's answer and the judged pairs; fine-tuning: the base's answer and each rule's)."""
+    if isinstance(sample, IclPair):
+        return dict(sample.answers), list(sample.judged)
+    assert isinstance(sample, FinetunePair)
+    base = sample.base_name
+    answers = {base: sample.base_answer, **{r: e.answer for r, e in sample.rules.items()}}
+    judged = [Comparison(rule, base, entry.judged) for rule, entry in sample.rules.items()]
     return answers, judged
 
 
@@ -64,13 +72,13 @@ class PairRow:
     """The model judge's outcome for the pair (candidate, base or inconsistent)."""
 
 
-def pair_rows(samples: Sequence[dict[str, Any]], seed: int = 0) -> list[PairRow]:
+def pair_rows(samples: Sequence[MitigationRecord], seed: int = 0) -> list[PairRow]:
     """Every judged pair with two different non-empty answers, rows and sides shuffled."""
     found = []
     for sample in samples:
         answers, judged = pair_view(sample)
         for j in judged:
-            c, b = answers[j["candidate"]], answers[j["base"]]
+            c, b = answers[j.candidate], answers[j.base]
             if c.strip() and b.strip() and c.strip() != b.strip():
                 found.append((sample, j, c, b))
     if not found:
@@ -83,10 +91,9 @@ def pair_rows(samples: Sequence[dict[str, Any]], seed: int = 0) -> list[PairRow]
         sample, j, c, b = found[int(k)]
         first = bool(flips[n - 1])
         one, two = (c, b) if first else (b, c)
-        question = str(sample["question"])
+        question = sample.question
         rows.append(PairRow(f"pair-{n:03d}", answer_check(question, f"{one}\x00{two}"), question,
-                            one, two, str(sample["id"]), j["candidate"], j["base"], first,
-                            j.get("outcome")))
+                            one, two, sample.id, j.candidate, j.base, first, j.judged.outcome))
     return rows
 
 
@@ -125,7 +132,7 @@ def render_html(rows: Sequence[PairRow], title: str) -> str:
         "</button></p></body></html>\n")
 
 
-def export_pairs(samples: Sequence[dict[str, Any]], out: Path, seed: int = 0,
+def export_pairs(samples: Sequence[MitigationRecord], out: Path, seed: int = 0,
                  title: str = "Which answer is better?") -> tuple[list[PairRow], dict[str, Any]]:
     """Write the sheet (.csv or .html, by extension); the rows and the key to keep."""
     check_output_file(out)
@@ -169,10 +176,8 @@ def outcome_of(choice: str, candidate_first: bool) -> str:
     return "candidate" if (choice == "1") == candidate_first else "base"
 
 
-def _share(flags: Sequence[bool], seed: int) -> dict[str, Any]:
-    values = [float(f) for f in flags]
-    low, high = bootstrap_ci(values, seed=seed)
-    return {"rate": sum(values) / len(values) if values else math.nan, "ci95": [low, high]}
+def _share(flags: Sequence[bool], seed: int) -> ShareJson:
+    return Share.of(flags, seed).to_json()
 
 
 def majority(outcomes: Sequence[str]) -> str:
@@ -209,7 +214,7 @@ def analyse_pairs(key: dict[str, Any], raters: dict[str, dict[str, str]],
             "candidate_better": _share([o == "candidate" for o in outcome], seed),
             "base_better": _share([o == "base" for o in outcome], seed),
             "tie": _share([o == "tie" for o in outcome], seed),
-            "paper_win_rate": _share(decided, seed) | {"decided": len(decided)},
+            "paper_win_rate": replace(Share.of(decided, seed), decided=len(decided)).to_json(),
             "judge_agreement": {"n": len(judge), "rate": sum(h == m for h, m in judge) / len(judge)
                                 if judge else math.nan}})
     complete = [r for r in rated if len(votes[r["item_id"]]) == len(raters)]
