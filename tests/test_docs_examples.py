@@ -11,14 +11,15 @@ run directory an earlier one wrote), through bash with ``set -euo pipefail``, wi
   fake model for the bundled one, a fixture for a full dataset, a mock server for yours). The
   substitutions are written next to the block, so a reader sees what the test changed.
 - ``<!-- background: URL -->``: the block starts a server. It runs in the background; the page's
-  next block starts once URL answers over HTTP (any status), and the server is stopped (SIGTERM
+  next block starts once URL answers over HTTP (with a status below 500), and the server is stopped (SIGTERM
   to its process group) when the page is done.
 - ``<!-- output -->`` above a ```text block: that block is how the standard output of the bash
   block before it ends (its last command's output; trailing spaces and blank lines ignored); a
   changed output fails the test.
 
 Names a block or a substitution may use: ``$FIXTURES`` is this repository's ``tests/fixtures``,
-``$REPO`` its root, ``$FREE_PORT`` a port free on 127.0.0.1 (the same one for the whole page),
+``$REPO`` its root, ``$FREE_PORT`` a port free on 127.0.0.1 (the same one for the whole page;
+``$FREE_PORT2``, ... more),
 ``$MOCK_UPSTREAM`` the base URL (``http://127.0.0.1:PORT/v1``) of the tests' mock
 OpenAI-compatible server (``tests/mock_upstream.py``: a prompt containing "unstable" gets an
 answer that depends on the characters appended to it, any other the same answer), started for
@@ -76,8 +77,8 @@ class Block:
 
     def script(self, names: dict[str, str] | None = None) -> str:
         text = self.substituted()
-        for name, value in {"$FIXTURES": str(REPO / "tests" / "fixtures"), "$REPO": str(REPO),
-                            **(names or {})}.items():
+        every = {"$FIXTURES": str(REPO / "tests" / "fixtures"), "$REPO": str(REPO), **(names or {})}
+        for name, value in sorted(every.items(), reverse=True):  # $FREE_PORT2 before $FREE_PORT
             text = text.replace(name, value)
         return text
 
@@ -143,8 +144,8 @@ def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=5):
             return True
-    except urllib.error.HTTPError:
-        return True  # the server is up; the status is the page's business
+    except urllib.error.HTTPError as error:
+        return error.code < 500  # 401, 404: up; 503: not ready yet
     except (urllib.error.URLError, OSError):
         return False
 
@@ -178,8 +179,8 @@ class PageRun:
 
     def script(self, block: Block) -> str:
         text = block.substituted()
-        if "$FREE_PORT" in text and "$FREE_PORT" not in self.names:
-            self.names["$FREE_PORT"] = str(_free_port())
+        for name in re.findall(r"\$FREE_PORT\d*", text):
+            self.names.setdefault(name, str(_free_port()))
         if "$MOCK_UPSTREAM" in text and self.mock is None:
             self.mock = subprocess.Popen(
                 [sys.executable, str(REPO / "tests" / "mock_upstream.py"), "--delay", "0.01"],
@@ -225,7 +226,7 @@ class PageRun:
             time.sleep(0.2)
 
     def _expand(self, text: str) -> str:
-        for name, value in self.names.items():
+        for name, value in sorted(self.names.items(), reverse=True):  # $FREE_PORT2 first
             text = text.replace(name, value)
         return text
 
