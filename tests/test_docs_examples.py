@@ -15,7 +15,8 @@ run directory an earlier one wrote), through bash with ``set -euo pipefail``, wi
   to its process group) when the page is done.
 - ``<!-- output -->`` above a ```text block: that block is how the standard output of the bash
   block before it ends (its last command's output; trailing spaces and blank lines ignored); a
-  changed output fails the test.
+  changed output fails the test. ``<!-- output: excerpt -->``: the block's lines appear, one
+  after the other, somewhere in that output (for output whose last lines carry a timing).
 
 Names a block or a substitution may use: ``$FIXTURES`` is this repository's ``tests/fixtures``,
 ``$REPO`` its root, ``$FREE_PORT`` a port free on 127.0.0.1 (the same one for the whole page;
@@ -23,7 +24,7 @@ Names a block or a substitution may use: ``$FIXTURES`` is this repository's ``te
 ``$MOCK_UPSTREAM`` the base URL (``http://127.0.0.1:PORT/v1``) of the tests' mock
 OpenAI-compatible server (``tests/mock_upstream.py``: a prompt containing "unstable" gets an
 answer that depends on the characters appended to it, any other the same answer), started for
-the page when a block first names it.
+the page when a block first names it (``$MOCK_UPSTREAM2``, ...: more of them).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class Block:
     """The URL that answers once the server this block starts is up."""
     output: str | None = None
     """The ```text block marked ``<!-- output -->`` right after this one, if any."""
+    excerpt: bool = False
+    """The output block is a run of lines from the output, not its end."""
 
     def where(self) -> str:
         page = self.page.relative_to(REPO) if self.page.is_relative_to(REPO) else self.page
@@ -120,6 +123,9 @@ def parse(page: Path) -> list[Block]:
             elif "output" in names:
                 assert blocks, f"{page}:{index + 1}: an output block follows no bash block"
                 blocks[-1].output = body
+                blocks[-1].excerpt = names["output"] == "excerpt"
+                assert names["output"] in ("", "excerpt"), (
+                    f"{page}:{index + 1}: output takes nothing or 'excerpt'")
             pending = []
             index = end + 1
             continue
@@ -175,19 +181,21 @@ class PageRun:
         self.env.pop("OPENAI_API_KEY", None)
         self.names: dict[str, str] = {}
         self.servers: list[tuple[subprocess.Popen[str], Path]] = []
-        self.mock: subprocess.Popen[str] | None = None
+        self.mocks: list[subprocess.Popen[str]] = []
 
     def script(self, block: Block) -> str:
         text = block.substituted()
         for name in re.findall(r"\$FREE_PORT\d*", text):
             self.names.setdefault(name, str(_free_port()))
-        if "$MOCK_UPSTREAM" in text and self.mock is None:
-            self.mock = subprocess.Popen(
-                [sys.executable, str(REPO / "tests" / "mock_upstream.py"), "--delay", "0.01"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            assert self.mock.stdout is not None
-            port = self.mock.stdout.readline().split()[1]
-            self.names["$MOCK_UPSTREAM"] = f"http://127.0.0.1:{port}/v1"
+        for name in re.findall(r"\$MOCK_UPSTREAM\d*", text):
+            if name not in self.names:
+                mock = subprocess.Popen(
+                    [sys.executable, str(REPO / "tests" / "mock_upstream.py"), "--delay", "0.01"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                self.mocks.append(mock)
+                assert mock.stdout is not None
+                port = mock.stdout.readline().split()[1]
+                self.names[name] = f"http://127.0.0.1:{port}/v1"
         return block.script(self.names)
 
     def run(self, block: Block) -> None:
@@ -202,9 +210,11 @@ class PageRun:
             f"{block.where()} failed (exit {result.returncode}):\n{script}\n"
             f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
         if block.output is not None:
-            assert _normalise(result.stdout).endswith(_normalise(block.output)), (
-                f"{block.where()}: the output shown is not what the commands print:\n"
-                f"{result.stdout}")
+            printed, shown = _normalise(result.stdout), _normalise(block.output)
+            found = (f"\n{shown}\n" in f"\n{printed}\n" if block.excerpt
+                     else printed.endswith(shown))
+            assert found, (f"{block.where()}: the output shown is not what the commands print:\n"
+                           f"{result.stdout}")
 
     def start(self, block: Block, script: str) -> None:
         log = self.folder / f"background-{block.line}.log"
@@ -236,11 +246,11 @@ class PageRun:
             assert process.returncode in (0, -signal.SIGTERM, 128 + signal.SIGTERM), (
                 f"a background server ended with exit {process.returncode}:\n"
                 f"{log.read_text(encoding='utf-8')[-3000:]}")
-        if self.mock is not None:
-            stdin: IO[str] | None = self.mock.stdin
+        for mock in self.mocks:
+            stdin: IO[str] | None = mock.stdin
             if stdin is not None:
                 stdin.close()
-            self.mock.wait(timeout=30)
+            mock.wait(timeout=30)
 
 
 @pytest.fixture
@@ -303,3 +313,16 @@ def test_a_background_block_serves_the_next_and_is_stopped(tmp_path: Path) -> No
                      encoding="utf-8")
     with pytest.raises(AssertionError, match="not what the commands print"):
         PageRun(tmp_path).run(parse(wrong)[0])
+
+
+def test_an_excerpt_is_a_run_of_whole_lines(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("```bash\nprintf 'a\\nb c\\nd\\n'\n```\n<!-- output: excerpt -->\n"
+                    "```text\nb c\n```\n```bash\nprintf 'a\\nb c\\nd\\n'\n```\n"
+                    "<!-- output: excerpt -->\n```text\nb\n```\n", encoding="utf-8")
+    whole, part = parse(page)
+    assert whole.excerpt and part.excerpt
+    run = PageRun(tmp_path)
+    run.run(whole)
+    with pytest.raises(AssertionError, match="not what the commands print"):
+        run.run(part)
