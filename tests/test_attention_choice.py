@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,46 @@ def test_a_crowded_machine_takes_the_exact_kernel_untimed_and_keeps_it(tmp_path:
     # a kernel that is not exact is never taken untimed
     assert choose_attention("auto", "sequential", Scripted(False), tmp_path / "d.json", "k",
                             crowded=lambda: "busy").kernel == "standard"
+
+class Recorder:
+    """The part of a llama.cpp model the group timing uses: records what each eval evaluates."""
+
+    def __init__(self) -> None:
+        self.n_tokens = 0
+        self.evaluated: list[tuple[int, int]] = []  # (position, tokens) of each eval
+        self._ctx = self
+
+    def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
+        return ([1] if add_bos else []) + list(text)
+
+    def eval(self, tokens: list[int]) -> None:
+        self.evaluated.append((self.n_tokens, len(tokens)))
+        self.n_tokens += len(tokens)
+
+    def reset(self) -> None:
+        self.n_tokens = 0
+
+    def kv_cache_clear(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_the_group_timing_reuses_the_prefix_as_a_run_does(exact: bool) -> None:
+    from veracity.backends.llamacpp_attention import (
+        TIMING_PROMPT,
+        TIMING_SUFFIXES,
+        TIMING_TOKENS,
+        group_speed,
+    )
+
+    llm = Recorder()
+    assert group_speed(llm, exact, n_batch=32, rounds=0) > 0  # type: ignore[arg-type]
+    texts = [TIMING_PROMPT] + [TIMING_PROMPT + suffix for suffix in TIMING_SUFFIXES]
+    tokens = [[1, *text.encode()] for text in texts]
+    prompts = [e for e in llm.evaluated if e[1] > 1]
+    assert len(llm.evaluated) == len(texts) * (1 + TIMING_TOKENS)
+    assert prompts[0] == (0, len(tokens[0]))  # the first prompt from an empty context
+    for (position, count), previous, now in zip(prompts[1:], tokens[:-1], tokens[1:], strict=True):
+        shared = len(os.path.commonprefix([previous, now]))
+        assert position == (shared if exact else shared // 32 * 32)
+        assert position + count == len(now)  # the rest of the prompt evaluated

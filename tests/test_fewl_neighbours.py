@@ -173,3 +173,17 @@ def test_rows_crowded_by_near_duplicates_are_searched_exactly(
     found, record = search_all(vectors, 5, 0.8, None, settings)
     _same(found, select_neighbours(vectors, 5, 0.8))
     assert record.searched_exactly >= 41
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cutting_a_wide_matrix_first_keeps_the_same_top(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows, width, k = 7, 60, 5
+    values = rng.choice([0.1, 0.2, 0.3, 0.5, 0.9], size=(rows, width))  # many ties
+    values[rng.random((rows, width)) < 0.3] = -np.inf
+    values[0, :] = -np.inf  # a row with nothing
+    values[1, 3:] = -np.inf  # a row with fewer than k
+    index = np.stack([rng.permutation(1000)[:width] for _ in range(rows)])  # distinct per row
+    top, at = merge_top(values, index, k)
+    cut_top, cut_at = merge_top(values, index, k, distinct=True)
+    assert cut_top.tolist() == top.tolist() and cut_at.tolist() == at.tolist()

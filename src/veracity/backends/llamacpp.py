@@ -25,7 +25,7 @@ from veracity.backends.llamacpp_attention import (
     choice_file,
     choice_key,
     choose_attention,
-    decode_speed,
+    group_speed,
 )
 from veracity.backends.llamacpp_batch import COMPANIONS, FILLERS, Layout, decode_together
 from veracity.backends.llamacpp_draft import DraftStats, Proposer, draft_decode
@@ -91,8 +91,9 @@ def file_fingerprint(path: Path) -> str:
 class _Kernels:
     """The model loaded with one attention kernel or both, while ``attention=auto`` chooses."""
 
-    def __init__(self, load: Callable[[bool], Llama]) -> None:
+    def __init__(self, load: Callable[[bool], Llama], n_batch: int) -> None:
         self._load = load
+        self._n_batch = n_batch
         self.loaded: dict[str, Llama] = {}
         self._invariant: bool | None = None
 
@@ -107,7 +108,9 @@ class _Kernels:
         return self._invariant
 
     def tokens_per_second(self, kernel: str) -> float:
-        return decode_speed(self.get(kernel))
+        # flash is exact only where the probe says so; standard reuses whole chunks
+        return group_speed(self.get(kernel), kernel == "flash" and self.invariant(),
+                           self._n_batch)
 
     def keep(self, kernel: str) -> Llama:
         """The model with this kernel; the other, if loaded, is closed."""
@@ -212,7 +215,7 @@ class LlamaCppBackend:
             except ValueError as exc:  # llama.cpp could not read the file
                 raise ConfigError(f"{path}: not a GGUF model llama.cpp can load ({exc})") from None
 
-        kernels = _Kernels(load_kernel)
+        kernels = _Kernels(load_kernel, n_batch)
         key = choice_key(cpu_features().fingerprint(), fingerprint, threads, n_batch,
                          n_ubatch or n_batch, extra, n_gpu_layers, llama_version)
         try:

@@ -4,7 +4,8 @@ Flash attention computes every query row on its own, so where the load-time prob
 (:mod:`veracity.backends.llamacpp_exact`) finds a token's logits bit-identical however tokens
 are batched, any shared prompt prefix can be reused and the answers do not depend on what came
 before. Whether it is also faster depends on the CPU, the build and the model: a short timing of
-both kernels on first load decides, and the result is remembered per CPU fingerprint, model
+both kernels on first load, on the work of a small γ group with each kernel's prefix reuse,
+decides, and the result is remembered per CPU fingerprint, model
 file, threads, batch split and llama-cpp-python version in ``attention-choice.json`` beside the
 cache (as ``st``'s ``backend=auto`` remembers its embedding backend). The choice is recorded in
 ``run.json`` (``compute_path.attention``) and shown by ``veracity doctor``.
@@ -39,7 +40,10 @@ shared CPU differ by a few per cent from noise alone, and flash brings exact pre
 TIMING_PROMPT = ("Question: Which river flows through the capital of the country that hosted "
                  "the first modern Olympic Games? Answer in one sentence.")
 TIMING_TOKENS = 16
-"""Decode steps per timing round, after the prompt: a fraction of a second on small models."""
+"""Decode steps after each prompt of a timing round: a fraction of a second on small models."""
+TIMING_SUFFIXES = (" ~}q", " 7#x")
+"""What the timing's perturbed prompts append, like γ's perturbations: the prefix they share
+with the prompt before is reused as a run reuses it."""
 BUDGET = 3.0
 """Seconds of timing per kernel after which no further round runs."""
 
@@ -72,7 +76,7 @@ class Kernels(Protocol):
         ...
 
     def tokens_per_second(self, kernel: str) -> float:
-        """A short greedy decode's speed with this kernel."""
+        """The speed of a small γ group's work with this kernel (:func:`group_speed`)."""
         ...
 
 
@@ -87,10 +91,12 @@ def choice_key(cpu: str, model: str, threads: int, n_batch: int, n_ubatch: int,
     """What a timing depends on.
 
     >>> choice_key("cpu", "model", 2, 32, 32, True, 0, "0.3.1")
-    'cpu/model/t2/b32x32/xb1/gpu0/llama-cpp-python-0.3.1'
+    'cpu/model/t2/b32x32/xb1/gpu0/llama-cpp-python-0.3.1/group-timing'
     """
+    # "group-timing": choices remembered from the earlier timing (a lone decode, no prefix
+    # reuse, which understated flash) are not reused
     return (f"{cpu}/{model}/t{threads}/b{n_batch}x{n_ubatch}/xb{int(extra_buffers)}/"
-            f"gpu{gpu_layers}/llama-cpp-python-{llama_cpp}")
+            f"gpu{gpu_layers}/llama-cpp-python-{llama_cpp}/group-timing")
 
 
 def faster(figures: dict[str, float]) -> str:
@@ -171,24 +177,40 @@ def choose_attention(setting: str, decode: str, kernels: Kernels, path: Path,
     return choice
 
 
-def decode_speed(llm: Llama, rounds: int = 2, budget: float = BUDGET) -> float:
-    """Best of ``rounds`` timings (after a warm-up) of the work of a short greedy answer: the
-    timing prompt evaluated as one batch, then ``TIMING_TOKENS`` one-token decode steps, each
-    from an empty context; in tokens per second. The steps feed fixed tokens (the kernels'
-    work does not depend on which token it is), so an early end of text cannot cut the
-    timing short. Past ``budget`` seconds (a loaded machine) no further round is run, the
-    warm-up counting as one. Leaves the context empty."""
-    prompt = list(llm.tokenize(TIMING_PROMPT.encode("utf-8"), add_bos=True, special=False))
-    steps = (prompt * (TIMING_TOKENS // max(len(prompt), 1) + 1))[:TIMING_TOKENS]
+def group_speed(llm: Llama, exact: bool, n_batch: int, rounds: int = 2,
+                budget: float = BUDGET) -> float:
+    """Best of ``rounds`` timings (after a warm-up) of the work of a small γ group, in tokens
+    per second: the timing prompt, then ``len(TIMING_SUFFIXES)`` copies with meaningless
+    characters appended, each followed by ``TIMING_TOKENS`` one-token decode steps, with the
+    prompt prefix shared with the previous prompt kept as the backend keeps it: all of it where
+    the kernel is exact (``exact``), else its whole ``n_batch`` chunks. The work counted is the
+    same for both kernels (every prompt token and step), so a kernel that may reuse more is
+    faster by what it saves, as in a run. The steps feed fixed tokens (the kernels' work does
+    not depend on which token it is), so an early end of text cannot cut the timing short.
+    Past ``budget`` seconds (a loaded machine) no further round is run, the warm-up counting
+    as one. Leaves the context empty."""
+    base = list(llm.tokenize(TIMING_PROMPT.encode("utf-8"), add_bos=True, special=False))
+    prompts = [base] + [base + list(llm.tokenize(suffix.encode("utf-8"), add_bos=False,
+                                                  special=False))
+                        for suffix in TIMING_SUFFIXES]
+    steps = (base * (TIMING_TOKENS // max(len(base), 1) + 1))[:TIMING_TOKENS]
+    work = sum(len(p) + len(steps) for p in prompts)
 
     def once() -> float:
         llm.reset()  # type: ignore[no-untyped-call]
         llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]
         began = time.perf_counter()
-        llm.eval(prompt)
-        for token in steps:
-            llm.eval([token])
-        return (len(prompt) + len(steps)) / max(time.perf_counter() - began, 1e-9)
+        previous: list[int] = []
+        for prompt in prompts:
+            shared = 0
+            while shared < min(len(prompt) - 1, len(previous)) and prompt[shared] == previous[shared]:
+                shared += 1
+            llm.n_tokens = shared if exact else shared // n_batch * n_batch
+            llm.eval(prompt[llm.n_tokens:])
+            for token in steps:
+                llm.eval([token])
+            previous = prompt
+        return work / max(time.perf_counter() - began, 1e-9)
 
     try:
         began = time.perf_counter()
