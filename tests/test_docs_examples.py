@@ -241,16 +241,23 @@ class PageRun:
         return text
 
     def close(self) -> None:
-        for process, log in reversed(self.servers):
+        """Stop every server and mock, then say which server had failed (stopping all first:
+        a failed check must leave no process behind)."""
+        for process, _ in reversed(self.servers):
             _stop(process)
-            assert process.returncode in (0, -signal.SIGTERM, 128 + signal.SIGTERM), (
-                f"a background server ended with exit {process.returncode}:\n"
-                f"{log.read_text(encoding='utf-8')[-3000:]}")
         for mock in self.mocks:
             stdin: IO[str] | None = mock.stdin
             if stdin is not None:
                 stdin.close()
-            mock.wait(timeout=30)
+            try:
+                mock.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                mock.kill()
+                mock.wait()
+        for process, log in self.servers:
+            assert process.returncode in (0, -signal.SIGTERM, 128 + signal.SIGTERM), (
+                f"a background server ended with exit {process.returncode}:\n"
+                f"{log.read_text(encoding='utf-8')[-3000:]}")
 
 
 @pytest.fixture
