@@ -184,7 +184,7 @@ class PageRun:
         self.mocks: list[subprocess.Popen[str]] = []
 
     def script(self, block: Block) -> str:
-        text = block.substituted()
+        text = f"{block.substituted()}\n{block.background or ''}"  # names the URL uses, too
         for name in re.findall(r"\$FREE_PORT\d*", text):
             self.names.setdefault(name, str(_free_port()))
         for name in re.findall(r"\$MOCK_UPSTREAM\d*", text):
@@ -203,9 +203,17 @@ class PageRun:
         if block.background is not None:
             self.start(block, script)
             return
-        result = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script],
-                                cwd=self.folder, env=self.env, capture_output=True, text=True,
-                                timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(["bash", "-c", "set -euo pipefail\n" + script],
+                                   cwd=self.folder, env=self.env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            stdout, stderr = process.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # the commands the block started, too
+            process.communicate()
+            raise AssertionError(f"{block.where()} took over {TIMEOUT} s:\n{script}") from None
+        result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         assert result.returncode == 0, (
             f"{block.where()} failed (exit {result.returncode}):\n{script}\n"
             f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
