@@ -80,8 +80,12 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
 @click.argument("runs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--traffic", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="A traffic log of 'veracity serve' instead of run directories.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("report.html"),
-              show_default=True, help="HTML file to write.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="HTML file to write (default: RUN/report.html for one run directory, "
+                   "LOG.html beside a traffic log, report.html here for several runs: never "
+                   "over an existing file without --force).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing report.html in this folder (several runs, no --out).")
 @click.option("--title", default="veracity report", show_default=True)
 @click.option("--model-info", type=click.Path(dir_okay=False),
               help="CSV with a header: model, params_b (size in billions), external scores "
@@ -91,8 +95,8 @@ def cache_clear(cache_path: Path | None, spec: str | None, yes: bool) -> None:
               help="Print each method's comparison of its runs as JSON, keyed by method (gamma: "
                    "the paper's Table 8, models x domains, with the rankings) instead of HTML.")
 @handles_errors
-def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str,
-           model_info: str | None, as_json: bool) -> None:
+def report(runs: tuple[Path, ...], traffic: Path | None, out: Path | None, force: bool,
+           title: str, model_info: str | None, as_json: bool) -> None:
     """One self-contained HTML report comparing run directories (or of a traffic log)."""
     if as_json:
         if traffic is not None or not runs:
@@ -104,10 +108,25 @@ def report(runs: tuple[Path, ...], traffic: Path | None, out: Path, title: str,
             raise click.UsageError("--traffic FILE takes no run directories and no --model-info")
         from veracity.report.traffic import build_traffic_report
 
+        out = out or traffic.with_suffix(".html")
         check_output_file(out)
         echo(f"report: {build_traffic_report(traffic, out, title)}")
         return
     if not runs:
         raise click.UsageError("give at least one run directory (or --traffic FILE)")
+    out = out or _default_report(runs, force)
     check_output_file(out)
     echo(f"report: {build_report(list(runs), out, title, model_info)}")
+
+
+def _default_report(runs: tuple[Path, ...], force: bool) -> Path:
+    """Where a report goes without --out: one run's own report.html (rebuilt in place), or
+    report.html in the current folder for several, never over a file a user may want."""
+    if len(runs) == 1 and runs[0].is_dir():
+        return runs[0] / "report.html"
+    here = Path("report.html")
+    if here.exists() and not force:
+        raise click.UsageError(
+            f"{here.resolve()} exists: name the report with --out FILE, or pass --force to "
+            "replace it")
+    return here

@@ -68,7 +68,7 @@ def human(run: RunDir) -> str:
     body = [[f"{_name(x['candidate'])} vs {_name(x['base'])}", x["n"], _pct(x["base_better"]),
              _pct(x["candidate_better"]), _pct(x["tie"]),
              f"{_pct(x['paper_win_rate'])} of {x['paper_win_rate']['decided']}",
-             f"{fmt(100 * x['judge_agreement']['rate'], 1)}% of {x['judge_agreement']['n']}"]
+             _agreement(x["judge_agreement"])]
             for x in h["rows"]]
     raters = ", ".join(f"{esc(x['rater'])} ({x['n_rated']})" for x in h["raters"])
     return (f"<h4>Human judges</h4><p>raters: {raters} · Fleiss' kappa {fmt(h['fleiss_kappa'])} "
@@ -77,6 +77,12 @@ def human(run: RunDir) -> str:
             "is a tie)</p>"
             + table(["comparison", "pairs", "% base better", "% rule better", "% tie",
                      "win rate over decided pairs", "agrees with the model judge"], body))
+
+
+def _agreement(agreement: dict[str, Any]) -> str:
+    """How often the raters' majority agrees with the model judge; no rate when no pair counts."""
+    rate = agreement["rate"]
+    return f"{'—' if rate is None else fmt(100 * rate, 1) + '%'} of {agreement['n']}"
 
 
 def _order(entry: Comparison, first: bool) -> str:
