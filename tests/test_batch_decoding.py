@@ -54,15 +54,18 @@ def test_a_group_decoded_together_gives_the_sequential_answers() -> None:
     assert batched[8].logprobs  # decoded alone, with its log-probabilities
 
 
-def test_auto_batches_where_the_kernel_is_exact_and_a_too_long_prompt_fails_alone() -> None:
+def test_the_default_decodes_alone_and_a_too_long_prompt_fails_alone_in_a_batch() -> None:
     from veracity.backends.llamacpp import load
 
-    backend = load("default", n_threads=2, n_ctx=256)
+    default = load("default", n_threads=2, n_ctx=256)
     try:
-        path = backend.compute_path()
-        expected = "batch" if backend.batch_invariant else "sequential"
-        assert path["decode"] == expected
-        assert backend.identity().get("decode") == ("batch" if expected == "batch" else None)
+        assert default.compute_path()["decode"] == "sequential"
+        assert "decode" not in default.identity()
+    finally:
+        default.close()
+    backend = load("default", n_threads=2, n_ctx=256, decode="batch")
+    try:
+        assert backend.identity()["decode"] == "batch"
         long = GenRequest.user("word " * 400, Sampling(temperature=0.0, max_tokens=4))
         short = GenRequest.user("Who wrote Hamlet?", Sampling(temperature=0.0, max_tokens=4))
         first, second = backend.generate([long, short])

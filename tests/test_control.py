@@ -290,8 +290,8 @@ def test_llamacpp_split_variations_are_other_contexts_on_the_same_tokens() -> No
                                                                        variation["n_ubatch"])
                 assert settings["n_threads"] == variation["n_threads"]
                 assert varied.tokenize(prompt) == backend.tokenize(prompt)
-                # a variation decodes alone, in its own split (the default decodes a group
-                # together where that is exact)
+                # a variation decodes alone, in its own split (even where the model it varies
+                # decodes a call's requests together, decode=batch)
                 base = {k: v for k, v in backend.identity().items() if k != "decode"}
                 assert varied.identity() == {**base, "n_batch": variation["n_batch"],
                                              "compute": variation}

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DECODERS = ("auto", "sequential", "batch", "draft")
+DECODERS = ("sequential", "batch", "draft")
 BATCH = 16
 """Sequences decoded together by ``decode=batch``: a γ group of N + 1 = 11 and the start of the
 next; each further row costs less than the one before, and long groups keep the context small."""
@@ -161,7 +161,7 @@ class LlamaCppBackend:
         n_gpu_layers: int = 0,
         chat_template: str | None = None,
         extra_buffers: str = "auto",
-        decode: str = "auto",
+        decode: str = "sequential",
         attention: str = "auto",
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
@@ -172,9 +172,8 @@ class LlamaCppBackend:
         answer in batches instead of decoding greedily token by token (see
         :mod:`veracity.backends.llamacpp_draft`); ``decode=batch`` decodes the greedy requests of
         a call together, one multi-sequence batch a step (see
-        :mod:`veracity.backends.llamacpp_batch`), and ``decode=auto`` does so where the attention
-        kernel is batch-invariant (the answers are then those of sequential decoding), else
-        decodes one request at a time; ``attention`` (auto, standard, flash) picks
+        :mod:`veracity.backends.llamacpp_batch`; where the attention kernel is batch-invariant
+        the answers are those of sequential decoding); ``attention`` (auto, standard, flash) picks
         llama.cpp's attention kernel: ``auto`` takes flash for ``decode=draft``, else flash where
         it is batch-invariant and no slower (see :mod:`veracity.backends.llamacpp_attention`)."""
         if decode not in DECODERS:
@@ -267,11 +266,8 @@ class LlamaCppBackend:
             self._identity["attention"] = "flash"
             self._compute_path["batch_invariant"] = self.batch_invariant
         self._compute_path["attention"] = self.attention.as_dict()
-        if decode == "auto":
-            # where a sequence's logits do not depend on its batch, decoding a group together
-            # gives the sequential answers; the numeric control's variations decode alone
-            decode = "batch" if self.batch_invariant and compute is None else "sequential"
-            self._decode = decode
+        if decode == "batch" and compute is not None:
+            decode = self._decode = "sequential"  # the numeric control's variations decode alone
         self._compute_path["decode"] = decode
         if decode == "batch":  # where batching is not exact the answers are another identity
             self._identity["decode"] = "batch"
