@@ -266,6 +266,7 @@ def main() -> int:
     if args.smoke:
         args.questions, args.n, args.max_tokens = 2, 2, 8
     embedder = CachedEmbedder(load_embedder("st/default"))
+    embedder.embed(["warm-up: the embedder loads before any path is timed"])
     datasets = [f"truthfulqa:{args.data}"] if args.data.is_file() else []
     ok = True
     for dataset in datasets:
