@@ -103,6 +103,25 @@ def _context(llm: Any, sequences: Sequence[list[int]], max_tokens: int, n_thread
     return ctx, batch
 
 
+def _step(ctx: Any, batch: Any, tokens: dict[int, int], length: list[int]) -> dict[int, int]:
+    """Evaluate one next token of each sequence in ``tokens`` (sequence -> token) as one batch,
+    each at its sequence's next position; returns the batch row holding each one's logits."""
+    batch.reset()
+    live = {}
+    for seq, token in tokens.items():
+        row = batch.batch.n_tokens
+        batch.batch.token[row] = token
+        batch.batch.pos[row] = length[seq]
+        batch.batch.n_seq_id[row] = 1
+        batch.batch.seq_id[row][0] = seq
+        batch.batch.logits[row] = True
+        batch.batch.n_tokens = row + 1
+        length[seq] += 1
+        live[seq] = row
+    ctx.decode(batch)
+    return live
+
+
 def decode_all(
     llm: Any,
     sequences: Sequence[list[int]],
@@ -150,19 +169,7 @@ def decode_all(
                     step[seq] = token
             if not step:
                 break
-            batch.reset()
-            live = {}
-            for seq, token in step.items():
-                row = batch.batch.n_tokens
-                batch.batch.token[row] = token
-                batch.batch.pos[row] = length[seq]
-                batch.batch.n_seq_id[row] = 1
-                batch.batch.seq_id[row][0] = seq
-                batch.batch.logits[row] = True
-                batch.batch.n_tokens = row + 1
-                length[seq] += 1
-                live[seq] = row
-            ctx.decode(batch)
+            live = _step(ctx, batch, step, length)
     finally:
         batch.close()
         ctx.close()
@@ -212,20 +219,9 @@ def decode_together(
                 return Decoded(out, "stop", text[: text.index(hit[0])])
             if len(out) >= max_tokens:
                 return Decoded(out, "length", text)
-            batch.reset()
-            live = {}
-            for seq in range(n_seq):
-                if seq in nxt and not llama_cpp.llama_vocab_is_eog(vocab, nxt[seq]):
-                    row = batch.batch.n_tokens
-                    batch.batch.token[row] = nxt[seq]
-                    batch.batch.pos[row] = length[seq]
-                    batch.batch.n_seq_id[row] = 1
-                    batch.batch.seq_id[row][0] = seq
-                    batch.batch.logits[row] = True
-                    batch.batch.n_tokens = row + 1
-                    length[seq] += 1
-                    live[seq] = row
-            ctx.decode(batch)
+            live = _step(ctx, batch, {seq: nxt[seq] for seq in range(n_seq) if seq in nxt
+                                      and not llama_cpp.llama_vocab_is_eog(vocab, nxt[seq])},
+                         length)
     finally:
         batch.close()
         ctx.close()
