@@ -67,8 +67,11 @@ def _guarded(section: Section, runs: list[RunDir], files: str) -> str:
     veracity writes (edited by hand, truncated, or from another tool)."""
     try:
         return section(runs)
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, DataError) as exc:
         where = ", ".join(str(run.path) for run in runs)
+        if isinstance(exc, DataError) and any(str(run.path) in str(exc) for run in runs):
+            raise  # it names its run already
+        # a typed reader's DataError says which field; this says which run and file
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)[:200]
         raise DataError(f"{where}: {files} is not what veracity wrote ({detail})") from None
 
