@@ -66,6 +66,7 @@ def naive_loop(questions: list[str], n: int, max_tokens: int, embedder: CachedEm
     llm = safe_llama(str(bundled_gguf_path()), n_ctx=4096, n_threads=2,
                 n_batch=N_BATCH, verbose=False)
     gammas, tokens, every_answer = [], 0, []
+    embedder = CachedEmbedder(embedder.embedder)  # a fresh in-process memo, as for every path
     began = time.perf_counter()
     for question in questions:
         answers = []
@@ -100,6 +101,9 @@ def cached_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbed
     """γ through veracity on ``cache``: records, seconds, tokens, draft counts, and the model's
     compute path (which attention kernel ran and why) and model calls."""
     client = LLMClient(load_model("llamacpp/default", n_threads=2, **options), cache)
+    # a fresh in-process memo: otherwise a later path reuses the vectors of every answer it
+    # shares with an earlier one and is timed without embedding them
+    embedder = CachedEmbedder(embedder.embedder, cache)
     began = time.perf_counter()
     records = measure_gamma(items, client, embedder, settings)
     seconds = time.perf_counter() - began
