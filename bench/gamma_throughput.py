@@ -103,7 +103,7 @@ def cached_run(items: list[Item], settings: GammaSettings, embedder: CachedEmbed
     client = LLMClient(load_model("llamacpp/default", n_threads=2, **options), cache)
     # a fresh in-process memo: otherwise a later path reuses the vectors of every answer it
     # shares with an earlier one and is timed without embedding them
-    embedder = CachedEmbedder(embedder.embedder, cache)
+    embedder = CachedEmbedder(embedder.embedder)
     began = time.perf_counter()
     records = measure_gamma(items, client, embedder, settings)
     seconds = time.perf_counter() - began
