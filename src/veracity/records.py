@@ -59,6 +59,23 @@ def json_object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+@dataclass(frozen=True)
+class Mean:
+    """A mean over the items that have the value, its standard error, and n."""
+
+    mean: float | None
+    stderr: float | None
+    n: int
+
+    @classmethod
+    def from_json(cls, data: Any) -> Mean:
+        found = json_object(data, "mean")
+        return cls(number(found["mean"]), number(found["stderr"]), int(found["n"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stderr": self.stderr, "n": self.n}
+
+
 class Record:
     """What every typed record offers: its JSON shape both ways."""
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from veracity.errors import InvalidValueError
+from veracity.errors import DataError, InvalidValueError
 
 
 def finite(values: Sequence[float | None]) -> np.ndarray:
@@ -179,8 +180,10 @@ class Histogram:
                    tuple(int(c) for c in np.asarray(counts)))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Sequence[float]]) -> Histogram:
+    def from_json(cls, data: Any) -> Histogram:
         """A histogram as results.json holds it."""
+        if not isinstance(data, dict):
+            raise DataError(f"histogram: expected a JSON object, got {type(data).__name__}")
         return cls(tuple(float(e) for e in data["edges"]), tuple(int(c) for c in data["counts"]))
 
     def to_json(self) -> dict[str, list[float]]:

@@ -12,10 +12,11 @@ import numpy as np
 from veracity.data.jsonl import read_objects
 from veracity.errors import BackendError, DataError
 from veracity.methods.length.core import LengthSettings, answer_length, greedy_request
-from veracity.methods.length.records import Histogram, LengthRecord, LengthSummary
+from veracity.methods.length.records import LengthRecord, LengthSummary
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
 from veracity.runs.result import RunResult
+from veracity.stats import Histogram
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, Item
 

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from veracity.records import Record, json_object, number
+from veracity.records import Mean, Record, json_object, number
+from veracity.stats import Histogram
 
 
 @dataclass(frozen=True)
@@ -49,37 +50,6 @@ class LogprobRecord(Record):
         return out | dict(self.extra)
 
 
-@dataclass(frozen=True)
-class Histogram:
-    """Counts of values in bins between consecutive edges."""
-
-    edges: tuple[float, ...]
-    counts: tuple[int, ...]
-
-    @classmethod
-    def from_json(cls, data: Any) -> Histogram:
-        found = json_object(data, "histogram")
-        return cls(tuple(float(e) for e in found["edges"]), tuple(int(c) for c in found["counts"]))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"edges": list(self.edges), "counts": list(self.counts)}
-
-
-@dataclass(frozen=True)
-class Mean:
-    """A mean over the scored answers that have the value, its standard error, and n."""
-
-    mean: float | None
-    stderr: float | None
-    n: int
-
-    @classmethod
-    def from_json(cls, data: Any) -> Mean:
-        found = json_object(data, "mean")
-        return cls(number(found["mean"]), number(found["stderr"]), int(found["n"]))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "stderr": self.stderr, "n": self.n}
 
 
 STATISTICS = ("mean_logprob", "min_prob", "mean_entropy", "perplexity", "n_tokens")

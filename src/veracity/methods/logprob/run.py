@@ -18,16 +18,12 @@ from veracity.methods.logprob.core import (
     greedy_request,
     logprob_scores,
 )
-from veracity.methods.logprob.records import (
-    STATISTICS,
-    Histogram,
-    LogprobRecord,
-    LogprobSummary,
-    Mean,
-)
+from veracity.methods.logprob.records import STATISTICS, LogprobRecord, LogprobSummary
+from veracity.records import Mean
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
 from veracity.runs.result import RunResult
+from veracity.stats import Histogram
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, Item, TokenLogprob
 

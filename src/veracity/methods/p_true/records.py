@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veracity.records import Record, json_object, number
+from veracity.stats import Histogram
 
 
 @dataclass(frozen=True)
@@ -44,21 +45,6 @@ class PTrueRecord(Record):
         out["references"] = list(self.references)
         return out | dict(self.extra)
 
-
-@dataclass(frozen=True)
-class Histogram:
-    """Counts of values in bins between consecutive edges."""
-
-    edges: tuple[float, ...]
-    counts: tuple[int, ...]
-
-    @classmethod
-    def from_json(cls, data: Any) -> Histogram:
-        found = json_object(data, "histogram")
-        return cls(tuple(float(e) for e in found["edges"]), tuple(int(c) for c in found["counts"]))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"edges": list(self.edges), "counts": list(self.counts)}
 
 
 @dataclass(frozen=True)

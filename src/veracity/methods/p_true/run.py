@@ -13,10 +13,11 @@ from veracity.backends.logprobs import parse_tokens
 from veracity.data.jsonl import read_objects
 from veracity.errors import BackendError, DataError
 from veracity.methods.p_true.core import PTrueSettings, read_verdict
-from veracity.methods.p_true.records import Histogram, PTrueRecord, PTrueSummary
+from veracity.methods.p_true.records import PTrueRecord, PTrueSummary
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
 from veracity.runs.result import RunResult
+from veracity.stats import Histogram
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, GenRequest, Item, Sampling
 

@@ -24,15 +24,12 @@ from veracity.methods.semantic_entropy.core import (
     likelihood_entropy,
 )
 from veracity.methods.semantic_entropy.entail import entailment
-from veracity.methods.semantic_entropy.records import (
-    Histogram,
-    Mean,
-    SemanticEntropyRecord,
-    SemanticEntropySummary,
-)
+from veracity.methods.semantic_entropy.records import SemanticEntropyRecord, SemanticEntropySummary
+from veracity.records import Mean
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, Kept, RunPlan, check_target, drive
 from veracity.runs.result import RunResult
+from veracity.stats import Histogram
 from veracity.streaming import MomentSums, chunks
 from veracity.types import Generation, GenRequest, Item, Sampling
 
