@@ -16,6 +16,7 @@ from veracity.cache import Cache, cache_key
 from veracity.calls import CachedCalls, CallStats, Codec, NullProgress, Progress, chunked
 from veracity.embed.base import Embedder, Matrix, PairScorer
 from veracity.errors import BackendError
+from veracity.jsontypes import JsonObject
 from veracity.types import Generation, GenRequest, TokenLogprob
 
 __all__ = ["CachedEmbedder", "CallStats", "LLMClient", "NullProgress", "Progress", "ScorerClient",
@@ -67,7 +68,7 @@ class LLMClient(CachedCalls):
     def spec(self) -> str:
         return self.backend.spec
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """The backend's identity, read once."""
         return dict(self._identity)
 
@@ -170,7 +171,7 @@ class ScorerClient(CachedCalls):
         self.scorer.close()
 
 
-def _stored(generation: Generation) -> dict[str, Any]:
+def _stored(generation: Generation) -> JsonObject:
     """A generation as cached; ``replaced_chars`` only when set, so caches written before it
     existed and after read alike."""
     value = asdict(generation)

@@ -19,6 +19,7 @@ from typing import Any
 
 from veracity.data.jsonl import load_json, read_text, stream_objects
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.method import get_method, method_names, methods
 from veracity.paths import check_output_dir
 from veracity.runlock import claim_run_dir, run_dir_claimed
@@ -71,7 +72,7 @@ def package_versions() -> dict[str, str]:
     return found
 
 
-def git_commit() -> dict[str, Any] | None:
+def git_commit() -> JsonObject | None:
     """Commit and dirty flag of the veracity checkout, if it runs from one."""
     here = Path(__file__).resolve().parent
     try:

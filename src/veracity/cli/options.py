@@ -18,6 +18,7 @@ from veracity.cli.progress import TerminalProgress
 from veracity.data.sample import Sample, Selection
 from veracity.errors import ConfigError
 from veracity.executors import parse_executor
+from veracity.jsontypes import JsonObject
 from veracity.perturb import resolve_ball
 from veracity.registry import parse_options
 from veracity.runs.common import Context
@@ -287,7 +288,7 @@ def _merge(parsed: dict[str, dict[str, Any]],
     return out
 
 
-def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
+def pop_common(kwargs: dict[str, Any]) -> JsonObject:
     """Remove the common options from a command's kwargs and return them."""
     names = ("cache_path", "no_cache", "quiet", "base_url", "base_urls_file", "api_key_env",
              "max_concurrency", "timeout", "prefill_mode", "chat_template", "embedder_base_url",

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 
 T = TypeVar("T")
 
@@ -68,7 +69,7 @@ class Selection:
             return pool
         return [pool[i] for i in self.sample.positions(len(pool))]
 
-    def record(self, n_available: int, ids: Sequence[str]) -> dict[str, Any]:
+    def record(self, n_available: int, ids: Sequence[str]) -> JsonObject:
         """What run.json keeps: the settings, the dataset size, and the chosen ids (a sample)."""
         out: dict[str, Any] = {"limit": self.limit, "n_available": n_available,
                                "n_selected": len(ids)}

@@ -18,6 +18,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from veracity.jsontypes import JsonObject
+
 logger = logging.getLogger(__name__)
 
 CANDIDATES = ("onnx", "torch")
@@ -82,7 +84,7 @@ def remembered_choice(path: Path, key: str) -> dict[str, Any] | None:
 
 def choose_backend(
     path: Path, key: str, measure: Callable[[str], float]
-) -> dict[str, Any]:
+) -> JsonObject:
     """The remembered choice for ``key``, else measure every candidate with ``measure(backend)``
     (texts per second), keep the faster and remember it.
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from veracity.data.model_info import PAPER, ModelInfo, paper_model_info, read_model_info
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.method import get_method, load_target, methods
 from veracity.report.html import esc, page, plain_text_labels, table
 from veracity.report.sidecar import beside
@@ -32,7 +33,7 @@ def _method_sections(method: str, runs: list[RunDir], info: ModelInfo | None) ->
     return html
 
 
-def compare_json(runs: Sequence[RunDir]) -> dict[str, Any]:
+def compare_json(runs: Sequence[RunDir]) -> JsonObject:
     """``veracity report --json``: each method's comparison of its runs, by method name."""
     by_method: dict[str, list[RunDir]] = {}
     for run in runs:

@@ -21,6 +21,7 @@ from veracity.client import (
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError
 from veracity.executors import RaySettings, runs_on_ray
+from veracity.jsontypes import JsonObject
 from veracity.registry import (
     load_embedder,
     load_model,
@@ -105,7 +106,7 @@ class Context:
                                               self.progress)
         return self.scorers[spec]
 
-    def options_record(self) -> dict[str, Any]:
+    def options_record(self) -> JsonObject:
         """Resolved options for run.json: per provider of every model and embedder given
         options or used, its declared defaults and what was set (key variable names only,
         never key values)."""
@@ -122,7 +123,7 @@ class Context:
             record["executor"] = self.ray.describe()
         return record
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         """Call statistics per model and embedder, for run.json."""
         out: dict[str, Any] = {}
         for spec, client in self.clients.items():
@@ -206,7 +207,7 @@ def _secret(name: str) -> bool:
     return any(word in name.lower() for word in ("key", "secret", "token", "password", "auth"))
 
 
-def _plain(options: dict[str, Any]) -> dict[str, Any]:
+def _plain(options: dict[str, Any]) -> JsonObject:
     """Options as JSON values (a list of base URLs stays a list)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record
 from veracity.runs.config import RunConfig
 from veracity.runs.result import Results, RunResult, S
@@ -142,7 +143,7 @@ class _Directory(Generic[R]):
                          finish.summary, self.run)
 
 
-def config_json(config: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+def config_json(config: RunConfig | Mapping[str, Any]) -> JsonObject:
     """run.json's ``config`` of a typed config or of a method's mapping."""
     return dict(config) if isinstance(config, Mapping) else config.to_json()
 

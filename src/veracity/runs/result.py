@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record
 from veracity.store import RunDir
 
@@ -16,7 +17,7 @@ R = TypeVar("R", bound=Record)
 class Summary(Protocol):
     """A method's summary of a run: results.json is its ``to_json()``."""
 
-    def to_json(self) -> dict[str, Any]: ...
+    def to_json(self) -> JsonObject: ...
 
 
 S = TypeVar("S", bound=Summary)
@@ -28,7 +29,7 @@ class Results:
 
     data: dict[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return self.data
 
 
@@ -44,7 +45,7 @@ class RunResult(Generic[R, S]):
     run: RunDir | None
 
     @property
-    def results(self) -> dict[str, Any]:
+    def results(self) -> JsonObject:
         """results.json as a dict (for JSON output; read the fields from ``summary``)."""
         return self.summary.to_json()
 

@@ -16,12 +16,13 @@ import copy
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from veracity.cache import Cache
 from veracity.client import request_key
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, VeracityError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.trust import UNDEFINED, TrustScore
 from veracity.methods.gamma.core import check_prompt, gamma_from_embeddings
 from veracity.perturb import perturb
@@ -270,7 +271,7 @@ def _timed(score: TrustScore, timings: dict[str, float], began: float) -> TrustS
     return replace(score, seconds=seconds, timings={**timings, "scoring_ms": 1000 * seconds})
 
 
-def score_json(score: TrustScore) -> dict[str, Any]:
+def score_json(score: TrustScore) -> JsonObject:
     """The ``veracity`` object of a response: the score in the gateway's wire format."""
     return {
         "id": score.id, "gamma": score.gamma, "verdict": score.verdict,

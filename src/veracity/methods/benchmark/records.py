@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.benchmark.settings import BenchmarkSettings
 from veracity.metrics import Estimate
 from veracity.records import Record, json_object
@@ -45,7 +46,7 @@ class BenchmarkRecord(Record):
         typed["labels"] = dict(typed.get("labels") or {})
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         for name in ("references", "incorrect", "samples"):
             out[name] = list(out[name])
@@ -147,7 +148,7 @@ class LabelTable:
         """The single signal of highest AUROC (fused left out), or None."""
         return next((n for n in self.order if n != FUSED), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {"n_items": self.n_items, "n": self.n, "n_wrong": self.n_wrong,
                                "accuracy": self.accuracy}
         if self.problem is not None:
@@ -196,7 +197,7 @@ class BenchmarkSummary:
     def method_of(self, signal: str) -> str:
         return next((s.method for s in self.signals if s.name == signal), signal)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "method": "benchmark", "model": self.model, "embedder": self.embedder,
             "dataset": self.dataset, "n_items": self.n_items,

@@ -33,6 +33,7 @@ import tomllib
 
 from veracity.data.mc import LETTERS
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.paths import user_path
 from veracity.types import MCItem, Message
 
@@ -133,7 +134,7 @@ class DeceptionPrompt:
             head = (Message("user", f"{self.instruction}\n\n{example}"),)
         return (*head, Message("assistant", answer), Message("user", self.format_question(item)))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """What a run records: the source, a digest and the full text."""
         text = {"instruction": self.instruction, "question": self.question_template,
                 "example": {"question": self.example.question,

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from veracity.jsontypes import JsonObject
+
 METRICS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency",
            "error_rate_normal", "error_rate_misleading")
 """The run-level figures of Table 3 and Figure A7 that vary with sampling."""
@@ -33,7 +35,7 @@ class Spread:
     def sd(self) -> float | None:
         return statistics.stdev(self.defined) if len(self.defined) >= 2 else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"values": list(self.values), "mean": self.mean, "sd": self.sd,
                 "n": len(self.defined)}
 

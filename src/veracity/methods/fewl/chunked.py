@@ -35,6 +35,7 @@ import numpy.typing as npt
 from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.core import FewlScores, Neighbours, unit_rows
 from veracity.methods.fewl.neighbours.core import IndexSettings, NeighbourSearch
 from veracity.methods.fewl.neighbours.random import random_neighbour_blocks
@@ -368,7 +369,7 @@ class _Index:
             self.cosine.append(nb.cosine)
 
 
-    def described(self) -> dict[str, Any]:
+    def described(self) -> JsonObject:
         """run.json's record of the nearest-neighbour search (none for random neighbours)."""
         return {} if self.search is None else {"neighbour_search": self.search.record().as_dict()}
 
@@ -381,7 +382,7 @@ class _Primed:
                  ) -> None:
         self.base, self.known, self.spec = base, known, base.spec
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return self.base.describe()
 
     def table(self, texts: Sequence[str]) -> EmbeddingTable:

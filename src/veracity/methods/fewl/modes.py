@@ -13,6 +13,7 @@ import numpy as np
 
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.method import Signal, SignalRequest, SignalUnavailable
 from veracity.methods.fewl.chunked import stream_fewl, streamable
 from veracity.methods.fewl.core import FewlScores
@@ -90,7 +91,7 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
                       ranking)
 
 
-def _describe(source: AnswerSource) -> dict[str, Any]:
+def _describe(source: AnswerSource) -> JsonObject:
     """An answer source for run.json (given answers are in the samples, not repeated)."""
     out: dict[str, Any] = {"name": source.name, "model": source.model,
                            "path": str(source.path) if source.path else None}

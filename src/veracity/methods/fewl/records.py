@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NotRequired, TypedDict
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object, number
 
 
@@ -27,7 +28,7 @@ class FewlAnswer:
         return cls(entry.pop("answer", None), entry.pop("truthfulness", None),
                    entry.pop("penalty", None), entry.pop("fewl", None), entry)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"answer": self.answer, "truthfulness": self.truthfulness,
                 "penalty": self.penalty, "fewl": self.fewl} | dict(self.extra)
 
@@ -77,7 +78,7 @@ class FewlRecord(Record):
         return replace(self, answers={**self.answers,
                                       name: replace(entry, extra={**entry.extra, **keys})})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         for name in ("references", "reference_models", "expertise", "lambda", "neighbours",
                      "neighbour_cosine"):
@@ -242,7 +243,7 @@ class FewlRanking:
                    tuple(str(n) for n in found["rank_by_fewl"]), labels,
                    None if not level else SampleLevel.from_json(level))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {"mean_fewl": dict(self.mean_fewl)}
         labels = self.labels
         if labels is not None:
@@ -313,7 +314,7 @@ class Comparison:
                                    for v, c in json_object(per, "cells").items()}
                              for div, per in found.items()})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"identical_skipped": self.identical_skipped} | {
             div: {v: c.to_json() for v, c in per.items()} for div, per in self.cells.items()}
 
@@ -383,7 +384,7 @@ class FewlValidation:
                    tuple((str(v), str(label)) for v, label in found.get("table_rows") or ()),
                    None if not figures else Figures(figures["figure2"], figures["figure3"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {
             "validation": {k: c.to_json() for k, c in self.comparisons.items()},
             "repeats": self.repeats, "repeat_seeds": list(self.repeat_seeds),
@@ -477,7 +478,7 @@ class FewlResults:
                    FewlValidation.from_results(found) if found.get("validation") else None,
                    None if selection is None else SelectionSummary.from_json(selection))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {
             "method": "fewl", "mode": self.mode, "dataset": self.dataset,
             "n_questions": self.n_questions, "pairs_failed": list(self.pairs_failed),

@@ -20,6 +20,7 @@ import numpy as np
 from veracity.backends.base import ComputeVaried
 from veracity.client import CachedEmbedder, CallStats, LLMClient
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.core import Form, score_answers
 from veracity.methods.gamma.records import GammaRecord
 from veracity.stats import mean_stderr
@@ -39,7 +40,7 @@ class ControlPath:
     variation: Mapping[str, Any] | None = None
     """The backend's own description, handed back to ``ComputeVaried.varied``."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """As recorded in the run's ``control.variations``."""
         if self.variation is not None:
             return {"kind": "compute", **self.variation}

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, RecordError, json_object, number
 from veracity.stats import Histogram
 
@@ -82,7 +83,7 @@ class GammaRecord(Record):
         typed["id"] = str(typed.get("id", ""))
         return cls(**typed, error=error, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The samples.jsonl shape (the one ``--json`` prints)."""
         out = self._typed_json()
         error = out.pop("error")
@@ -158,7 +159,7 @@ class GammaAggregate:
                    found.get("threshold_form"),
                    None if not given else GivenCut(float(given["value"]), str(given["form"])))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {
             "n_items": self.n_items, "n_scored": self.n_scored, "n_unscored": self.n_unscored,
             "mean": self.mean, "stderr": self.stderr, "median": self.median,
@@ -232,7 +233,7 @@ class GammaResults:
                    GammaAggregate.from_json(found["aggregate"]), found.get("control"),
                    found.get("calibration"))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {
             "method": "gamma", "model": self.model, "embedder": self.embedder,
             "dataset": self.dataset, "domain": self.domain, "settings": self.settings,

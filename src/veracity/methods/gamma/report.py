@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.report import calibration_section, control_plot, control_table
 from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GammaResults
 from veracity.records import read_records
@@ -119,7 +120,7 @@ def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
 
 
 def item_row(index: int, name: str, threshold: float, correct: dict[str, bool | None],
-             s: GammaRecord, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+             s: GammaRecord, stored: dict[str, Any] | None = None) -> JsonObject:
     """The table row of one record of run ``index`` (``stored``: its samples.jsonl shape,
     when at hand)."""
     stored = s.to_json() if stored is None else stored

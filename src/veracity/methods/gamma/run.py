@@ -22,6 +22,7 @@ from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.core import Calibration, Curve
 from veracity.methods.gamma.calibration.run import apply_calibration, run_key
 from veracity.methods.gamma.control import (
@@ -76,7 +77,7 @@ class GammaRunConfig:
     calibration: Mapping[str, Any] | None = None
     """The calibration curve chosen for the run (its key and thresholds), when one is."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {
             "model": self.model, "model_identity": self.model_identity,
             "embedder": self.embedder, "dataset": self.dataset, "domain": self.domain,
@@ -106,7 +107,7 @@ class RecordedRunConfig:
     """The settings as the file and the options describe them."""
     model_options: dict[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"recorded": self.recorded, "embedder": self.embedder, "model": self.model,
                 "dataset": self.dataset, "settings": self.settings,
                 "model_options": self.model_options}

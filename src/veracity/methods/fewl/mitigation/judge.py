@@ -23,6 +23,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 from veracity.backends.fake import last_user, stable
 from veracity.client import LLMClient
 from veracity.errors import BackendError
+from veracity.jsontypes import JsonObject
 from veracity.records import number
 from veracity.stats import bootstrap_ci
 from veracity.types import GenRequest, Sampling
@@ -97,7 +98,7 @@ class Judged:
     asked: bool = True
     """False when an answer was empty (the other wins) or both were the same (a tie)."""
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> JsonObject:
         return {"outcome": self.outcome, "first_reply": self.first_reply,
                 "second_reply": self.second_reply, "first": self.first, "second": self.second,
                 "asked": self.asked}

@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.mitigation.judge import Judged, WinRates
 from veracity.records import Record, json_object, number
 
 
-def _judged_keys(data: Mapping[str, Any]) -> dict[str, Any]:
+def _judged_keys(data: Mapping[str, Any]) -> JsonObject:
     return {k: data[k] for k in _JUDGED if k in data}
 
 
@@ -31,7 +32,7 @@ class Comparison:
         return cls(str(row.get("candidate", "")), str(row.get("base", "")),
                    Judged.from_json(_judged_keys(row)))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"candidate": self.candidate, "base": self.base, **self.judged.record()}
 
 
@@ -48,7 +49,7 @@ class RuleAnswer:
         row = json_object(data, "rule answer")
         return cls(row.get("answer", ""), row.get("correct"), Judged.from_json(_judged_keys(row)))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"answer": self.answer, "correct": self.correct, **self.judged.record()}
 
 
@@ -86,7 +87,7 @@ class IclPair(MitigationRecord):
                    {k: tuple(v) for k, v in dict(row.pop("examples", {})).items()},
                    tuple(Comparison.from_json(j) for j in row.pop("judged", ())), row)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "question": self.question, "answers": dict(self.answers),
                 "correct": dict(self.correct),
                 "examples": {k: list(v) for k, v in self.examples.items()},
@@ -114,7 +115,7 @@ class FinetunePair(MitigationRecord):
                    {k: RuleAnswer.from_json(v) for k, v in dict(row.pop("rules", {})).items()},
                    row)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "question": self.question, "base_name": self.base_name,
                 "base_answer": self.base_answer, "base_correct": self.base_correct,
                 "rules": {k: v.to_json() for k, v in self.rules.items()}} | dict(self.extra)
@@ -178,7 +179,7 @@ class RuleRow:
         return cls(str(found["rule"]), WinRates.from_json(found),
                    Accuracy.from_json(found.get("accuracy")))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"rule": self.rule, **self.rates.to_json(),
                 "accuracy": _accuracy_json(self.accuracy)}
 
@@ -200,7 +201,7 @@ class HeadToHead:
                    Accuracy.from_json(found.get("accuracy")),
                    Accuracy.from_json(found.get("base_accuracy")))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"candidate": self.candidate, "base": self.base, **self.rates.to_json(),
                 "accuracy": _accuracy_json(self.accuracy),
                 "base_accuracy": _accuracy_json(self.base_accuracy)}
@@ -294,7 +295,7 @@ class MitigationResults:
                    Accuracy.from_json(found.get("base_accuracy")),
                    tuple(RuleRow.from_json(r) for r in found.get("rows") or ()), icl, finetune)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         head = {"method": "mitigation", "mode": self.mode, "dataset": self.dataset,
                 "judge": self.judge, "model": self.model}
         rows = [r.to_json() for r in self.rows]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.paths import check_output_file
 from veracity.report.sheet import answer_check, filled_rows
 from veracity.text import csv_cell
@@ -89,7 +90,7 @@ def read_reference_ratings(path: Path, checks: Mapping[str, str]) -> dict[str, i
 
 
 def count_ratings(rows: Sequence[ReferenceRow], raters: Mapping[str, Mapping[str, int]],
-                  judge: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  judge: Mapping[str, Any] | None = None) -> JsonObject:
     """Per reference slot: each rating's count over all raters' ratings and the mean, beside
     the judge's counts when the run has them (Figure 3)."""
     slot = {r.item_id: r.reference for r in rows}

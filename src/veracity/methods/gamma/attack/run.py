@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.attack.core import (
     AttackResults,
     AttackSettings,
@@ -35,7 +36,7 @@ class AttackRunConfig:
     settings: AttackSettings
     model_options: dict[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,
                 "embedder": self.embedder, "prompt": self.prompt,
                 "settings": self.settings.describe() | {"sampling": asdict(self.settings.sampling)},

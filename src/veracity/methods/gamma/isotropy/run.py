@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.isotropy.core import (
     DEFAULT_CONE,
@@ -34,7 +35,7 @@ class IsotropyRunConfig:
     settings: GammaSettings
     model_options: dict[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,
                 "embedder": self.embedder, "dataset": self.dataset, "n_items": self.n_items,
                 "cone": self.cone,

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from veracity.errors import InvalidValueError
+from veracity.jsontypes import JsonObject
 from veracity.report.html import esc
 
 DOMAINS = ("Web QA", "TruthfulQA", "Programming QA")
@@ -55,7 +56,7 @@ def uncertain(printed: str) -> tuple[float, float]:
     return float(f"{match.group(1)}.{match.group(2)}"), int(match.group(3)) / 10 ** decimals
 
 
-def published() -> dict[str, Any]:
+def published() -> JsonObject:
     """Table 8 as data: per domain and model, each figure and its uncertainty."""
     out: dict[str, Any] = {}
     for domain, models in PUBLISHED.items():

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.mitigation.judge import Share, ShareJson
 from veracity.methods.fewl.mitigation.records import (
     Comparison,
@@ -189,7 +190,7 @@ def majority(outcomes: Sequence[str]) -> str:
 
 
 def analyse_pairs(key: dict[str, Any], raters: dict[str, dict[str, str]],
-                  seed: int = 0) -> dict[str, Any]:
+                  seed: int = 0) -> JsonObject:
     """Per comparison the raters' majority shares and win rate, and agreement between raters
     (Fleiss' kappa on pairs everyone rated, mean pairwise raw agreement) and with the judge."""
     if not raters:
