@@ -41,7 +41,6 @@ from veracity.backends.logprobs import token_logprobs
 from veracity.backends.templates import resolve_template
 from veracity.cpu import cpu_features
 from veracity.errors import BackendError, ConfigError, PermanentError
-from veracity.jsontypes import JsonObject
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message, TokenLogprob
 
@@ -339,7 +338,7 @@ class LlamaCppBackend:
         return {"n_batch": int(params.n_batch), "n_ubatch": int(params.n_ubatch),
                 "n_threads": int(params.n_threads), "n_threads_batch": int(params.n_threads_batch)}
 
-    def compute_path(self) -> JsonObject:
+    def compute_path(self) -> dict[str, Any]:
         """CPU features and buffer types this model runs with, and what the draft decoder did
         (recorded in run.json)."""
         path = dict(self._compute_path)
@@ -354,7 +353,7 @@ class LlamaCppBackend:
     def _token_text(self, token: int) -> str:
         return self._llm.detokenize([token], special=True).decode("utf-8", "replace")
 
-    def identity(self) -> JsonObject:
+    def identity(self) -> dict[str, Any]:
         return dict(self._identity)
 
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:

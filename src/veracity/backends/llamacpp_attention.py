@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from veracity.embed.choice import read_choices, remember_entry
-from veracity.jsontypes import JsonObject
 from veracity.paths import default_cache_path, user_path
 
 if TYPE_CHECKING:
@@ -65,7 +64,7 @@ class AttentionChoice:
     measured: bool = False
     """Whether the timing ran at this load (False: remembered, or no timing needed)."""
 
-    def as_dict(self) -> JsonObject:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

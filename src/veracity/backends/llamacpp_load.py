@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from veracity.cpu import CpuFeatures, cpu_features
 from veracity.errors import ConfigError
-from veracity.jsontypes import JsonObject
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -104,7 +103,7 @@ def system_info() -> dict[str, str]:
     return info
 
 
-def compute_path(setting: str, extra_buffers: bool) -> JsonObject:
+def compute_path(setting: str, extra_buffers: bool) -> dict[str, Any]:
     """What a γ computed on this model can be traced to: CPU features and buffer types."""
     info = system_info()
     built = sorted(k for k, v in info.items() if v == "1" and k.isupper())

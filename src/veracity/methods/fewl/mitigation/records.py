@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.mitigation.judge import Judged, WinRates
@@ -121,24 +121,6 @@ class FinetunePair(MitigationRecord):
                 "rules": {k: v.to_json() for k, v in self.rules.items()}} | dict(self.extra)
 
 
-class AccuracyJson(TypedDict):
-    mean: float | None
-    stderr: float | None
-    ci95: list[float | None]
-    n: int
-
-
-class TrainingJson(TypedDict):
-    steps: int
-    seconds: float
-    examples: int
-    train_loss: float | None
-    resumed_from: str | None
-    method: str
-    adapter: str | None
-    merged: str | None
-
-
 @dataclass(frozen=True)
 class Accuracy:
     """Share of correct answers on the labels, with its s.e. and bootstrap CI."""
@@ -157,11 +139,11 @@ class Accuracy:
         return cls(number(found.get("mean")), number(found.get("stderr")),
                    (number(low), number(high)), int(found.get("n") or 0))
 
-    def to_json(self) -> AccuracyJson:
+    def to_json(self) -> JsonObject:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "n": self.n}
 
 
-def _accuracy_json(value: Accuracy | None) -> AccuracyJson | None:
+def _accuracy_json(value: Accuracy | None) -> JsonObject | None:
     return None if value is None else value.to_json()
 
 
@@ -228,7 +210,7 @@ class Training:
                    number(found.get("train_loss")), found.get("resumed_from"),
                    str(found.get("method", "lora")), found.get("adapter"), found.get("merged"))
 
-    def to_json(self) -> TrainingJson:
+    def to_json(self) -> JsonObject:
         return {"steps": self.steps, "seconds": self.seconds, "examples": self.examples,
                 "train_loss": self.train_loss, "resumed_from": self.resumed_from,
                 "method": self.method, "adapter": self.adapter, "merged": self.merged}
@@ -296,8 +278,8 @@ class MitigationResults:
                    tuple(RuleRow.from_json(r) for r in found.get("rows") or ()), icl, finetune)
 
     def to_json(self) -> JsonObject:
-        head = {"method": "mitigation", "mode": self.mode, "dataset": self.dataset,
-                "judge": self.judge, "model": self.model}
+        head: JsonObject = {"method": "mitigation", "mode": self.mode,
+                            "dataset": self.dataset, "judge": self.judge, "model": self.model}
         rows = [r.to_json() for r in self.rows]
         base = _accuracy_json(self.base_accuracy)
         if self.icl is not None:
@@ -306,8 +288,8 @@ class MitigationResults:
                 "head_to_head": [r.to_json() for r in self.icl.head_to_head],
                 "base_name": self.base_name, "base_accuracy": base, "rows": rows,
                 "accuracy": {k: _accuracy_json(v) for k, v in self.icl.accuracy.items()}}
-        body = {"n_train": self.n_train, "n_test": self.n_test, "base_name": self.base_name,
-                "base_accuracy": base}
+        body: JsonObject = {"n_train": self.n_train, "n_test": self.n_test,
+                            "base_name": self.base_name, "base_accuracy": base}
         if self.finetune is None:
             return head | body | {"rows": rows}
         # results.json has always carried the fine-tuning method in "method"
