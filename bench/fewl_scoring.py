@@ -146,7 +146,7 @@ def main() -> int:
     print(f"embedding_share: {100 * share:.1f} %")
     print(f"rest_seconds: {seconds - stats.embed_seconds:.2f} s")
     print(f"second_pass_seconds: {second:.2f} s")
-    print(f"mean_fewl: {outcome.results['models']['answers']['mean']:.4f} score")
+    print(f"mean_fewl: {outcome.summary.models['answers'].mean:.4f} score")
     print(f"total_seconds: {seconds:.2f} s")
     print(f"ratio_total_over_target_{TARGET_SECONDS:.0f}s: {seconds / TARGET_SECONDS:.3f} x")
     return 0

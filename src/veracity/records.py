@@ -102,7 +102,9 @@ class Record:
         rest = {k: v for k, v in data.items() if k not in keys}
         return typed, rest
 
-    def _typed_json(self) -> JsonObject:
+    def _typed_json(self) -> dict[str, Any]:
+        """The typed fields by JSON key, values as they are (tuples, nested records): each
+        ``to_json`` turns them into JSON."""
         return {key: getattr(self, name) for key, name in _json_keys(type(self)).items()}
 
 

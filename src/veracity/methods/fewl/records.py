@@ -258,16 +258,6 @@ class FewlRanking:
         return out
 
 
-class AccuracyJson(TypedDict):
-    """A validation cell in results.json."""
-
-    accuracy: float
-    n: int
-    ties: int
-    std: NotRequired[float | None]
-    repeats: NotRequired[list[float]]
-
-
 @dataclass(frozen=True)
 class AccuracyCell:
     """Measurement accuracy of one variant: the share of questions where the better answer
@@ -290,8 +280,8 @@ class AccuracyCell:
                    None if repeats is None else tuple(float(math.nan if v is None else v)
                                                       for v in repeats))
 
-    def to_json(self) -> AccuracyJson:
-        out: AccuracyJson = {"accuracy": self.accuracy, "n": self.n, "ties": self.ties}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"accuracy": self.accuracy, "n": self.n, "ties": self.ties}
         if self.repeats is not None:
             out["std"], out["repeats"] = self.std, list(self.repeats)
         return out

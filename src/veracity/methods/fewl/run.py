@@ -394,12 +394,13 @@ def run_config(mode: str, dataset: str, n_questions: int, similarity: Similarity
                reference_names: list[str], settings: FewlSettings, ctx: Context,
                extra: dict[str, Any]) -> JsonObject:
     """run.json's config of a FEWL run."""
-    return {"mode": mode, "dataset": dataset, "n_questions": n_questions,
-            "settings": settings.describe(), "similarity": similarity.describe(),
-            "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
-            "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
-            "reference_models": reference_names,
-            "model_options": ctx.options_record()} | extra
+    config: JsonObject = {
+        "mode": mode, "dataset": dataset, "n_questions": n_questions,
+        "settings": settings.describe(), "similarity": similarity.describe(),
+        "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
+        "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
+        "reference_models": reference_names, "model_options": ctx.options_record()}
+    return config | extra
 
 
 def side_files(typed: Sequence[FewlRecord]) -> dict[str, list[dict[str, Any]]]:

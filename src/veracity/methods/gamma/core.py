@@ -197,12 +197,12 @@ class GammaSettings:
         return self.cut.to(self.form)
 
     def describe(self) -> JsonObject:
-        extra: dict[str, Any] = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
+        extra: JsonObject = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
         if self.ball == EMBEDDING:
             extra = {"radius": self.radius, "shape": self.shape, "scope": self.scope}
         if self.control is not None:
             extra["control"] = self.control
-        return {
+        out: JsonObject = {
             "n": self.n,
             "ball": self.ball,
             "seed": self.seed,
@@ -211,7 +211,8 @@ class GammaSettings:
             "threshold_given": {"value": self.threshold, "form": self.cut.form},
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
-        } | extra
+        }
+        return out | extra
 
 
 def check_prompt(prompt: str, where: str) -> None:

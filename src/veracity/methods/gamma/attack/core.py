@@ -84,7 +84,7 @@ class AttackSettings:
                              allow_large_n=self.allow_large_n)
 
     def describe(self) -> JsonObject:
-        return {
+        out: JsonObject = {
             "steps": self.steps,
             "n": self.n,
             "charset": self.charset,
@@ -95,7 +95,8 @@ class AttackSettings:
             "form": self.form,
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
-        } | ({"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {})
+        }
+        return out | ({"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {})
 
 
 def visible(text: str, keep: str = "") -> str:
