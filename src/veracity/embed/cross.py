@@ -58,7 +58,8 @@ class CrossEncoderScorer:
 
     def identity(self) -> JsonObject:
         # the key appears only when set, so caches written before the option stay valid
-        return {"label": self.label} | (
+        found: JsonObject = {"label": self.label}
+        return found | (
             {"trust_remote_code": True} if self.trust_remote_code else {}) | (
             {"foundation": self.foundation} if self.foundation else {})
 

@@ -149,9 +149,9 @@ def json_view(summary: BenchmarkSummary) -> JsonObject:
     source and signal under ``tables.SOURCE.metrics.SIGNAL``: auroc, prr, auprc, aurc, e_aurc,
     ece, brier, ...)."""
     found = summary.to_json()
-    return {k: v for k, v in found.items() if k != "tables"} | {
-        "tables": {source: {k: v for k, v in table.items() if k not in ("curves", "reliability")}
-                   for source, table in found["tables"].items()}}
+    del found["tables"]
+    return found | {"tables": {source: table.to_json(drawn=False)
+                               for source, table in summary.tables.items()}}
 
 
 def _cell(est: Estimate) -> str:

@@ -148,21 +148,25 @@ class LabelTable:
         """The single signal of highest AUROC (fused left out), or None."""
         return next((n for n in self.order if n != FUSED), None)
 
-    def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {"n_items": self.n_items, "n": self.n, "n_wrong": self.n_wrong,
-                               "accuracy": self.accuracy}
+    def to_json(self, drawn: bool = True) -> JsonObject:
+        """benchmark.json's table; without ``drawn`` the curves and reliability bins are left
+        out (``--json``)."""
+        out: JsonObject = {"n_items": self.n_items, "n": self.n, "n_wrong": self.n_wrong,
+                           "accuracy": self.accuracy}
         if self.problem is not None:
             return out | {"problem": self.problem}
-        return out | {
+        out |= {
             "reference": self.reference,
             "metrics": {name: {key: _plain(est.value) for key, est in row.items()}
                         for name, row in self.rows.items()},
             "intervals": {name: {key: est.to_json() for key, est in row.items()}
-                          for name, row in self.rows.items()},
-            "curves": {name: list(risk) for name, risk in self.curves.items()},
-            "reliability": {name: {how: [dict(b) for b in bins] for how, bins in by.items()}
-                            for name, by in self.reliability.items()},
-            "order": list(self.order)}
+                          for name, row in self.rows.items()}}
+        if drawn:
+            out |= {"curves": {name: list(risk) for name, risk in self.curves.items()},
+                    "reliability": {name: {how: [dict(b) for b in bins]
+                                           for how, bins in by.items()}
+                                    for name, by in self.reliability.items()}}
+        return out | {"order": list(self.order)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LabelTable:

@@ -136,10 +136,10 @@ class DeceptionPrompt:
 
     def describe(self) -> JsonObject:
         """What a run records: the source, a digest and the full text."""
-        text = {"instruction": self.instruction, "question": self.question_template,
-                "example": {"question": self.example.question,
-                            "options": list(self.example.options),
-                            "answer": self.example.answer, "reasoning": self.example_reasoning}}
+        text: JsonObject = {
+            "instruction": self.instruction, "question": self.question_template,
+            "example": {"question": self.example.question, "options": list(self.example.options),
+                        "answer": self.example.answer, "reasoning": self.example_reasoning}}
         digest = hashlib.sha256(json.dumps(text, sort_keys=True).encode("utf-8")).hexdigest()
         return {"source": self.source, "sha256": digest[:16], **text}
 

@@ -54,7 +54,7 @@ class DeceptionAnswer:
                    int(side.get("replaced_chars") or 0))
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {"answer": self.answer, "reasoning": self.reasoning}
+        out: JsonObject = {"answer": self.answer, "reasoning": self.reasoning}
         if self.attempts is not None:
             out |= {"raw": self.raw, "attempts": self.attempts, "errors": list(self.errors),
                     "finish_reason": self.finish_reason,
@@ -171,6 +171,7 @@ class DeceptionResults:
                    found)
 
     def to_json(self) -> JsonObject:
-        return {"method": "deception", "model": self.model, "dataset": self.dataset,
-                "source": self.source, "settings": self.settings,
-                "n_unscored": self.n_unscored} | dict(self.metrics)
+        head: JsonObject = {"method": "deception", "model": self.model, "dataset": self.dataset,
+                            "source": self.source, "settings": self.settings,
+                            "n_unscored": self.n_unscored}
+        return head | dict(self.metrics)

@@ -61,6 +61,7 @@ from veracity.store import dumps
 from veracity.types import Item, Sampling
 
 if TYPE_CHECKING:
+    from veracity.jsontypes import JsonObject
     from veracity.methods.gamma.validation.core import ValidationResults
     from veracity.runs.common import Context
 
@@ -383,10 +384,12 @@ def gamma(o: GammaOptions) -> None:
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
     if o.as_json:
-        extra = {name: outcome.results[name] for name in ("control", "calibration")
-                 if name in outcome.results}
-        if "calibration" in extra:
-            extra["calibration"] = {k: v for k, v in extra["calibration"].items() if k != "curve"}
+        found = outcome.summary
+        extra: JsonObject = {}
+        if found.control is not None:
+            extra["control"] = found.control
+        if found.calibration is not None:
+            extra["calibration"] = {k: v for k, v in found.calibration.items() if k != "curve"}
         records = outcome.records_json()
         shown: Any = {"records": records, **extra} if extra else records
         echo(dumps(shown, indent=2))
