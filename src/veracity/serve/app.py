@@ -431,7 +431,7 @@ class Gateway:
                 exchange = replace(asked, answer=reader.answer)
                 if not scored:
                     self.metrics.unscored.labels(self.metrics.model_label(body["model"])).inc()
-                    score = {"id": exchange_id, "scored": False, "decision": "answer"}
+                    score: JsonObject = {"id": exchange_id, "scored": False, "decision": "answer"}
                 elif not (reader.finished or reader.done):  # ended cleanly, but short of the end
                     discard(started)
                     self.metrics.upstream_errors.labels("incomplete_stream").inc()
