@@ -8,9 +8,9 @@ built rather than a crash when the run is saved. Between layers, dataclasses tra
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeAlias, Union
+from typing import TypeAlias
 
-JsonValue: TypeAlias = Union[
-    None, bool, int, float, str, Sequence["JsonValue"], Mapping[str, "JsonValue"]
-]
+JsonValue: TypeAlias = (
+    None | bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"]
+)
 JsonObject: TypeAlias = dict[str, JsonValue]

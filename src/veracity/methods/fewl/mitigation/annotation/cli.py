@@ -4,7 +4,6 @@ runs (blind pairwise rating sheets, agreement between raters)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
