@@ -99,7 +99,7 @@ def request_body(shape: RequestShape, request: GenRequest) -> tuple[str, dict[st
 def backend_identity(base_url: str, shape: RequestShape) -> JsonObject:
     """The cache identity of ``openai/{model}`` at ``base_url`` (resolved): what changes the
     answers besides the request itself."""
-    out: dict[str, Any] = {"base_url": base_url, "prefill_mode": shape.prefill_mode}
+    out: JsonObject = {"base_url": base_url, "prefill_mode": shape.prefill_mode}
     if shape.template is not None:  # the template shapes every prompt in this mode
         out["chat_template"] = shape.template.sha
     if shape.extra_body:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class Selection:
 
     def record(self, n_available: int, ids: Sequence[str]) -> JsonObject:
         """What run.json keeps: the settings, the dataset size, and the chosen ids (a sample)."""
-        out: dict[str, Any] = {"limit": self.limit, "n_available": n_available,
+        out: JsonObject = {"limit": self.limit, "n_available": n_available,
                                "n_selected": len(ids)}
         if self.sample is not None:
             pool = n_available if self.limit is None else min(self.limit, n_available)

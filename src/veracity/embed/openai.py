@@ -48,7 +48,7 @@ class OpenAIEmbedder:
         return f"OpenAIEmbedder(spec={self.spec!r}, base_url={self.base_url!r})"
 
     def identity(self) -> JsonObject:
-        out: dict[str, Any] = {"base_url": self.base_url}
+        out: JsonObject = {"base_url": self.base_url}
         if self.dimensions:
             out["dimensions"] = self.dimensions
         return out

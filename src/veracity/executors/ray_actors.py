@@ -61,7 +61,7 @@ class Described:
     """What an actor reports of the model it loaded."""
 
     spec: str
-    identity: dict[str, Any]
+    identity: JsonObject
     """The model's own ``identity()``: equal on every actor, or the models differ."""
     pid: int
     capabilities: Capabilities | None = None

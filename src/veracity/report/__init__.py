@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from veracity.data.model_info import PAPER, ModelInfo, paper_model_info, read_model_info
 from veracity.errors import DataError
@@ -38,7 +37,7 @@ def compare_json(runs: Sequence[RunDir]) -> JsonObject:
     by_method: dict[str, list[RunDir]] = {}
     for run in runs:
         by_method.setdefault(run.method, []).append(run)
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for method, group in by_method.items():
         target = get_method(method).compare_json
         if not target:

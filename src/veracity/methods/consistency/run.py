@@ -45,7 +45,7 @@ class ConsistencyRunConfig:
     embedder: str
     dataset: str
     settings: ConsistencySettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
     def to_json(self) -> JsonObject:
         return {"model": self.model, "embedder": self.embedder, "dataset": self.dataset,

@@ -83,13 +83,13 @@ class DeceptionRunConfig:
     """run.json's ``config`` of a live deception run."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     dataset: str
     subjects: list[str]
     limit_per_subject: int | None
     n_items: int
     settings: DeceptionSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
     def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,

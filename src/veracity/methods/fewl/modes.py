@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -93,7 +92,7 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
 
 def _describe(source: AnswerSource) -> JsonObject:
     """An answer source for run.json (given answers are in the samples, not repeated)."""
-    out: dict[str, Any] = {"name": source.name, "model": source.model,
+    out: JsonObject = {"name": source.name, "model": source.model,
                            "path": str(source.path) if source.path else None}
     return out | ({"given": True} if source.texts is not None else {})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, NotRequired, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object, number
@@ -88,17 +88,6 @@ class FewlRecord(Record):
         return out | dict(self.extra)
 
 
-class ModelSummaryJson(TypedDict):
-    """An answer source's entry in results.json's ``models``."""
-
-    mean: float | None
-    stderr: float | None
-    ci95: list[float | None]
-    n: int
-    mean_truthfulness: float | None
-    mean_penalty: float | None
-
-
 @dataclass(frozen=True)
 class FewlModelSummary:
     """FEWL of one answer source over the questions (higher = less hallucination)."""
@@ -117,30 +106,9 @@ class FewlModelSummary:
                    (number(low), number(high)), number(entry["mean_truthfulness"]),
                    number(entry["mean_penalty"]))
 
-    def to_json(self) -> ModelSummaryJson:
+    def to_json(self) -> JsonObject:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "n": self.n,
                 "mean_truthfulness": self.mean_truthfulness, "mean_penalty": self.mean_penalty}
-
-
-class AgreementJson(TypedDict):
-    agree: int
-    n: int
-    metric_ties: int
-
-
-class SampleLevelPairJson(TypedDict):
-    a: str
-    b: str
-    with_penalty: AgreementJson
-    without_penalty: AgreementJson
-
-
-class SampleLevelJson(TypedDict):
-    """The ranking's ``sample_level``: Table 5."""
-
-    n_questions: int
-    pairs: list[SampleLevelPairJson]
-    metric: str
 
 
 @dataclass(frozen=True)
@@ -156,7 +124,7 @@ class AgreementCounts:
         found = json_object(data, "agreement counts")
         return cls(int(found["agree"]), int(found["n"]), int(found["metric_ties"]))
 
-    def to_json(self) -> AgreementJson:
+    def to_json(self) -> JsonObject:
         return {"agree": self.agree, "n": self.n, "metric_ties": self.metric_ties}
 
 
@@ -176,7 +144,7 @@ class SampleLevelPair:
                    AgreementCounts.from_json(found["with_penalty"]),
                    AgreementCounts.from_json(found["without_penalty"]))
 
-    def to_json(self) -> SampleLevelPairJson:
+    def to_json(self) -> JsonObject:
         return {"a": self.a, "b": self.b, "with_penalty": self.with_penalty.to_json(),
                 "without_penalty": self.without_penalty.to_json()}
 
@@ -196,7 +164,7 @@ class SampleLevel:
                    tuple(SampleLevelPair.from_json(p) for p in found["pairs"]),
                    str(found["metric"]))
 
-    def to_json(self) -> SampleLevelJson:
+    def to_json(self) -> JsonObject:
         return {"n_questions": self.n_questions, "pairs": [p.to_json() for p in self.pairs],
                 "metric": self.metric}
 
@@ -244,7 +212,7 @@ class FewlRanking:
                    None if not level else SampleLevel.from_json(level))
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {"mean_fewl": dict(self.mean_fewl)}
+        out: JsonObject = {"mean_fewl": dict(self.mean_fewl)}
         labels = self.labels
         if labels is not None:
             out |= {"error_rate": dict(labels.error_rate), "n_labelled": labels.n_labelled,
@@ -384,18 +352,6 @@ class FewlValidation:
         return out
 
 
-class SelectionJson(TypedDict):
-    """results.json's ``selection``."""
-
-    mean: float | None
-    stderr: float | None
-    ci95: list[float | None]
-    n: int
-    accuracy_first_candidate: NotRequired[float | None]
-    accuracy_selected: NotRequired[float | None]
-    n_labelled: NotRequired[int]
-
-
 @dataclass(frozen=True)
 class SelectionSummary:
     """``fewl select``: the chosen answers' FEWL and, with multiple-choice labels, the accuracy
@@ -418,8 +374,8 @@ class SelectionSummary:
                    number(found.get("accuracy_first_candidate")),
                    number(found.get("accuracy_selected")), int(found.get("n_labelled") or 0))
 
-    def to_json(self) -> SelectionJson:
-        out: SelectionJson = {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95),
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95),
                               "n": self.n}
         if self.n_labelled:
             out["accuracy_first_candidate"] = self.accuracy_first_candidate
@@ -469,7 +425,7 @@ class FewlResults:
                    None if selection is None else SelectionSummary.from_json(selection))
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "method": "fewl", "mode": self.mode, "dataset": self.dataset,
             "n_questions": self.n_questions, "pairs_failed": list(self.pairs_failed),
             "divergence": self.divergence, "similarity": self.similarity,

@@ -160,7 +160,7 @@ class GammaAggregate:
                    None if not given else GivenCut(float(given["value"]), str(given["form"])))
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "n_items": self.n_items, "n_scored": self.n_scored, "n_unscored": self.n_unscored,
             "mean": self.mean, "stderr": self.stderr, "median": self.median,
             "threshold": self.threshold, "share_below_threshold": self.share_below_threshold,
@@ -234,7 +234,7 @@ class GammaResults:
                    found.get("calibration"))
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "method": "gamma", "model": self.model, "embedder": self.embedder,
             "dataset": self.dataset, "domain": self.domain, "settings": self.settings,
             "aggregate": self.aggregate.to_json()}

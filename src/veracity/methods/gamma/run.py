@@ -63,14 +63,14 @@ class GammaRunConfig:
     """run.json's ``config`` of a live γ run."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     """What besides the request changes the model's outputs (the backend's identity)."""
     embedder: str
     dataset: str
     domain: str
     n_items: int
     settings: GammaSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
     """The providers' options as resolved (no key values)."""
     control: tuple[ControlPath, ...] | None = None
     """The numeric null control's compute paths, when it runs."""
@@ -78,7 +78,7 @@ class GammaRunConfig:
     """The calibration curve chosen for the run (its key and thresholds), when one is."""
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "model": self.model, "model_identity": self.model_identity,
             "embedder": self.embedder, "dataset": self.dataset, "domain": self.domain,
             "n_items": self.n_items,
@@ -105,7 +105,7 @@ class RecordedRunConfig:
     dataset: str
     settings: Mapping[str, Any]
     """The settings as the file and the options describe them."""
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
     def to_json(self) -> JsonObject:
         return {"recorded": self.recorded, "embedder": self.embedder, "model": self.model,

@@ -7,7 +7,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -108,7 +107,7 @@ class SelectionRow:
     in_pool: bool | None = None
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {"id": self.id, "question": self.question}
+        out: JsonObject = {"id": self.id, "question": self.question}
         if self.candidates is not None:
             out["candidates"] = [asdict(c) for c in self.candidates]
         out["selected"] = dict(self.selected)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.attack.core import (
@@ -30,11 +29,11 @@ class AttackRunConfig:
     """run.json's ``config`` of an adversarial search."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     embedder: str
     prompt: str
     settings: AttackSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
     def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
@@ -27,13 +26,13 @@ class IsotropyRunConfig:
     """run.json's ``config`` of an isotropy run."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     embedder: str
     dataset: str
     n_items: int
     cone: float
     settings: GammaSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
     def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,

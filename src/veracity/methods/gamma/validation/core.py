@@ -209,7 +209,7 @@ class Aggregate:
 
     def to_json(self) -> JsonObject:
         """validation.json's figures (the rules are recorded under ``labels``)."""
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "n_items": self.n_items, "n_labelled": self.n_labelled,
             "n_unlabelled": self.n_unlabelled, "gamma": asdict(self.gamma),
             "baseline": None if self.baseline is None else asdict(self.baseline),
