@@ -27,6 +27,7 @@ from pathlib import Path
 
 from veracity.cache import Cache
 from veracity.data.qa import load_items
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
@@ -60,7 +61,10 @@ def _fact(rng: random.Random, p: str) -> str:
 def make_recorded(folder: Path, questions: int, refs: int, pairs: int, seed: int) -> dict[str, Path]:
     """Write dataset.jsonl, references.jsonl, pairs.jsonl and answers.jsonl into folder."""
     rng = random.Random(seed)
-    data, references, pair_rows, answers = [], [], [], []
+    data: list[JsonObject] = []
+    references: list[JsonObject] = []
+    pair_rows: list[JsonObject] = []
+    answers: list[JsonObject] = []
     for i in range(questions):
         p, t = rng.choice(PLACES), rng.choice(THINGS)
         question = rng.choice(QUESTIONS).format(t=t, p=p, f=_fact(rng, p)) + f" (case {i})"
