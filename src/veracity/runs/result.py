@@ -27,7 +27,7 @@ S = TypeVar("S", bound=Summary)
 class Results:
     """The summary of a method that does not type its own yet: results.json as a dict."""
 
-    data: dict[str, Any]
+    data: JsonObject
 
     def to_json(self) -> JsonObject:
         return self.data
@@ -49,6 +49,6 @@ class RunResult(Generic[R, S]):
         """results.json as a dict (for JSON output; read the fields from ``summary``)."""
         return self.summary.to_json()
 
-    def records_json(self) -> list[dict[str, Any]]:
+    def records_json(self) -> list[JsonObject]:
         """The records as samples.jsonl holds them."""
         return [record.to_json() for record in self.records]
