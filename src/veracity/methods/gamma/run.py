@@ -190,7 +190,7 @@ def run_gamma(
     cached = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     domain = domain or domain_of(dataset)
-    results: dict[str, Any] = {
+    results: JsonObject = {
         "method": "gamma", "model": client.spec, "embedder": cached.spec, "dataset": dataset,
         "domain": domain, "settings": settings.describe()}
     curve, calibrated = _choose(calibration, results, force)  # before any model call
@@ -283,14 +283,14 @@ def run_gamma_recorded(
     settings = GammaSettings(form=form, threshold=threshold, threshold_form=threshold_form,
                              ball=ball)
     dataset = f"recorded:{path.name}"
-    described: dict[str, Any] = {
+    described: JsonObject = {
         "n": None if calibration is None else _described_n(path), "ball": ball, "form": form,
         "threshold": settings.applied_threshold,
         "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
     }
-    results: dict[str, Any] = {"method": "gamma", "model": model, "embedder": cached.spec,
-                               "dataset": dataset, "domain": domain_of(dataset),
-                               "settings": described}
+    results: JsonObject = {"method": "gamma", "model": model, "embedder": cached.spec,
+                           "dataset": dataset, "domain": domain_of(dataset),
+                           "settings": described}
     curve, calibrated = _choose(calibration, results, force)  # before anything is embedded
     config = RecordedRunConfig(str(path), cached.spec, model, dataset, dict(described),
                                ctx.options_record())
