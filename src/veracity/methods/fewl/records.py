@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar
 
 from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object, number
@@ -277,37 +277,72 @@ class Comparison:
             div: {v: c.to_json() for v, c in per.items()} for div, per in self.cells.items()}
 
 
-class FigureTwo(TypedDict):
-    """Figure 2 as results.json holds it."""
+@dataclass(frozen=True)
+class FigureTwo:
+    """Figure 2: per question, how many of its k nearest neighbours' gold answers the judge
+    accepts."""
 
     k: int
     judge: str
-    per_question: list[int | None]
-    histogram: list[int]
+    per_question: tuple[int | None, ...]
+    """Each question's count (None: a verdict is missing)."""
+    histogram: tuple[int, ...]
+    """Questions by count, 0 to k."""
     mean_correct: float | None
     n_questions: int
+    """Questions with every verdict."""
     unjudged: int
 
+    @classmethod
+    def from_json(cls, data: Any) -> FigureTwo:
+        found = json_object(data, "figure 2")
+        return cls(int(found["k"]), str(found["judge"]),
+                   tuple(None if c is None else int(c) for c in found["per_question"]),
+                   tuple(int(n) for n in found["histogram"]), number(found["mean_correct"]),
+                   int(found["n_questions"]), int(found["unjudged"]))
 
-class ReferenceRating(TypedDict):
+    def to_json(self) -> JsonObject:
+        return {"k": self.k, "judge": self.judge, "per_question": list(self.per_question),
+                "histogram": list(self.histogram), "mean_correct": self.mean_correct,
+                "n_questions": self.n_questions, "unjudged": self.unjudged}
+
+
+@dataclass(frozen=True)
+class ReferenceRating:
     """One reference slot's ratings in Figure 3."""
 
-    counts: list[int]
+    counts: tuple[int, int, int]
     """Answers rated 0, 1 and 2."""
     unrated: int
     mean: float | None
 
+    @classmethod
+    def from_json(cls, data: Any) -> ReferenceRating:
+        found = json_object(data, "reference rating")
+        zero, one, two = (int(c) for c in found["counts"])
+        return cls((zero, one, two), int(found["unrated"]), number(found["mean"]))
 
-class FigureThree(TypedDict):
-    """Figure 3 as results.json holds it."""
+    def to_json(self) -> JsonObject:
+        return {"counts": list(self.counts), "unrated": self.unrated, "mean": self.mean}
+
+
+@dataclass(frozen=True)
+class FigureThree:
+    """Figure 3: each reference answer rated 0 / 1 / 2 by the judge, per reference slot."""
 
     judge: str
-    references: dict[str, ReferenceRating]
+    references: Mapping[str, ReferenceRating]
 
+    @classmethod
+    def from_json(cls, data: Any) -> FigureThree:
+        found = json_object(data, "figure 3")
+        return cls(str(found["judge"]),
+                   {str(k): ReferenceRating.from_json(v)
+                    for k, v in json_object(found["references"], "references").items()})
 
-class FiguresJson(TypedDict):
-    figure2: FigureTwo
-    figure3: FigureThree
+    def to_json(self) -> JsonObject:
+        return {"judge": self.judge,
+                "references": {k: v.to_json() for k, v in self.references.items()}}
 
 
 @dataclass(frozen=True)
@@ -317,8 +352,8 @@ class Figures:
     figure2: FigureTwo
     figure3: FigureThree
 
-    def to_json(self) -> FiguresJson:
-        return {"figure2": self.figure2, "figure3": self.figure3}
+    def to_json(self) -> JsonObject:
+        return {"figure2": self.figure2.to_json(), "figure3": self.figure3.to_json()}
 
 
 @dataclass(frozen=True)
@@ -340,10 +375,11 @@ class FewlValidation:
                    int(found.get("repeats", 1)),
                    tuple(int(s) for s in found.get("repeat_seeds") or ()),
                    tuple((str(v), str(label)) for v, label in found.get("table_rows") or ()),
-                   None if not figures else Figures(figures["figure2"], figures["figure3"]))
+                   None if not figures else Figures(FigureTwo.from_json(figures["figure2"]),
+                                                    FigureThree.from_json(figures["figure3"])))
 
     def to_json(self) -> JsonObject:
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "validation": {k: c.to_json() for k, c in self.comparisons.items()},
             "repeats": self.repeats, "repeat_seeds": list(self.repeat_seeds),
             "table_rows": [list(row) for row in self.table_rows]}
