@@ -180,6 +180,53 @@ class GammaAggregate:
 
 
 @dataclass(frozen=True)
+class ControlSummary:
+    """The numeric null control over a run (results.json's ``control``): γ against γ_null, the
+    γ of numerical noise alone, over the items that have both (NaN, None once read back, when
+    none has)."""
+
+    n: int
+    """Compute paths."""
+    variations: tuple[JsonObject, ...]
+    """Each path as run.json's ``control.variations`` records it."""
+    n_scored: int
+    mean_gamma: float | None
+    stderr_gamma: float | None
+    mean_gamma_null: float | None
+    stderr_gamma_null: float | None
+    mean_gamma_minus_null: float | None
+    gamma_null_p95: float | None
+    share_above_null_p95: float | None
+    share_above_own_null: float | None
+    share_null_identical: float | None
+    kind: str = "numeric"
+
+    @classmethod
+    def from_json(cls, data: Any) -> ControlSummary:
+        found = json_object(data, "control")
+        return cls(int(found.get("n") or 0),
+                   tuple(json_object(v, "control variation") for v in found.get("variations") or ()),
+                   int(found.get("n_scored") or 0), number(found.get("mean_gamma")),
+                   number(found.get("stderr_gamma")), number(found.get("mean_gamma_null")),
+                   number(found.get("stderr_gamma_null")),
+                   number(found.get("mean_gamma_minus_null")), number(found.get("gamma_null_p95")),
+                   number(found.get("share_above_null_p95")),
+                   number(found.get("share_above_own_null")),
+                   number(found.get("share_null_identical")), str(found.get("kind", "numeric")))
+
+    def to_json(self) -> JsonObject:
+        return {"kind": self.kind, "n": self.n, "variations": list(self.variations),
+                "n_scored": self.n_scored, "mean_gamma": self.mean_gamma,
+                "stderr_gamma": self.stderr_gamma, "mean_gamma_null": self.mean_gamma_null,
+                "stderr_gamma_null": self.stderr_gamma_null,
+                "mean_gamma_minus_null": self.mean_gamma_minus_null,
+                "gamma_null_p95": self.gamma_null_p95,
+                "share_above_null_p95": self.share_above_null_p95,
+                "share_above_own_null": self.share_above_own_null,
+                "share_null_identical": self.share_null_identical}
+
+
+@dataclass(frozen=True)
 class GammaSummary:
     """γ over a run's items: how many were scored, mean ± standard error, median, and the
     share below the trust threshold."""
@@ -214,7 +261,7 @@ class GammaResults:
     """The run's settings as described (for a recorded run: what the file says)."""
     aggregate: GammaAggregate
     """Counts, mean ± s.e., median, share below the threshold, histogram, truncations."""
-    control: Mapping[str, Any] | None = None
+    control: ControlSummary | None = None
     calibration: Mapping[str, Any] | None = None
 
     @property
@@ -230,7 +277,9 @@ class GammaResults:
         return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
                    str(found.get("domain") or ""),
                    json_object(found.get("settings") or {}, "settings"),
-                   GammaAggregate.from_json(found["aggregate"]), found.get("control"),
+                   GammaAggregate.from_json(found["aggregate"]),
+                   None if found.get("control") is None
+                   else ControlSummary.from_json(found["control"]),
                    found.get("calibration"))
 
     def to_json(self) -> JsonObject:
@@ -239,7 +288,7 @@ class GammaResults:
             "dataset": self.dataset, "domain": self.domain, "settings": self.settings,
             "aggregate": self.aggregate.to_json()}
         if self.control is not None:
-            out["control"] = self.control
+            out["control"] = self.control.to_json()
         if self.calibration is not None:
             out["calibration"] = self.calibration
         return out

@@ -198,7 +198,7 @@ def _control(runs: list[RunDir]) -> str:
     if not with_control:
         return ""
     typed = [GammaResults.from_json(run.results) for run in with_control]
-    summaries = [(_label(r), r.control or {}) for r in typed]
+    summaries = [(_label(r), r.control) for r in typed if r.control is not None]
     pairs = [(_label(r), [(s.gamma, s.gamma_null)
                                     for s in read_records(GammaRecord, run.samples())
                                     if s.gamma is not None and s.gamma_null is not None])
