@@ -19,7 +19,6 @@ from typing import Any, cast
 from veracity.backends.base import Backend
 from veracity.embed.base import Embedder, PairScorer
 from veracity.errors import ConfigError, UnknownSpecError
-from veracity.jsontypes import JsonObject
 
 
 @dataclass(frozen=True)
@@ -366,7 +365,7 @@ def parse_embedder_options(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     return parse_options(pairs, "embedder")
 
 
-def resolved_options(spec: str, given: dict[str, Any], what: str = "model") -> JsonObject:
+def resolved_options(spec: str, given: dict[str, Any], what: str = "model") -> dict[str, Any]:
     """The options a spec runs with: its provider's declared defaults, then ``given``.
 
     >>> resolved_options("llamacpp/default", {"n_ctx": 2048})["n_ctx"]
