@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.errors import ConfigError
-from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.core import COLUMN_BLOCK, ColumnBlock, Neighbours, nearest_block
 
 Floats = npt.NDArray[np.float64]
@@ -104,7 +103,7 @@ class SearchRecord:
     """The index's own parameters (hnsw: m, ef_construction, ef_search; ivf: nlist, nprobe,
     trained_on)."""
 
-    def as_dict(self) -> JsonObject:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
