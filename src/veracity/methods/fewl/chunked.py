@@ -373,7 +373,6 @@ class _Index:
             self.mask.append(nb.mask)
             self.cosine.append(nb.cosine)
 
-
     def neighbour_references(self, positions: Sequence[int]) -> list[list[str]] | None:
         """Stand-ins for the references of these questions, each in its slot, that only
         :func:`_primed` resolves (to the vectors of the index file): a chunk's neighbours lend
