@@ -54,15 +54,24 @@ def test_a_group_decoded_together_gives_the_sequential_answers() -> None:
     assert batched[8].logprobs  # decoded alone, with its log-probabilities
 
 
-def test_the_default_decodes_alone_and_a_too_long_prompt_fails_alone_in_a_batch() -> None:
+def test_the_default_decodes_together_only_where_exact_and_a_too_long_prompt_fails_alone(
+) -> None:
     from veracity.backends.llamacpp import load
 
     default = load("default", n_threads=2, n_ctx=256)
     try:
-        assert default.compute_path()["decode"] == "sequential"
-        assert "decode" not in default.identity()
+        # decode=auto: together exactly where the kernel is batch-invariant
+        together = default.batch_invariant
+        assert default.compute_path()["decode"] == ("batch" if together else "sequential")
+        assert default.identity().get("decode") == ("batch" if together else None)
     finally:
         default.close()
+    standard = load("default", n_threads=2, n_ctx=256, attention="standard")
+    try:
+        assert standard.compute_path()["decode"] == "sequential"
+        assert "decode" not in standard.identity()
+    finally:
+        standard.close()
     backend = load("default", n_threads=2, n_ctx=256, decode="batch")
     try:
         assert backend.identity()["decode"] == "batch"

@@ -106,7 +106,7 @@ def test_options_go_to_their_provider_only_and_resolved_values_are_recorded() ->
     assert record["models"]["fake"] == {"delay": 0.0}
     # given but not used: recorded with the declared defaults it would have run with
     assert record["models"]["llamacpp"] == {"n_ctx": 1024, "n_batch": 32, "n_gpu_layers": 0,
-                                            "extra_buffers": "auto", "decode": "sequential",
+                                            "extra_buffers": "auto", "decode": "auto",
                                             "attention": "auto"}
 
 

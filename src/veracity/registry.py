@@ -160,9 +160,11 @@ for _p in (
               Option("extra_buffers", "weight repacking into llama.cpp's extra buffer types; "
                      "auto: off on CPUs with AMX, where it crashes", ("auto", "on", "off"),
                      default="auto"),
-              Option("decode", "greedy decoding token by token (sequential) or verifying a draft "
-                     "answer in batches (draft; γ's centre answer; part of the cache identity)",
-                     ("sequential", "draft"), default="sequential"),
+              Option("decode", "greedy decoding token by token (sequential), a call's requests "
+                     "decoded together (batch), or verifying a draft answer in batches (draft; "
+                     "γ's centre answer); auto: batch where the attention kernel is "
+                     "batch-invariant, else sequential (batch and draft are part of the cache "
+                     "identity)", ("auto", "sequential", "batch", "draft"), default="auto"),
               Option("attention", "llama.cpp's attention kernel (part of the cache identity); "
                      "auto: flash where the load-time probe finds it batch-invariant and a "
                      "timing (remembered per CPU and model) finds it no slower",

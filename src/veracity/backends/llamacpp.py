@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODERS = ("sequential", "batch", "draft")
+LLAMA_DECODERS = ("auto", *DECODERS)
+"""``auto``: ``batch`` where the attention kernel is batch-invariant (flash, probed at load),
+else ``sequential``."""
 BATCH = 16
 """Sequences decoded together by ``decode=batch``: a γ group of N + 1 = 11 and the start of the
 next; each further row costs less than the one before, and long groups keep the context small."""
@@ -161,7 +164,7 @@ class LlamaCppBackend:
         n_gpu_layers: int = 0,
         chat_template: str | None = None,
         extra_buffers: str = "auto",
-        decode: str = "sequential",
+        decode: str = "auto",
         attention: str = "auto",
     ) -> None:
         """``n_ubatch`` defaults to ``n_batch``; ``compute`` marks a numeric-control variation
@@ -173,11 +176,12 @@ class LlamaCppBackend:
         :mod:`veracity.backends.llamacpp_draft`); ``decode=batch`` decodes the greedy requests of
         a call together, one multi-sequence batch a step (see
         :mod:`veracity.backends.llamacpp_batch`; where the attention kernel is batch-invariant
-        the answers are those of sequential decoding); ``attention`` (auto, standard, flash) picks
+        the answers are those of sequential decoding), and ``decode=auto`` (the default) does so
+        exactly there, else decodes one request at a time; ``attention`` (auto, standard, flash) picks
         llama.cpp's attention kernel: ``auto`` takes flash for ``decode=draft``, else flash where
         it is batch-invariant and no slower (see :mod:`veracity.backends.llamacpp_attention`)."""
-        if decode not in DECODERS:
-            raise ConfigError(f"decode={decode}: choose one of {', '.join(DECODERS)}")
+        if decode not in LLAMA_DECODERS:
+            raise ConfigError(f"decode={decode}: choose one of {', '.join(LLAMA_DECODERS)}")
         if attention not in ATTENTION:
             raise ConfigError(f"attention={attention}: choose one of {', '.join(ATTENTION)}")
         if not path.is_file():
@@ -231,7 +235,8 @@ class LlamaCppBackend:
         key = choice_key(cpu_features().fingerprint(), fingerprint, threads, n_batch,
                          n_ubatch or n_batch, extra, n_gpu_layers, llama_version)
         try:
-            self.attention = choose_attention(attention, decode, kernels, choice_file(), key)
+            self.attention = choose_attention(attention, "sequential" if decode == "auto"
+                                              else decode, kernels, choice_file(), key)
             self._llm = kernels.keep(self.attention.kernel)
         except BaseException:
             kernels.close()
@@ -266,6 +271,8 @@ class LlamaCppBackend:
             self._identity["attention"] = "flash"
             self._compute_path["batch_invariant"] = self.batch_invariant
         self._compute_path["attention"] = self.attention.as_dict()
+        if decode == "auto":  # together only where it gives the sequential answers
+            decode = self._decode = "batch" if self.batch_invariant else "sequential"
         if decode == "batch" and compute is not None:
             decode = self._decode = "sequential"  # the numeric control's variations decode alone
         self._compute_path["decode"] = decode

@@ -122,6 +122,53 @@ def _step(ctx: Any, batch: Any, tokens: dict[int, int], length: list[int]) -> di
     return live
 
 
+def shared_prefix(sequences: Sequence[list[int]]) -> int:
+    """Tokens every sequence starts with, leaving each at least one of its own (whose logits
+    give its first answer token).
+
+    >>> shared_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
+    2
+    >>> shared_prefix([[1, 2], [1, 2]]), shared_prefix([[7, 8]])
+    (1, 0)
+    """
+    if len(sequences) < 2:
+        return 0
+    limit = min(len(s) for s in sequences) - 1
+    shared = 0
+    while shared < limit and all(s[shared] == sequences[0][shared] for s in sequences):
+        shared += 1
+    return shared
+
+
+def _prefill(ctx: Any, batch: Any, sequences: Sequence[list[int]]) -> dict[int, int]:
+    """Evaluate every prompt; the prefix they share is evaluated once, in sequence 0, and its
+    KV cells copied to the other sequences' streams (with a batch-invariant kernel the cells
+    are the ones each would have computed). Returns the batch row of each sequence's logits."""
+    import llama_cpp
+
+    shared = shared_prefix(sequences)
+    if shared:
+        batch.add_sequence(sequences[0][:shared], 0, False)
+        ctx.decode(batch)
+        memory = llama_cpp.llama_get_memory(ctx.ctx)
+        for seq in range(1, len(sequences)):
+            llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
+    batch.reset()
+    rows = {}
+    for seq, tokens in enumerate(sequences):
+        for pos in range(shared, len(tokens)):
+            row = batch.batch.n_tokens
+            batch.batch.token[row] = tokens[pos]
+            batch.batch.pos[row] = pos
+            batch.batch.n_seq_id[row] = 1
+            batch.batch.seq_id[row][0] = seq
+            batch.batch.logits[row] = pos == len(tokens) - 1
+            batch.batch.n_tokens = row + 1
+        rows[seq] = batch.batch.n_tokens - 1
+    ctx.decode(batch)
+    return rows
+
+
 def decode_all(
     llm: Any,
     sequences: Sequence[list[int]],
@@ -145,10 +192,7 @@ def decode_all(
     out: list[list[int]] = [[] for _ in sequences]
     length = [len(s) for s in sequences]
     try:
-        for seq_id, tokens in enumerate(sequences):
-            batch.add_sequence(tokens, seq_id, False)
-        ctx.decode(batch)
-        live = dict(enumerate((np.cumsum(length) - 1).tolist()))  # seq -> row of its logits
+        live = _prefill(ctx, batch, sequences)
         while live:
             step: dict[int, int] = {}
             for seq, row in live.items():
