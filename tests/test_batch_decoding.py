@@ -82,3 +82,23 @@ def test_the_default_decodes_together_only_where_exact_and_a_too_long_prompt_fai
         assert isinstance(second, Generation) and second.text
     finally:
         backend.close()
+
+
+def test_a_group_without_memory_for_its_context_is_decoded_one_at_a_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from veracity.backends import llamacpp
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise ValueError("Failed to create llama_context")
+
+    backend = llamacpp.load("default", n_threads=2, attention="flash", decode="batch")
+    try:
+        requests = [GenRequest.user(q, Sampling(temperature=0.0, max_tokens=8))
+                    for q in QUESTIONS[:3]]
+        together = backend.generate(requests)
+        monkeypatch.setattr(llamacpp, "decode_all", no_memory)
+        alone = backend.generate(requests)
+    finally:
+        backend.close()
+    assert all(isinstance(o, Generation) for o in alone)
+    assert alone == together

@@ -408,8 +408,8 @@ class LlamaCppBackend:
         threads = int(self._llm.context_params.n_threads)
         try:
             done = decode_all(self._llm, [prompts[k] for k in fits], limits, stops, threads)
-        except ValueError as exc:  # llama.cpp could not make a context this large
-            return [PermanentError(f"{self.spec}: {exc}") for _ in requests]
+        except ValueError:  # no memory for a context this large: one at a time, same answers
+            return [self._one(r) for r in requests]
         except RuntimeError as exc:
             return [BackendError(f"{self.spec}: llama.cpp failed: {exc}") for _ in requests]
         for k, d in zip(fits, done, strict=True):
