@@ -24,7 +24,9 @@ Names a block or a substitution may use: ``$FIXTURES`` is this repository's ``te
 ``$MOCK_UPSTREAM`` the base URL (``http://127.0.0.1:PORT/v1``) of the tests' mock
 OpenAI-compatible server (``tests/mock_upstream.py``: a prompt containing "unstable" gets an
 answer that depends on the characters appended to it, any other the same answer), started for
-the page when a block first names it (``$MOCK_UPSTREAM2``, ...: more of them), and
+the page when a block first names it (``$MOCK_UPSTREAM2``, ...: more of them),
+``$STABLE_UPSTREAM`` one that answers every prompt consistently ("unstable" ones too: a
+stronger model for a policy to escalate to), and
 ``$DATA_MIRROR`` the address of an HTTP server on 127.0.0.1 serving ``tests/fixtures/data-mirror``
 (the fixture files under the paths the catalogue names on raw.githubusercontent.com; with
 ``VERACITY_DATA_CATALOGUE`` naming the catalogue beside them, which differs from the bundled one
@@ -57,7 +59,9 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 DIRECTIVE = re.compile(
     r"<!--\s*(not-run|run-with|output|background)\s*(?::\s*(.*?))?\s*-->\s*$")
-TIMEOUT = 300
+TIMEOUT = 900
+"""Seconds a block gets before it counts as hung: a bench's --smoke run on a busy 2-core machine
+takes up to five minutes (CI's own bench loop allows each 900 s too)."""
 READY_TIMEOUT = 180
 """Seconds a background server gets to answer (loading the bundled model on a busy machine)."""
 
@@ -196,11 +200,12 @@ class PageRun:
         text = f"{block.substituted()}\n{block.background or ''}"  # names the URL uses, too
         for name in re.findall(r"\$FREE_PORT\d*", text):
             self.names.setdefault(name, str(_free_port()))
-        for name in re.findall(r"\$MOCK_UPSTREAM\d*", text):
+        for name in re.findall(r"\$(?:MOCK|STABLE)_UPSTREAM\d*", text):
             if name not in self.names:
+                stable = ["--stable"] if name.startswith("$STABLE") else []
                 mock = subprocess.Popen(
-                    [sys.executable, str(REPO / "tests" / "mock_upstream.py"), "--delay", "0.01"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                    [sys.executable, str(REPO / "tests" / "mock_upstream.py"), "--delay", "0.01",
+                     *stable], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 self.mocks.append(mock)
                 assert mock.stdout is not None
                 port = mock.stdout.readline().split()[1]
