@@ -402,6 +402,8 @@ def test_the_readme_set_up_and_test_commands_are_what_ci_runs() -> None:
     tests = [b for b in blocks if b.not_run is not None]
     assert [b.text for b in tests] == [
         'python3 -m venv .venv && .venv/bin/pip install -e ".[all,dev]" && .venv/bin/pytest']
+    # and it is the only example anywhere that the page test does not run
+    assert [b.where() for page in PAGES for b in parse(page) if b.not_run] == [tests[0].where()]
     ci = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert tests[0].text in ci
     setup = next(b for b in blocks if ".venv/bin/veracity" in b.text)
