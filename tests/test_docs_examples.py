@@ -148,7 +148,9 @@ def parse(page: Path) -> list[Block]:
 
 
 def _normalise(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+    """Trailing spaces and blank lines at either end dropped; the first line keeps its indent
+    (an excerpt from inside indented output starts indented)."""
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
 
 
 def _free_port() -> int:
@@ -370,6 +372,14 @@ def test_an_excerpt_is_a_run_of_whole_lines(tmp_path: Path) -> None:
     run.run(whole)
     with pytest.raises(AssertionError, match="not what the commands print"):
         run.run(part)
+    indented = tmp_path / "q.md"
+    indented.write_text("```bash\nprintf '{\\n    \"a\": 1\\n}\\n'\n```\n<!-- output: excerpt -->\n"
+                        "```text\n    \"a\": 1\n```\n```bash\nprintf '{\\n\"a\": 1\\n}\\n'\n```\n"
+                        "<!-- output: excerpt -->\n```text\n    \"a\": 1\n```\n", encoding="utf-8")
+    nested, flat = parse(indented)
+    run.run(nested)  # the indent is part of the line
+    with pytest.raises(AssertionError, match="not what the commands print"):
+        run.run(flat)
 
 
 def test_the_fixture_catalogue_differs_from_the_bundled_one_only_in_checksums() -> None:
