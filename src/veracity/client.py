@@ -250,6 +250,7 @@ class CachedEmbedder:
         if len(self._memo) > self.memo_limit:
             self._memo.clear()
         distinct = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        keys: dict[str, str] = {}
         if distinct and self.cache is not None:
             keys = {t: embedding_key(self.spec, self._identity, t) for t in distinct}
             stored = self.cache.get_vectors(list(keys.values()))
@@ -267,9 +268,7 @@ class CachedEmbedder:
             fresh = dict(zip(batch, vectors, strict=True))
             self._memo.update(fresh)
             if self.cache is not None:
-                self.cache.put_vectors(
-                    self.spec, {embedding_key(self.spec, self._identity, t): v for t, v in fresh.items()}
-                )
+                self.cache.put_vectors(self.spec, {keys[t]: v for t, v in fresh.items()})
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts]).astype(np.float32, copy=False)

@@ -470,9 +470,9 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
         prep = Prepared(refs, names, pairs, _primed(similarity, index, wanted, refs), neighbours)
         scores = score_sets(local, answer_sets, prep, settings,
                             labelled=None if labels is None else labels(wanted),
-                            widths=index.widths)
+                            widths=index.widths, scored=size)
         records = build_records(local, answer_sets, prep, scores, settings,
-                                variants=variants)[:size]
+                                variants=variants, count=size)
         if tally is not None:
             tally.add(local[:size], sets, records, scores, prep.similarity)
         yield records

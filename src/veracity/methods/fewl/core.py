@@ -455,6 +455,7 @@ def score_texts(
     min_pairs: int = 1,
     expertise_form: ExpertiseForm = "gap",
     widths: tuple[int, int] = (0, 0),
+    scored: int | None = None,
 ) -> FewlScores:
     """FEWL and its ablations for every answer set, vectorised over question x reference x
     pair; every distinct text goes through the similarity exactly once.
@@ -468,6 +469,10 @@ def score_texts(
 
     ``widths`` pads the reference and pair axes to at least (J, R): a chunk of a larger run
     sums over the same padded shapes as the whole run, so its digits are the same.
+
+    ``scored``: only the first questions are scored; the rest (a chunk's neighbours from
+    outside it) lend their references to those questions' laziness penalty, and every array
+    of the result has ``scored`` rows (the neighbours' indices still count all questions).
     """
     for divergence in divergences:
         _check_divergence(divergence)
@@ -498,14 +503,23 @@ def score_texts(
     lab_good = np.zeros((q, 1), dtype=np.int64)
     lab_bad = np.zeros((q, max(lab_width, 1)), dtype=np.int64)
     lab_mask = np.zeros((q, max(lab_width, 1)), dtype=bool)
+    m = q if scored is None else min(scored, q)
     if labelled is not None:
         if len(labelled) != q:
             raise ConfigError(f"{len(labelled)} labelled answer sets for {q} questions")
-        for row, (good, bad) in enumerate(labelled):
+        for row, (good, bad) in enumerate(labelled[:m]):
             lab_good[row, 0] = texts.add(good)
             for col, text in enumerate(bad):
                 lab_bad[row, col], lab_mask[row, col] = texts.add(text), True
     table = similarity.table(list(texts.index))
+    nb_refs, nb_ref_mask = ref_idx[neighbours.index[:m]], ref_mask[neighbours.index[:m]]
+    if m < q:
+        ref_idx, ref_mask, iw_idx, co_idx, pair_mask = (
+            a[:m] for a in (ref_idx, ref_mask, iw_idx, co_idx, pair_mask))
+        lab_good, lab_bad, lab_mask = lab_good[:m], lab_bad[:m], lab_mask[:m]
+        answers = {name: (idx[:m], ok[:m]) for name, (idx, ok) in answers.items()}
+        neighbours = Neighbours(neighbours.index[:m], neighbours.mask[:m],
+                                neighbours.cosine[:m])
 
     both = ref_mask[:, :, None] & pair_mask[:, None, :]
     sim_co = _sims(table, ref_idx[:, :, None], co_idx[:, None, :], both)
@@ -539,12 +553,10 @@ def score_texts(
     for w, _ in options.values():
         w[~scorable] = np.nan
 
-    nb = neighbours.index
-    nb_refs = ref_idx[nb]
     sets: dict[str, dict[str, dict[str, Terms]]] = {}
     for name, (idx, ok) in answers.items():
         sim_ar = _sims(table, idx[:, None], ref_idx, ok[:, None] & ref_mask)
-        valid = neighbours.mask[:, :, None] & ref_mask[nb] & ok[:, None, None]
+        valid = neighbours.mask[:, :, None] & nb_ref_mask & ok[:, None, None]
         sim_nb = _sims(table, idx[:, None, None], nb_refs, valid)
         per_div: dict[str, dict[str, Terms]] = {}
         for divergence in divergences:

@@ -315,11 +315,13 @@ def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) 
 def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
                settings: FewlSettings,
                labelled: Sequence[tuple[str, Sequence[str]]] | None = None,
-               widths: tuple[int, int] = (0, 0)) -> FewlScores:
+               widths: tuple[int, int] = (0, 0), scored: int | None = None) -> FewlScores:
+    """FEWL of the questions (of the first ``scored``; the rest lend their references as
+    neighbours)."""
     pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
                        settings.tau, labelled, DIVERGENCES, settings.pairs.min_pairs,
-                       settings.expertise, widths)
+                       settings.expertise, widths, scored)
 
 
 def as_number(value: Any) -> float | None:
@@ -328,13 +330,16 @@ def as_number(value: Any) -> float | None:
 
 
 def build_records(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
-            scores: FewlScores, settings: FewlSettings, variants: bool) -> list[FewlRecord]:
+            scores: FewlScores, settings: FewlSettings, variants: bool,
+            count: int | None = None) -> list[FewlRecord]:
     """One record per question: references, pairs, expertise and lambda per reference,
-    neighbours, and per answer set the truthfulness, penalty and FEWL (plus ablations)."""
+    neighbours, and per answer set the truthfulness, penalty and FEWL (plus ablations).
+    ``count``: records of the first questions only (the rest lent their references as
+    neighbours and are not scored here)."""
     out = []
     div = settings.divergence
     nb = scores.neighbours
-    for i, item in enumerate(items):
+    for i, item in enumerate(items[:count]):
         answers: dict[str, FewlAnswer] = {}
         for name, values in answer_sets.items():
             terms = scores.sets[name][div]["fewl"]

@@ -53,8 +53,9 @@ class IndexSettings:
     hnsw_m: int = 32
     """Graph links per vector (memory: about 2 x m x 4 bytes a question more)."""
     ef_construction: int = 128
-    ef_search: int = 256
-    """Candidates the graph search keeps: recall against speed."""
+    ef_search: int = 128
+    """Candidates the graph search keeps: recall against speed (on 100,000 varied questions
+    of 256 dimensions, K = 25: recall 0.9991 at 128 in 29 s, 0.9998 at 256 in 50 s)."""
     nlist: int = 0
     """IVF cells (0: 4 x sqrt(n))."""
     nprobe: int = 32
