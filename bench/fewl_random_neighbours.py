@@ -57,7 +57,7 @@ settings = FewlSettings(references_file=Path(references), pairs_file=Path(pairs)
 with Context(cache=Cache(Path(cache))) as ctx:
     result = run_fewl(items, [AnswerSource("answers", path=Path(answers))], settings, ctx,
                       None if out == "-" else Path(out), f"jsonl:{dataset}")
-print(json.dumps(result.results["models"]["answers"]))
+print(json.dumps(result.summary.models["answers"].to_json()))
 """
 
 WAYS = (("streamed_random", "random", True), ("streamed_nearest", "nearest", True),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from veracity.cache import Cache
 from veracity.data.qa import load_items
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
@@ -60,7 +61,10 @@ def _fact(rng: random.Random, p: str) -> str:
 def make_recorded(folder: Path, questions: int, refs: int, pairs: int, seed: int) -> dict[str, Path]:
     """Write dataset.jsonl, references.jsonl, pairs.jsonl and answers.jsonl into folder."""
     rng = random.Random(seed)
-    data, references, pair_rows, answers = [], [], [], []
+    data: list[JsonObject] = []
+    references: list[JsonObject] = []
+    pair_rows: list[JsonObject] = []
+    answers: list[JsonObject] = []
     for i in range(questions):
         p, t = rng.choice(PLACES), rng.choice(THINGS)
         question = rng.choice(QUESTIONS).format(t=t, p=p, f=_fact(rng, p)) + f" (case {i})"
@@ -146,7 +150,7 @@ def main() -> int:
     print(f"embedding_share: {100 * share:.1f} %")
     print(f"rest_seconds: {seconds - stats.embed_seconds:.2f} s")
     print(f"second_pass_seconds: {second:.2f} s")
-    print(f"mean_fewl: {outcome.results['models']['answers']['mean']:.4f} score")
+    print(f"mean_fewl: {outcome.summary.models['answers'].mean:.4f} score")
     print(f"total_seconds: {seconds:.2f} s")
     print(f"ratio_total_over_target_{TARGET_SECONDS:.0f}s: {seconds / TARGET_SECONDS:.3f} x")
     return 0

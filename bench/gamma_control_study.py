@@ -18,10 +18,10 @@ group by group of five questions); ``--part all`` then computes everything from 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from veracity.cache import Cache
 from veracity.data.qa import load_items
@@ -30,7 +30,7 @@ from veracity.methods.gamma.calibration.run import calibrate
 from veracity.methods.gamma.control import null_generations, variations
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.run import run_gamma
-from veracity.methods.gamma.validation.core import ValidateSettings, validate_gamma
+from veracity.methods.gamma.validation.core import AurocBlock, ValidateSettings, validate_gamma
 from veracity.runs.common import Context
 from veracity.types import Item, Sampling
 
@@ -38,11 +38,15 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "truthfulqa" / 
 MODEL, EMBEDDER = "llamacpp/default", "st/default"
 
 
-def _ci(name: str, block: dict[str, Any] | None) -> None:
+def _ci(name: str, block: AurocBlock | None) -> None:
     if block is None:
         return
-    low, high = block["ci"]
-    print(f"{name}: {block['auroc']:.3f} AUROC (95% CI {low:.3f} to {high:.3f})")
+    low, high = block.ci
+    print(f"{name}: {block.auroc:.3f} AUROC (95% CI {low:.3f} to {high:.3f})")
+
+
+def _percent(share: float | None) -> str:
+    return "—" if share is None else f"{100 * share:.1f}"
 
 
 def warm(items: list[Item], ctx: Context, settings: GammaSettings, baseline: ConsistencySettings,
@@ -99,31 +103,34 @@ def main() -> int:
         out = args.out or tmp / "run"
         outcome = run_gamma(items, MODEL, EMBEDDER, settings, ctx, out, dataset)
         found = validate_gamma(out, ValidateSettings(baseline_samples=args.baseline_samples,
-                                                     temperature=0.7), ctx).to_json()
+                                                     temperature=0.7), ctx).aggregate
         calibration = calibrate([out], out / "calibration.json", resamples=200, holdout=0.5)
     finally:
         ctx.close()
-    control = outcome.results["control"]
+    control = outcome.summary.control
+    if control is None:
+        raise RuntimeError("the run has no null control")
     curve = calibration.curves[0]
     print(f"questions: {len(items)} items")
     print(f"perturbed and null answers per question: {args.n} each")
     print(f"max tokens: {args.max_tokens} tokens")
-    print(f"accuracy: {found['accuracy']['all']['accuracy']:.3f} share correct")
-    print(f"mean gamma: {control['mean_gamma']:.4f} (s.e. {control['stderr_gamma']:.4f})")
-    print(f"mean gamma_null: {control['mean_gamma_null']:.4f} (s.e. "
-          f"{control['stderr_gamma_null']:.4f})")
-    print(f"null answers all identical: {100 * control['share_null_identical']:.1f} % of items")
-    for kind, field in (("null", "null_answers"), ("perturbed", "perturbed_answers")):
-        rows = outcome.records_json()
-        pairs = [(a, r["answer"]) for r in rows for a in r.get(field) or []]
+    print(f"accuracy: {found.accuracy.all.accuracy:.3f} share correct")
+    print(f"mean gamma: {control.mean_gamma:.4f} (s.e. {control.stderr_gamma:.4f})")
+    print(f"mean gamma_null: {control.mean_gamma_null:.4f} (s.e. "
+          f"{control.stderr_gamma_null:.4f})")
+    print(f"null answers all identical: {_percent(control.share_null_identical)} % of items")
+    records = list(outcome.records)
+    for kind, answers in (("null", [r.extra.get("null_answers") or [] for r in records]),
+                          ("perturbed", [r.perturbed_answers for r in records])):
+        pairs = [(a, r.answer) for r, given in zip(records, answers, strict=True) for a in given]
         same = sum(a == answer for a, answer in pairs) / len(pairs) if pairs else float("nan")
         print(f"{kind} answers equal to the answer: {100 * same:.1f} % of answers")
-    print(f"gamma above the null's 95th percentile: {100 * control['share_above_null_p95']:.1f} "
+    print(f"gamma above the null's 95th percentile: {_percent(control.share_above_null_p95)} "
           "% of items")
-    _ci("auroc gamma", found["gamma"])
-    _ci("auroc gamma - gamma_null", found.get("gamma_minus_null"))
-    _ci("auroc gamma_null", found.get("gamma_null"))
-    _ci("auroc self-consistency", found["baseline"])
+    _ci("auroc gamma", found.gamma)
+    _ci("auroc gamma - gamma_null", found.gamma_minus_null)
+    _ci("auroc gamma_null", found.gamma_null)
+    _ci("auroc self-consistency", found.baseline)
     print(f"held-out ece: {curve.holdout['ece']:.3f} (fit on {curve.holdout['n_fit']}, measured on "
           f"{curve.holdout['n_eval']} answers)")
     t = curve.thresholds
@@ -133,8 +140,8 @@ def main() -> int:
     print(f"untrustworthy cut at recall {t['target_recall']}: gamma >= {t['high']:.4f} "
           f"({100 * t['share_untrustworthy']:.1f} % of answers flagged)")
     print(f"run directory: {out}")
-    ratio = control["mean_gamma"] / control["mean_gamma_null"] if control["mean_gamma_null"] else \
-        float("inf")
+    mean, null = control.mean_gamma, control.mean_gamma_null
+    ratio = math.nan if mean is None else mean / null if null else float("inf")
     print(f"mean gamma / mean gamma_null: {ratio:.2f} x")
     return 0
 

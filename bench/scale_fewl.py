@@ -66,12 +66,41 @@ else:
                             neighbours=25, pairs=PairSettings(r=5), neighbours_index=index)
     sources = [AnswerSource("answers", path=Path(answers))]
 from veracity.runs.common import Context
+
+# where the time goes: seconds inside a few functions (nested ones overlap)
+import time
+from veracity import cache as cache_mod, client
+from veracity.methods.fewl import chunked
+from veracity.methods.fewl.neighbours import core as nn
+phases = {}
+def timed(owner, name, label):
+    inner = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            phases[label] = phases.get(label, 0.0) + time.perf_counter() - began
+    setattr(owner, name, wrapper)
+for owner, name, label in [
+        (chunked._Inputs, "__init__", "files indexed"),
+        (chunked._Index, "__init__", "questions embedded and neighbours searched"),
+        (nn.NeighbourSearch, "_build", "approximate index built"),
+        (nn.NeighbourSearch, "_approximate_rows", "approximate search"),
+        (nn.NeighbourSearch, "_exact_rows", "exact search"),
+        (client.CachedEmbedder, "embed", "embedding (with the cache)"),
+        (cache_mod.Cache, "_put", "cache writes"),
+        (chunked, "score_sets", "chunks scored"),
+        (chunked, "build_records", "records built")]:
+    timed(owner, name, label)
+
 with Context(cache=Cache(Path(cache))) as ctx:
     result = run_fewl(items, sources, settings, ctx, None if out == "-" else Path(out),
                       f"jsonl:{dataset}")
     calls = ctx.model_calls()
 search = result.run.info["config"].get("neighbour_search") if out != "-" else None
-print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls, "search": search}))
+print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls, "search": search,
+                                                        "phases": phases}))
 """
 
 VALIDATE_CHILD = """
@@ -194,7 +223,7 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
                                            index)
             row[way] = {"wall": wall, "items_s": size / wall, "rss": rss,
                         "mean": summary["mean"], "load": os.getloadavg()[0],
-                        "search": summary.get("search")}
+                        "search": summary.get("search"), "phases": summary.get("phases")}
         if "whole" in row:
             assert row["whole"]["mean"] == row["streamed"]["mean"], "streamed != whole"
         print(f"\n[{kind}, {size} items] load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -203,6 +232,15 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
             print(f"{prefix}{way}_wall_{size}: {r['wall']:.2f} s", flush=True)
             print(f"{prefix}{way}_items_per_s_{size}: {r['items_s']:.1f} items/s", flush=True)
             print(f"{prefix}{way}_peak_rss_{size}: {r['rss'] / 1e6:.0f} MB", flush=True)
+        phases = row["streamed"].get("phases") or {}
+        if phases:
+            top = ("files indexed", "questions embedded and neighbours searched",
+                   "chunks scored", "records built")
+            phases = phases | {"the rest (inputs read, records written)":
+                               row["streamed"]["wall"] - sum(phases.get(k, 0.0) for k in top)}
+            print(f"{prefix}where_the_time_goes_{size} (s per 1,000 items, nested phases "
+                  "overlap): " + ", ".join(f"{k} {v / size * 1e3:.2f}"
+                                           for k, v in phases.items()), flush=True)
         search = row["streamed"].get("search") or {}
         if search:
             print(f"{prefix}neighbour_index_{size}: {search['index']} ({search['library']}, "

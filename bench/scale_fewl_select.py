@@ -63,7 +63,7 @@ assert (way == "whole") != hasattr(result.records, "path"), "not the route asked
 digest = hashlib.sha256()
 for name in ("results.json", "samples.jsonl", "icl_prompts.jsonl", "finetune.jsonl"):
     digest.update((Path(out) / name).read_bytes())
-print(json.dumps(result.results["selection"] | {"digest": digest.hexdigest()}))
+print(json.dumps(result.summary.selection.to_json() | {"digest": digest.hexdigest()}))
 """
 
 

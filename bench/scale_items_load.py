@@ -63,7 +63,7 @@ with selected_items(f"jsonl:{data}", Selection(), threshold=threshold) as (items
             ctx.client("fake/unstable").backend.history = Forget()
             result = run_gamma(items, "fake/unstable", "hash/default", GammaSettings(n=2),
                                ctx, Path(out), "bench")
-            mean = result.results["aggregate"]["mean"]
+            mean = result.summary.aggregate.mean
         run_seconds = time.perf_counter() - walked
 print(json.dumps({"n": count, "load_s": loaded - began, "walk_s": walked - loaded,
                   "load_rss": load_rss, "run_s": run_seconds, "mean": mean,

@@ -75,9 +75,9 @@ def test_a_server_gets_the_identical_request_n_times_under_distinct_cache_keys(c
         assert request.sampling.seed + request.sample_index == SAMPLING.seed
         assert request.sampling.max_tokens == SAMPLING.max_tokens
     assert sorted({r.sample_index for r in nulls}) == [1, 2, 3]
-    assert [v["kind"] for v in control["variations"]] == ["replicate"] * 3
+    assert [v["kind"] for v in control.variations] == ["replicate"] * 3
     assert [r.gamma_null for r in records] == [0.0, 0.0]  # a deterministic model: no noise
-    assert control["share_null_identical"] == 1.0 and control["mean_gamma_null"] == 0.0
+    assert control.share_null_identical == 1.0 and control.mean_gamma_null == 0.0
 
 
 def test_compute_variations_run_as_separate_backends_with_the_same_prompts(ctx: Context) -> None:
@@ -86,7 +86,7 @@ def test_compute_variations_run_as_separate_backends_with_the_same_prompts(ctx: 
     embedder = ctx.embedder("hash/default")
     records = measure_gamma(_items(), client, embedder, GammaSettings(n=4, sampling=SAMPLING))
     records, control = add_null_control(records, client, embedder, SAMPLING, 4, "sin")
-    assert [v for v in control["variations"]] == [{"kind": "compute", "split": k} for k in range(1, 5)]
+    assert list(control.variations) == [{"kind": "compute", "split": k} for k in range(1, 5)]
     assert len(backend.children) == 4
     for child in backend.children:
         assert [r.messages[0].content for r in child.history] == ["Who wrote Hamlet?", "What is 2+2?"]
@@ -110,15 +110,15 @@ def test_summary_on_hand_computed_numbers() -> None:
                for g, n in [(0.5, 0.0), (0.2, 0.1), (0.05, 0.3), (0.4, 0.0)]]
     records.append(GammaRecord("q", "?", "", None).with_extra(gamma_null=0.2, null_answers=[]))
     s = summarise(records, [ControlPath(replicate=1)])
-    assert s["n_scored"] == 4
-    assert s["mean_gamma"] == pytest.approx(1.15 / 4)
-    assert s["mean_gamma_null"] == pytest.approx(0.1)
-    assert s["mean_gamma_minus_null"] == pytest.approx(0.75 / 4)
+    assert s.n_scored == 4
+    assert s.mean_gamma == pytest.approx(1.15 / 4)
+    assert s.mean_gamma_null == pytest.approx(0.1)
+    assert s.mean_gamma_minus_null == pytest.approx(0.75 / 4)
     # nulls sorted 0, 0, 0.1, 0.3: 95th percentile = 0.1 + 0.85 * (0.3 - 0.1) = 0.27
-    assert s["gamma_null_p95"] == pytest.approx(0.27)
-    assert s["share_above_null_p95"] == pytest.approx(0.5)  # 0.5 and 0.4
-    assert s["share_above_own_null"] == pytest.approx(0.75)
-    assert s["share_null_identical"] == pytest.approx(0.5)
+    assert s.gamma_null_p95 == pytest.approx(0.27)
+    assert s.share_above_null_p95 == pytest.approx(0.5)  # 0.5 and 0.4
+    assert s.share_above_own_null == pytest.approx(0.75)
+    assert s.share_null_identical == pytest.approx(0.5)
 
 
 def test_a_rejected_item_gets_no_null_and_the_others_go_on(ctx: Context) -> None:
@@ -266,8 +266,8 @@ def test_llamacpp_numeric_control_is_cached_and_resumable(ctx: Context) -> None:
             calls = client.stats.model_calls
         finally:
             client.close()
-        assert [v["kind"] for v in control["variations"]] == ["compute", "compute"]
-        assert {"companions", "position", "fill"} <= set(control["variations"][0])
+        assert [v["kind"] for v in control.variations] == ["compute", "compute"]
+        assert {"companions", "position", "fill"} <= set(control.variations[0])
         assert records[0].gamma_null is not None and records[0].gamma_null >= 0.0
     assert calls == 0 and answers[0] == answers[1] and all(answers[0])
 

@@ -263,14 +263,15 @@ def test_pair_outcomes_and_majority() -> None:
                      "candidate_first": False, "judge": "base"}]}
     result = analyse_pairs(key, {"a": {"p1": "1", "p2": "1"}, "b": {"p1": "1", "p2": "2"},
                                  "c": {"p1": "2", "p2": "1"}})
-    [row] = result["rows"]
+    [row] = result.rows
     # p1: candidate, candidate, base -> candidate (judge agrees); p2: base, candidate, base -> base
-    assert row["candidate_better"]["rate"] == 0.5 and row["base_better"]["rate"] == 0.5
-    assert row["judge_agreement"] == {"n": 2, "rate": 1.0}
+    assert row.candidate_better.rate == 0.5 and row.base_better.rate == 0.5
+    assert (row.judge_n, row.judge_rate) == (2, 1.0)
+    assert result.to_json()["rows"][0]["judge_agreement"] == {"n": 2, "rate": 1.0}
     # categories candidate/base/tie: p1 counts (2, 1, 0), p2 (1, 2, 0); Fleiss by hand:
     # P_i = (2*1 + 1*0)/(3*2) = 1/3 each; p_j = (3/6, 3/6, 0); P_e = 1/2 -> (1/3 - 1/2)/(1/2)
-    assert result["fleiss_kappa"] == pytest.approx(-1 / 3)
-    assert result["raw_agreement"] == pytest.approx(2 / 6)
+    assert result.fleiss_kappa == pytest.approx(-1 / 3)
+    assert result.raw_agreement == pytest.approx(2 / 6)
     with pytest.raises(DataError, match="no pair"):
         analyse_pairs(key, {"a": {}})
     with pytest.raises(DataError, match="no answer pairs"):

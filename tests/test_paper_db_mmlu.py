@@ -127,15 +127,14 @@ def test_t_prime_is_read_as_the_questions_of_s_prime() -> None:
 
 
 def test_result_variability_mean_and_sd_by_hand() -> None:
+    from veracity.methods.deception.records import DeceptionSummary
     from veracity.methods.deception.repeats import spreads
 
-    runs = [{"normal_accuracy": 0.5, "misleading_accuracy": 0.2, "susceptibility": 2.5,
-             "consistency": 0.4},
-            {"normal_accuracy": 0.6, "misleading_accuracy": 0.3, "susceptibility": None,
-             "susceptibility_unbounded": True, "consistency": 0.4},
-            {"normal_accuracy": 0.7, "misleading_accuracy": 0.1, "susceptibility": 3.5,
-             "consistency": 0.4}]
-    found = spreads(runs)
+    def run(normal: float, misleading: float, susceptibility: float | None) -> DeceptionSummary:
+        return DeceptionSummary(10, normal, misleading, susceptibility, susceptibility is None,
+                                0.4, None, None, None, None)
+
+    found = spreads([run(0.5, 0.2, 2.5), run(0.6, 0.3, None), run(0.7, 0.1, 3.5)])
     assert found["normal_accuracy"].mean == pytest.approx(0.6)
     assert found["normal_accuracy"].sd == pytest.approx(0.1)  # sample sd of .5, .6, .7
     assert found["susceptibility"].values == (2.5, None, 3.5)  # ∞ is left out

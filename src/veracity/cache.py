@@ -21,6 +21,7 @@ import numpy as np
 
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError, StorageError
+from veracity.jsontypes import JsonValue
 from veracity.paths import check_output_file, default_cache_path, user_path
 from veracity.space import storage_error
 
@@ -79,7 +80,7 @@ WHERE entries.value IS NOT excluded.value OR entries.kind IS NOT excluded.kind
 """
 
 
-def cache_key(payload: Mapping[str, Any]) -> str:
+def cache_key(payload: Mapping[str, JsonValue]) -> str:
     """SHA-256 of the canonical JSON of ``payload``."""
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()

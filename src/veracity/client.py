@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any, cast
 
@@ -16,13 +16,14 @@ from veracity.cache import Cache, cache_key
 from veracity.calls import CachedCalls, CallStats, Codec, NullProgress, Progress, chunked
 from veracity.embed.base import Embedder, Matrix, PairScorer
 from veracity.errors import BackendError
+from veracity.jsontypes import JsonObject, JsonValue
 from veracity.types import Generation, GenRequest, TokenLogprob
 
 __all__ = ["CachedEmbedder", "CallStats", "LLMClient", "NullProgress", "Progress", "ScorerClient",
            "request_key"]
 
 
-def request_key(spec: str, identity: dict[str, Any], request: GenRequest) -> str:
+def request_key(spec: str, identity: Mapping[str, JsonValue], request: GenRequest) -> str:
     """Cache key of one request: backend, model identity, messages, prefill, sampling, sample
     (and the draft, for a backend that verifies drafts)."""
     sampling = asdict(request.sampling)
@@ -30,7 +31,7 @@ def request_key(spec: str, identity: dict[str, Any], request: GenRequest) -> str
         # greedy decoding ignores these, so they must not split the cache
         for name in ("seed", "top_p", "top_k", "temperature"):
             sampling.pop(name)
-    payload: dict[str, Any] = {
+    payload: JsonObject = {
         "kind": "generation",
         "backend": spec,
         "identity": identity,
@@ -67,7 +68,7 @@ class LLMClient(CachedCalls):
     def spec(self) -> str:
         return self.backend.spec
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """The backend's identity, read once."""
         return dict(self._identity)
 
@@ -136,7 +137,7 @@ class LLMClient(CachedCalls):
         self.backend.close()
 
 
-def pair_key(spec: str, identity: dict[str, Any], a: str, b: str) -> str:
+def pair_key(spec: str, identity: Mapping[str, JsonValue], a: str, b: str) -> str:
     """Cache key of the score of the ordered pair (a, b)."""
     return cache_key({"kind": "similarity", "model": spec, **identity, "a": a, "b": b})
 
@@ -170,7 +171,7 @@ class ScorerClient(CachedCalls):
         self.scorer.close()
 
 
-def _stored(generation: Generation) -> dict[str, Any]:
+def _stored(generation: Generation) -> JsonObject:
     """A generation as cached; ``replaced_chars`` only when set, so caches written before it
     existed and after read alike."""
     value = asdict(generation)
@@ -215,7 +216,7 @@ GENERATIONS: Codec[Generation] = _generation_codec()
 SCORES: Codec[float] = Codec("similarity", float, float)
 
 
-def embedding_key(spec: str, identity: dict[str, Any], text: str) -> str:
+def embedding_key(spec: str, identity: Mapping[str, JsonValue], text: str) -> str:
     return cache_key({"kind": "embedding", "embedder": spec, "identity": identity, "text": text})
 
 

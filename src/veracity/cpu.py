@@ -13,7 +13,8 @@ import subprocess
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+
+from veracity.jsontypes import JsonObject
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -30,7 +31,7 @@ class CpuFeatures:
     amx: bool
     """Advanced Matrix Extensions (Intel Sapphire Rapids and newer): any of AMX-TILE/INT8/BF16."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return asdict(self)
 
     def fingerprint(self) -> str:

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from veracity.jsontypes import JsonObject
+
 MIN_PYTHON = (3, 10)
 MIN_FREE_BYTES = 2 << 30
 MIN_TEMP_BYTES = 1 << 30
@@ -315,13 +317,13 @@ def run_checks(base_url: str | None = None, models: bool = True) -> list[Check]:
     return checks
 
 
-def report(checks: list[Check], seconds: float) -> dict[str, Any]:
+def report(checks: list[Check], seconds: float) -> JsonObject:
     """The ``--json`` shape: overall verdict and every check."""
     return {"ok": all(c.ok or not c.required for c in checks), "seconds": round(seconds, 2),
             "checks": [asdict(c) for c in checks]}
 
 
-def timed_checks(base_url: str | None = None, models: bool = True) -> dict[str, Any]:
+def timed_checks(base_url: str | None = None, models: bool = True) -> JsonObject:
     began = time.perf_counter()
     checks = run_checks(base_url, models)
     return report(checks, time.perf_counter() - began)

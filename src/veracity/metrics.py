@@ -32,12 +32,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from veracity.errors import ConfigError, InvalidValueError
+from veracity.jsontypes import JsonObject
 from veracity.stats import auroc as _auroc_flagging
 
 Array = npt.NDArray[np.float64]
@@ -281,7 +282,7 @@ class Estimate:
     diff_low: float = math.nan
     diff_high: float = math.nan
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         def clean(v: float) -> float | None:
             return None if math.isnan(v) else v
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
 from veracity.errors import DataError, ErrorKind
+from veracity.jsontypes import JsonObject
 
 _LEGACY_PREFIX = "model error:"
 R = TypeVar("R", bound="Record")
@@ -72,7 +73,7 @@ class Mean:
         found = json_object(data, "mean")
         return cls(number(found["mean"]), number(found["stderr"]), int(found["n"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"mean": self.mean, "stderr": self.stderr, "n": self.n}
 
 
@@ -89,7 +90,7 @@ class Record:
         """A record as samples.jsonl holds it."""
         raise NotImplementedError
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The samples.jsonl shape."""
         raise NotImplementedError
 
@@ -102,6 +103,8 @@ class Record:
         return typed, rest
 
     def _typed_json(self) -> dict[str, Any]:
+        """The typed fields by JSON key, values as they are (tuples, nested records): each
+        ``to_json`` turns them into JSON."""
         return {key: getattr(self, name) for key, name in _json_keys(type(self)).items()}
 
 

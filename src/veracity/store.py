@@ -12,13 +12,14 @@ import math
 import platform
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from veracity.data.jsonl import load_json, read_text, stream_objects
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject, JsonValue
 from veracity.method import get_method, method_names, methods
 from veracity.paths import check_output_dir
 from veracity.runlock import claim_run_dir, run_dir_claimed
@@ -71,7 +72,7 @@ def package_versions() -> dict[str, str]:
     return found
 
 
-def git_commit() -> dict[str, Any] | None:
+def git_commit() -> JsonObject | None:
     """Commit and dirty flag of the veracity checkout, if it runs from one."""
     here = Path(__file__).resolve().parent
     try:
@@ -102,7 +103,7 @@ def run_files() -> tuple[str, ...]:
     return tuple(found)
 
 
-def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+def write_jsonl(path: Path, records: Iterable[Mapping[str, JsonValue]]) -> None:
     """One JSON object per line (UTF-8), creating the directory."""
     with writing(path, "records"):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,13 +221,13 @@ class RunDir:
             self._write("run.json", info)
         return self.path / name
 
-    def write_json(self, name: str, value: Any) -> Path:
+    def write_json(self, name: str, value: JsonValue) -> Path:
         """A JSON file owned by this run (replaced with it)."""
         self.record(name)
         self._write(name, value)
         return self.path / name
 
-    def write_jsonl(self, name: str, records: Iterable[dict[str, Any]]) -> Path:
+    def write_jsonl(self, name: str, records: Iterable[Mapping[str, JsonValue]]) -> Path:
         """A JSONL file owned by this run (replaced with it)."""
         target = self.record(name)
         write_jsonl(target, records)
@@ -267,7 +268,8 @@ class RunDir:
     def method(self) -> str:
         return str(self.info["method"])
 
-    def write_samples(self, records: Iterable[dict[str, Any]], name: str = "samples.jsonl") -> None:
+    def write_samples(self, records: Iterable[Mapping[str, JsonValue]],
+                      name: str = "samples.jsonl") -> None:
         with run_dir_claimed(self.path):
             replace_text(self.path / name, (dumps(r) + "\n" for r in records),
                          f"the run's {name}")
@@ -279,20 +281,20 @@ class RunDir:
         for _, record in stream_objects(target, "run file", surrogates=True):  # any size
             yield record
 
-    def write_results(self, results: dict[str, Any]) -> None:
+    def write_results(self, results: Mapping[str, JsonValue]) -> None:
         self._write("results.json", results)
 
     @property
     def results(self) -> dict[str, Any]:
         return self._read_object("results.json")
 
-    def update_config(self, values: dict[str, Any]) -> None:
+    def update_config(self, values: Mapping[str, JsonValue]) -> None:
         """Add settings decided around the run (e.g. which dataset items it used) to its config."""
         info = self.info
         info.setdefault("config", {}).update(redact(values))
         self._write("run.json", info)
 
-    def finish(self, stats: dict[str, Any]) -> None:
+    def finish(self, stats: Mapping[str, JsonValue]) -> None:
         info = self.info
         info["finished"] = timestamp()
         info["stats"] = stats

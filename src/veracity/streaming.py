@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from itertools import islice
@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from veracity.calls import CachedCalls, Progress
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonValue
 from veracity.space import storage_error, writing
 from veracity.store import dumps
 from veracity.text import json_safe
@@ -164,7 +165,7 @@ class FloatColumn:
         return self._data[: self._size]
 
 
-def record_dumps(record: dict[str, Any]) -> str:
+def record_dumps(record: Mapping[str, JsonValue]) -> str:
     """:func:`veracity.store.dumps` of a record read from or made for JSON (string keys): the
     same text, without walking every value first unless a NaN or infinity needs replacing."""
     try:
@@ -190,7 +191,7 @@ class SampleWriter:
             self._fh = self.path.open("w", encoding="utf-8")
         return self
 
-    def write(self, records: Iterable[dict[str, Any]]) -> None:
+    def write(self, records: Iterable[Mapping[str, JsonValue]]) -> None:
         """One chunk of records, then a flush."""
         if self._fh is None:
             raise RuntimeError("SampleWriter used outside its with block")

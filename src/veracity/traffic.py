@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -77,7 +78,8 @@ class Entry:
     scoring_ms: float | None
     total_ms: float | None
     error: str | None
-    score: dict[str, Any]
+    score: JsonObject
+    """The score as the gateway sent it."""
     p_correct: float | None = None
     """P(correct) from the gateway's calibration (None without one)."""
     decision: str | None = None
@@ -88,7 +90,7 @@ class Entry:
                      for c in _COLUMNS)
 
 
-def _score_text(score: dict[str, Any]) -> str:
+def _score_text(score: JsonObject) -> str:
     """The score as stored: bounded (walked) only when it is long at all."""
     text = json.dumps(score, ensure_ascii=False)
     return text if len(text) <= LOGGED_CHARS else json.dumps(bounded(score), ensure_ascii=False)
@@ -102,7 +104,7 @@ class StoredScore:
     time: float
     owner: str | None
     """The owner's tag (see the module's docstring); None on a gateway without keys."""
-    score: dict[str, Any]
+    score: JsonObject
 
 
 def bounded(value: Any) -> Any:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from veracity.errors import BackendError, CapabilityError
+from veracity.jsontypes import JsonObject
 from veracity.types import Generation, GenRequest
 
 Outcome = Generation | BackendError
@@ -55,7 +56,7 @@ class Backend(Protocol):
     spec: str
     capabilities: Capabilities
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """Everything besides the request that changes outputs (no secrets)."""
         ...
 

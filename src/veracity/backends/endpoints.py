@@ -27,6 +27,7 @@ from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.openai import OpenAIBackend
 from veracity.backends.openai_wire import resolve_base_url
 from veracity.errors import AccessError, BackendError, ConfigError, RetryableError
+from veracity.jsontypes import JsonObject
 from veracity.paths import user_path
 from veracity.retry import backoff_delay
 from veracity.types import Generation, GenRequest
@@ -67,7 +68,7 @@ class Endpoint:
     seconds: float = 0.0
     max_seconds: float = 0.0
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> JsonObject:
         answered = self.requests - self.errors
         return {
             "url": shown_url(self.url),
@@ -219,7 +220,7 @@ class PooledOpenAIBackend:
         urls = ", ".join(shown_url(e.url) for e in self.pool.endpoints)
         return f"PooledOpenAIBackend(spec={self.spec!r}, endpoints=[{urls}])"
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """The model and request shaping, never which endpoint: the endpoints share the cache."""
         return dict(self._identity)
 

@@ -14,6 +14,7 @@ from typing import Any
 from veracity.backends.base import Capabilities, Outcome
 from veracity.backends.fingerprint import Unstable, fingerprint, label
 from veracity.errors import ConfigError, PermanentError
+from veracity.jsontypes import JsonObject
 from veracity.types import Generation, GenRequest, TokenLogprob
 
 Responder = Callable[[GenRequest], "str | Generation"]
@@ -150,7 +151,7 @@ class FakeBackend:
         """Answer the next requests with these texts, in order, before the responder."""
         self._queue.extend(texts)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return dict(self._identity)
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:

@@ -63,6 +63,7 @@ from veracity.backends.llamacpp_draft import DraftStats
 from veracity.backends.logprobs import token_logprobs
 from veracity.backends.templates import resolve_template
 from veracity.errors import BackendError, ConfigError, PermanentError
+from veracity.jsontypes import JsonObject
 from veracity.paths import user_path
 from veracity.types import Generation, GenRequest, Message, Sampling
 
@@ -227,7 +228,7 @@ class HFBackend:
         if self.batch_size == 1:  # alone, no padding: other shapes than a batch's
             self._identity["batch"] = "sequential"
 
-    def compute_path(self) -> dict[str, Any]:
+    def compute_path(self) -> JsonObject:
         """How requests were batched (recorded in run.json)."""
         return {"batch": self.batch_stats.as_dict()}
 
@@ -241,7 +242,7 @@ class HFBackend:
             raise ConfigError(f"{self.spec}: neither the model nor the tokenizer names an EOS token")
         return ids
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return dict(self._identity)
 
     def compute_variations(self, n: int) -> list[dict[str, Any]]:

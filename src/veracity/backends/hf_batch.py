@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 
 AUTO_LIMIT = 32
 """Rows per batch on a CPU with ``batch=auto``: past this a CPU gains little more."""
@@ -114,7 +115,7 @@ class BatchStats:
         self.tokens += rows * width
         self.padding += rows * width - prompt_tokens
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         out = asdict(self)
         out["padding_share"] = round(self.padding / self.tokens, 4) if self.tokens else 0.0
         return out

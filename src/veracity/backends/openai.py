@@ -48,6 +48,7 @@ from veracity.errors import (
     PermanentError,
     RetryableError,
 )
+from veracity.jsontypes import JsonObject
 from veracity.retry import call_with_retry, parse_retry_after
 from veracity.types import GenRequest, Message
 
@@ -248,7 +249,7 @@ class OpenAIBackend:
             f"prefill_mode={self.prefill_mode!r})"
         )
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return backend_identity(self.base_url, self.shape)
 
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:

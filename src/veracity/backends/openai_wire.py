@@ -16,6 +16,7 @@ from typing import Any
 
 from veracity.backends.templates import ChatTemplate
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.types import GenRequest, Message
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -95,10 +96,10 @@ def request_body(shape: RequestShape, request: GenRequest) -> tuple[str, dict[st
     return path, body
 
 
-def backend_identity(base_url: str, shape: RequestShape) -> dict[str, Any]:
+def backend_identity(base_url: str, shape: RequestShape) -> JsonObject:
     """The cache identity of ``openai/{model}`` at ``base_url`` (resolved): what changes the
     answers besides the request itself."""
-    out: dict[str, Any] = {"base_url": base_url, "prefill_mode": shape.prefill_mode}
+    out: JsonObject = {"base_url": base_url, "prefill_mode": shape.prefill_mode}
     if shape.template is not None:  # the template shapes every prompt in this mode
         out["chat_template"] = shape.template.sha
     if shape.extra_body:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from veracity.cli.options import CommonOptions, make_context, pop_common
+from veracity.cli.options import CommonOptions, pop_common
 from veracity.cli.output import echo
 from veracity.client import CallStats
 from veracity.errors import BackendError, ErrorKind
@@ -37,8 +37,7 @@ class CommandRun:
 def command_run(kw: dict[str, Any] | CommonOptions) -> Iterator[CommandRun]:
     """A Context from a command's common options (taken out of its ``kw``), closed
     (models, embedders) whatever happens; the call counters are kept for the summary."""
-    run = CommandRun(kw.context() if isinstance(kw, CommonOptions)
-                     else make_context(**pop_common(kw)))
+    run = CommandRun((kw if isinstance(kw, CommonOptions) else pop_common(kw)).context())
     try:
         yield run
     finally:

@@ -287,14 +287,10 @@ def _merge(parsed: dict[str, dict[str, Any]],
     return out
 
 
-def pop_common(kwargs: dict[str, Any]) -> dict[str, Any]:
+def pop_common(kwargs: dict[str, Any]) -> CommonOptions:
     """Remove the common options from a command's kwargs and return them."""
-    names = ("cache_path", "no_cache", "quiet", "base_url", "base_urls_file", "api_key_env",
-             "max_concurrency", "timeout", "prefill_mode", "chat_template", "embedder_base_url",
-             "embedder_api_key_env", "device", "executor", "ray_address", "actors", "actor_cpus",
-             "actor_gpus", "actor_batch", "ray_embeddings", "embedder_option", "model_option",
-             "scorer_option")
-    return {name: kwargs.pop(name) for name in names if name in kwargs}
+    return CommonOptions(**{f.name: kwargs.pop(f.name) for f in fields(CommonOptions)
+                            if f.name in kwargs})
 
 
 def handles_errors(func: F) -> F:

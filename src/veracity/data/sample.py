@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 
 T = TypeVar("T")
 
@@ -68,9 +69,9 @@ class Selection:
             return pool
         return [pool[i] for i in self.sample.positions(len(pool))]
 
-    def record(self, n_available: int, ids: Sequence[str]) -> dict[str, Any]:
+    def record(self, n_available: int, ids: Sequence[str]) -> JsonObject:
         """What run.json keeps: the settings, the dataset size, and the chosen ids (a sample)."""
-        out: dict[str, Any] = {"limit": self.limit, "n_available": n_available,
+        out: JsonObject = {"limit": self.limit, "n_available": n_available,
                                "n_selected": len(ids)}
         if self.sample is not None:
             pool = n_available if self.limit is None else min(self.limit, n_available)

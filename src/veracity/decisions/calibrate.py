@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from veracity.decisions.labelled import LabelledScores
 from veracity.decisions.risk import RiskThreshold, risk_threshold
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.store import dumps
 
 PROCEDURE = ("Learn-then-Test fixed-sequence testing with the exact binomial p-value "
@@ -37,7 +37,7 @@ class RiskCalibration:
         sign = "≥" if self.scores.higher_is_better else "≤"
         return f"{self.scores.metric} {sign} {self.threshold:.6g}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         r = self.result
         return {"kind": KIND, "procedure": PROCEDURE, "method": self.scores.method,
                 "score": self.scores.metric, "higher_is_better": self.scores.higher_is_better,

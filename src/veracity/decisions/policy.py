@@ -44,6 +44,7 @@ from typing import Any, Literal, cast
 import tomllib
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 
 Decision = Literal["answer", "abstain", "escalate"]
 DECISIONS: tuple[Decision, ...] = ("answer", "abstain", "escalate")
@@ -190,7 +191,7 @@ class Policy:
     def needs_logprobs(self) -> bool:
         return self.rule is not None and self.rule.score in ("logprob", "both")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """The policy as recorded in each decision (no key, no upstream credentials)."""
         rule = self.rule
         return {"source": self.source,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+
+from veracity.jsontypes import JsonObject
 
 Matrix = npt.NDArray[np.float32]
 
@@ -17,7 +19,7 @@ class Embedder(Protocol):
 
     spec: str
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """Everything besides the text that changes the vectors (no secrets)."""
         ...
 
@@ -32,7 +34,7 @@ class PairScorer(Protocol):
 
     spec: str
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """Everything besides the pair that changes the scores (no secrets)."""
         ...
 

@@ -13,10 +13,12 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from veracity.jsontypes import JsonObject, JsonValue
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def remembered_choice(path: Path, key: str) -> dict[str, Any] | None:
 
 def choose_backend(
     path: Path, key: str, measure: Callable[[str], float]
-) -> dict[str, Any]:
+) -> JsonObject:
     """The remembered choice for ``key``, else measure every candidate with ``measure(backend)``
     (texts per second), keep the faster and remember it.
 
@@ -93,7 +95,7 @@ def choose_backend(
         return remembered
     figures = {backend: round(measure(backend), 1) for backend in CANDIDATES}
     best = max(CANDIDATES, key=lambda b: (figures[b], -CANDIDATES.index(b)))
-    entry = {"backend": best, "texts_per_second": figures,
+    entry: JsonObject = {"backend": best, "texts_per_second": figures,
              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
         remember_entry(path, key, entry)
@@ -103,7 +105,7 @@ def choose_backend(
     return {**entry, "measured": True}
 
 
-def remember_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
+def remember_entry(path: Path, key: str, entry: Mapping[str, JsonValue]) -> None:
     """Store ``entry`` under ``key`` in the JSON file ``path`` (atomically replaced)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     choices = read_choices(path)

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from veracity.embed.st import offline_sentence_transformers
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.paths import user_path
 
 
@@ -55,9 +56,10 @@ class CrossEncoderScorer:
         self._model = model
         self._column: int | None = None
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         # the key appears only when set, so caches written before the option stay valid
-        return {"label": self.label} | (
+        found: JsonObject = {"label": self.label}
+        return found | (
             {"trust_remote_code": True} if self.trust_remote_code else {}) | (
             {"foundation": self.foundation} if self.foundation else {})
 

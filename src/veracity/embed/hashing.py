@@ -10,6 +10,7 @@ import numpy as np
 
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 
 _SLOTS = 200_000  # features remembered (words and trigrams); past it the memory starts over
 
@@ -27,7 +28,7 @@ class HashEmbedder:
         self.spec = f"hash/{dim}"
         self._slots: dict[str, tuple[int, float]] = {}
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return {"dim": self.dim, "version": 1}
 
     def _features(self, text: str) -> list[str]:

@@ -12,6 +12,7 @@ import numpy as np
 from veracity.backends.openai import HttpEndpoint
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError, PermanentError, RetryableError
+from veracity.jsontypes import JsonObject
 
 
 class OpenAIEmbedder:
@@ -46,8 +47,8 @@ class OpenAIEmbedder:
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(spec={self.spec!r}, base_url={self.base_url!r})"
 
-    def identity(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"base_url": self.base_url}
+    def identity(self) -> JsonObject:
+        out: JsonObject = {"base_url": self.base_url}
         if self.dimensions:
             out["dimensions"] = self.dimensions
         return out

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from veracity.embed.base import Matrix
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.paths import user_path
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ class SentenceTransformerEmbedder:
         self._session = session if self.backend == "onnx" else None
         self.backend_choice = {"setting": "auto", **choice}
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         """Model, backend and quantisation: vectors of different paths never share a cache key."""
         from veracity.embed.onnx import QUANTISATION
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.registry import is_remote
 
 LOCAL = "local"
@@ -39,7 +40,7 @@ class RaySettings:
         if self.batch_size < 1:
             raise ConfigError(f"the actor batch size must be at least 1, got {self.batch_size}")
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> JsonObject:
         """For run.json: where and how requests ran (never a credential: Ray addresses have none)."""
         return {"executor": "ray", "address": self.address or "local", "actors": self.actors,
                 "num_cpus": self.num_cpus, "num_gpus": self.num_gpus, "batch_size": self.batch_size,

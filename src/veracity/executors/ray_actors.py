@@ -22,6 +22,7 @@ from veracity.backends.base import Capabilities, Finished, Outcome
 from veracity.embed.base import Matrix
 from veracity.errors import BackendError, ConfigError
 from veracity.executors import RaySettings
+from veracity.jsontypes import JsonObject
 from veracity.registry import resolve
 from veracity.types import GenRequest
 
@@ -60,7 +61,7 @@ class Described:
     """What an actor reports of the model it loaded."""
 
     spec: str
-    identity: dict[str, Any]
+    identity: JsonObject
     """The model's own ``identity()``: equal on every actor, or the models differ."""
     pid: int
     capabilities: Capabilities | None = None
@@ -156,7 +157,7 @@ class RayBackend:
         )
         self.batches_resent = 0
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return dict(self._identity)
 
     def actor_pids(self) -> list[int]:
@@ -231,7 +232,7 @@ class RayEmbedder:
         self.spec = first.spec
         self._identity = first.identity
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return dict(self._identity)
 
     def embed(self, texts: Sequence[str]) -> Matrix:

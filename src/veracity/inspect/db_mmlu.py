@@ -30,6 +30,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from veracity.data.mc import LETTERS, NO_ANSWER, load_db_mmlu
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.deception.core import (
     CATEGORIES,
     DEFAULT_MAX_TOKENS,
@@ -126,7 +127,7 @@ def _pairs(scores: list[SampleScore]) -> tuple[list[AnswerPair], float]:
     return pairs, threshold
 
 
-def _paper(scores: list[SampleScore]) -> dict[str, Any]:
+def _paper(scores: list[SampleScore]) -> JsonObject:
     pairs, threshold = _pairs(scores)
     return deception_metrics(pairs, threshold).to_json() if pairs else {}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from veracity.data.model_info import PAPER, ModelInfo, paper_model_info, read_model_info
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.method import get_method, load_target, methods
 from veracity.report.html import esc, page, plain_text_labels, table
 from veracity.report.sidecar import beside
@@ -32,12 +32,12 @@ def _method_sections(method: str, runs: list[RunDir], info: ModelInfo | None) ->
     return html
 
 
-def compare_json(runs: Sequence[RunDir]) -> dict[str, Any]:
+def compare_json(runs: Sequence[RunDir]) -> JsonObject:
     """``veracity report --json``: each method's comparison of its runs, by method name."""
     by_method: dict[str, list[RunDir]] = {}
     for run in runs:
         by_method.setdefault(run.method, []).append(run)
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for method, group in by_method.items():
         target = get_method(method).compare_json
         if not target:

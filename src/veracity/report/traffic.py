@@ -76,7 +76,9 @@ def _distribution(summary: TrafficSummary) -> str:
 def _worst(summary: TrafficSummary) -> str:
     rows = []
     for e in summary.worst():
-        pairs = zip(_perturbations(e.score), e.score.get("perturbed_answers") or [], strict=False)
+        answers = e.score.get("perturbed_answers")
+        pairs = zip(_perturbations(e.score), answers if isinstance(answers, list) else [],
+                    strict=False)
         perturbed = "".join(f"<li><code>{esc(p)}</code> → {esc(a)}</li>" for p, a in pairs)
         rows.append(
             f"<tr><td class='num'>{fmt(e.gamma)}</td><td class='num'>{fmt(e.p_correct)}</td>"

@@ -21,6 +21,7 @@ from veracity.client import (
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError
 from veracity.executors import RaySettings, runs_on_ray
+from veracity.jsontypes import JsonObject
 from veracity.registry import (
     load_embedder,
     load_model,
@@ -105,40 +106,42 @@ class Context:
                                               self.progress)
         return self.scorers[spec]
 
-    def options_record(self) -> dict[str, Any]:
+    def options_record(self) -> JsonObject:
         """Resolved options for run.json: per provider of every model and embedder given
         options or used, its declared defaults and what was set (key variable names only,
         never key values)."""
-        record: dict[str, Any] = {}
+        record: JsonObject = {}
         for what, given, used in (("model", self.model_options, self.clients),
                                   ("embedder", self.embedder_options, self.embedders),
                                   ("scorer", self.scorer_options, self.scorers)):
             providers = dict.fromkeys([*given, *(resolve(s).provider for s in used)])
             resolved = {p: resolved_options(f"{p}/", dict(given.get(p, {})), what) for p in providers}
-            resolved = {p: _plain(v) for p, v in resolved.items() if v}
-            if resolved:
-                record[f"{what}s"] = resolved
+            plain: JsonObject = {p: _plain(v) for p, v in resolved.items() if v}
+            if plain:
+                record[f"{what}s"] = plain
         if self.ray is not None:
             record["executor"] = self.ray.describe()
         return record
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         """Call statistics per model and embedder, for run.json."""
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for spec, client in self.clients.items():
-            out[f"model:{spec}"] = asdict(client.stats)
+            model: JsonObject = asdict(client.stats)
             per_endpoint = getattr(client.backend, "endpoint_stats", None)
             if per_endpoint is not None:  # several servers behind one spec
-                out[f"model:{spec}"]["endpoints"] = per_endpoint()
+                model["endpoints"] = per_endpoint()
             path = getattr(client.backend, "compute_path", None)
             if path is not None:  # CPU features and kernels: what a γ can be traced to
-                out[f"model:{spec}"]["compute_path"] = path()
+                model["compute_path"] = path()
+            out[f"model:{spec}"] = model
         for spec, embedder in self.embedders.items():
             # which path ran (e.g. st's backend, torch when ONNX Runtime is missing)
-            out[f"embedder:{spec}"] = asdict(embedder.stats) | {"identity": embedder.embedder.identity()}
+            used: JsonObject = asdict(embedder.stats) | {"identity": embedder.embedder.identity()}
             choice = getattr(embedder.embedder, "backend_choice", None)
             if choice is not None:  # how backend=auto chose, with its figures
-                out[f"embedder:{spec}"]["backend_choice"] = choice
+                used["backend_choice"] = choice
+            out[f"embedder:{spec}"] = used
         for spec, scorer in self.scorers.items():
             out[f"scorer:{spec}"] = asdict(scorer.stats) | {"identity": scorer.scorer.identity()}
         return out
@@ -206,7 +209,7 @@ def _secret(name: str) -> bool:
     return any(word in name.lower() for word in ("key", "secret", "token", "password", "auth"))
 
 
-def _plain(options: dict[str, Any]) -> dict[str, Any]:
+def _plain(options: dict[str, Any]) -> JsonObject:
     """Options as JSON values (a list of base URLs stays a list)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
 

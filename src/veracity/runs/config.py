@@ -7,11 +7,13 @@ replaced in a copy of the first).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
+
+from veracity.jsontypes import JsonObject
 
 
 class RunConfig(Protocol):
     """A method's run configuration: a frozen dataclass; run.json's ``config`` is its
     ``to_json()``."""
 
-    def to_json(self) -> dict[str, Any]: ...
+    def to_json(self) -> JsonObject: ...

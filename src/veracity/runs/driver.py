@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from veracity.jsontypes import JsonObject, JsonValue
 from veracity.records import Record
 from veracity.runs.config import RunConfig
 from veracity.runs.result import Results, RunResult, S
@@ -55,7 +56,7 @@ class RunPlan(Generic[R]):
     """When the run began (default: when its directory is made)."""
     side_files: tuple[str, ...] = ()
     """JSONL files beside samples.jsonl that grow chunk by chunk (``side`` gives their rows)."""
-    side: Callable[[Sequence[R]], Mapping[str, Sequence[dict[str, Any]]]] | None = None
+    side: Callable[[Sequence[R]], Mapping[str, Sequence[Mapping[str, JsonValue]]]] | None = None
     """A chunk's rows of each side file (a run kept in memory has no side files)."""
 
 
@@ -68,9 +69,9 @@ class Finish(Generic[S]):
     late_config: Mapping[str, Any] = field(default_factory=dict)
     """run.json config values only known at the end (e.g. options as the backend resolved
     them), for a method whose config is not typed yet."""
-    stats: Mapping[str, Any] = field(default_factory=dict)
+    stats: Mapping[str, JsonValue] = field(default_factory=dict)
     """Call statistics for run.json."""
-    files: Mapping[str, Iterable[dict[str, Any]]] = field(default_factory=dict)
+    files: Mapping[str, Iterable[Mapping[str, JsonValue]]] = field(default_factory=dict)
     """Side files (JSONL, by name) written beside samples.jsonl."""
     exports: Callable[[RunDir], None] | None = None
     """Writes files made from the whole run into its directory (e.g. a fine-tuning set);
@@ -142,7 +143,7 @@ class _Directory(Generic[R]):
                          finish.summary, self.run)
 
 
-def config_json(config: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+def config_json(config: RunConfig | Mapping[str, Any]) -> JsonObject:
     """run.json's ``config`` of a typed config or of a method's mapping."""
     return dict(config) if isinstance(config, Mapping) else config.to_json()
 
@@ -177,8 +178,8 @@ def save_summary(
     records: Sequence[R],
     summary: S,
     started: str | None = None,
-    stats: Mapping[str, Any] | None = None,
-    files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
+    stats: Mapping[str, JsonValue] | None = None,
+    files: Mapping[str, Iterable[Mapping[str, JsonValue]]] | None = None,
 ) -> RunResult[R, S]:
     """A run scored in one piece (a search, a table) through the driver, as one chunk: run.json,
     samples.jsonl, any side ``files``, results.json (``summary.to_json()``) and the finish time
@@ -195,10 +196,10 @@ def save_run(
     method: str,
     config: RunConfig | Mapping[str, Any],
     records: Sequence[R],
-    results: dict[str, Any],
+    results: JsonObject,
     started: str | None = None,
-    stats: dict[str, Any] | None = None,
-    files: Mapping[str, Iterable[dict[str, Any]]] | None = None,
+    stats: Mapping[str, JsonValue] | None = None,
+    files: Mapping[str, Iterable[Mapping[str, JsonValue]]] | None = None,
 ) -> RunResult[R, Results]:
     """:func:`save_summary` of a summary that is not typed yet (results.json as a dict)."""
     return save_summary(out, method, config, records, Results(results), started, stats, files)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record
 from veracity.store import RunDir
 
@@ -16,7 +17,7 @@ R = TypeVar("R", bound=Record)
 class Summary(Protocol):
     """A method's summary of a run: results.json is its ``to_json()``."""
 
-    def to_json(self) -> dict[str, Any]: ...
+    def to_json(self) -> JsonObject: ...
 
 
 S = TypeVar("S", bound=Summary)
@@ -26,9 +27,9 @@ S = TypeVar("S", bound=Summary)
 class Results:
     """The summary of a method that does not type its own yet: results.json as a dict."""
 
-    data: dict[str, Any]
+    data: JsonObject
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return self.data
 
 
@@ -44,10 +45,10 @@ class RunResult(Generic[R, S]):
     run: RunDir | None
 
     @property
-    def results(self) -> dict[str, Any]:
+    def results(self) -> JsonObject:
         """results.json as a dict (for JSON output; read the fields from ``summary``)."""
         return self.summary.to_json()
 
-    def records_json(self) -> list[dict[str, Any]]:
+    def records_json(self) -> list[JsonObject]:
         """The records as samples.jsonl holds them."""
         return [record.to_json() for record in self.records]

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from veracity.cache import Cache
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.core import read_calibration
 from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.registry import load_embedder
@@ -430,7 +431,7 @@ class Gateway:
                 exchange = replace(asked, answer=reader.answer)
                 if not scored:
                     self.metrics.unscored.labels(self.metrics.model_label(body["model"])).inc()
-                    score = {"id": exchange_id, "scored": False, "decision": "answer"}
+                    score: JsonObject = {"id": exchange_id, "scored": False, "decision": "answer"}
                 elif not (reader.finished or reader.done):  # ended cleanly, but short of the end
                     discard(started)
                     self.metrics.upstream_errors.labels("incomplete_stream").inc()
@@ -464,7 +465,7 @@ class Gateway:
     async def run_score(self, exchange: Exchange, upstream_ms: float, began: float,
                         started: Started | None = None, escalated: bool = False,
                         scorer: Scorer | None = None, logprob: float | None = None,
-                        gamma: bool = True) -> dict[str, Any]:
+                        gamma: bool = True) -> JsonObject:
         """Score the exchange and decide; the score as the client gets it. ``gamma`` False:
         a policy deciding on ``logprob`` alone; no perturbed call is made."""
         if gamma:
@@ -516,7 +517,7 @@ class Gateway:
 
     def finish(self, exchange: Exchange, score: TrustScore, upstream_ms: float,
                began: float, escalated: bool = False,
-               logprob: float | None = None) -> dict[str, Any]:
+               logprob: float | None = None) -> JsonObject:
         """Timings, decision, metrics and the traffic log of a finished (or failed) score;
         its JSON."""
         score = replace(score, timings={**score.timings, "upstream_ms": upstream_ms,
@@ -551,7 +552,7 @@ class Gateway:
             self.tracing.scored(score, exchange.answer, logprob)
         return wire
 
-    def enqueue(self, exchange: Exchange, owner: int, upstream_ms: float, began: float) -> dict[str, Any]:
+    def enqueue(self, exchange: Exchange, owner: int, upstream_ms: float, began: float) -> JsonObject:
         """Queue an async-mode score; the pending object the client gets."""
         self.book.add(exchange.id, owner)
 
@@ -564,7 +565,7 @@ class Gateway:
         return {"id": exchange.id, "status": "pending", "url": f"/v1/veracity/scores/{exchange.id}"}
 
     def unscored(self, exchange: Exchange, owner: int, upstream_ms: float, began: float, kind: str,
-                 why: str) -> dict[str, Any]:
+                 why: str) -> JsonObject:
         """An answer returned without a score: logged and counted; what the client gets (in
         async mode the pending object, its score already done)."""
         score = replace(self.scorer.describe(exchange, None), error=why, error_kind=kind)

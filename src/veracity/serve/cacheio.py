@@ -18,6 +18,7 @@ from typing import Any
 from veracity.cache import Cache
 from veracity.client import GENERATIONS
 from veracity.embed.base import Matrix
+from veracity.jsontypes import JsonObject
 from veracity.serve.batching import BatchWriter
 from veracity.types import Generation
 
@@ -75,7 +76,7 @@ class CacheIO:
             self._reader.close()
 
 
-def _stored(generation: Generation) -> dict[str, Any]:
+def _stored(generation: Generation) -> JsonObject:
     """A generation as the project's client caches it."""
     stored: dict[str, Any] = GENERATIONS.dump(generation)
     return stored

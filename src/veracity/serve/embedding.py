@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from veracity.cache import Cache
 from veracity.client import embedding_key
 from veracity.embed.base import Embedder, Matrix
+from veracity.jsontypes import JsonObject
 from veracity.serve.batching import MicroBatcher
 from veracity.serve.cacheio import CacheIO
 
@@ -39,7 +39,7 @@ class EmbedWorker:
         self._fresh: deque[dict[str, Matrix]] = deque()
         self._batcher: MicroBatcher[list[str], Matrix] = MicroBatcher(self._embed_groups)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return self._identity
 
     def start(self) -> None:

@@ -8,10 +8,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.trust import TrustScore
 from veracity.serve.batching import BatchWriter
 from veracity.space import storage_error
@@ -23,7 +23,7 @@ KEPT_SCORES = 10_000
 """Scores kept in memory for ``GET /v1/veracity/scores/{id}`` (older ones come from the log)."""
 
 
-def entry(score: TrustScore, wire: dict[str, Any], answer: str) -> Entry:
+def entry(score: TrustScore, wire: JsonObject, answer: str) -> Entry:
     """The traffic-log row of a finished score (``wire``: its JSON, stored with the row)."""
     timings = score.timings
     return Entry(
@@ -60,7 +60,7 @@ class Pending:
     """An async-mode score: who may read it, and the result once done."""
 
     owner: int
-    result: dict[str, Any] | None = None
+    result: JsonObject | None = None
     created: float = field(default_factory=time.time)
 
 
@@ -76,7 +76,7 @@ class ScoreBook:
         while len(self._scores) > self._size:
             self._scores.popitem(last=False)
 
-    def finish(self, score_id: str, result: dict[str, Any]) -> None:
+    def finish(self, score_id: str, result: JsonObject) -> None:
         if score_id in self._scores:
             self._scores[score_id].result = result
 

@@ -14,6 +14,7 @@ import anyio
 
 from veracity.backends.base import Backend, Outcome
 from veracity.errors import BackendError, ConfigError, PermanentError
+from veracity.jsontypes import JsonObject
 from veracity.registry import load_model
 from veracity.serve.upstream import Stream, UpstreamError
 from veracity.serve.wire import ChatCompletion, ChatRequest, ModelList
@@ -31,7 +32,7 @@ class LockedBackend:
         self.capabilities = backend.capabilities
         self._lock = threading.Lock()
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         return self.backend.identity()
 
     def generate(self, requests: Sequence[GenRequest]) -> list[Outcome]:

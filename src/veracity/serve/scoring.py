@@ -15,13 +15,15 @@ import asyncio
 import copy
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict
+from typing import Any
 
 from veracity.cache import Cache
 from veracity.client import request_key
 from veracity.embed.base import Embedder
 from veracity.errors import ConfigError, VeracityError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.trust import UNDEFINED, TrustScore
 from veracity.methods.gamma.core import check_prompt, gamma_from_embeddings
 from veracity.perturb import perturb
@@ -270,7 +272,7 @@ def _timed(score: TrustScore, timings: dict[str, float], began: float) -> TrustS
     return replace(score, seconds=seconds, timings={**timings, "scoring_ms": 1000 * seconds})
 
 
-def score_json(score: TrustScore) -> dict[str, Any]:
+def score_json(score: TrustScore) -> JsonObject:
     """The ``veracity`` object of a response: the score in the gateway's wire format."""
     return {
         "id": score.id, "gamma": score.gamma, "verdict": score.verdict,
@@ -283,7 +285,7 @@ def score_json(score: TrustScore) -> dict[str, Any]:
         "form": score.form, "n": score.n, "ball": score.ball, "seed": score.seed,
         "model": score.model, "embedder": score.embedder,
         "sampling": {k: dict(v) for k, v in score.sampling.items()},
-        "perturbed_edits": [edit(score.prompt, p) for p in score.perturbed_prompts],
+        "perturbed_edits": [edit(score.prompt, p).to_json() for p in score.perturbed_prompts],
         "perturbed_answers": list(score.perturbed_answers), "model_calls": score.model_calls,
         "tokens": dict(score.tokens),
         "timings": dict(score.timings), "error": score.error, "error_kind": score.error_kind,
@@ -302,12 +304,16 @@ def _common(a: str, b: str, backwards: bool = False) -> int:
     return low
 
 
-class Edit(TypedDict):
+@dataclass(frozen=True)
+class Edit:
     """A perturbed prompt as one edit of the prompt (:func:`edit`), as a score carries it."""
 
     at: int
     cut: int
     insert: str
+
+    def to_json(self) -> JsonObject:
+        return {"at": self.at, "cut": self.cut, "insert": self.insert}
 
 
 def edit(prompt: str, perturbed: str) -> Edit:
@@ -316,17 +322,17 @@ def edit(prompt: str, perturbed: str) -> Edit:
     (the balls that append: ``at`` is the prompt's length, ``cut`` 0, ``insert`` the suffix).
 
     >>> edit("abc", "abc ?!")
-    {'at': 3, 'cut': 0, 'insert': ' ?!'}
+    Edit(at=3, cut=0, insert=' ?!')
     >>> edit("house", "hoose")
-    {'at': 2, 'cut': 1, 'insert': 'o'}
+    Edit(at=2, cut=1, insert='o')
     """
     at = len(prompt) if perturbed.startswith(prompt) else _common(prompt, perturbed)
     tail = _common(prompt[at:], perturbed[at:], backwards=True)
-    return {"at": at, "cut": len(prompt) - at - tail, "insert": perturbed[at:len(perturbed) - tail]}
+    return Edit(at, len(prompt) - at - tail, perturbed[at:len(perturbed) - tail])
 
 
-def apply_edit(prompt: str, change: Edit) -> str:
-    """The perturbed prompt an :func:`edit` describes."""
+def apply_edit(prompt: str, change: Mapping[str, Any]) -> str:
+    """The perturbed prompt an edit describes, as a score's JSON carries it."""
     at, cut = int(change["at"]), int(change["cut"])
     return prompt[:at] + str(change["insert"]) + prompt[at + cut:]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.core import KEY_FIELDS, Calibration, Curve, describe_key
 from veracity.methods.gamma.calibration.trust import (
     AUTHORS_SOURCE,
@@ -38,7 +39,7 @@ class Thresholds:
     def verdict(self, gamma: float | None) -> Verdict:
         return verdict(gamma, (self.low, self.high))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"low": self.low, "high": self.high, "source": self.source}
 
 

@@ -25,6 +25,7 @@ from veracity.cli.options import (
 )
 from veracity.cli.output import echo, safe
 from veracity.data.stored import selected_items
+from veracity.jsontypes import JsonObject
 from veracity.methods.benchmark.records import BenchmarkSummary
 from veracity.methods.benchmark.run import run_benchmark, score_recorded
 from veracity.methods.benchmark.settings import BenchmarkSettings
@@ -143,14 +144,14 @@ def benchmark(o: BenchmarkOptions) -> None:
     write_report(outcome.run, "veracity benchmark", o.as_json)
 
 
-def json_view(summary: BenchmarkSummary) -> dict[str, Any]:
+def json_view(summary: BenchmarkSummary) -> JsonObject:
     """``--json``: benchmark.json without the curves and diagrams (the metric values per label
     source and signal under ``tables.SOURCE.metrics.SIGNAL``: auroc, prr, auprc, aurc, e_aurc,
     ece, brier, ...)."""
     found = summary.to_json()
-    return {k: v for k, v in found.items() if k != "tables"} | {
-        "tables": {source: {k: v for k, v in table.items() if k not in ("curves", "reliability")}
-                   for source, table in found["tables"].items()}}
+    del found["tables"]
+    return found | {"tables": {source: table.to_json(drawn=False)
+                               for source, table in summary.tables.items()}}
 
 
 def _cell(est: Estimate) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.benchmark.settings import BenchmarkSettings
 from veracity.metrics import Estimate
 from veracity.records import Record, json_object
@@ -45,7 +46,7 @@ class BenchmarkRecord(Record):
         typed["labels"] = dict(typed.get("labels") or {})
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         for name in ("references", "incorrect", "samples"):
             out[name] = list(out[name])
@@ -147,21 +148,25 @@ class LabelTable:
         """The single signal of highest AUROC (fused left out), or None."""
         return next((n for n in self.order if n != FUSED), None)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"n_items": self.n_items, "n": self.n, "n_wrong": self.n_wrong,
-                               "accuracy": self.accuracy}
+    def to_json(self, drawn: bool = True) -> JsonObject:
+        """benchmark.json's table; without ``drawn`` the curves and reliability bins are left
+        out (``--json``)."""
+        out: JsonObject = {"n_items": self.n_items, "n": self.n, "n_wrong": self.n_wrong,
+                           "accuracy": self.accuracy}
         if self.problem is not None:
             return out | {"problem": self.problem}
-        return out | {
+        out |= {
             "reference": self.reference,
             "metrics": {name: {key: _plain(est.value) for key, est in row.items()}
                         for name, row in self.rows.items()},
             "intervals": {name: {key: est.to_json() for key, est in row.items()}
-                          for name, row in self.rows.items()},
-            "curves": {name: list(risk) for name, risk in self.curves.items()},
-            "reliability": {name: {how: [dict(b) for b in bins] for how, bins in by.items()}
-                            for name, by in self.reliability.items()},
-            "order": list(self.order)}
+                          for name, row in self.rows.items()}}
+        if drawn:
+            out |= {"curves": {name: list(risk) for name, risk in self.curves.items()},
+                    "reliability": {name: {how: [dict(b) for b in bins]
+                                           for how, bins in by.items()}
+                                    for name, by in self.reliability.items()}}
+        return out | {"order": list(self.order)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LabelTable:
@@ -196,7 +201,7 @@ class BenchmarkSummary:
     def method_of(self, signal: str) -> str:
         return next((s.method for s in self.signals if s.name == signal), signal)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "method": "benchmark", "model": self.model, "embedder": self.embedder,
             "dataset": self.dataset, "n_items": self.n_items,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.benchmark.records import (
     FUSED,
     BenchmarkRecord,
@@ -165,7 +165,7 @@ def section(runs: list[RunDir]) -> str:
     return "".join(html) + _items(runs)
 
 
-def compare(runs: list[RunDir]) -> dict[str, Any]:
+def compare(runs: list[RunDir]) -> JsonObject:
     """``veracity report --json`` for benchmark runs: each run's metric tables."""
     return {str(run.path): {source: entry.to_json().get("metrics", {}) for source, entry in
                             _summary(run).tables.items()} for run in runs}

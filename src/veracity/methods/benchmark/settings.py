@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.labels import LabelSource
 from veracity.types import Sampling
 
@@ -44,7 +44,7 @@ class BenchmarkSettings:
         """The greedy answers' decoding: a γ run's centre answers use the same (cache hits)."""
         return Sampling(temperature=0.0, max_tokens=self.max_tokens)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """As benchmark.json and run.json record them."""
         return asdict(self) | {name: list(getattr(self, name))
                                for name in ("labels", "methods", "references")}

@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.types import GenRequest, Sampling
 
 
@@ -42,7 +42,7 @@ class ConsistencySettings:
     def sampling(self) -> Sampling:
         return Sampling(temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"scorer": "cosine (UQLM normalized cosine similarity)", "m": self.m,
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
 

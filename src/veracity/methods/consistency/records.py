@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object, number
 from veracity.stats import Histogram
 
@@ -40,7 +41,7 @@ class ConsistencyRecord(Record):
         typed["id"] = str(typed["id"])
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         for name in ("samples", "cosines", "references"):
             out[name] = list(out[name])
@@ -81,7 +82,7 @@ class ConsistencySummary:
                    int(found["n_scored"]), int(found["n_unscored"]), number(found["mean_score"]),
                    number(found["stderr"]), Histogram.from_json(json_object(found["histogram"], "histogram")))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "consistency", "model": self.model, "embedder": self.embedder,
                 "dataset": self.dataset, "settings": dict(self.settings),
                 "n_items": self.n_items, "n_scored": self.n_scored,

@@ -12,6 +12,7 @@ import numpy as np
 
 from veracity.correctness import Labelled, Verdict, label_answers
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.consistency.core import ConsistencySettings
 from veracity.methods.consistency.records import ConsistencyRecord, ConsistencySummary
 from veracity.methods.consistency.running import RunningConsistency, ScoreFigures
@@ -44,9 +45,9 @@ class ConsistencyRunConfig:
     embedder: str
     dataset: str
     settings: ConsistencySettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"model": self.model, "embedder": self.embedder, "dataset": self.dataset,
                 "settings": self.settings.describe(), "model_options": self.model_options}
 
@@ -90,7 +91,7 @@ class FlagAuroc:
     n: int
     n_incorrect: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"auroc": self.auroc, "ci": list(self.ci), "n": self.n,
                 "n_incorrect": self.n_incorrect}
 
@@ -103,7 +104,7 @@ class LabelledScore:
     score: float | None
     verdict: Verdict
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "score": self.score, "correct": self.verdict.correct,
                 "rule": self.verdict.rule}
 
@@ -123,7 +124,7 @@ class ConsistencyValidation:
     items: tuple[LabelledScore, ...]
     stats: dict[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "validate-consistency", "run": self.run, "judge": self.judge,
                 "endpoints_from_run": self.endpoints_from_run, "n_items": self.n_items,
                 "n_labelled": self.n_labelled, "accuracy": self.accuracy,

@@ -24,6 +24,7 @@ from veracity.cli.options import (
 from veracity.cli.output import echo
 from veracity.data.stored import selected_mc
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.deception.core import (
     DEFAULT_MAX_TOKENS,
     PAPER_SAMPLING,
@@ -285,10 +286,11 @@ def _repeats(first: RunResult[DeceptionRecord, DeceptionResults],
              as_json: bool) -> None:
     """Write repeats.json into the first run and print each metric's mean ± sd."""
     runs = [first, *extra]
-    found = spreads([o.results for o in runs])
-    record = {"repeats": len(runs), "seeds": [seed + r for r in range(len(runs))],
-              "runs": [str(o.run.path) if o.run is not None else None for o in runs],
-              "metrics": {name: s.to_json() for name, s in found.items()}}
+    found = spreads([o.summary.summary for o in runs])
+    record: JsonObject = {
+        "repeats": len(runs), "seeds": [seed + r for r in range(len(runs))],
+        "runs": [str(o.run.path) if o.run is not None else None for o in runs],
+        "metrics": {name: s.to_json() for name, s in found.items()}}
     if first.run is not None:
         first.run.write_json("repeats.json", record)
     if as_json:

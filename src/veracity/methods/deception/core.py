@@ -13,13 +13,14 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from veracity.backends.base import require
 from veracity.backends.fake import digest, last_user
 from veracity.client import LLMClient
 from veracity.data.mc import LETTERS, NO_ANSWER
 from veracity.errors import BackendError, ConfigError, DataError, ErrorKind, InvalidValueError
+from veracity.jsontypes import JsonObject
 from veracity.methods.deception.prompt import (
     DEFAULT_PROMPT,
     EXAMPLE,
@@ -267,7 +268,7 @@ class SubjectMetrics:
             susceptibility_unbounded=susceptibility[1],
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 
@@ -289,7 +290,7 @@ class DeceptionMetrics:
     n_subjects: int
     per_subject: dict[str, SubjectMetrics]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return self.overall.to_json() | {
             "susceptibility_method": self.susceptibility_method,
             "susceptibility_pooled": self.susceptibility_pooled,
@@ -400,7 +401,7 @@ class DeceptionSettings:
         if self.susceptibility not in SUSCEPTIBILITY_METHODS:
             raise ConfigError(f"susceptibility must be one of {', '.join(SUSCEPTIBILITY_METHODS)}")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"threshold": self.threshold, "retries": self.retries, "lenient": self.lenient,
                 "susceptibility": self.susceptibility, "sampling": asdict(self.sampling),
                 "instruction_in": "system message" if self.system_prompt else "first user turn",

@@ -22,6 +22,7 @@ from veracity.backends.fake import last_user
 from veracity.client import LLMClient
 from veracity.data.mc import LETTERS
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.deception.core import NORMAL_START
 from veracity.types import GenRequest, MCItem, Message, Sampling
 
@@ -108,7 +109,7 @@ class MakeSettings:
         if not 1 <= self.shots <= MAX_SHOTS:
             raise ConfigError(f"shots must be between 1 and {MAX_SHOTS}, got {self.shots}")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return asdict(self)
 
     def fingerprint(self, model: str) -> str:
@@ -145,7 +146,7 @@ def draw_target(item: MCItem, seed: int = 0) -> str:
     return random.Random(f"{seed}:{item.id}").choice(wrong)
 
 
-def _question_json(local_id: int, item: MCItem, target: str) -> dict[str, Any]:
+def _question_json(local_id: int, item: MCItem, target: str) -> JsonObject:
     return {"id": local_id, "question": item.question,
             "options": dict(zip(LETTERS, item.options, strict=True)),
             "correct": item.answer, "target": target}

@@ -33,6 +33,7 @@ import tomllib
 
 from veracity.data.mc import LETTERS
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.paths import user_path
 from veracity.types import MCItem, Message
 
@@ -133,12 +134,12 @@ class DeceptionPrompt:
             head = (Message("user", f"{self.instruction}\n\n{example}"),)
         return (*head, Message("assistant", answer), Message("user", self.format_question(item)))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """What a run records: the source, a digest and the full text."""
-        text = {"instruction": self.instruction, "question": self.question_template,
-                "example": {"question": self.example.question,
-                            "options": list(self.example.options),
-                            "answer": self.example.answer, "reasoning": self.example_reasoning}}
+        text: JsonObject = {
+            "instruction": self.instruction, "question": self.question_template,
+            "example": {"question": self.example.question, "options": list(self.example.options),
+                        "answer": self.example.answer, "reasoning": self.example_reasoning}}
         digest = hashlib.sha256(json.dumps(text, sort_keys=True).encode("utf-8")).hexdigest()
         return {"source": self.source, "sha256": digest[:16], **text}
 

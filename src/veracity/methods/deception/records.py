@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veracity.errors import ErrorKind
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, RecordError, json_object, number
 
 
@@ -52,8 +53,8 @@ class DeceptionAnswer:
                    side.get("finish_reason"), None if kind is None else ErrorKind(kind),
                    int(side.get("replaced_chars") or 0))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"answer": self.answer, "reasoning": self.reasoning}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"answer": self.answer, "reasoning": self.reasoning}
         if self.attempts is not None:
             out |= {"raw": self.raw, "attempts": self.attempts, "errors": list(self.errors),
                     "finish_reason": self.finish_reason,
@@ -91,7 +92,7 @@ class DeceptionRecord(Record):
         typed["id"] = str(typed["id"])
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         out |= {"options": list(self.options), "normal": self.normal.to_json(),
                 "misleading": self.misleading.to_json()}
@@ -169,7 +170,8 @@ class DeceptionResults:
                    json_object(head["settings"] or {}, "settings"), int(head["n_unscored"] or 0),
                    found)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"method": "deception", "model": self.model, "dataset": self.dataset,
-                "source": self.source, "settings": self.settings,
-                "n_unscored": self.n_unscored} | dict(self.metrics)
+    def to_json(self) -> JsonObject:
+        head: JsonObject = {"method": "deception", "model": self.model, "dataset": self.dataset,
+                            "source": self.source, "settings": self.settings,
+                            "n_unscored": self.n_unscored}
+        return head | dict(self.metrics)

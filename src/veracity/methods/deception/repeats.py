@@ -8,7 +8,9 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from veracity.jsontypes import JsonObject
+from veracity.methods.deception.records import DeceptionSummary
 
 METRICS = ("normal_accuracy", "misleading_accuracy", "susceptibility", "consistency",
            "error_rate_normal", "error_rate_misleading")
@@ -33,19 +35,21 @@ class Spread:
     def sd(self) -> float | None:
         return statistics.stdev(self.defined) if len(self.defined) >= 2 else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"values": list(self.values), "mean": self.mean, "sd": self.sd,
                 "n": len(self.defined)}
 
 
-def spreads(results: Sequence[dict[str, Any]]) -> dict[str, Spread]:
-    """Each metric's spread over the repeats' results (undefined values, e.g. an unbounded
+def _figures(summary: DeceptionSummary) -> dict[str, float | None]:
+    return {"normal_accuracy": summary.normal_accuracy,
+            "misleading_accuracy": summary.misleading_accuracy,
+            "susceptibility": None if summary.susceptibility_unbounded else summary.susceptibility,
+            "consistency": summary.consistency, "error_rate_normal": summary.error_rate_normal,
+            "error_rate_misleading": summary.error_rate_misleading}
+
+
+def spreads(summaries: Sequence[DeceptionSummary]) -> dict[str, Spread]:
+    """Each metric's spread over the repeats' summaries (undefined values, e.g. an unbounded
     susceptibility, are listed as None and left out of the mean and sd)."""
-    out = {}
-    for name in METRICS:
-        values = []
-        for r in results:
-            value = r.get(name)
-            values.append(None if value is None or r.get(f"{name}_unbounded") else float(value))
-        out[name] = Spread(tuple(values))
-    return out
+    figures = [_figures(s) for s in summaries]
+    return {name: Spread(tuple(f[name] for f in figures)) for name in METRICS}

@@ -20,6 +20,7 @@ from veracity.data.mc import (
     write_db_mmlu_file,
 )
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.deception.core import (
     Counts,
     DeceptionSettings,
@@ -82,15 +83,15 @@ class DeceptionRunConfig:
     """run.json's ``config`` of a live deception run."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     dataset: str
     subjects: list[str]
     limit_per_subject: int | None
     n_items: int
     settings: DeceptionSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,
                 "dataset": self.dataset, "subjects": self.subjects,
                 "limit_per_subject": self.limit_per_subject, "n_items": self.n_items,
@@ -112,7 +113,7 @@ class RecordedDeceptionConfig:
     """Known once every subject is read."""
     subjects: list[str] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"model": self.model, "dataset": self.dataset, "source": "recorded",
                 "recorded": self.recorded, "n_items": self.n_items, "subjects": self.subjects,
                 "settings": {"threshold": self.threshold,

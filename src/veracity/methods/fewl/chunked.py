@@ -24,6 +24,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -332,6 +333,9 @@ class _Index:
         by_vector = similarity.embedder if isinstance(similarity, EmbeddingSimilarity) else None
         self.ref_offsets = np.zeros(n + 1, dtype=np.int64)
         self.ref_vectors = RowFile(work / "references.f32", np.float32) if by_vector else None
+        self.ref_columns = RowFile(work / "references.col", np.int16, 1)
+        """The reference slot of each row of ``ref_vectors``."""
+        self._nonce = uuid.uuid4().hex
         for start in range(0, n, chunk_size):
             part = items[start:start + chunk_size]
             at = range(start, start + len(part))
@@ -348,6 +352,8 @@ class _Index:
                 self.ref_offsets[start + 1:start + len(part) + 1] = self.ref_offsets[start] + counts
                 if flat:
                     self.ref_vectors.append(by_vector.embed(flat))
+                    self.ref_columns.append(np.array([[c for row in refs
+                                                       for c, t in enumerate(row) if t]]).T)
         self.index = RowFile(work / "neighbours.i64", np.int64, k)
         self.mask = RowFile(work / "neighbours.mask", np.bool_, k)
         self.cosine = RowFile(work / "neighbours.f64", np.float64, k)
@@ -367,6 +373,25 @@ class _Index:
             self.mask.append(nb.mask)
             self.cosine.append(nb.cosine)
 
+
+    def neighbour_references(self, positions: Sequence[int]) -> list[list[str]] | None:
+        """Stand-ins for the references of these questions, each in its slot, that only
+        :func:`_primed` resolves (to the vectors of the index file): a chunk's neighbours lend
+        their reference vectors, so their texts are not read back. None without the file."""
+        if self.ref_vectors is None or not self.ref_vectors.rows:
+            return None
+        at = np.asarray(positions, dtype=np.int64)
+        first, last = self.ref_offsets[at], self.ref_offsets[at + 1]
+        columns = self.ref_columns.take(_spans(first, last))[:, 0].tolist()
+        out: list[list[str]] = []
+        used = 0
+        for p, count in zip(at.tolist(), (last - first).tolist(), strict=True):
+            row = [""] * (max(columns[used:used + count], default=-1) + 1)
+            for c in columns[used:used + count]:
+                row[c] = f"\x00{self._nonce}:{p}:{c}"
+            out.append(row)
+            used += count
+        return out
 
     def described(self) -> dict[str, Any]:
         """run.json's record of the nearest-neighbour search (none for random neighbours)."""
@@ -401,11 +426,14 @@ def _primed(similarity: Similarity, index: _Index, wanted: list[int],
         return similarity
     texts = [t for row in refs for t in row if t]
     at = np.asarray(wanted, dtype=np.int64)
-    first, last = index.ref_offsets[at], index.ref_offsets[at + 1]
-    rows = np.repeat(first - np.cumsum(last - first) + (last - first), last - first) \
-        + np.arange(int((last - first).sum()))
-    vectors = index.ref_vectors.take(rows)
+    vectors = index.ref_vectors.take(_spans(index.ref_offsets[at], index.ref_offsets[at + 1]))
     return _Primed(similarity, dict(zip(texts, vectors, strict=True)))
+
+
+def _spans(first: npt.NDArray[np.int64], last: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The rows first[i]..last[i] of every i, one after another."""
+    return np.repeat(first - np.cumsum(last - first) + (last - first), last - first) \
+        + np.arange(int((last - first).sum()))
 
 
 def _local(items: Sequence[Item], start: int, stop: int,
@@ -466,7 +494,9 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
         pairs = PairOutcome(own.pairs + [[] for _ in range(others)],
                             own.raw + [""] * others, own.attempts + [0] * others,
                             own.errors + [None] * others)
-        refs = inputs.references_of(wanted, local)
+        refs = inputs.references_of(wanted[:size], local[:size])
+        lent = index.neighbour_references(wanted[size:]) if others else None
+        refs += lent if lent is not None else inputs.references_of(wanted[size:], local[size:])
         prep = Prepared(refs, names, pairs, _primed(similarity, index, wanted, refs), neighbours)
         scores = score_sets(local, answer_sets, prep, settings,
                             labelled=None if labels is None else labels(wanted),

@@ -333,15 +333,15 @@ def _validation_table(results: FewlResults, validation: FewlValidation) -> None:
     figures = validation.figures
     if figures:
         two = figures.figure2
-        echo(f"\nFigure 2 ({two['judge']}): questions by how many of their {two['k']} nearest "
+        echo(f"\nFigure 2 ({two.judge}): questions by how many of their {two.k} nearest "
              f"neighbours' gold answers were judged correct: "
-             + ", ".join(f"{k}: {n}" for k, n in enumerate(two["histogram"]) if n)
-             + f" (mean {_f(two['mean_correct'], 2)}, {two['unjudged']} not judged)")
+             + ", ".join(f"{k}: {n}" for k, n in enumerate(two.histogram) if n)
+             + f" (mean {_f(two.mean_correct, 2)}, {two.unjudged} not judged)")
         echo("Figure 3: reference answers rated 0 / 1 / 2:")
-        for name, entry in figures.figure3["references"].items():
-            zero, one, two_ = entry["counts"]
-            echo(f"  {name}: {zero} / {one} / {two_} (mean {_f(entry['mean'], 2)}, "
-                 f"{entry['unrated']} unrated)")
+        for name, entry in figures.figure3.references.items():
+            zero, one, two_ = entry.counts
+            echo(f"  {name}: {zero} / {one} / {two_} (mean {_f(entry.mean, 2)}, "
+                 f"{entry.unrated} unrated)")
 
 
 def _sample_level(level: SampleLevel) -> None:

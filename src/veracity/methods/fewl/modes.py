@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.method import Signal, SignalRequest, SignalUnavailable
 from veracity.methods.fewl.chunked import stream_fewl, streamable
 from veracity.methods.fewl.core import FewlScores
@@ -90,9 +90,9 @@ def run_fewl(items: Sequence[Item], sources: Sequence[AnswerSource], settings: F
                       ranking)
 
 
-def _describe(source: AnswerSource) -> dict[str, Any]:
+def _describe(source: AnswerSource) -> JsonObject:
     """An answer source for run.json (given answers are in the samples, not repeated)."""
-    out: dict[str, Any] = {"name": source.name, "model": source.model,
+    out: JsonObject = {"name": source.name, "model": source.model,
                            "path": str(source.path) if source.path else None}
     return out | ({"given": True} if source.texts is not None else {})
 

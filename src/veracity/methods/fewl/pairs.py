@@ -18,11 +18,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from veracity.backends.fake import babble, last_user, stable
 from veracity.client import LLMClient
 from veracity.errors import BackendError, ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.types import GenRequest, Sampling
 
 
@@ -100,7 +100,7 @@ class PairPrompt:
                             "{r}, the number of pairs)")
         return cls(text, str(path))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"source": self.source, "prefill": PREFILL if self.builtin else None,
                 "sha256": hashlib.sha256(self.template.encode("utf-8")).hexdigest(),
                 "template": self.template}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, NotRequired, TypedDict
+from typing import Any, ClassVar
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object, number
 
 
@@ -27,7 +28,7 @@ class FewlAnswer:
         return cls(entry.pop("answer", None), entry.pop("truthfulness", None),
                    entry.pop("penalty", None), entry.pop("fewl", None), entry)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"answer": self.answer, "truthfulness": self.truthfulness,
                 "penalty": self.penalty, "fewl": self.fewl} | dict(self.extra)
 
@@ -77,7 +78,7 @@ class FewlRecord(Record):
         return replace(self, answers={**self.answers,
                                       name: replace(entry, extra={**entry.extra, **keys})})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         for name in ("references", "reference_models", "expertise", "lambda", "neighbours",
                      "neighbour_cosine"):
@@ -85,17 +86,6 @@ class FewlRecord(Record):
         out["pairs"] = [dict(p) for p in self.pairs]
         out["answers"] = {k: v.to_json() for k, v in self.answers.items()}
         return out | dict(self.extra)
-
-
-class ModelSummaryJson(TypedDict):
-    """An answer source's entry in results.json's ``models``."""
-
-    mean: float | None
-    stderr: float | None
-    ci95: list[float | None]
-    n: int
-    mean_truthfulness: float | None
-    mean_penalty: float | None
 
 
 @dataclass(frozen=True)
@@ -116,30 +106,9 @@ class FewlModelSummary:
                    (number(low), number(high)), number(entry["mean_truthfulness"]),
                    number(entry["mean_penalty"]))
 
-    def to_json(self) -> ModelSummaryJson:
+    def to_json(self) -> JsonObject:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "n": self.n,
                 "mean_truthfulness": self.mean_truthfulness, "mean_penalty": self.mean_penalty}
-
-
-class AgreementJson(TypedDict):
-    agree: int
-    n: int
-    metric_ties: int
-
-
-class SampleLevelPairJson(TypedDict):
-    a: str
-    b: str
-    with_penalty: AgreementJson
-    without_penalty: AgreementJson
-
-
-class SampleLevelJson(TypedDict):
-    """The ranking's ``sample_level``: Table 5."""
-
-    n_questions: int
-    pairs: list[SampleLevelPairJson]
-    metric: str
 
 
 @dataclass(frozen=True)
@@ -155,7 +124,7 @@ class AgreementCounts:
         found = json_object(data, "agreement counts")
         return cls(int(found["agree"]), int(found["n"]), int(found["metric_ties"]))
 
-    def to_json(self) -> AgreementJson:
+    def to_json(self) -> JsonObject:
         return {"agree": self.agree, "n": self.n, "metric_ties": self.metric_ties}
 
 
@@ -175,7 +144,7 @@ class SampleLevelPair:
                    AgreementCounts.from_json(found["with_penalty"]),
                    AgreementCounts.from_json(found["without_penalty"]))
 
-    def to_json(self) -> SampleLevelPairJson:
+    def to_json(self) -> JsonObject:
         return {"a": self.a, "b": self.b, "with_penalty": self.with_penalty.to_json(),
                 "without_penalty": self.without_penalty.to_json()}
 
@@ -195,7 +164,7 @@ class SampleLevel:
                    tuple(SampleLevelPair.from_json(p) for p in found["pairs"]),
                    str(found["metric"]))
 
-    def to_json(self) -> SampleLevelJson:
+    def to_json(self) -> JsonObject:
         return {"n_questions": self.n_questions, "pairs": [p.to_json() for p in self.pairs],
                 "metric": self.metric}
 
@@ -242,8 +211,8 @@ class FewlRanking:
                    tuple(str(n) for n in found["rank_by_fewl"]), labels,
                    None if not level else SampleLevel.from_json(level))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mean_fewl": dict(self.mean_fewl)}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"mean_fewl": dict(self.mean_fewl)}
         labels = self.labels
         if labels is not None:
             out |= {"error_rate": dict(labels.error_rate), "n_labelled": labels.n_labelled,
@@ -255,16 +224,6 @@ class FewlRanking:
         if self.sample_level is not None:
             out["sample_level"] = self.sample_level.to_json()
         return out
-
-
-class AccuracyJson(TypedDict):
-    """A validation cell in results.json."""
-
-    accuracy: float
-    n: int
-    ties: int
-    std: NotRequired[float | None]
-    repeats: NotRequired[list[float]]
 
 
 @dataclass(frozen=True)
@@ -289,8 +248,8 @@ class AccuracyCell:
                    None if repeats is None else tuple(float(math.nan if v is None else v)
                                                       for v in repeats))
 
-    def to_json(self) -> AccuracyJson:
-        out: AccuracyJson = {"accuracy": self.accuracy, "n": self.n, "ties": self.ties}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"accuracy": self.accuracy, "n": self.n, "ties": self.ties}
         if self.repeats is not None:
             out["std"], out["repeats"] = self.std, list(self.repeats)
         return out
@@ -313,42 +272,77 @@ class Comparison:
                                    for v, c in json_object(per, "cells").items()}
                              for div, per in found.items()})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"identical_skipped": self.identical_skipped} | {
             div: {v: c.to_json() for v, c in per.items()} for div, per in self.cells.items()}
 
 
-class FigureTwo(TypedDict):
-    """Figure 2 as results.json holds it."""
+@dataclass(frozen=True)
+class FigureTwo:
+    """Figure 2: per question, how many of its k nearest neighbours' gold answers the judge
+    accepts."""
 
     k: int
     judge: str
-    per_question: list[int | None]
-    histogram: list[int]
+    per_question: tuple[int | None, ...]
+    """Each question's count (None: a verdict is missing)."""
+    histogram: tuple[int, ...]
+    """Questions by count, 0 to k."""
     mean_correct: float | None
     n_questions: int
+    """Questions with every verdict."""
     unjudged: int
 
+    @classmethod
+    def from_json(cls, data: Any) -> FigureTwo:
+        found = json_object(data, "figure 2")
+        return cls(int(found["k"]), str(found["judge"]),
+                   tuple(None if c is None else int(c) for c in found["per_question"]),
+                   tuple(int(n) for n in found["histogram"]), number(found["mean_correct"]),
+                   int(found["n_questions"]), int(found["unjudged"]))
 
-class ReferenceRating(TypedDict):
+    def to_json(self) -> JsonObject:
+        return {"k": self.k, "judge": self.judge, "per_question": list(self.per_question),
+                "histogram": list(self.histogram), "mean_correct": self.mean_correct,
+                "n_questions": self.n_questions, "unjudged": self.unjudged}
+
+
+@dataclass(frozen=True)
+class ReferenceRating:
     """One reference slot's ratings in Figure 3."""
 
-    counts: list[int]
+    counts: tuple[int, int, int]
     """Answers rated 0, 1 and 2."""
     unrated: int
     mean: float | None
 
+    @classmethod
+    def from_json(cls, data: Any) -> ReferenceRating:
+        found = json_object(data, "reference rating")
+        zero, one, two = (int(c) for c in found["counts"])
+        return cls((zero, one, two), int(found["unrated"]), number(found["mean"]))
 
-class FigureThree(TypedDict):
-    """Figure 3 as results.json holds it."""
+    def to_json(self) -> JsonObject:
+        return {"counts": list(self.counts), "unrated": self.unrated, "mean": self.mean}
+
+
+@dataclass(frozen=True)
+class FigureThree:
+    """Figure 3: each reference answer rated 0 / 1 / 2 by the judge, per reference slot."""
 
     judge: str
-    references: dict[str, ReferenceRating]
+    references: Mapping[str, ReferenceRating]
 
+    @classmethod
+    def from_json(cls, data: Any) -> FigureThree:
+        found = json_object(data, "figure 3")
+        return cls(str(found["judge"]),
+                   {str(k): ReferenceRating.from_json(v)
+                    for k, v in json_object(found["references"], "references").items()})
 
-class FiguresJson(TypedDict):
-    figure2: FigureTwo
-    figure3: FigureThree
+    def to_json(self) -> JsonObject:
+        return {"judge": self.judge,
+                "references": {k: v.to_json() for k, v in self.references.items()}}
 
 
 @dataclass(frozen=True)
@@ -358,8 +352,8 @@ class Figures:
     figure2: FigureTwo
     figure3: FigureThree
 
-    def to_json(self) -> FiguresJson:
-        return {"figure2": self.figure2, "figure3": self.figure3}
+    def to_json(self) -> JsonObject:
+        return {"figure2": self.figure2.to_json(), "figure3": self.figure3.to_json()}
 
 
 @dataclass(frozen=True)
@@ -381,28 +375,17 @@ class FewlValidation:
                    int(found.get("repeats", 1)),
                    tuple(int(s) for s in found.get("repeat_seeds") or ()),
                    tuple((str(v), str(label)) for v, label in found.get("table_rows") or ()),
-                   None if not figures else Figures(figures["figure2"], figures["figure3"]))
+                   None if not figures else Figures(FigureTwo.from_json(figures["figure2"]),
+                                                    FigureThree.from_json(figures["figure3"])))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "validation": {k: c.to_json() for k, c in self.comparisons.items()},
             "repeats": self.repeats, "repeat_seeds": list(self.repeat_seeds),
             "table_rows": [list(row) for row in self.table_rows]}
         if self.figures is not None:
             out["figures"] = self.figures.to_json()
         return out
-
-
-class SelectionJson(TypedDict):
-    """results.json's ``selection``."""
-
-    mean: float | None
-    stderr: float | None
-    ci95: list[float | None]
-    n: int
-    accuracy_first_candidate: NotRequired[float | None]
-    accuracy_selected: NotRequired[float | None]
-    n_labelled: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -427,8 +410,8 @@ class SelectionSummary:
                    number(found.get("accuracy_first_candidate")),
                    number(found.get("accuracy_selected")), int(found.get("n_labelled") or 0))
 
-    def to_json(self) -> SelectionJson:
-        out: SelectionJson = {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95),
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95),
                               "n": self.n}
         if self.n_labelled:
             out["accuracy_first_candidate"] = self.accuracy_first_candidate
@@ -477,8 +460,8 @@ class FewlResults:
                    FewlValidation.from_results(found) if found.get("validation") else None,
                    None if selection is None else SelectionSummary.from_json(selection))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "method": "fewl", "mode": self.mode, "dataset": self.dataset,
             "n_questions": self.n_questions, "pairs_failed": list(self.pairs_failed),
             "divergence": self.divergence, "similarity": self.similarity,

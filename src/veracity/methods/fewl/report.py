@@ -195,19 +195,19 @@ def _figure_four(run: RunDir) -> str:
 def _figures_two_three(run: RunDir, figures: Figures) -> str:
     """Figure 2 (neighbours' gold answers judged for each question) and Figure 3 (reference
     answers rated 0/1/2), from a validate run given --judge."""
-    two, three = figures.figure2, figures.figure3["references"]
+    two, three = figures.figure2, figures.figure3.references
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
-    counts = two["histogram"]
+    counts = two.histogram
     left.bar(range(len(counts)), counts, color="#1f77b4")
     left.set_xticks(range(len(counts)))
-    left.set_xlabel(f"neighbours' gold answers judged correct (of {two['k']})", fontsize=8)
+    left.set_xlabel(f"neighbours' gold answers judged correct (of {two.k})", fontsize=8)
     left.set_ylabel("questions", fontsize=8)
-    left.set_title(f"Figure 2: mismatched answers judged by {two['judge']}"[:80], fontsize=9)
+    left.set_title(f"Figure 2: mismatched answers judged by {two.judge}"[:80], fontsize=9)
     names = list(three)[:12]
     bottom = np.zeros(len(names))
     for rating, colour in ((0, "#d62728"), (1, "#ff7f0e"), (2, "#2ca02c")):
-        values = np.array([three[n]["counts"][rating] for n in names], dtype=np.float64)
+        values = np.array([three[n].counts[rating] for n in names], dtype=np.float64)
         right.bar(range(len(names)), values, bottom=bottom, color=colour, label=f"rated {rating}")
         bottom += values
     right.set_xticks(range(len(names)), [n[-24:] for n in names], rotation=30, ha="right",
@@ -216,12 +216,12 @@ def _figures_two_three(run: RunDir, figures: Figures) -> str:
     right.set_title("Figure 3: reference answers rated 0 / 1 / 2", fontsize=9)
     right.legend(fontsize=7)
     fig.tight_layout()
-    rows = [[n, *three[n]["counts"], three[n]["unrated"], three[n]["mean"]] for n in names]
+    rows = [[n, *three[n].counts, three[n].unrated, three[n].mean] for n in names]
     return (f"<h3>Figures 2 and 3: {esc(_label(run))}</h3>" +
             figure(fig, "neighbours' answers judged, and reference ratings") +
             table(["reference", "rated 0", "rated 1", "rated 2", "unrated", "mean"], rows) +
-            f"<p class='muted'>Figure 2: {two['n_questions']} questions judged, mean "
-            f"{fmt(two['mean_correct'])} of {two['k']} neighbours' gold answers accepted; the "
+            f"<p class='muted'>Figure 2: {two.n_questions} questions judged, mean "
+            f"{fmt(two.mean_correct)} of {two.k} neighbours' gold answers accepted; the "
             f"judge sees each question's own gold answer as the reference. Figure 3: each "
             f"reference answer rated 0 (wrong), 1 (partly right) or 2 (right) by the same judge."
             f"</p>")

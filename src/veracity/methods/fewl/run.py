@@ -20,6 +20,7 @@ import numpy as np
 from veracity.checks import check_number
 from veracity.data.labelled import read_pairs, read_texts
 from veracity.errors import BackendError, ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.core import (
     DIVERGENCES,
     EXPERTISE_FORMS,
@@ -119,7 +120,7 @@ class FewlSettings:
     def stochastic_seed(self) -> int:
         return self.seed + self.repeat
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         out = asdict(self)
         out["pairs"] = asdict(self.pairs)
         out["pair_prompt"] = self.pair_prompt.describe()
@@ -396,14 +397,15 @@ def fewl_results(mode: str, dataset: str, n_questions: int, failed: Sequence[str
 
 def run_config(mode: str, dataset: str, n_questions: int, similarity: Similarity,
                reference_names: list[str], settings: FewlSettings, ctx: Context,
-               extra: dict[str, Any]) -> dict[str, Any]:
+               extra: dict[str, Any]) -> JsonObject:
     """run.json's config of a FEWL run."""
-    return {"mode": mode, "dataset": dataset, "n_questions": n_questions,
-            "settings": settings.describe(), "similarity": similarity.describe(),
-            "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
-            "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
-            "reference_models": reference_names,
-            "model_options": ctx.options_record()} | extra
+    config: JsonObject = {
+        "mode": mode, "dataset": dataset, "n_questions": n_questions,
+        "settings": settings.describe(), "similarity": similarity.describe(),
+        "tau": settings.tau, "K": settings.neighbours, "R": settings.pairs.r,
+        "near_duplicate": settings.near_duplicate, "divergence": settings.divergence,
+        "reference_models": reference_names, "model_options": ctx.options_record()}
+    return config | extra
 
 
 def side_files(typed: Sequence[FewlRecord]) -> dict[str, list[dict[str, Any]]]:

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from veracity.client import CachedEmbedder, ScorerClient
 from veracity.data.labelled import leading_letter
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.registry import is_scorer
 
 Floats = npt.NDArray[np.float64]
@@ -54,7 +55,7 @@ class Similarity(Protocol):
 
     spec: str
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> JsonObject: ...
 
     def table(self, texts: Sequence[str]) -> Table: ...
 
@@ -92,7 +93,7 @@ class EmbeddingSimilarity:
         self.mapping = mapping
         self.spec = embedder.spec
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"kind": "embedding-cosine", "spec": self.spec, "mapping": self.mapping}
 
     def table(self, texts: Sequence[str]) -> EmbeddingTable:
@@ -116,7 +117,7 @@ class CrossEncoderSimilarity:
         """Pairs the model scored (not found in the cache) through this similarity's client."""
         return self.client.stats.model_calls
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"kind": "cross-encoder", "spec": self.spec, **self.client.scorer.identity(),
                 "symmetric": self.symmetric}
 

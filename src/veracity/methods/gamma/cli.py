@@ -51,7 +51,7 @@ from veracity.methods.gamma.presets import (
     with_preset,
 )
 from veracity.methods.gamma.recorded import resolve_recorded
-from veracity.methods.gamma.records import GammaRecord, GammaResults
+from veracity.methods.gamma.records import ControlSummary, GammaRecord, GammaResults
 from veracity.methods.gamma.run import run_gamma, run_gamma_recorded
 from veracity.methods.gamma.whitebox.core import DEFAULT_RADIUS, SCOPES, SHAPES
 from veracity.perturb import BALLS
@@ -61,6 +61,7 @@ from veracity.store import dumps
 from veracity.types import Item, Sampling
 
 if TYPE_CHECKING:
+    from veracity.jsontypes import JsonObject
     from veracity.methods.gamma.validation.core import ValidationResults
     from veracity.runs.common import Context
 
@@ -174,19 +175,28 @@ def print_calibration(calibrated: Mapping[str, Any], records: Sequence[GammaReco
     )
 
 
-def print_control(control: Mapping[str, Any]) -> None:
+def print_control(control: ControlSummary) -> None:
     """The numeric control's summary lines."""
-    if not control["n_scored"]:
+    if not control.n_scored:
         echo("numeric control: no item has both γ and γ_null")
         return
-    kinds = sorted({v["kind"] for v in control["variations"]})
+    kinds = sorted({str(v.get("kind")) for v in control.variations})
     echo(
-        f"numeric control ({control['n']} {'/'.join(kinds)} paths, {control['n_scored']} items): "
-        f"mean γ {control['mean_gamma']:.4f}  mean γ_null {control['mean_gamma_null']:.4f}  "
-        f"γ above the null's 95th percentile ({control['gamma_null_p95']:.4f}): "
-        f"{100 * control['share_above_null_p95']:.1f}%  "
-        f"null answers all identical: {100 * control['share_null_identical']:.1f}%"
+        f"numeric control ({control.n} {'/'.join(kinds)} paths, {control.n_scored} items): "
+        f"mean γ {_fixed(control.mean_gamma, 4)}  "
+        f"mean γ_null {_fixed(control.mean_gamma_null, 4)}  "
+        f"γ above the null's 95th percentile ({_fixed(control.gamma_null_p95, 4)}): "
+        f"{_fixed(_percent(control.share_above_null_p95), 1)}%  "
+        f"null answers all identical: {_fixed(_percent(control.share_null_identical), 1)}%"
     )
+
+
+def _fixed(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else 100 * share
 
 
 @dataclass(frozen=True)
@@ -383,10 +393,12 @@ def gamma(o: GammaOptions) -> None:
     record_selection(outcome.run, chosen)
     record_preset(outcome.run, preset)
     if o.as_json:
-        extra = {name: outcome.results[name] for name in ("control", "calibration")
-                 if name in outcome.results}
-        if "calibration" in extra:
-            extra["calibration"] = {k: v for k, v in extra["calibration"].items() if k != "curve"}
+        found = outcome.summary
+        extra: JsonObject = {}
+        if found.control is not None:
+            extra["control"] = found.control.to_json()
+        if found.calibration is not None:
+            extra["calibration"] = {k: v for k, v in found.calibration.items() if k != "curve"}
         records = outcome.records_json()
         shown: Any = {"records": records, **extra} if extra else records
         echo(dumps(shown, indent=2))

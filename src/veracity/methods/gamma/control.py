@@ -13,15 +13,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
 from veracity.backends.base import ComputeVaried
 from veracity.client import CachedEmbedder, CallStats, LLMClient
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.core import Form, score_answers
-from veracity.methods.gamma.records import GammaRecord
+from veracity.methods.gamma.records import ControlSummary, GammaRecord
 from veracity.stats import mean_stderr
 from veracity.streaming import FloatColumn
 from veracity.types import Generation, GenRequest, Sampling
@@ -39,29 +40,11 @@ class ControlPath:
     variation: Mapping[str, Any] | None = None
     """The backend's own description, handed back to ``ComputeVaried.varied``."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """As recorded in the run's ``control.variations``."""
         if self.variation is not None:
             return {"kind": "compute", **self.variation}
         return {"kind": "replicate", "replicate": self.replicate}
-
-
-class ControlSection(TypedDict):
-    """The run's ``control`` section in results.json."""
-
-    kind: str
-    n: int
-    variations: list[dict[str, Any]]
-    n_scored: int
-    mean_gamma: float
-    stderr_gamma: float
-    mean_gamma_null: float
-    stderr_gamma_null: float
-    mean_gamma_minus_null: float
-    gamma_null_p95: float
-    share_above_null_p95: float
-    share_above_own_null: float
-    share_null_identical: float
 
 
 def variations(client: LLMClient, n: int) -> list[ControlPath]:
@@ -121,7 +104,7 @@ def add_null_control(
     sampling: Sampling,
     n: int,
     form: Form,
-) -> tuple[list[GammaRecord], ControlSection]:
+) -> tuple[list[GammaRecord], ControlSummary]:
     """Answer each record's prompt along N compute paths and score gamma_null around the
     record's answer: the records with ``gamma_null``, ``gamma_above_null`` and ``null_answers``
     set, and the run's ``control`` section.
@@ -161,7 +144,7 @@ def null_control(
     return out
 
 
-def summarise(records: Sequence[GammaRecord], paths: Sequence[ControlPath]) -> ControlSection:
+def summarise(records: Sequence[GammaRecord], paths: Sequence[ControlPath]) -> ControlSummary:
     """Means of gamma and gamma_null over items that have both, and the share of items whose
     gamma exceeds the 95th percentile of the run's gamma_null."""
     running = RunningControl(paths)
@@ -194,25 +177,24 @@ class RunningControl:
         self.gamma.extend(g)
         self.null.extend(null)
 
-    def result(self) -> ControlSection:
+    def result(self) -> ControlSummary:
         """The run's ``control`` section."""
         g, null = self.gamma.array(), self.null.array()
         both = int(g.size)
         mean_g, se_g = mean_stderr(list(g))
         mean_null, se_null = mean_stderr(list(null))
         p95 = float(np.quantile(null, 0.95)) if both else math.nan
-        return {
-            "kind": "numeric",
-            "n": len(self.compute_paths),
-            "variations": [p.to_json() for p in self.compute_paths],
-            "n_scored": both,
-            "mean_gamma": mean_g,
-            "stderr_gamma": se_g,
-            "mean_gamma_null": mean_null,
-            "stderr_gamma_null": se_null,
-            "mean_gamma_minus_null": float((g - null).mean()) if both else math.nan,
-            "gamma_null_p95": p95,
-            "share_above_null_p95": float((g > p95).mean()) if both else math.nan,
-            "share_above_own_null": float((g > null).mean()) if both else math.nan,
-            "share_null_identical": self.n_identical / both if both else math.nan,
-        }
+        return ControlSummary(
+            n=len(self.compute_paths),
+            variations=tuple(p.to_json() for p in self.compute_paths),
+            n_scored=both,
+            mean_gamma=mean_g,
+            stderr_gamma=se_g,
+            mean_gamma_null=mean_null,
+            stderr_gamma_null=se_null,
+            mean_gamma_minus_null=float((g - null).mean()) if both else math.nan,
+            gamma_null_p95=p95,
+            share_above_null_p95=float((g > p95).mean()) if both else math.nan,
+            share_above_own_null=float((g > null).mean()) if both else math.nan,
+            share_null_identical=self.n_identical / both if both else math.nan,
+        )

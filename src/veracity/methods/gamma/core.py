@@ -23,6 +23,7 @@ import numpy.typing as npt
 from veracity.checks import MAX_N, check_count, check_number
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import BackendError, ConfigError, ErrorKind
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.paraphrase import PARAPHRASE, paraphrase_ball
 from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GivenCut
 from veracity.methods.gamma.running import RunningGamma
@@ -97,7 +98,7 @@ class Threshold:
         """The threshold in ``form`` (a ConfigError when it cannot be converted)."""
         return convert_gamma(self.value, self.form, form)
 
-    def describe(self, form: Form) -> dict[str, Any]:
+    def describe(self, form: Form) -> JsonObject:
         """For results and run.json: the value applied in the run's ``form`` and as given."""
         return {"value": self.to(form), "form": form, "given": self.value,
                 "given_form": self.form}
@@ -195,13 +196,13 @@ class GammaSettings:
         """The threshold in the run's form: what γ values are compared with."""
         return self.cut.to(self.form)
 
-    def describe(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
+    def describe(self) -> JsonObject:
+        extra: JsonObject = {"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {}
         if self.ball == EMBEDDING:
             extra = {"radius": self.radius, "shape": self.shape, "scope": self.scope}
         if self.control is not None:
             extra["control"] = self.control
-        return {
+        out: JsonObject = {
             "n": self.n,
             "ball": self.ball,
             "seed": self.seed,
@@ -210,7 +211,8 @@ class GammaSettings:
             "threshold_given": {"value": self.threshold, "form": self.cut.form},
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
-        } | extra
+        }
+        return out | extra
 
 
 def check_prompt(prompt: str, where: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from veracity.cli.output import echo
+from veracity.jsontypes import JsonObject, JsonValue
 from veracity.store import RunDir
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -20,7 +21,7 @@ TABLE10_STEPS = 26
 TABLE10_MAX_CODE = 0xC6D
 """The largest code point among them (printed "\xc6d", read as U+0C6D)."""
 TABLE10_CHARSET = f"utf8:0-{TABLE10_MAX_CODE}"
-Settings = Mapping[str, object]
+Settings = Mapping[str, JsonValue]
 """Option name (a field of the command's options dataclass) to value."""
 PRESETS: dict[str, dict[str, Settings]] = {
     "paper": {
@@ -49,7 +50,7 @@ class PresetRecord:
     applied: Settings
     overridden: Settings
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "applied": dict(self.applied),
                 "overridden": dict(self.overridden)}
 
@@ -79,8 +80,8 @@ def with_preset(options: Opts, command: str) -> tuple[Opts, PresetRecord | None]
     if name is None:
         return options, None
     context = click.get_current_context()
-    applied: dict[str, object] = {}
-    kept: dict[str, object] = {}
+    applied: JsonObject = {}
+    kept: JsonObject = {}
     for key, value in PRESETS[name][command].items():
         if context.get_parameter_source(key) == click.core.ParameterSource.COMMANDLINE:
             kept[key] = getattr(options, key)

@@ -14,6 +14,7 @@ from typing import Any
 
 from veracity.data.jsonl import read_objects
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.text import short
 
 PAPER = "paper"
@@ -35,7 +36,7 @@ def read_recorded(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def recorded_row(path: Path, number: int, row: dict[str, Any]) -> dict[str, Any]:
+def recorded_row(path: Path, number: int, row: dict[str, Any]) -> JsonObject:
     """One line of a recorded file, checked (a DataError naming the line and field)."""
     where = f"{path}, line {number}"
     for name in ("prompt", "answer", "perturbed_answers"):

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, RecordError, json_object, number
 from veracity.stats import Histogram
 
@@ -82,7 +83,7 @@ class GammaRecord(Record):
         typed["id"] = str(typed.get("id", ""))
         return cls(**typed, error=error, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The samples.jsonl shape (the one ``--json`` prints)."""
         out = self._typed_json()
         error = out.pop("error")
@@ -158,8 +159,8 @@ class GammaAggregate:
                    found.get("threshold_form"),
                    None if not given else GivenCut(float(given["value"]), str(given["form"])))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "n_items": self.n_items, "n_scored": self.n_scored, "n_unscored": self.n_unscored,
             "mean": self.mean, "stderr": self.stderr, "median": self.median,
             "threshold": self.threshold, "share_below_threshold": self.share_below_threshold,
@@ -176,6 +177,53 @@ class GammaAggregate:
     def threshold_text(self) -> str:
         """The threshold applied, and as given (:func:`cut_text`)."""
         return cut_text(self.threshold, self.threshold_form, self.threshold_given)
+
+
+@dataclass(frozen=True)
+class ControlSummary:
+    """The numeric null control over a run (results.json's ``control``): γ against γ_null, the
+    γ of numerical noise alone, over the items that have both (NaN, None once read back, when
+    none has)."""
+
+    n: int
+    """Compute paths."""
+    variations: tuple[JsonObject, ...]
+    """Each path as run.json's ``control.variations`` records it."""
+    n_scored: int
+    mean_gamma: float | None
+    stderr_gamma: float | None
+    mean_gamma_null: float | None
+    stderr_gamma_null: float | None
+    mean_gamma_minus_null: float | None
+    gamma_null_p95: float | None
+    share_above_null_p95: float | None
+    share_above_own_null: float | None
+    share_null_identical: float | None
+    kind: str = "numeric"
+
+    @classmethod
+    def from_json(cls, data: Any) -> ControlSummary:
+        found = json_object(data, "control")
+        return cls(int(found.get("n") or 0),
+                   tuple(json_object(v, "control variation") for v in found.get("variations") or ()),
+                   int(found.get("n_scored") or 0), number(found.get("mean_gamma")),
+                   number(found.get("stderr_gamma")), number(found.get("mean_gamma_null")),
+                   number(found.get("stderr_gamma_null")),
+                   number(found.get("mean_gamma_minus_null")), number(found.get("gamma_null_p95")),
+                   number(found.get("share_above_null_p95")),
+                   number(found.get("share_above_own_null")),
+                   number(found.get("share_null_identical")), str(found.get("kind", "numeric")))
+
+    def to_json(self) -> JsonObject:
+        return {"kind": self.kind, "n": self.n, "variations": list(self.variations),
+                "n_scored": self.n_scored, "mean_gamma": self.mean_gamma,
+                "stderr_gamma": self.stderr_gamma, "mean_gamma_null": self.mean_gamma_null,
+                "stderr_gamma_null": self.stderr_gamma_null,
+                "mean_gamma_minus_null": self.mean_gamma_minus_null,
+                "gamma_null_p95": self.gamma_null_p95,
+                "share_above_null_p95": self.share_above_null_p95,
+                "share_above_own_null": self.share_above_own_null,
+                "share_null_identical": self.share_null_identical}
 
 
 @dataclass(frozen=True)
@@ -213,7 +261,7 @@ class GammaResults:
     """The run's settings as described (for a recorded run: what the file says)."""
     aggregate: GammaAggregate
     """Counts, mean ± s.e., median, share below the threshold, histogram, truncations."""
-    control: Mapping[str, Any] | None = None
+    control: ControlSummary | None = None
     calibration: Mapping[str, Any] | None = None
 
     @property
@@ -229,16 +277,18 @@ class GammaResults:
         return cls(str(found.get("model")), str(found.get("embedder")), str(found.get("dataset")),
                    str(found.get("domain") or ""),
                    json_object(found.get("settings") or {}, "settings"),
-                   GammaAggregate.from_json(found["aggregate"]), found.get("control"),
+                   GammaAggregate.from_json(found["aggregate"]),
+                   None if found.get("control") is None
+                   else ControlSummary.from_json(found["control"]),
                    found.get("calibration"))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "method": "gamma", "model": self.model, "embedder": self.embedder,
             "dataset": self.dataset, "domain": self.domain, "settings": self.settings,
             "aggregate": self.aggregate.to_json()}
         if self.control is not None:
-            out["control"] = self.control
+            out["control"] = self.control.to_json()
         if self.calibration is not None:
             out["calibration"] = self.calibration
         return out

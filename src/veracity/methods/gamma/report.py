@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.report import calibration_section, control_plot, control_table
 from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GammaResults
 from veracity.records import read_records
@@ -119,7 +120,7 @@ def item_rows(runs: list[RunDir], names: list[str]) -> list[dict[str, Any]]:
 
 
 def item_row(index: int, name: str, threshold: float, correct: dict[str, bool | None],
-             s: GammaRecord, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+             s: GammaRecord, stored: dict[str, Any] | None = None) -> JsonObject:
     """The table row of one record of run ``index`` (``stored``: its samples.jsonl shape,
     when at hand)."""
     stored = s.to_json() if stored is None else stored
@@ -197,7 +198,7 @@ def _control(runs: list[RunDir]) -> str:
     if not with_control:
         return ""
     typed = [GammaResults.from_json(run.results) for run in with_control]
-    summaries = [(_label(r), r.control or {}) for r in typed]
+    summaries = [(_label(r), r.control) for r in typed if r.control is not None]
     pairs = [(_label(r), [(s.gamma, s.gamma_null)
                                     for s in read_records(GammaRecord, run.samples())
                                     if s.gamma is not None and s.gamma_null is not None])

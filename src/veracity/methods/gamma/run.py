@@ -22,6 +22,7 @@ from veracity.client import CachedEmbedder, LLMClient
 from veracity.data.jsonl import stream_objects
 from veracity.data.qa import domain_of
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.core import Calibration, Curve
 from veracity.methods.gamma.calibration.run import apply_calibration, run_key
 from veracity.methods.gamma.control import (
@@ -62,22 +63,22 @@ class GammaRunConfig:
     """run.json's ``config`` of a live γ run."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     """What besides the request changes the model's outputs (the backend's identity)."""
     embedder: str
     dataset: str
     domain: str
     n_items: int
     settings: GammaSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
     """The providers' options as resolved (no key values)."""
     control: tuple[ControlPath, ...] | None = None
     """The numeric null control's compute paths, when it runs."""
     calibration: Mapping[str, Any] | None = None
     """The calibration curve chosen for the run (its key and thresholds), when one is."""
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "model": self.model, "model_identity": self.model_identity,
             "embedder": self.embedder, "dataset": self.dataset, "domain": self.domain,
             "n_items": self.n_items,
@@ -104,9 +105,9 @@ class RecordedRunConfig:
     dataset: str
     settings: Mapping[str, Any]
     """The settings as the file and the options describe them."""
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"recorded": self.recorded, "embedder": self.embedder, "model": self.model,
                 "dataset": self.dataset, "settings": self.settings,
                 "model_options": self.model_options}
@@ -189,7 +190,7 @@ def run_gamma(
     cached = ctx.embedder(embedder)
     paraphraser = ctx.client(settings.paraphraser) if settings.paraphraser else None
     domain = domain or domain_of(dataset)
-    results: dict[str, Any] = {
+    results: JsonObject = {
         "method": "gamma", "model": client.spec, "embedder": cached.spec, "dataset": dataset,
         "domain": domain, "settings": settings.describe()}
     curve, calibrated = _choose(calibration, results, force)  # before any model call
@@ -282,14 +283,14 @@ def run_gamma_recorded(
     settings = GammaSettings(form=form, threshold=threshold, threshold_form=threshold_form,
                              ball=ball)
     dataset = f"recorded:{path.name}"
-    described: dict[str, Any] = {
+    described: JsonObject = {
         "n": None if calibration is None else _described_n(path), "ball": ball, "form": form,
         "threshold": settings.applied_threshold,
         "threshold_given": {"value": threshold, "form": settings.cut.form}, "recorded": True,
     }
-    results: dict[str, Any] = {"method": "gamma", "model": model, "embedder": cached.spec,
-                               "dataset": dataset, "domain": domain_of(dataset),
-                               "settings": described}
+    results: JsonObject = {"method": "gamma", "model": model, "embedder": cached.spec,
+                           "dataset": dataset, "domain": domain_of(dataset),
+                           "settings": described}
     curve, calibrated = _choose(calibration, results, force)  # before anything is embedded
     config = RecordedRunConfig(str(path), cached.spec, model, dataset, dict(described),
                                ctx.options_record())

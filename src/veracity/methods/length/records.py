@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object, number
 from veracity.stats import Histogram
 
@@ -36,7 +37,7 @@ class LengthRecord(Record):
         typed["score"] = number(typed.get("score"))
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         out["references"] = list(self.references)
         return out | dict(self.extra)
@@ -76,7 +77,7 @@ class LengthSummary:
                                                            "counted_by").items()},
                    int(found["n_cut_at_max_tokens"]), Histogram.from_json(found["histogram"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "length", "model": self.model, "dataset": self.dataset,
                 "settings": dict(self.settings), "n_items": self.n_items,
                 "n_scored": self.n_scored, "n_unscored": self.n_unscored,

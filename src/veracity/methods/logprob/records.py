@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Mean, Record, json_object, number
 from veracity.stats import Histogram
 
@@ -43,7 +44,7 @@ class LogprobRecord(Record):
             typed[name] = number(typed.get(name))
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         out["references"] = list(self.references)
         out["tokens"] = [[t, lp] for t, lp in self.tokens]
@@ -91,7 +92,7 @@ class LogprobSummary:
                    {name: Mean.from_json(found[name]) for name in STATISTICS},
                    Histogram.from_json(found["histogram"]), number(found["mean_score"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "logprob", "model": self.model, "dataset": self.dataset,
                 "settings": dict(self.settings), "n_items": self.n_items,
                 "n_scored": self.n_scored, "n_unscored": self.n_unscored,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object, number
 from veracity.stats import Histogram
 
@@ -40,7 +41,7 @@ class PTrueRecord(Record):
             typed[name] = number(typed.get(name))
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         out["references"] = list(self.references)
         return out | dict(self.extra)
@@ -81,7 +82,7 @@ class PTrueSummary:
                    {str(k): int(v) for k, v in json_object(found["sources"], "sources").items()},
                    Histogram.from_json(found["histogram"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "p-true", "model": self.model, "dataset": self.dataset,
                 "settings": dict(self.settings), "n_items": self.n_items,
                 "n_scored": self.n_scored, "n_unscored": self.n_unscored,

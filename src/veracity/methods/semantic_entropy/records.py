@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Mean, Record, json_object, number
 from veracity.stats import Histogram
 
@@ -50,7 +51,7 @@ class SemanticEntropyRecord(Record):
             typed[name] = number(typed.get(name))
         return cls(**typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = self._typed_json()
         for name in ("samples", "clusters", "sample_logprobs", "references"):
             out[name] = list(out[name])
@@ -107,7 +108,7 @@ class SemanticEntropySummary:
                    Mean.from_json(found["discrete"]), Mean.from_json(found["likelihood"]),
                    Mean.from_json(found["n_clusters"]), Histogram.from_json(found["histogram"]))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "semantic-entropy", "model": self.model, "embedder": self.embedder,
                 "dataset": self.dataset, "settings": dict(self.settings),
                 "n_items": self.n_items, "n_scored": self.n_scored,

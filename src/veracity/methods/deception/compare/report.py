@@ -25,7 +25,11 @@ from veracity.methods.deception.compare.core import (
     compare,
 )
 from veracity.methods.deception.compare.paper import stated
-from veracity.methods.deception.records import DeceptionRecord, DeceptionResults
+from veracity.methods.deception.records import (
+    DeceptionAnswer,
+    DeceptionRecord,
+    DeceptionResults,
+)
 from veracity.methods.deception.report import run_labels
 from veracity.records import read_records
 from veracity.report.html import esc, figure, fmt, json_block, pyplot, table
@@ -277,25 +281,26 @@ def _relations(found: Sequence[Relation]) -> str:
     return figure(fig, "relations across models") + _stated(found) + html
 
 
-def _side(title: str, side: dict[str, Any], opening: str | None = None) -> str:
-    reasoning = side.get("reasoning")
+def _side(title: str, side: DeceptionAnswer, opening: str | None = None) -> str:
+    reasoning = side.reasoning
     shown = esc(reasoning) if reasoning else "<span class='muted'>(no parsable reasoning)</span>"
-    head = f"<b>{esc(title)}</b>: answer <b>{esc(side.get('answer'))}</b>"
+    head = f"<b>{esc(title)}</b>: answer <b>{esc(side.answer)}</b>"
     lead = (f"<div class='muted'>opening: <span class='mono'>{esc(opening)}</span></div>"
             if opening else "")
     return f"<td>{head}{lead}<div class='mono'>{shown}</div></td>"
 
 
-def _example(record: dict[str, Any]) -> str:
+def _example(record: DeceptionRecord) -> str:
     options = "<br>".join(f"{esc(letter)}. {esc(text)}"
-                          for letter, text in zip("ABCD", record.get("options", []), strict=False))
-    question = (f"<td><b>{esc(record.get('id'))}</b> ({esc(record.get('subject'))})<br>"
-                f"{esc(record.get('question'))}<br>{options}<br>gold: <b>{esc(record.get('gold'))}</b></td>")
-    return ("<tr>" + question + _side("normal", record["normal"])
-            + _side("misleading", record["misleading"], record.get("misleading_start")) + "</tr>")
+                          for letter, text in zip("ABCD", record.options, strict=False))
+    question = (f"<td><b>{esc(record.id)}</b> ({esc(record.subject)})<br>"
+                f"{esc(record.question)}<br>{options}<br>gold: <b>{esc(record.gold)}</b></td>")
+    return ("<tr>" + question + _side("normal", record.normal)
+            + _side("misleading", record.misleading, record.misleading_start) + "</tr>")
 
 
-def _per_question(summaries: Sequence[ModelSummary], records: Sequence[Sequence[dict[str, Any]]]) -> str:
+def _per_question(summaries: Sequence[ModelSummary],
+                  records: Sequence[Sequence[DeceptionRecord]]) -> str:
     rows = [[s.label, *(len(s.by_correctness[o]) for o in CORRECTNESS)] for s in summaries]
     html = table(["model", *(CORRECTNESS_TITLES[o] for o in CORRECTNESS)], rows)
     for s, recs in zip(summaries, records, strict=True):
@@ -323,10 +328,9 @@ CASES_SHOWN = 5
 def _cases(title: str, cases: Sequence[CaseStudy], labels: tuple[str, str]) -> str:
     rows = []
     for case in cases[:CASES_SHOWN]:
-        a, b = case.a.to_json(), case.b.to_json()
-        rows.append(_example(a).replace(
-            "</tr>", _side(f"{labels[1]}: normal", b["normal"])
-            + _side(f"{labels[1]}: misleading", b["misleading"]) + "</tr>"))
+        rows.append(_example(case.a).replace(
+            "</tr>", _side(f"{labels[1]}: normal", case.b.normal)
+            + _side(f"{labels[1]}: misleading", case.b.misleading) + "</tr>"))
     if not rows:
         return f"<h4>{esc(title)}: none</h4>"
     return (f"<h4>{esc(title)} ({len(rows)} of {len(cases)})</h4><table><thead><tr>"
@@ -371,12 +375,10 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
     """HTML comparing deception runs (live and recorded alike); ``info`` adds model size and
     external scores to the relations."""
     labels = run_labels(runs)
-    inputs, records = [], []
+    inputs = []
     for run, label in zip(runs, labels, strict=True):
         results = DeceptionResults.from_json(run.results)
-        recs = list(run.samples())
-        records.append(recs)
-        typed = read_records(DeceptionRecord, recs)
+        typed = read_records(DeceptionRecord, list(run.samples()))
         inputs.append(ModelRecords(label, results.model, typed, results.threshold,
                                    results.susceptibility_method))
     try:
@@ -395,7 +397,7 @@ def section(runs: list[RunDir], info: ModelInfo | None = None) -> str:
         "<p class='muted'>Each point is a model; the line is the least-squares fit; p is "
         "two-tailed (t = r·√(n−2)/√(1−r²), n−2 degrees of freedom). Runs with ∞ or undefined "
         "susceptibility, or without a value in the model info, are left out of that relation.</p>",
-        "<h3>Per question</h3>", _per_question(summaries, records),
+        "<h3>Per question</h3>", _per_question(summaries, [m.records for m in inputs]),
         "<h3>Case studies: two models on the same questions (Appendix D)</h3>",
         _case_studies(inputs),
     ])

@@ -7,13 +7,13 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from veracity.client import LLMClient
 from veracity.correctness import Labelled, label_answers
 from veracity.errors import BackendError, ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.mitigation.judge import JUDGE_PROMPT, Judged, judge_pairs, win_rates
 from veracity.methods.fewl.mitigation.paper import dataset_candidates
 from veracity.methods.fewl.mitigation.records import (
@@ -70,7 +70,7 @@ class MitigationSettings:
         if self.candidates.model is not None and self.samples > 1 and self.temperature <= 0:
             raise ConfigError("several candidates from one model need --temperature > 0")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         source = ("dataset" if self.candidate_lists is not None
                   else self.candidates.model or str(self.candidates.path))
         return {"fewl": self.fewl.describe(), "candidates": source, "judge": self.judge,
@@ -106,8 +106,8 @@ class SelectionRow:
     selected: Mapping[str, str | None]
     in_pool: bool | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "question": self.question}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"id": self.id, "question": self.question}
         if self.candidates is not None:
             out["candidates"] = [asdict(c) for c in self.candidates]
         out["selected"] = dict(self.selected)

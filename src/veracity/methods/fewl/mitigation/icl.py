@@ -9,9 +9,9 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.mitigation.core import (
     MitigationSettings,
     accuracy,
@@ -67,7 +67,7 @@ class IclSettings:
             raise ConfigError(f"unknown example format '{self.format}'; known: {', '.join(FORMATS)}")
         check_template(self.template, self.template_source)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"examples": self.examples, "pool": self.pool, "format": self.format,
                 "zero_shot": self.zero_shot, "icl_template": {
                     "source": self.template_source, "template": self.template,

@@ -18,11 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal
 
 from veracity.backends.fake import last_user, stable
 from veracity.client import LLMClient
 from veracity.errors import BackendError
+from veracity.jsontypes import JsonObject
 from veracity.records import number
 from veracity.stats import bootstrap_ci
 from veracity.types import GenRequest, Sampling
@@ -97,7 +98,7 @@ class Judged:
     asked: bool = True
     """False when an answer was empty (the other wins) or both were the same (a tie)."""
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> JsonObject:
         return {"outcome": self.outcome, "first_reply": self.first_reply,
                 "second_reply": self.second_reply, "first": self.first, "second": self.second,
                 "asked": self.asked}
@@ -143,25 +144,6 @@ def judge_pairs(client: LLMClient, questions: Sequence[str], candidate: Sequence
     return [j for j in out if j is not None]
 
 
-class ShareJson(TypedDict):
-    rate: float | None
-    ci95: list[float | None]
-    decided: NotRequired[int]
-
-
-class WinRatesJson(TypedDict):
-    """The win rates as results.json holds them (in each row beside its rule or arms)."""
-
-    paper_win_rate: ShareJson
-    n: int
-    candidate_better: ShareJson
-    base_better: ShareJson
-    inconsistent_or_tie: ShareJson
-    unparseable: int
-    replies: int
-    not_asked: int
-
-
 @dataclass(frozen=True)
 class Share:
     """A share of the judged pairs with its bootstrap 95% CI (NaN rate: no pair)."""
@@ -184,8 +166,8 @@ class Share:
         return cls(number(data.get("rate")), (number(low), number(high)),
                    None if decided is None else int(decided))
 
-    def to_json(self) -> ShareJson:
-        out: ShareJson = {"rate": self.rate, "ci95": list(self.ci95)}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"rate": self.rate, "ci95": list(self.ci95)}
         if self.decided is not None:
             out["decided"] = self.decided
         return out
@@ -213,7 +195,7 @@ class WinRates:
                    Share.from_json(data["inconsistent_or_tie"]), int(data["unparseable"]),
                    int(data["replies"]), int(data.get("not_asked") or 0))
 
-    def to_json(self) -> WinRatesJson:
+    def to_json(self) -> JsonObject:
         return {"paper_win_rate": self.paper_win_rate.to_json(), "n": self.n,
                 "candidate_better": self.candidate_better.to_json(),
                 "base_better": self.base_better.to_json(),

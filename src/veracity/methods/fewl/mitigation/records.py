@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.fewl.mitigation.judge import Judged, WinRates
 from veracity.records import Record, json_object, number
 
 
-def _judged_keys(data: Mapping[str, Any]) -> dict[str, Any]:
+def _judged_keys(data: Mapping[str, Any]) -> JsonObject:
     return {k: data[k] for k in _JUDGED if k in data}
 
 
@@ -31,7 +32,7 @@ class Comparison:
         return cls(str(row.get("candidate", "")), str(row.get("base", "")),
                    Judged.from_json(_judged_keys(row)))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"candidate": self.candidate, "base": self.base, **self.judged.record()}
 
 
@@ -48,7 +49,7 @@ class RuleAnswer:
         row = json_object(data, "rule answer")
         return cls(row.get("answer", ""), row.get("correct"), Judged.from_json(_judged_keys(row)))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"answer": self.answer, "correct": self.correct, **self.judged.record()}
 
 
@@ -86,7 +87,7 @@ class IclPair(MitigationRecord):
                    {k: tuple(v) for k, v in dict(row.pop("examples", {})).items()},
                    tuple(Comparison.from_json(j) for j in row.pop("judged", ())), row)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "question": self.question, "answers": dict(self.answers),
                 "correct": dict(self.correct),
                 "examples": {k: list(v) for k, v in self.examples.items()},
@@ -114,28 +115,10 @@ class FinetunePair(MitigationRecord):
                    {k: RuleAnswer.from_json(v) for k, v in dict(row.pop("rules", {})).items()},
                    row)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "question": self.question, "base_name": self.base_name,
                 "base_answer": self.base_answer, "base_correct": self.base_correct,
                 "rules": {k: v.to_json() for k, v in self.rules.items()}} | dict(self.extra)
-
-
-class AccuracyJson(TypedDict):
-    mean: float | None
-    stderr: float | None
-    ci95: list[float | None]
-    n: int
-
-
-class TrainingJson(TypedDict):
-    steps: int
-    seconds: float
-    examples: int
-    train_loss: float | None
-    resumed_from: str | None
-    method: str
-    adapter: str | None
-    merged: str | None
 
 
 @dataclass(frozen=True)
@@ -156,11 +139,11 @@ class Accuracy:
         return cls(number(found.get("mean")), number(found.get("stderr")),
                    (number(low), number(high)), int(found.get("n") or 0))
 
-    def to_json(self) -> AccuracyJson:
+    def to_json(self) -> JsonObject:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "n": self.n}
 
 
-def _accuracy_json(value: Accuracy | None) -> AccuracyJson | None:
+def _accuracy_json(value: Accuracy | None) -> JsonObject | None:
     return None if value is None else value.to_json()
 
 
@@ -178,7 +161,7 @@ class RuleRow:
         return cls(str(found["rule"]), WinRates.from_json(found),
                    Accuracy.from_json(found.get("accuracy")))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"rule": self.rule, **self.rates.to_json(),
                 "accuracy": _accuracy_json(self.accuracy)}
 
@@ -200,7 +183,7 @@ class HeadToHead:
                    Accuracy.from_json(found.get("accuracy")),
                    Accuracy.from_json(found.get("base_accuracy")))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"candidate": self.candidate, "base": self.base, **self.rates.to_json(),
                 "accuracy": _accuracy_json(self.accuracy),
                 "base_accuracy": _accuracy_json(self.base_accuracy)}
@@ -227,7 +210,7 @@ class Training:
                    number(found.get("train_loss")), found.get("resumed_from"),
                    str(found.get("method", "lora")), found.get("adapter"), found.get("merged"))
 
-    def to_json(self) -> TrainingJson:
+    def to_json(self) -> JsonObject:
         return {"steps": self.steps, "seconds": self.seconds, "examples": self.examples,
                 "train_loss": self.train_loss, "resumed_from": self.resumed_from,
                 "method": self.method, "adapter": self.adapter, "merged": self.merged}
@@ -294,9 +277,9 @@ class MitigationResults:
                    Accuracy.from_json(found.get("base_accuracy")),
                    tuple(RuleRow.from_json(r) for r in found.get("rows") or ()), icl, finetune)
 
-    def to_json(self) -> dict[str, Any]:
-        head = {"method": "mitigation", "mode": self.mode, "dataset": self.dataset,
-                "judge": self.judge, "model": self.model}
+    def to_json(self) -> JsonObject:
+        head: JsonObject = {"method": "mitigation", "mode": self.mode,
+                            "dataset": self.dataset, "judge": self.judge, "model": self.model}
         rows = [r.to_json() for r in self.rows]
         base = _accuracy_json(self.base_accuracy)
         if self.icl is not None:
@@ -305,8 +288,8 @@ class MitigationResults:
                 "head_to_head": [r.to_json() for r in self.icl.head_to_head],
                 "base_name": self.base_name, "base_accuracy": base, "rows": rows,
                 "accuracy": {k: _accuracy_json(v) for k, v in self.icl.accuracy.items()}}
-        body = {"n_train": self.n_train, "n_test": self.n_test, "base_name": self.base_name,
-                "base_accuracy": base}
+        body: JsonObject = {"n_train": self.n_train, "n_test": self.n_test,
+                            "base_name": self.base_name, "base_accuracy": base}
         if self.finetune is None:
             return head | body | {"rows": rows}
         # results.json has always carried the fine-tuning method in "method"

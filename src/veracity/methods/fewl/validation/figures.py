@@ -92,11 +92,9 @@ def judged_neighbours(judge: LLMClient, questions: Sequence[str], golds: Sequenc
 def figure_two_data(judge: str, counts: Sequence[int | None], k: int) -> FigureTwo:
     """Figure 2's results from every question's count of accepted neighbour answers."""
     judged = [c for c in counts if c is not None]
-    return {"k": k, "judge": judge, "per_question": list(counts),
-            "histogram": count_histogram(counts, k),
-            "mean_correct": float(np.mean(judged)) if judged else None,
-            "n_questions": len(judged),
-            "unjudged": sum(1 for c in counts if c is None)}
+    return FigureTwo(k, judge, tuple(counts), tuple(count_histogram(counts, k)),
+                     float(np.mean(judged)) if judged else None, len(judged),
+                     sum(1 for c in counts if c is None))
 
 
 def figure_three(judge: LLMClient, questions: Sequence[str], golds: Sequence[str],
@@ -137,7 +135,8 @@ class ReferenceRatings:
         """Figure 3's results: counts, unrated and mean rating per reference slot."""
         per: dict[str, ReferenceRating] = {}
         for name, entry in self.per.items():
-            n = sum(entry.counts)
-            per[name] = {"counts": list(entry.counts), "unrated": entry.unrated,
-                         "mean": (entry.counts[1] + 2 * entry.counts[2]) / n if n else None}
-        return {"judge": self.judge.spec, "references": per}
+            zero, one, two = entry.counts
+            n = zero + one + two
+            per[name] = ReferenceRating((zero, one, two), entry.unrated,
+                                        (one + 2 * two) / n if n else None)
+        return FigureThree(self.judge.spec, per)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.paths import check_output_file
 from veracity.report.sheet import answer_check, filled_rows
 from veracity.text import csv_cell
@@ -88,22 +89,53 @@ def read_reference_ratings(path: Path, checks: Mapping[str, str]) -> dict[str, i
     return found
 
 
+@dataclass(frozen=True)
+class ReferenceCount:
+    """One reference slot's ratings by people, beside the judge model's."""
+
+    counts: list[int]
+    """Ratings 0, 1 and 2 over all raters."""
+    judge: Mapping[str, Any] | None
+    """The judge's entry for this slot as the run's results.json holds it (None: not judged)."""
+
+    @property
+    def mean(self) -> float | None:
+        n = sum(self.counts)
+        return (self.counts[1] + 2 * self.counts[2]) / n if n else None
+
+    def to_json(self) -> JsonObject:
+        return {"counts": list(self.counts), "mean": self.mean, "judge": self.judge}
+
+
+@dataclass(frozen=True)
+class ReferenceCounts:
+    """Figure 3 by people (``reference_ratings.json``)."""
+
+    raters: dict[str, int]
+    """Ratings each rater gave, by rater."""
+    references: dict[str, ReferenceCount]
+    judge: str | None
+    """The judge model of the run's Figure 3, if it has one."""
+
+    def to_json(self) -> JsonObject:
+        return {"raters": dict(self.raters),
+                "references": {k: v.to_json() for k, v in self.references.items()},
+                "judge": self.judge}
+
+
 def count_ratings(rows: Sequence[ReferenceRow], raters: Mapping[str, Mapping[str, int]],
-                  judge: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  judge: Mapping[str, Any] | None = None) -> ReferenceCounts:
     """Per reference slot: each rating's count over all raters' ratings and the mean, beside
-    the judge's counts when the run has them (Figure 3)."""
+    the judge's counts when the run has them (Figure 3, ``judge`` as results.json holds it)."""
     slot = {r.item_id: r.reference for r in rows}
-    per: dict[str, dict[str, Any]] = {}
+    per: dict[str, list[int]] = {}
     for ratings in raters.values():
         for item_id, value in ratings.items():
-            entry = per.setdefault(slot[item_id], {"counts": [0, 0, 0]})
-            entry["counts"][value] += 1
+            per.setdefault(slot[item_id], [0, 0, 0])[value] += 1
     judged = dict((judge or {}).get("references") or {})
-    out = {}
-    for name in dict.fromkeys([*(r.reference for r in rows)]):
-        counts = per.get(name, {"counts": [0, 0, 0]})["counts"]
-        n = sum(counts)
-        out[name] = {"counts": counts, "mean": (counts[1] + 2 * counts[2]) / n if n else None,
-                     "judge": judged.get(name)}
-    return {"raters": {name: len(r) for name, r in raters.items()}, "references": out,
-            "judge": (judge or {}).get("judge")}
+    spec = (judge or {}).get("judge")
+    return ReferenceCounts(
+        {name: len(r) for name, r in raters.items()},
+        {name: ReferenceCount(per.get(name, [0, 0, 0]), judged.get(name))
+         for name in dict.fromkeys([*(r.reference for r in rows)])},
+        None if spec is None else str(spec))

@@ -17,7 +17,6 @@ import random
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from veracity.backends.fake import babble, digest, last_user
 from veracity.checks import MAX_N, check_count
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.attack.records import AttackPoint, AttackStep
 from veracity.methods.gamma.core import Form, GammaSettings, check_prompt, measure_gamma
 from veracity.methods.gamma.paraphrase import PARAPHRASE
@@ -83,8 +83,8 @@ class AttackSettings:
                              sampling=self.sampling, paraphraser=self.paraphraser,
                              allow_large_n=self.allow_large_n)
 
-    def describe(self) -> dict[str, Any]:
-        return {
+    def describe(self) -> JsonObject:
+        out: JsonObject = {
             "steps": self.steps,
             "n": self.n,
             "charset": self.charset,
@@ -95,7 +95,8 @@ class AttackSettings:
             "form": self.form,
             "temperature": self.sampling.temperature,
             "max_tokens": self.sampling.max_tokens,
-        } | ({"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {})
+        }
+        return out | ({"paraphraser": self.paraphraser} if self.ball == PARAPHRASE else {})
 
 
 def visible(text: str, keep: str = "") -> str:
@@ -262,7 +263,7 @@ class Trajectory:
     uphill_moves: int
     downhill_moves: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"start": asdict(self.start), "final": asdict(self.final),
                 "best": asdict(self.best), "steps_taken": self.steps_taken,
                 "stop_reason": self.stop_reason, "requested_calls": self.requested_calls,
@@ -278,7 +279,7 @@ class AttackResults:
     settings: AttackSettings
     trajectory: Trajectory
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "attack", "model": self.model, "embedder": self.embedder,
                 "settings": self.settings.describe(), **self.trajectory.to_json()}
 

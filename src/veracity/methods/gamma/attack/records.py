@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object
 
 
@@ -26,7 +27,7 @@ class AttackPoint:
         row = json_object(data, "attack candidate")
         return cls(row.get("prompt", ""), row.get("answer", ""), row.get("gamma"))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"prompt": self.prompt, "answer": self.answer, "gamma": self.gamma}
 
 
@@ -69,7 +70,7 @@ class AttackStep(Record):
                                     "gamma": None}
         return cls(**required | typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The samples.jsonl shape (the one ``veracity attack --json`` prints)."""
         out = self._typed_json()
         out |= {"perturbed_prompts": list(self.perturbed_prompts),

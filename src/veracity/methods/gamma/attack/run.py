@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.attack.core import (
     AttackResults,
     AttackSettings,
@@ -29,13 +29,13 @@ class AttackRunConfig:
     """run.json's ``config`` of an adversarial search."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     embedder: str
     prompt: str
     settings: AttackSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,
                 "embedder": self.embedder, "prompt": self.prompt,
                 "settings": self.settings.describe() | {"sampling": asdict(self.settings.sampling)},

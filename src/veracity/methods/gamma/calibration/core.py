@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 
 FORMAT = "veracity-calibration"
 VERSION = 1
@@ -72,7 +73,7 @@ def bootstrap_band(
 
 def choose_thresholds(
     gammas: Sequence[float], correct: Sequence[bool], target_precision: float, target_recall: float
-) -> dict[str, Any]:
+) -> JsonObject:
     """Verdict thresholds from labelled answers, with what they achieve on them.
 
     ``low``: the largest cut t with precision(correct | gamma < t) >= target_precision (0 when
@@ -108,7 +109,7 @@ def choose_thresholds(
     }
 
 
-def reliability(predicted: Sequence[float], correct: Sequence[bool], bins: int = 10) -> dict[str, Any]:
+def reliability(predicted: Sequence[float], correct: Sequence[bool], bins: int = 10) -> JsonObject:
     """Reliability diagram bins over [0, 1] of predicted P(correct), and the expected
     calibration error sum_b (n_b / n) |accuracy_b - mean prediction_b|."""
     p = np.asarray(predicted, dtype=np.float64)
@@ -130,7 +131,7 @@ def reliability(predicted: Sequence[float], correct: Sequence[bool], bins: int =
 def holdout_reliability(
     gammas: Sequence[float], correct: Sequence[bool], fraction: float = 0.5, bins: int = 10,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Fit on a random part, measure reliability (ECE) on the held-out rest."""
     g = np.asarray(gammas, dtype=np.float64)
     ok = np.asarray(correct, dtype=bool)
@@ -179,7 +180,7 @@ class Curve:
     def verdict_thresholds(self) -> tuple[float, float]:
         return float(self.thresholds["low"]), float(self.thresholds["high"])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 
@@ -217,7 +218,7 @@ class Calibration:
     source: str = ""
     settings: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"format": FORMAT, "version": VERSION, "settings": self.settings or {},
                 "curves": [c.to_dict() for c in self.curves]}
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from veracity.methods.gamma.calibration.core import Calibration, describe_key
+from veracity.methods.gamma.records import ControlSummary
 from veracity.report.html import figure, page, plain_text_labels, pyplot, table
 
 
@@ -91,16 +92,14 @@ def write_calibration_report(calibration: Calibration, out: Path) -> Path:
     return out
 
 
-def control_table(labelled: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+def control_table(labelled: Sequence[tuple[str, ControlSummary]]) -> str:
     rows = []
     for label, c in labelled:
-        kinds = "/".join(sorted({v["kind"] for v in c["variations"]}))
-        rows.append([label, c["n_scored"], c["mean_gamma"], c["stderr_gamma"], c["mean_gamma_null"],
-                     c["stderr_gamma_null"], c["gamma_null_p95"],
-                     None if c["share_above_null_p95"] is None else 100 * c["share_above_null_p95"],
-                     None if c["share_above_own_null"] is None else 100 * c["share_above_own_null"],
-                     None if c["share_null_identical"] is None else 100 * c["share_null_identical"],
-                     f"{c['n']} {kinds}"])
+        kinds = "/".join(sorted({str(v.get("kind")) for v in c.variations}))
+        rows.append([label, c.n_scored, c.mean_gamma, c.stderr_gamma, c.mean_gamma_null,
+                     c.stderr_gamma_null, c.gamma_null_p95, _percent(c.share_above_null_p95),
+                     _percent(c.share_above_own_null), _percent(c.share_null_identical),
+                     f"{c.n} {kinds}"])
     return table(
         ["run", "items", "mean γ", "± s.e.", "mean γ_null", "± s.e.", "γ_null 95th pct.",
          "% γ > null p95", "% γ > own γ_null", "% null answers identical", "paths"],
@@ -108,6 +107,10 @@ def control_table(labelled: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     ) + ("<p class='muted'>γ_null: γ of the unperturbed prompt answered along other compute "
          "paths (no input token changed), scored exactly as γ. Variations are listed in run.json "
          "(config.control).</p>")
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else 100 * share
 
 
 def control_plot(labelled: list[tuple[str, list[tuple[float, float]]]]) -> str:

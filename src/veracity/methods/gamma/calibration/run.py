@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.core import KEY_FIELDS, Calibration, Curve, fit_curve
 from veracity.methods.gamma.calibration.trust import verdict
 from veracity.methods.gamma.records import GammaRecord
 from veracity.store import VALIDATION_FILE, RunDir, dumps
 
 
-def run_key(results: dict[str, Any]) -> dict[str, Any]:
+def run_key(results: dict[str, Any]) -> JsonObject:
     """(model, embedder, form, ball, N) of a gamma run's results."""
     settings = results.get("settings") or {}
     return {"model": results.get("model"), "embedder": results.get("embedder"),

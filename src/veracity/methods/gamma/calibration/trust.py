@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from veracity.client import CachedEmbedder, LLMClient
 from veracity.errors import ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.calibration.core import Curve
 from veracity.methods.gamma.core import FORMS, Form, check_prompt, score_answers
 from veracity.methods.gamma.paraphrase import PARAPHRASE, paraphrase_ball
@@ -161,7 +162,7 @@ class TrustScore:
     """With ``escalate``: the stronger model's own answer and its score (its decision is
     ``answer`` or the policy's fallback)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The library's fields (the gateway's shape is ``veracity.serve.scoring.score_json``)."""
         return {k: v for k, v in asdict(self).items() if k in _LIBRARY_FIELDS}
 

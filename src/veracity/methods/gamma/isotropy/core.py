@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.client import CachedEmbedder
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.core import GammaSettings
 from veracity.methods.gamma.isotropy.records import IsotropyRecord
 from veracity.methods.gamma.records import GammaRecord
@@ -143,7 +144,7 @@ class AngleStats:
                    number(found["share_within_cone"]),
                    Histogram.from_json(json_object(found["histogram"], "histogram")))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"n": self.n, "mean": self.mean, "stderr": self.stderr, "median": self.median,
                 "max": self.max, "share_within_cone": self.share_within_cone,
                 "histogram": self.histogram.to_json()}
@@ -176,7 +177,7 @@ class IsotropyAggregate:
         found: AngleStats = getattr(self, name)
         return found
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"n_items": self.n_items, "cone": self.cone,
                 **{name: self.angle(name).to_json() for name in ANGLES}}
 
@@ -217,7 +218,7 @@ class IsotropyResults:
     settings: GammaSettings
     aggregate: IsotropyAggregate
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "isotropy", "model": self.model, "embedder": self.embedder,
                 "dataset": self.dataset,
                 "settings": self.settings.describe() | {"cone": self.aggregate.cone},

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.records import Record, json_object
 
 
@@ -51,7 +52,7 @@ class IsotropyRecord(Record):
         required: dict[str, Any] = {"prompt": "", "answer": "", "answer_angle": None}
         return cls(**required | typed, extra=rest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The samples.jsonl shape."""
         out = self._typed_json()
         for name in ("answer_point_angles", "prompt_angles", "perturbed_prompts",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.core import GammaSettings, measure_gamma
 from veracity.methods.gamma.isotropy.core import (
     DEFAULT_CONE,
@@ -26,15 +26,15 @@ class IsotropyRunConfig:
     """run.json's ``config`` of an isotropy run."""
 
     model: str
-    model_identity: dict[str, Any]
+    model_identity: JsonObject
     embedder: str
     dataset: str
     n_items: int
     cone: float
     settings: GammaSettings
-    model_options: dict[str, Any]
+    model_options: JsonObject
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"model": self.model, "model_identity": self.model_identity,
                 "embedder": self.embedder, "dataset": self.dataset, "n_items": self.n_items,
                 "cone": self.cone,

@@ -25,6 +25,7 @@ import numpy as np
 
 from veracity.data.sample import Selection
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.validation.anchors import anchors_html, resolve_anchors
 from veracity.paths import check_output_file, user_path
 from veracity.report.sheet import SHEET_CSS, SHEET_JS, answer_check, filled_rows
@@ -327,7 +328,7 @@ class RatingsAnalysis:
     pearson_p: float
     items: tuple[RatedItem, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "raters": [{"rater": s.rater, "file": s.path, "n_rated": len(s.ratings)}
                        for s in self.raters],

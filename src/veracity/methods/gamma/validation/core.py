@@ -21,6 +21,7 @@ from veracity.correctness import Labelled, Verdict, label_answers
 from veracity.data.qa import load_items
 from veracity.data.sample import Sample, Selection
 from veracity.errors import ConfigError, DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.consistency.core import ConsistencySettings, consistency_scores
 from veracity.methods.gamma.core import ALL_FORMS, Form, Threshold
 from veracity.methods.gamma.records import GivenCut, cut_text
@@ -206,9 +207,9 @@ class Aggregate:
     gamma_minus_null: AurocBlock | None = None
     gamma_null: AurocBlock | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """validation.json's figures (the rules are recorded under ``labels``)."""
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "n_items": self.n_items, "n_labelled": self.n_labelled,
             "n_unlabelled": self.n_unlabelled, "gamma": asdict(self.gamma),
             "baseline": None if self.baseline is None else asdict(self.baseline),
@@ -316,7 +317,7 @@ class Baseline:
     settings: ConsistencySettings
     model: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return self.settings.describe() | {"model": self.model}
 
 
@@ -331,7 +332,7 @@ class ValidationItem:
     verdict: Verdict
     baseline: float | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "gamma": self.gamma, "gamma_null": self.gamma_null,
                 "correct": self.verdict.correct, "rule": self.verdict.rule,
                 "evidence": self.verdict.evidence, "baseline": self.baseline}
@@ -357,7 +358,7 @@ class ValidationResults:
     items: tuple[ValidationItem, ...]
     stats: dict[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "method": "validate-gamma", "run": self.run, "model": self.model,
             "embedder": self.embedder, "dataset": self.dataset, "gamma_form": self.gamma_form,
@@ -385,7 +386,7 @@ class RatingsResults:
     """The run's γ form, the one ``analysis.threshold`` is in."""
     threshold_given: GivenCut
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"method": "ratings", "run": self.run, "model": self.model,
                 "dataset": self.dataset, **self.analysis.to_json(),
                 "rubric": self.rubric.name, "rubric_id": self.rubric.id,

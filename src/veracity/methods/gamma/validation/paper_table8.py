@@ -6,7 +6,7 @@ MPT-7B were rated on Web QA only."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Literal, TypedDict
 
 from veracity.errors import InvalidValueError
 from veracity.report.html import esc
@@ -55,19 +55,26 @@ def uncertain(printed: str) -> tuple[float, float]:
     return float(f"{match.group(1)}.{match.group(2)}"), int(match.group(3)) / 10 ** decimals
 
 
-def published() -> dict[str, Any]:
+class PublishedCell(TypedDict):
+    """One model's figures in one domain: each value with its uncertainty, the share a
+    fraction."""
+
+    mean_gamma: tuple[float, float]
+    R: tuple[float, float]
+    R_below: tuple[float, float]
+    share_below: float
+
+
+def published() -> dict[str, dict[str, PublishedCell]]:
     """Table 8 as data: per domain and model, each figure and its uncertainty."""
-    out: dict[str, Any] = {}
-    for domain, models in PUBLISHED.items():
-        out[domain] = {}
-        for model, (gamma, rating, below, share) in models.items():
-            out[domain][model] = {
-                "mean_gamma": uncertain(gamma), "R": uncertain(rating),
-                "R_below": uncertain(below), "share_below": share / 100}
-    return out
+    return {domain: {model: {"mean_gamma": uncertain(gamma), "R": uncertain(rating),
+                             "R_below": uncertain(below), "share_below": share / 100}
+                     for model, (gamma, rating, below, share) in models.items()}
+            for domain, models in PUBLISHED.items()}
 
 
-def ranking(value: str, weights: dict[str, float] | None = None) -> list[tuple[str, float]]:
+def ranking(value: Literal["mean_gamma", "R", "R_below", "share_below"],
+            weights: dict[str, float] | None = None) -> list[tuple[str, float]]:
     """The models rated in every domain, ordered by ``value`` (R or share_below) averaged over
     the domains with ``weights`` (default: the questions per domain)."""
     data, w = published(), weights or {d: float(n) for d, n in QUESTIONS.items()}

@@ -20,6 +20,7 @@ import numpy as np
 
 from veracity.data.qa import domain_of
 from veracity.errors import DataError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.records import GammaAggregate, GammaRecord, GammaResults, GivenCut
 from veracity.methods.gamma.validation.annotate import gamma_edges
 from veracity.methods.gamma.validation.paper_table8 import published_html
@@ -212,7 +213,7 @@ def table8(runs: Sequence[RunDir]) -> Table8:
     )
 
 
-def table8_json(runs: Sequence[RunDir]) -> dict[str, Any]:
+def table8_json(runs: Sequence[RunDir]) -> JsonObject:
     """``veracity report --json`` for gamma runs: :func:`table8` as JSON."""
     data = table8(runs)
     return {

@@ -37,6 +37,7 @@ from veracity.backends.base import Backend, Outcome, require
 from veracity.cache import Cache, cache_key
 from veracity.client import CachedEmbedder, LLMClient, Progress, request_key
 from veracity.errors import CapabilityError, ConfigError
+from veracity.jsontypes import JsonObject
 from veracity.methods.gamma.core import (
     Form,
     GammaSettings,
@@ -74,7 +75,7 @@ class EmbeddingModel(Protocol):
 
     spec: str
 
-    def identity(self) -> dict[str, Any]: ...
+    def identity(self) -> JsonObject: ...
 
     def prompt_embeddings(self, request: GenRequest) -> PromptEmbeddingsLike: ...
 

@@ -4,7 +4,6 @@ runs (blind pairwise rating sheets, agreement between raters)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -99,20 +98,19 @@ def import_cmd(run: Path, ratings: tuple[Path, ...], seed: int, references: bool
     raters = {(p.stem if stems.count(p.stem) == 1 else str(p)): read_choices(p, key)
               for p in ratings}
     result = analyse_pairs(key, raters, seed)
-    directory.write_json(HUMAN_FILE, result)
-    echo(", ".join(f"{r['rater']} ({r['n_rated']})" for r in result["raters"])
-         + f"; rated pairs {result['n_rated']} of {result['n_pairs']}")
-    echo(f"Fleiss' kappa {_num(result['fleiss_kappa'])} over {result['kappa_pairs']} pairs "
-         f"rated by everyone; raw agreement {_num(result['raw_agreement'])}")
+    directory.write_json(HUMAN_FILE, result.to_json())
+    echo(", ".join(f"{name} ({n})" for name, n in result.raters.items())
+         + f"; rated pairs {result.n_rated} of {result.n_pairs}")
+    echo(f"Fleiss' kappa {_num(result.fleiss_kappa)} over {result.kappa_pairs} pairs "
+         f"rated by everyone; raw agreement {_num(result.raw_agreement)}")
     echo(f"{'comparison':<26} {'% base better':>14} {'% rule better':>14} {'% tie':>8} "
          f"{'win rate (decided)':>20} {'agrees with judge':>18}")
-    for row in result["rows"]:
-        name = f"{NAMES.get(row['candidate'], row['candidate'])} vs " \
-               f"{NAMES.get(row['base'], row['base'])}"
-        won, agree = row["paper_win_rate"], row["judge_agreement"]
-        echo(f"{name:<26} {_pct(row['base_better']):>14} {_pct(row['candidate_better']):>14} "
-             f"{_pct(row['tie']):>8} {_pct(won) + ' of ' + str(won['decided']):>20} "
-             f"{_pct(agree) + ' of ' + str(agree['n']):>18}")
+    for row in result.rows:
+        name = f"{NAMES.get(row.candidate, row.candidate)} vs {NAMES.get(row.base, row.base)}"
+        echo(f"{name:<26} {_pct(row.base_better.rate):>14} "
+             f"{_pct(row.candidate_better.rate):>14} {_pct(row.tie.rate):>8} "
+             f"{_pct(row.paper_win_rate.rate) + ' of ' + str(row.paper_win_rate.decided):>20} "
+             f"{_pct(row.judge_rate) + ' of ' + str(row.judge_n):>18}")
     report = build_report([run], run / "report.html", title=f"veracity: {run.name}")
     echo(f"human verdicts: {run / HUMAN_FILE}\nreport: {report}")
 
@@ -136,12 +134,12 @@ def _import_references(run: Path, ratings: tuple[Path, ...]) -> None:
               for p in ratings}
     judge = (directory.results.get("figures") or {}).get("figure3")
     result = count_ratings(rows, raters, judge)
-    directory.write_json(REFERENCE_RATINGS, result)
+    directory.write_json(REFERENCE_RATINGS, result.to_json())
     echo(f"{'reference':<30} {'people 0/1/2':>14} {'mean':>6} {'judge 0/1/2':>14}")
-    for name, entry in result["references"].items():
-        judged = entry["judge"]
-        echo(f"{name[:30]:<30} {'/'.join(map(str, entry['counts'])):>14} "
-             f"{_num(entry['mean']):>6} "
+    for name, entry in result.references.items():
+        judged = entry.judge
+        echo(f"{name[:30]:<30} {'/'.join(map(str, entry.counts)):>14} "
+             f"{_num(entry.mean):>6} "
              f"{'/'.join(map(str, judged['counts'])) if judged else '—':>14}")
     echo(f"ratings: {run / REFERENCE_RATINGS}")
 
@@ -150,6 +148,5 @@ def _num(value: float | None) -> str:
     return "—" if value is None or value != value else f"{value:.3f}"
 
 
-def _pct(share: dict[str, Any]) -> str:
-    rate = share["rate"]
+def _pct(rate: float | None) -> str:
     return "—" if rate is None or rate != rate else f"{100 * rate:.1f}%"

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.mitigation.judge import Share, ShareJson
+from veracity.jsontypes import JsonObject
+from veracity.methods.fewl.mitigation.judge import Share
 from veracity.methods.fewl.mitigation.records import (
     Comparison,
     FinetunePair,
@@ -133,7 +134,7 @@ def render_html(rows: Sequence[PairRow], title: str) -> str:
 
 
 def export_pairs(samples: Sequence[MitigationRecord], out: Path, seed: int = 0,
-                 title: str = "Which answer is better?") -> tuple[list[PairRow], dict[str, Any]]:
+                 title: str = "Which answer is better?") -> tuple[list[PairRow], JsonObject]:
     """Write the sheet (.csv or .html, by extension); the rows and the key to keep."""
     check_output_file(out)
     rows = pair_rows(samples, seed)
@@ -145,7 +146,7 @@ def export_pairs(samples: Sequence[MitigationRecord], out: Path, seed: int = 0,
         out.write_text(render_html(rows, title), encoding="utf-8")
     else:
         raise ConfigError(f"{out}: the sheet must end in .csv or .html")
-    key = {"seed": seed, "n_rows": len(rows), "rows": [
+    key: JsonObject = {"seed": seed, "n_rows": len(rows), "rows": [
         {k: v for k, v in asdict(r).items() if k not in ("question", "answer_1", "answer_2")}
         for r in rows]}
     return rows, key
@@ -176,10 +177,6 @@ def outcome_of(choice: str, candidate_first: bool) -> str:
     return "candidate" if (choice == "1") == candidate_first else "base"
 
 
-def _share(flags: Sequence[bool], seed: int) -> ShareJson:
-    return Share.of(flags, seed).to_json()
-
-
 def majority(outcomes: Sequence[str]) -> str:
     """The outcome most raters chose; tie when the top is shared."""
     counts = Counter(outcomes).most_common()
@@ -188,10 +185,58 @@ def majority(outcomes: Sequence[str]) -> str:
     return counts[0][0]
 
 
+@dataclass(frozen=True)
+class PairVerdict:
+    """One comparison as the raters' majority saw it, and how often that agreed with the judge."""
+
+    candidate: str
+    base: str
+    n: int
+    candidate_better: Share
+    base_better: Share
+    tie: Share
+    paper_win_rate: Share
+    judge_n: int
+    """Pairs both the raters' majority and the judge decided."""
+    judge_rate: float
+    """Share of those where they agree (NaN: none)."""
+
+    def to_json(self) -> JsonObject:
+        return {"candidate": self.candidate, "base": self.base, "n": self.n,
+                "candidate_better": self.candidate_better.to_json(),
+                "base_better": self.base_better.to_json(), "tie": self.tie.to_json(),
+                "paper_win_rate": self.paper_win_rate.to_json(),
+                "judge_agreement": {"n": self.judge_n, "rate": self.judge_rate}}
+
+
+@dataclass(frozen=True)
+class HumanVerdicts:
+    """The raters' verdicts on a sheet (``human.json``)."""
+
+    raters: dict[str, int]
+    """Pairs each rater rated, by rater."""
+    n_pairs: int
+    n_rated: int
+    rows: list[PairVerdict]
+    fleiss_kappa: float
+    kappa_pairs: int
+    raw_agreement: float
+    items: list[JsonObject]
+    """Every rated pair: its key entry and the raters' votes."""
+
+    def to_json(self) -> JsonObject:
+        return {"raters": [{"rater": name, "n_rated": n} for name, n in self.raters.items()],
+                "n_pairs": self.n_pairs, "n_rated": self.n_rated,
+                "rows": [r.to_json() for r in self.rows], "fleiss_kappa": self.fleiss_kappa,
+                "kappa_pairs": self.kappa_pairs, "raw_agreement": self.raw_agreement,
+                "items": list(self.items)}
+
+
 def analyse_pairs(key: dict[str, Any], raters: dict[str, dict[str, str]],
-                  seed: int = 0) -> dict[str, Any]:
+                  seed: int = 0) -> HumanVerdicts:
     """Per comparison the raters' majority shares and win rate, and agreement between raters
-    (Fleiss' kappa on pairs everyone rated, mean pairwise raw agreement) and with the judge."""
+    (Fleiss' kappa on pairs everyone rated, mean pairwise raw agreement) and with the judge.
+    ``key`` is the sheet's key as read back from the run directory."""
     if not raters:
         raise ConfigError("give at least one ratings CSV")
     rows = key["rows"]
@@ -209,25 +254,21 @@ def analyse_pairs(key: dict[str, Any], raters: dict[str, dict[str, str]],
         decided = [o == "candidate" for o in outcome if o != "tie"]
         judge = [(o, r["judge"]) for o, r in zip(outcome, members, strict=True)
                  if r["judge"] in ("candidate", "base") and o != "tie"]
-        table.append({
-            "candidate": candidate, "base": base, "n": len(members),
-            "candidate_better": _share([o == "candidate" for o in outcome], seed),
-            "base_better": _share([o == "base" for o in outcome], seed),
-            "tie": _share([o == "tie" for o in outcome], seed),
-            "paper_win_rate": replace(Share.of(decided, seed), decided=len(decided)).to_json(),
-            "judge_agreement": {"n": len(judge), "rate": sum(h == m for h, m in judge) / len(judge)
-                                if judge else math.nan}})
+        table.append(PairVerdict(
+            candidate, base, len(members),
+            Share.of([o == "candidate" for o in outcome], seed),
+            Share.of([o == "base" for o in outcome], seed),
+            Share.of([o == "tie" for o in outcome], seed),
+            replace(Share.of(decided, seed), decided=len(decided)), len(judge),
+            sum(h == m for h, m in judge) / len(judge) if judge else math.nan))
     complete = [r for r in rated if len(votes[r["item_id"]]) == len(raters)]
     kappa = math.nan
     if len(raters) >= 2 and complete:
         kappa = fleiss_kappa([[votes[r["item_id"]].count(o) for o in OUTCOMES] for r in complete])
     agree = [float(a == b) for r in rated for a, b in itertools.combinations(votes[r["item_id"]], 2)]
-    return {
-        "raters": [{"rater": name, "n_rated": len(c)} for name, c in raters.items()],
-        "n_pairs": len(rows), "n_rated": len(rated), "rows": table,
-        "fleiss_kappa": kappa, "kappa_pairs": len(complete) if len(raters) >= 2 else 0,
-        "raw_agreement": sum(agree) / len(agree) if agree else math.nan,
-        "items": [{"item_id": r["item_id"], "id": r["id"], "candidate": r["candidate"],
-                   "base": r["base"], "votes": votes[r["item_id"]], "judge": r["judge"]}
-                  for r in rated],
-    }
+    return HumanVerdicts(
+        {name: len(c) for name, c in raters.items()}, len(rows), len(rated), table, kappa,
+        len(complete) if len(raters) >= 2 else 0,
+        sum(agree) / len(agree) if agree else math.nan,
+        [{"item_id": r["item_id"], "id": r["id"], "candidate": r["candidate"],
+          "base": r["base"], "votes": votes[r["item_id"]], "judge": r["judge"]} for r in rated])
