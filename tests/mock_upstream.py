@@ -277,6 +277,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10_000, help="answers at once")
     parser.add_argument("--fault-rate", type=float, default=0.0,
                         help="share of requests answered with a 500 (seeded)")
+    parser.add_argument("--stable", action="store_true",
+                        help='answer "unstable" prompts consistently too (a stronger model)')
     args = parser.parse_args()
     try:  # the load bench's upstream: as little CPU per answer as the machine allows
         import uvloop
@@ -285,7 +287,7 @@ def main() -> None:
     except ImportError:
         pass
     mock = MockUpstream(delay=args.delay, concurrency=args.concurrency,
-                        fault_rate=args.fault_rate, record=False)
+                        fault_rate=args.fault_rate, record=False, stable=args.stable)
     with mock:
         print(f"PORT {mock.port}", flush=True)
         sys.stdin.read()

@@ -171,3 +171,20 @@ def test_a_dataset_fetched_is_read_by_its_loader(tmp_path: Path, mirror: tuple[s
     with pytest.raises(DataError):
         list(fetch(Dataset("x", "t", "o", "MIT", (DatasetFile("y", f"{RAW_HOST}/o/r/{'c' * 40}/y"),),
                            ""), tmp_path, base))
+
+
+def test_a_catalogue_of_ones_own_replaces_the_bundled_one(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    own = tmp_path / "catalogue.json"
+    own.write_text('{"version": 1, "datasets": [{"name": "ours", "title": "t", "origin": "o", '
+                   '"licence": "MIT", "files": [], "spec": "", "manual": "ask the data team"}]}',
+                   encoding="utf-8")
+    monkeypatch.setenv("VERACITY_DATA_CATALOGUE", str(own))
+    assert [d.name for d in catalogue()] == ["ours"]
+    shown = CliRunner().invoke(main, ["data", "show", "ours"])
+    assert shown.exit_code == 0 and "ask the data team" in shown.output
+    own.write_text("[]", encoding="utf-8")
+    for args in (["data"], ["data", "list"], ["data", "get", "ours"]):
+        broken = CliRunner().invoke(main, args)
+        assert broken.exit_code == 1 and "VERACITY_DATA_CATALOGUE" in broken.output, args
+        assert "not a dataset catalogue" in broken.output

@@ -24,7 +24,13 @@ Names a block or a substitution may use: ``$FIXTURES`` is this repository's ``te
 ``$MOCK_UPSTREAM`` the base URL (``http://127.0.0.1:PORT/v1``) of the tests' mock
 OpenAI-compatible server (``tests/mock_upstream.py``: a prompt containing "unstable" gets an
 answer that depends on the characters appended to it, any other the same answer), started for
-the page when a block first names it (``$MOCK_UPSTREAM2``, ...: more of them).
+the page when a block first names it (``$MOCK_UPSTREAM2``, ...: more of them),
+``$STABLE_UPSTREAM`` one that answers every prompt consistently ("unstable" ones too: a
+stronger model for a policy to escalate to), and
+``$DATA_MIRROR`` the address of an HTTP server on 127.0.0.1 serving ``tests/fixtures/data-mirror``
+(the fixture files under the paths the catalogue names on raw.githubusercontent.com; with
+``VERACITY_DATA_CATALOGUE`` naming the catalogue beside them, which differs from the bundled one
+only in the files' sizes and checksums, ``veracity data get`` fetches and verifies them).
 """
 
 from __future__ import annotations
@@ -40,16 +46,22 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from threading import Thread
 from typing import IO
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 DIRECTIVE = re.compile(
     r"<!--\s*(not-run|run-with|output|background)\s*(?::\s*(.*?))?\s*-->\s*$")
-TIMEOUT = 300
+TIMEOUT = 900
+"""Seconds a block gets before it counts as hung: a bench's --smoke run on a busy 2-core machine
+takes up to five minutes (CI's own bench loop allows each 900 s too)."""
 READY_TIMEOUT = 180
 """Seconds a background server gets to answer (loading the bundled model on a busy machine)."""
 
@@ -136,7 +148,9 @@ def parse(page: Path) -> list[Block]:
 
 
 def _normalise(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+    """Trailing spaces and blank lines at either end dropped; the first line keeps its indent
+    (an excerpt from inside indented output starts indented)."""
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
 
 
 def _free_port() -> int:
@@ -182,21 +196,35 @@ class PageRun:
         self.names: dict[str, str] = {}
         self.servers: list[tuple[subprocess.Popen[str], Path]] = []
         self.mocks: list[subprocess.Popen[str]] = []
+        self.mirror: ThreadingHTTPServer | None = None
 
     def script(self, block: Block) -> str:
         text = f"{block.substituted()}\n{block.background or ''}"  # names the URL uses, too
         for name in re.findall(r"\$FREE_PORT\d*", text):
             self.names.setdefault(name, str(_free_port()))
-        for name in re.findall(r"\$MOCK_UPSTREAM\d*", text):
+        for name in re.findall(r"\$(?:MOCK|STABLE)_UPSTREAM\d*", text):
             if name not in self.names:
+                stable = ["--stable"] if name.startswith("$STABLE") else []
                 mock = subprocess.Popen(
-                    [sys.executable, str(REPO / "tests" / "mock_upstream.py"), "--delay", "0.01"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                    [sys.executable, str(REPO / "tests" / "mock_upstream.py"), "--delay", "0.01",
+                     *stable], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 self.mocks.append(mock)
                 assert mock.stdout is not None
                 port = mock.stdout.readline().split()[1]
                 self.names[name] = f"http://127.0.0.1:{port}/v1"
+        if "$DATA_MIRROR" in text and "$DATA_MIRROR" not in self.names:
+            self.names["$DATA_MIRROR"] = self._start_mirror()
         return block.script(self.names)
+
+    def _start_mirror(self) -> str:
+        class Quiet(SimpleHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+        handler = partial(Quiet, directory=str(REPO / "tests" / "fixtures" / "data-mirror"))
+        self.mirror = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        Thread(target=self.mirror.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.mirror.server_address[1]}"
 
     def run(self, block: Block) -> None:
         script = self.script(block)
@@ -253,6 +281,9 @@ class PageRun:
         a failed check must leave no process behind)."""
         for process, _ in reversed(self.servers):
             _stop(process)
+        if self.mirror is not None:
+            self.mirror.shutdown()
+            self.mirror.server_close()
         for mock in self.mocks:
             stdin: IO[str] | None = mock.stdin
             if stdin is not None:
@@ -341,3 +372,62 @@ def test_an_excerpt_is_a_run_of_whole_lines(tmp_path: Path) -> None:
     run.run(whole)
     with pytest.raises(AssertionError, match="not what the commands print"):
         run.run(part)
+    indented = tmp_path / "q.md"
+    indented.write_text("```bash\nprintf '{\\n    \"a\": 1\\n}\\n'\n```\n<!-- output: excerpt -->\n"
+                        "```text\n    \"a\": 1\n```\n```bash\nprintf '{\\n\"a\": 1\\n}\\n'\n```\n"
+                        "<!-- output: excerpt -->\n```text\n    \"a\": 1\n```\n", encoding="utf-8")
+    nested, flat = parse(indented)
+    run.run(nested)  # the indent is part of the line
+    with pytest.raises(AssertionError, match="not what the commands print"):
+        run.run(flat)
+
+
+def test_the_fixture_catalogue_differs_from_the_bundled_one_only_in_checksums() -> None:
+    """The data examples' substitution swaps the bytes checked, nothing else: same names,
+    addresses (so the same paths on the mirror), spec and notes."""
+    import json
+
+    from veracity.data.catalogue import catalogue, digests
+
+    fixture = REPO / "tests" / "fixtures" / "data-mirror"
+    bundled = {d.name: d for d in catalogue()}
+    for entry in json.loads((fixture / "catalogue.json").read_text(encoding="utf-8"))["datasets"]:
+        real = bundled[entry["name"]]
+        files = entry.pop("files")
+        assert entry == {k: v for k, v in vars(real).items() if k != "files"}
+        assert [f["url"] for f in files] == [f.url for f in real.files]
+        assert [f["path"] for f in files] == [f.path for f in real.files]
+        for file in files:
+            served = fixture / file["url"].removeprefix("https://raw.githubusercontent.com/")
+            got = digests(served)
+            assert (got.size, got.sha256) == (file["size"], file["sha256"])
+
+
+def test_the_readme_set_up_and_test_commands_are_what_ci_runs() -> None:
+    """The two README blocks the test cannot run as written (a fresh virtual environment and
+    an install; the whole suite): CI's script runs the test command, line for line, and the
+    set-up's install is one CI's covers, so only its run part is left to the README's test,
+    which runs it with the install substituted away."""
+    blocks = parse(REPO / "README.md")
+    tests = [b for b in blocks if b.not_run is not None]
+    assert [b.text for b in tests] == [
+        'python3 -m venv .venv && .venv/bin/pip install -e ".[all,dev]" && .venv/bin/pytest']
+    # and it is the only example anywhere that the page test does not run
+    assert [b.where() for page in PAGES for b in parse(page) if b.not_run] == [tests[0].where()]
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert tests[0].text in ci
+    setup = next(b for b in blocks if ".venv/bin/veracity" in b.text)
+    install = re.match(r'python3 -m venv \.venv && \.venv/bin/pip install -e "\.\[(\w+)\]" && '
+                       r'\.venv/bin/veracity ', setup.text)
+    assert install, setup.text
+    assert setup.substitutions[0] == (install.group(0).strip(), "veracity")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["optional-dependencies"]
+    covered, todo = set(), ["all"]
+    while todo:  # the extras "all" pulls in, through veracity[...] references
+        extra = todo.pop()
+        covered.add(extra)
+        for spec in extras[extra]:
+            for group in re.findall(r"veracity\[([\w,]+)\]", spec):
+                todo += [name for name in group.split(",") if name not in covered]
+    assert install.group(1) in covered

@@ -43,6 +43,7 @@ def _listing() -> None:
 
 @click.group(invoke_without_command=True)
 @click.pass_context
+@handles_errors
 def data(ctx: click.Context) -> None:
     """The datasets veracity reads: where each comes from, its licence, and a verified fetch."""
     if ctx.invoked_subcommand is None:
@@ -51,6 +52,7 @@ def data(ctx: click.Context) -> None:
 
 @data.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
+@handles_errors
 def list_command(as_json: bool) -> None:
     """Every dataset: size, how it is fetched, licence."""
     if as_json:
