@@ -3,7 +3,8 @@
 N = 10 over the first 20 built-in questions and (when the file is there) the first 20 TruthfulQA
 questions, greedy, same max tokens. Prints prompts/s and generated tokens/s of veracity's
 default path (``attention=auto``: flash attention where the load-time probe finds it
-batch-invariant and a timing finds it no slower; which kernel it chose is printed) and of the
+batch-invariant and a timing finds it no slower; ``decode=auto``: a call's greedy requests decoded
+together where the kernel is batch-invariant; what each chose is printed) and of the
 naive loop, the ratio (default / naive, the judged figure), then reruns the default on the same
 cache to show a finished run makes no model call. ``attention=standard`` (sequential) must give
 the naive loop's answers and γ exactly (the same kernel), and the default's answers are compared
@@ -179,7 +180,8 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"default attention=auto chose {choice['kernel']}: {choice['reason']} "
           f"(tokens/s {choice['tokens_per_second']}, "
-          f"{'measured at this load' if choice['measured'] else 'remembered'})")
+          f"{'measured at this load' if choice['measured'] else 'remembered'}); "
+          f"decode=auto chose {path['decode']}")
     print(f"standard attention agrees with the naive loop: {agree}; rerun gives the same gammas: "
           f"{same_rerun}; {prompts - distinct} repeated prompt(s) sent once by veracity")
     print(f"{name}_default_seconds: {ours:.2f} s")
@@ -204,14 +206,15 @@ def run_dataset(dataset: str, args: argparse.Namespace, embedder: CachedEmbedder
     print(f"{name}_flash_sequential_tokens_per_s: {flash_tokens / flash_seconds:.1f} tokens/s")
     print(f"{name}_ratio_flash_sequential_over_naive_prompts_per_s: "
           f"{naive_seconds / flash_seconds:.2f} x")
-    print(f"\n| {name} | naive loop | default (attention=auto: {choice['kernel']}) | "
+    print(f"\n| {name} | naive loop | default (attention=auto: {choice['kernel']}, "
+          f"decode=auto: {path['decode']}) | "
           f"attention=standard | attention=flash |\n|---|---|---|---|---|\n"
           f"| wall time | {naive_seconds:.1f} s | {ours:.1f} s | {standard_seconds:.1f} s | "
           f"{flash_seconds:.1f} s |\n"
           f"| ratio to the naive loop | 1.00x | {naive_seconds / ours:.2f}x | "
           f"{naive_seconds / standard_seconds:.2f}x | {naive_seconds / flash_seconds:.2f}x |\n"
           f"| answers identical to flash sequential | – | {same_flash} of {total} | – | – |\n")
-    # decode=batch (opt-in): the greedy requests of a call decoded together
+    # decode=batch named: the greedy requests of a call decoded together
     batched, batch_seconds, _, _ = veracity_run(items, settings, embedder, attention="flash",
                                                 decode="batch")
     same_batch, _ = identical(batched, flashed)
