@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fixtures.tiny_causal_lm import WORDS, build
 from veracity.errors import ConfigError
 from veracity.registry import load_model
 from veracity.types import Generation, GenRequest, Sampling
@@ -21,9 +22,6 @@ pytestmark = pytest.mark.skipif(
     reason="needs pip install 'veracity[train]'")
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mitigation_qa.jsonl"
-WORDS = ["<pad>", "<s>", "</s>", "<unk>", "who", "wrote", "hamlet", "?", "william", "shakespeare",
-         "what", "is", "the", "capital", "of", "france", "paris", "a", "spider", "has", "eight",
-         "legs", "how", "many", "does", "have", "answer", "question", ":", "."]
 PAIRS = [("who wrote hamlet ?", "william shakespeare wrote hamlet ."),
          ("how many legs does a spider have ?", "a spider has eight legs ."),
          ("what is the capital of france ?", "paris is the capital of france .")]
@@ -32,22 +30,8 @@ PAIRS = [("who wrote hamlet ?", "william shakespeare wrote hamlet ."),
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A one-layer Llama with random weights and a word-level tokenizer, no chat template."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     path = tmp_path_factory.mktemp("tiny-base")
-    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>",
-                                        pad_token="<pad>", unk_token="<unk>")
-    tokenizer.save_pretrained(path)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(WORDS), hidden_size=16, intermediate_size=32,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=128, bos_token_id=1, eos_token_id=2,
-                         pad_token_id=0)
-    LlamaForCausalLM(config).save_pretrained(path)
+    build(path)
     return path
 
 
