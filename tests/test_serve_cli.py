@@ -121,7 +121,8 @@ def test_serve_refuses_an_unknown_model_option() -> None:
     done = subprocess.run([sys.executable, "-m", "veracity", "serve", "--no-auth", "--no-log",
                            "--port", "0", "--model-option", "decode=telepathy"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "decode=telepathy: choose one of auto, sequential, batch, draft" in done.stderr
+    assert done.returncode == 1
+    assert "decode=telepathy: choose one of auto, sequential, batch, draft" in done.stderr
     done = subprocess.run([sys.executable, "-m", "veracity", "serve", "--no-auth", "--no-log",
                            "--port", "0", "--upstream", "http://127.0.0.1:9/v1",
                            "--model-option", "decode=draft"],
