@@ -85,7 +85,7 @@ def timed(owner, name, label):
 for owner, name, label in [
         (chunked._Inputs, "__init__", "files indexed"),
         (chunked._Index, "__init__", "questions embedded and neighbours searched"),
-        (nn.NeighbourSearch, "_build", "approximate index built"),
+        (nn.NeighbourSearch, "_index", "approximate index built (or waited for)"),
         (nn.NeighbourSearch, "_approximate_rows", "approximate search"),
         (nn.NeighbourSearch, "_exact_rows", "exact search"),
         (client.CachedEmbedder, "embed", "embedding (with the cache)"),

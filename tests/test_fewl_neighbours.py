@@ -124,6 +124,49 @@ def test_the_recorded_recall_is_the_share_of_exact_neighbours_found() -> None:
     assert record.recall_at_k < 1.0
 
 
+def _hnsw_parts(search: NeighbourSearch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    parts = [nb for _, nb in search.blocks()]
+    return (np.concatenate([nb.index for nb in parts]), np.concatenate([nb.mask for nb in parts]),
+            np.concatenate([nb.cosine for nb in parts]))
+
+
+def test_a_graph_grown_while_questions_arrive_is_the_one_built_after_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Questions fed a chunk at a time (chunks of 50 across column blocks of 64) grow the
+    HNSW graph on a thread of its own from the very blocks a build after the fact adds: the
+    same neighbours, digit for digit, and no build from the file. A search fed only part of
+    the questions builds from the file instead."""
+    vectors = unit_rows(_data(300, dim=16))
+    eligible = np.ones(300, dtype=bool)
+    eligible[[3, 64, 65, 200]] = False
+    # a small graph searched narrowly: any difference between the two graphs would show
+    settings = IndexSettings("hnsw", hnsw_m=4, ef_construction=8, ef_search=4, recall_sample=0)
+
+    def search(given: np.ndarray) -> NeighbourSearch:
+        return NeighbourSearch(lambda a, b: vectors[a:b], 300, 6, 0.8, given, settings,
+                               column_block=64)
+
+    after = _hnsw_parts(search(eligible))
+    fed = search(np.zeros(300, dtype=bool))
+    for start in range(0, 300, 50):
+        fed.feed(start, vectors[start:start + 50], eligible[start:start + 50])
+    built = []
+    monkeypatch.setattr(NeighbourSearch, "_build", lambda self: built.append(1))
+    grown = _hnsw_parts(fed)
+    assert not built
+    for a, b in zip(after, grown, strict=True):
+        assert np.array_equal(np.nan_to_num(a), np.nan_to_num(b))
+    assert not np.isin(grown[0][grown[1]], [3, 64, 65, 200]).any()
+    monkeypatch.undo()
+
+    part = search(eligible.copy())
+    part.feed(0, vectors[:50], eligible[:50])
+    for a, b in zip(after, _hnsw_parts(part), strict=True):
+        assert np.array_equal(np.nan_to_num(a), np.nan_to_num(b))
+    with pytest.raises(ValueError, match="out of order"):
+        search(eligible).feed(50, vectors[50:60], eligible[50:60])
+
+
 def test_merge_keeps_each_index_once_and_ties_to_the_lower_index() -> None:
     values = np.array([[0.5, 0.9, 0.9, 0.9, -np.inf]])
     index = np.array([[1, 8, 3, 8, 0]])

@@ -336,7 +336,37 @@ class _Index:
         self.ref_columns = RowFile(work / "references.col", np.int16, 1)
         """The reference slot of each row of ``ref_vectors``."""
         self._nonce = uuid.uuid4().hex
-        for start in range(0, n, chunk_size):
+
+        def read(a: int, b: int) -> npt.NDArray[np.float64]:
+            return unit_rows(questions.read(a, b))
+
+        self.search: NeighbourSearch | None = None
+        if settings.neighbours_mode != "random":
+            # made first, so that an approximate index grows while the questions are embedded
+            self.search = NeighbourSearch(read, n, k, settings.near_duplicate, self.eligible,
+                                          IndexSettings(settings.neighbours_index))
+        try:
+            self._embed(items, inputs, embedder, by_vector, chunk_size)
+        except BaseException:
+            if self.search is not None:
+                self.search.close()  # no graph keeps growing behind a failed chunk
+            raise
+        self.index = RowFile(work / "neighbours.i64", np.int64, k)
+        self.mask = RowFile(work / "neighbours.mask", np.bool_, k)
+        self.cosine = RowFile(work / "neighbours.f64", np.float64, k)
+        found = (self.search.blocks() if self.search is not None else
+                 random_neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible,
+                                         settings.stochastic_seed()))
+        for _, nb in found:
+            self.index.append(nb.index)
+            self.mask.append(nb.mask)
+            self.cosine.append(nb.cosine)
+
+    def _embed(self, items: Sequence[Item], inputs: _Inputs, embedder: Any,
+               by_vector: Any, chunk_size: int) -> None:
+        """Every question's vector and eligibility, and every reference's vector, a chunk at
+        a time (each question vector also fed to the neighbour search as it is made)."""
+        for start in range(0, len(items), chunk_size):
             part = items[start:start + chunk_size]
             at = range(start, start + len(part))
             inputs.check_answers(at, part)  # every question answered, before any scoring
@@ -345,7 +375,11 @@ class _Index:
                                                       for row in refs]
             self.widths = (max(self.widths[0], *(len(r) for r in refs)),
                            max(self.widths[1], *inputs.pair_counts(at, part)))
-            questions.append(embedder.embed([item.question for item in part]))
+            vectors = np.asarray(embedder.embed([item.question for item in part]),
+                                 dtype=np.float32)
+            self.questions.append(vectors)
+            if self.search is not None:
+                self.search.feed(start, unit_rows(vectors), self.eligible[start:start + len(part)])
             if by_vector is not None and self.ref_vectors is not None:
                 flat = [t for row in refs for t in row if t]
                 counts = np.cumsum([sum(1 for t in row if t) for row in refs])
@@ -354,24 +388,6 @@ class _Index:
                     self.ref_vectors.append(by_vector.embed(flat))
                     self.ref_columns.append(np.array([[c for row in refs
                                                        for c, t in enumerate(row) if t]]).T)
-        self.index = RowFile(work / "neighbours.i64", np.int64, k)
-        self.mask = RowFile(work / "neighbours.mask", np.bool_, k)
-        self.cosine = RowFile(work / "neighbours.f64", np.float64, k)
-        def read(a: int, b: int) -> npt.NDArray[np.float64]:
-            return unit_rows(questions.read(a, b))
-
-        self.search: NeighbourSearch | None = None
-        if settings.neighbours_mode == "random":
-            found = random_neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible,
-                                            settings.stochastic_seed())
-        else:
-            self.search = NeighbourSearch(read, n, k, settings.near_duplicate, self.eligible,
-                                          IndexSettings(settings.neighbours_index))
-            found = self.search.blocks()
-        for _, nb in found:
-            self.index.append(nb.index)
-            self.mask.append(nb.mask)
-            self.cosine.append(nb.cosine)
 
     def neighbour_references(self, positions: Sequence[int]) -> list[list[str]] | None:
         """Stand-ins for the references of these questions, each in its slot, that only
