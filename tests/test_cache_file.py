@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from veracity.cache import Cache, cache_key
 
@@ -82,6 +83,9 @@ def _put_then_die(path: str, groups: int) -> None:
                        {cache_key({"g": g, "i": i}): {"text": f"{g}-{i}"} for i in range(50)})
         cache.put_vectors("hash/8", {cache_key({"v": g, "i": i}): np.full(8, i, np.float32)
                                      for i in range(50)})
+    cache.flush()  # vectors are written by a thread of the cache: stored once flush returns
+    cache.put_json("generation", "fake/x",  # a generation is stored when its put returns
+                   {cache_key({"g": groups, "i": i}): {"text": f"{groups}-{i}"} for i in range(50)})
     os._exit(0)  # no close, no checkpoint: as a process killed right after its last put
 
 
@@ -94,9 +98,9 @@ def test_every_put_survives_the_process_dying_right_after_it(tmp_path: Path) -> 
     assert child.exitcode == 0
     # the entries are still in the write-ahead log (below the checkpoint size), yet all there
     assert (tmp_path / "c.sqlite-wal").stat().st_size > 80 * 50 * 100
-    keys = [cache_key({"g": g, "i": i}) for g in range(40) for i in range(50)]
+    keys = [cache_key({"g": g, "i": i}) for g in range(41) for i in range(50)]
     found = reader.get_json(keys)
-    assert len(found) == 2000 and found[keys[-1]] == {"text": "39-49"}
+    assert len(found) == 2050 and found[keys[-1]] == {"text": "40-49"}
     vectors = reader.get_vectors([cache_key({"v": 39, "i": 7})])
     assert vectors[cache_key({"v": 39, "i": 7})].tolist() == [7.0] * 8
     reader.close()
@@ -121,3 +125,45 @@ def test_the_log_is_copied_into_the_file_in_the_background_and_close_stops_it(
     again = Cache(path)
     assert len(again.get_json([cache_key({"g": g, "i": 0}) for g in range(rows // 256)])) == 48
     again.close()
+
+
+def test_vectors_are_written_on_a_thread_and_seen_before_they_are(tmp_path: Path) -> None:
+    """While the writer thread cannot write (the connection held), a get already sees the
+    vectors put; once released they reach the file, as one more connection sees."""
+    path = tmp_path / "c.sqlite"
+    cache = Cache(path)
+    key = cache_key({"v": 1})
+    with cache._lock:
+        cache.put_vectors("hash/4", {key: np.arange(4, dtype=np.float32)})
+        assert cache.get_vectors([key])[key].tolist() == [0.0, 1.0, 2.0, 3.0]
+    cache.flush()
+    other = Cache(path)
+    assert other.get_vectors([key])[key].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert not cache._pending
+    other.close()
+    cache.close()
+
+
+def _full_disk(conn: object, rows: object) -> None:
+    raise sqlite3.OperationalError("database or disk is full")
+
+
+@pytest.mark.parametrize("then", ["put", "close"])
+def test_a_write_that_fails_on_the_thread_is_raised_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
+    """A full disk met by the writer thread: the next put raises it, or close does when no
+    put came after; never both."""
+    import veracity.cache as cache_module
+    from veracity.errors import StorageError
+
+    cache = Cache(tmp_path / "c.sqlite")
+    monkeypatch.setattr(cache_module, "_insert", _full_disk)
+    cache.put_vectors("hash/4", {cache_key({"v": 1}): np.zeros(4, np.float32)})
+    cache._writer.flush()  # type: ignore[union-attr]
+    if then == "put":
+        with pytest.raises(StorageError, match="no space left"):
+            cache.put_vectors("hash/4", {cache_key({"v": 2}): np.zeros(4, np.float32)})
+        cache.close()
+    else:
+        with pytest.raises(StorageError, match="no space left"):
+            cache.close()

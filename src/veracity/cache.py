@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +73,33 @@ def wal_allowance(db_bytes: int) -> int:
 # An entry already there with the same value is left alone instead of deleted and inserted again
 # (which INSERT OR REPLACE does, rewriting its pages and both indexes); a different value still
 # replaces it, as before.
-_UPSERT = """
-INSERT INTO entries (key, kind, spec, value, created) VALUES (?, ?, ?, ?, ?)
+_CONFLICT = """
 ON CONFLICT (key) DO UPDATE SET
     kind = excluded.kind, spec = excluded.spec, value = excluded.value, created = excluded.created
 WHERE entries.value IS NOT excluded.value OR entries.kind IS NOT excluded.kind
     OR entries.spec IS NOT excluded.spec
 """
+_ROWS_PER_INSERT = 400
+"""Rows one INSERT writes: a single step of SQLite, during which Python's GIL is let go (row by
+row, a thread that writes would wait for the GIL between rows while another computes)."""
+_QUEUED_PUTS = 16
+_ROWS_PER_WRITE = 4096
+"""Rows the writer thread puts in one transaction at most."""
+"""Puts of vectors waiting for the writer thread at most: a caller that outruns it waits."""
+
+Row = tuple[str, str, str, Any, float]
+
+
+@lru_cache(maxsize=8)
+def _upsert(rows: int) -> str:
+    values = ",".join(["(?, ?, ?, ?, ?)"] * rows)
+    return f"INSERT INTO entries (key, kind, spec, value, created) VALUES {values}{_CONFLICT}"
+
+
+def _insert(conn: sqlite3.Connection, rows: Sequence[Row]) -> None:
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        part = rows[start:start + _ROWS_PER_INSERT]
+        conn.execute(_upsert(len(part)), [field for row in part for field in row])
 
 
 def cache_key(payload: Mapping[str, JsonValue]) -> str:
@@ -165,6 +187,58 @@ class _Checkpointer:
         self._conn.close()
 
 
+class _Writer:
+    """Writes the puts of vectors on a thread of its own, in the order they came, while the
+    caller goes on embedding and scoring (SQLite lets go of the GIL while it writes, and the
+    cost of a write grows with the file: random pages of the key index). A get sees a put at
+    once (:attr:`Cache._pending`); :meth:`Cache.close` waits for every put to be written, and
+    a write that fails (disk full) is raised by the next put or by ``close``. Only embeddings
+    go this way: they can be made again, where a generation is written before its put returns.
+    """
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+        self._queue: queue.Queue[tuple[str, str, list[Row]] | None] = queue.Queue(_QUEUED_PUTS)
+        self._thread = threading.Thread(target=self._run, name="veracity-cache-writer",
+                                        daemon=True)
+        self._thread.start()
+
+    def put(self, kind: str, spec: str, rows: list[Row]) -> None:
+        self._queue.put((kind, spec, rows))
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            jobs = [self._queue.get()]
+            # what queued up meanwhile goes in the same transaction: each commit and each
+            # return from SQLite waits for the GIL, which the caller holds while it computes
+            while jobs[-1] is not None and sum(len(j[2]) for j in jobs if j) < _ROWS_PER_WRITE:
+                try:
+                    jobs.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = jobs[-1] is None
+            rows = sorted((row for job in jobs if job is not None for row in job[2]),
+                          key=lambda r: r[0])
+            try:
+                if rows:
+                    self._cache._write(rows[0][1], rows[0][2], rows)
+            except StorageError:
+                pass  # kept in Cache._broken: the next put or close raises it
+            finally:
+                self._cache._written(rows)
+                for _ in jobs:
+                    self._queue.task_done()
+
+    def flush(self) -> None:
+        """Wait until every put so far is written (or failed)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+
 @dataclass(frozen=True)
 class CacheStats:
     """Counts per (kind, spec) and the file size."""
@@ -194,10 +268,21 @@ class Cache:
         self._unchecked = 0  # rows put since the checkpointer was last woken
         self._broken: StorageError | None = None
         """Set once a put failed (disk full): every later put raises it at once."""
+        self._broken_told = False
+        self._writer: _Writer | None = None  # started by the first put of vectors
+        self._pending: dict[str, Any] = {}
+        """Values put but not written yet (key -> value), which gets see."""
+        self._pending_lock = threading.Lock()
 
     def _get(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         unique = list(dict.fromkeys(keys))
+        if self._pending:
+            with self._pending_lock:
+                found = {k: self._pending[k] for k in unique if k in self._pending}
+            unique = [k for k in unique if k not in found]
+        if not unique:
+            return found
         with self._lock:
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start : start + _CHUNK]
@@ -208,18 +293,54 @@ class Cache:
                 found.update(rows.fetchall())
         return found
 
-    def _put(self, kind: str, spec: str, items: Iterable[tuple[str, Any]]) -> None:
+    def _raise_broken(self) -> None:
+        if self._broken is not None:
+            self._broken_told = True
+            raise self._broken
+
+    @staticmethod
+    def _rows(kind: str, spec: str, items: Iterable[tuple[str, Any]]) -> list[Row]:
         now = time.time()
         # in key order, so rows that share a page of the key index are written one after another
-        rows = sorted(((key, kind, spec, value, now) for key, value in items), key=lambda r: r[0])
+        return sorted(((key, kind, spec, value, now) for key, value in items), key=lambda r: r[0])
+
+    def _put(self, kind: str, spec: str, items: Iterable[tuple[str, Any]]) -> None:
+        rows = self._rows(kind, spec, items)
         if not rows:
             return
+        self._raise_broken()
+        try:
+            self._write(kind, spec, rows)
+        except StorageError:
+            self._broken_told = True
+            raise
+
+    def _put_later(self, kind: str, spec: str, items: Iterable[tuple[str, Any]]) -> None:
+        """Like ``_put``, but written by the writer thread (see :class:`_Writer`)."""
+        rows = self._rows(kind, spec, items)
+        if not rows:
+            return
+        self._raise_broken()
+        with self._pending_lock:
+            self._pending.update((row[0], row[3]) for row in rows)
+            if self._writer is None:
+                self._writer = _Writer(self)
+            writer = self._writer
+        writer.put(kind, spec, rows)
+
+    def _written(self, rows: list[Row]) -> None:
+        with self._pending_lock:
+            for key, _, _, value, _ in rows:
+                if self._pending.get(key) is value:
+                    del self._pending[key]
+
+    def _write(self, kind: str, spec: str, rows: list[Row]) -> None:
         with self._lock:
             if self._broken is not None:
                 raise self._broken
             try:
                 with self._conn:
-                    self._conn.executemany(_UPSERT, rows)
+                    _insert(self._conn, rows)
             except sqlite3.Error as exc:
                 # SQLite rolls the transaction back and the file stays sound; what was stored
                 # before stays stored, and a rerun after space is freed sends only the rest
@@ -237,6 +358,13 @@ class Cache:
                     except (OSError, sqlite3.Error):
                         return  # the put is stored; commits checkpoint the log themselves
                 self._checkpointer.wake()
+
+    def flush(self) -> None:
+        """Wait until every put is written; a write that failed is raised here (once)."""
+        if self._writer is not None:
+            self._writer.flush()
+        if self._broken is not None and not self._broken_told:
+            self._raise_broken()
 
     def _bound_log(self) -> None:
         """Checkpoint here when the log outgrew its allowance (the background thread fell
@@ -262,14 +390,16 @@ class Cache:
         return {k: np.frombuffer(v, dtype=np.float32) for k, v in self._get(keys).items()}
 
     def put_vectors(self, spec: str, items: Mapping[str, Matrix]) -> None:
-        """Store float32 vectors under their keys."""
-        self._put(
+        """Store float32 vectors under their keys, written on a thread of the cache's own
+        (:class:`_Writer`): a get sees them at once, :meth:`close` waits for them."""
+        self._put_later(
             "embedding",
             spec,
             ((k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()),
         )
 
     def stats(self) -> CacheStats:
+        self.flush()
         with self._lock:
             rows = self._conn.execute(
                 "SELECT kind, spec, COUNT(*) FROM entries GROUP BY kind, spec ORDER BY kind, spec"
@@ -279,6 +409,7 @@ class Cache:
 
     def clear(self, spec: str | None = None) -> int:
         """Delete every entry (or only those of one model/embedder spec); returns the count."""
+        self.flush()
         with self._lock, self._conn:
             if spec is None:
                 deleted = self._conn.execute("DELETE FROM entries").rowcount
@@ -289,6 +420,12 @@ class Cache:
         return int(deleted)
 
     def close(self) -> None:
+        """Write what is pending, then close; a pending write that failed is raised here
+        unless a put already raised it."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.flush()
+            writer.close()
         with self._lock:
             try:
                 if self._checkpointer is not None:
@@ -298,4 +435,5 @@ class Cache:
             except sqlite3.Error:
                 if self._broken is None:
                     raise  # after a failed put, the error already said why
-
+        if self._broken is not None and not self._broken_told:
+            self._raise_broken()

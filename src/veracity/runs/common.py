@@ -184,8 +184,8 @@ class Context:
         return sum(c.stats.model_calls for c in self.clients.values())
 
     def close(self) -> None:
-        """Close every model and embedder, then the cache (unless ``close_cache`` is False), and
-        give up the run directories this thread claimed."""
+        """Close every model and embedder, then the cache (unless ``close_cache`` is False: then
+        its pending writes are finished), and give up the run directories this thread claimed."""
         try:
             for client in self.clients.values():
                 client.close()
@@ -201,6 +201,8 @@ class Context:
             self.scorers.clear()
             if self.close_cache and self.cache is not None:
                 self.cache.close()
+            elif self.cache is not None:
+                self.cache.flush()  # the caller's cache: what this call embedded is written
             release_run_dirs()
 
 
