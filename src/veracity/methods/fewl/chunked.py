@@ -24,7 +24,6 @@ import os
 import shutil
 import sqlite3
 import tempfile
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -36,7 +35,7 @@ import numpy.typing as npt
 from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.core import FewlScores, Neighbours, unit_rows
+from veracity.methods.fewl.core import FewlScores, LentReferences, Neighbours, unit_rows
 from veracity.methods.fewl.neighbours.core import IndexSettings, NeighbourSearch
 from veracity.methods.fewl.neighbours.random import random_neighbour_blocks
 from veracity.methods.fewl.pairs import Pair, PairOutcome
@@ -335,7 +334,6 @@ class _Index:
         self.ref_vectors = RowFile(work / "references.f32", np.float32) if by_vector else None
         self.ref_columns = RowFile(work / "references.col", np.int16, 1)
         """The reference slot of each row of ``ref_vectors``."""
-        self._nonce = uuid.uuid4().hex
 
         def read(a: int, b: int) -> npt.NDArray[np.float64]:
             return unit_rows(questions.read(a, b))
@@ -389,24 +387,18 @@ class _Index:
                     self.ref_columns.append(np.array([[c for row in refs
                                                        for c, t in enumerate(row) if t]]).T)
 
-    def neighbour_references(self, positions: Sequence[int]) -> list[list[str]] | None:
-        """Stand-ins for the references of these questions, each in its slot, that only
-        :func:`_primed` resolves (to the vectors of the index file): a chunk's neighbours lend
-        their reference vectors, so their texts are not read back. None without the file."""
+    def lent_references(self, positions: Sequence[int], first_row: int) -> LentReferences | None:
+        """The reference vectors of these questions, from the index file, for the rows
+        first_row, first_row + 1, ... of a chunk: its neighbours lend their references'
+        vectors, so their texts are not read back. None without the file."""
         if self.ref_vectors is None or not self.ref_vectors.rows:
             return None
         at = np.asarray(positions, dtype=np.int64)
         first, last = self.ref_offsets[at], self.ref_offsets[at + 1]
-        columns = self.ref_columns.take(_spans(first, last))[:, 0].tolist()
-        out: list[list[str]] = []
-        used = 0
-        for p, count in zip(at.tolist(), (last - first).tolist(), strict=True):
-            row = [""] * (max(columns[used:used + count], default=-1) + 1)
-            for c in columns[used:used + count]:
-                row[c] = f"\x00{self._nonce}:{p}:{c}"
-            out.append(row)
-            used += count
-        return out
+        rows = _spans(first, last)
+        return LentReferences(first_row + np.repeat(np.arange(at.size, dtype=np.int64), last - first),
+                              self.ref_columns.take(rows)[:, 0].astype(np.int64),
+                              self.ref_vectors.take(rows))
 
     def described(self) -> dict[str, Any]:
         """run.json's record of the nearest-neighbour search (none for random neighbours)."""
@@ -510,12 +502,14 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
                             own.raw + [""] * others, own.attempts + [0] * others,
                             own.errors + [None] * others)
         refs = inputs.references_of(wanted[:size], local[:size])
-        lent = index.neighbour_references(wanted[size:]) if others else None
-        refs += lent if lent is not None else inputs.references_of(wanted[size:], local[size:])
-        prep = Prepared(refs, names, pairs, _primed(similarity, index, wanted, refs), neighbours)
+        lent = index.lent_references(wanted[size:], size) if others else None
+        refs += ([[] for _ in range(others)] if lent is not None
+                 else inputs.references_of(wanted[size:], local[size:]))
+        prep = Prepared(refs, names, pairs,
+                        _primed(similarity, index, wanted[:size], refs[:size]), neighbours)
         scores = score_sets(local, answer_sets, prep, settings,
                             labelled=None if labels is None else labels(wanted),
-                            widths=index.widths, scored=size)
+                            widths=index.widths, scored=size, lent=lent)
         records = build_records(local, answer_sets, prep, scores, settings,
                                 variants=variants, count=size)
         if tally is not None:

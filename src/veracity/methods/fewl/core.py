@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from veracity.errors import ConfigError
-from veracity.methods.fewl.similarity import Similarity
+from veracity.methods.fewl.similarity import EmbeddingTable, Similarity
 
 Divergence = Literal["tv", "js", "kl"]
 DIVERGENCES: tuple[Divergence, ...] = ("tv", "js", "kl")
@@ -427,6 +427,17 @@ class FewlScores:
     distinct_texts: int
 
 
+@dataclass(frozen=True)
+class LentReferences:
+    """References of the rows past the scored ones given as vectors, not texts (a streamed
+    chunk's neighbours, whose reference vectors are in a file): vector i is the reference in
+    slot ``slots[i]`` of row ``rows[i]``. Only an embedding similarity takes them."""
+
+    rows: Ints
+    slots: Ints
+    vectors: npt.NDArray[np.float32]
+
+
 class _Texts:
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
@@ -456,6 +467,7 @@ def score_texts(
     expertise_form: ExpertiseForm = "gap",
     widths: tuple[int, int] = (0, 0),
     scored: int | None = None,
+    lent: LentReferences | None = None,
 ) -> FewlScores:
     """FEWL and its ablations for every answer set, vectorised over question x reference x
     pair; every distinct text goes through the similarity exactly once.
@@ -473,6 +485,8 @@ def score_texts(
     ``scored``: only the first questions are scored; the rest (a chunk's neighbours from
     outside it) lend their references to those questions' laziness penalty, and every array
     of the result has ``scored`` rows (the neighbours' indices still count all questions).
+    ``lent`` gives some of those rows' references as vectors (their rows in ``references``
+    then empty), added to the similarity table after every text.
     """
     for divergence in divergences:
         _check_divergence(divergence)
@@ -512,6 +526,12 @@ def score_texts(
             for col, text in enumerate(bad):
                 lab_bad[row, col], lab_mask[row, col] = texts.add(text), True
     table = similarity.table(list(texts.index))
+    if lent is not None and lent.rows.size:
+        if not isinstance(table, EmbeddingTable):
+            raise ConfigError("references lent as vectors need an embedding similarity")
+        ref_idx[lent.rows, lent.slots] = len(texts.index) + np.arange(lent.rows.size)
+        ref_mask[lent.rows, lent.slots] = True
+        table = table.extended(lent.vectors)
     nb_refs, nb_ref_mask = ref_idx[neighbours.index[:m]], ref_mask[neighbours.index[:m]]
     if m < q:
         ref_idx, ref_mask, iw_idx, co_idx, pair_mask = (

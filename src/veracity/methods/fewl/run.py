@@ -27,6 +27,7 @@ from veracity.methods.fewl.core import (
     Divergence,
     ExpertiseForm,
     FewlScores,
+    LentReferences,
     Neighbours,
     score_texts,
 )
@@ -316,13 +317,14 @@ def prepare_inputs(items: Sequence[Item], settings: FewlSettings, ctx: Context) 
 def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], prep: Prepared,
                settings: FewlSettings,
                labelled: Sequence[tuple[str, Sequence[str]]] | None = None,
-               widths: tuple[int, int] = (0, 0), scored: int | None = None) -> FewlScores:
+               widths: tuple[int, int] = (0, 0), scored: int | None = None,
+               lent: LentReferences | None = None) -> FewlScores:
     """FEWL of the questions (of the first ``scored``; the rest lend their references as
-    neighbours)."""
+    neighbours, as texts or ``lent`` vectors)."""
     pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
                        settings.tau, labelled, DIVERGENCES, settings.pairs.min_pairs,
-                       settings.expertise, widths, scored)
+                       settings.expertise, widths, scored, lent)
 
 
 def as_number(value: Any) -> float | None:

@@ -83,6 +83,14 @@ class EmbeddingTable:
             )
         return cosine_to_unit(cos, self.mapping).reshape(a.shape)
 
+    def extended(self, vectors: npt.ArrayLike) -> EmbeddingTable:
+        """This table with more rows after its own: vectors made elsewhere, scaled to unit
+        length as these were (each row on its own, so the digits are the same)."""
+        more = EmbeddingTable(vectors, self.mapping)
+        if self.unit.shape[0]:
+            more.unit = np.concatenate([self.unit, more.unit])
+        return more
+
 
 class EmbeddingSimilarity:
     """Cosine similarity of embeddings (default: the bundled MiniLM), mapped to [0, 1]."""
