@@ -13,6 +13,7 @@ from veracity.client import CachedEmbedder
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import (
     VARIANTS,
+    LentReferences,
     activation,
     conjugate,
     expertise,
@@ -224,3 +225,36 @@ def test_questions_without_pairs_are_not_scored() -> None:
     for variant in VARIANTS[:5]:
         values = scores.sets["m"]["tv"][variant].fewl
         assert np.isfinite(values[0]) and np.isnan(values[1])
+
+
+def test_references_lent_as_vectors_score_as_their_texts() -> None:
+    """Question 0 scored alone, question 1 only lending its references to 0's penalty: given as
+    vectors (a streamed chunk's neighbours) they give the same digits as their texts; a
+    similarity that is not an embedding cannot take them."""
+    names = ["ans", "ref-a", "ref-b", "iw", "co", "ref-c", "ref-d"]
+    vecs = {n: _unit(d) for n, d in zip(names, [0, 10, 80, 90, 20, 30, 55], strict=True)}
+    sim = EmbeddingSimilarity(CachedEmbedder(DictEmbedder(vecs)), "affine")
+    nb = select_neighbours([[1.0, 0.0], [0.6, 0.8]], k=1)
+    common = dict(pairs=[[("iw", "co")], []], answer_sets={"m": ["ans", None]},
+                  similarity=sim, neighbours=nb, widths=(3, 1), scored=1)
+    texts = score_texts(references=[["ref-a", "ref-b"], ["ref-c", "", "ref-d"]], **common)
+    lent = LentReferences(np.array([1, 1]), np.array([0, 2]),
+                          np.stack([vecs["ref-c"], vecs["ref-d"]]).astype(np.float32))
+    vectors = score_texts(references=[["ref-a", "ref-b"], []], lent=lent, **common)
+    for variant in VARIANTS[:7]:
+        a, b = texts.sets["m"]["tv"][variant], vectors.sets["m"]["tv"][variant]
+        assert a.fewl.tolist() == b.fewl.tolist() and a.penalty.tolist() == b.penalty.tolist()
+    assert texts.sets["m"]["tv"]["fewl"].penalty[0] != 0.0
+    with pytest.raises(ConfigError, match="embedding similarity"):
+        score_texts(references=[["ref-a", "ref-b"], []], lent=lent, **{
+            **common, "similarity": _NotEmbedding()})
+
+
+class _NotEmbedding:
+    spec = "pairs/test"
+
+    def describe(self) -> dict[str, str]:
+        return {"kind": "test"}
+
+    def table(self, texts: object) -> object:
+        return lambda a, b: np.zeros(np.shape(a))

@@ -154,8 +154,9 @@ def _open(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
 class _Checkpointer:
     """Copies the write-ahead log into the database file on a thread and connection of its own.
 
-    Durability does not depend on it: a put is in the log (and survives the process) when it
-    returns; a checkpoint cut short by the process ending is finished by the next one.
+    Durability does not depend on it: a write is in the log (and survives the process) when it
+    returns (a put of JSON returns after its write; vectors, see :class:`_Writer`); a
+    checkpoint cut short by the process ending is finished by the next one.
     """
 
     def __init__(self, path: Path) -> None:

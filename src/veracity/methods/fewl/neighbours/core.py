@@ -45,6 +45,8 @@ APPROXIMATE_FROM = 100_000
 """``auto`` searches exactly below this many questions and with ``hnsw`` from it on."""
 MARGIN = 8
 """Candidates fetched beyond K (itself and near-duplicates are dropped afterwards)."""
+WIDEN = 4
+"""How much more an approximate index is asked for when a row lost too many candidates."""
 FETCH_LIMIT = 2048
 """Candidates an approximate index is asked for at most; rows that still lack K neighbours
 after dropping near-duplicates are searched exactly."""
@@ -414,7 +416,7 @@ class NeighbourSearch:
                 best_index[todo] = exact.index
                 self._record.searched_exactly += int(todo.size)
                 break
-            fetch = min(ids.size, fetch * 4)
+            fetch = min(ids.size, fetch * WIDEN)
         return _as_neighbours(best, best_index)
 
     def _params(self, fetch: int) -> Any:
