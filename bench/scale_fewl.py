@@ -89,7 +89,7 @@ for owner, name, label in [
         (nn.NeighbourSearch, "_approximate_rows", "approximate search"),
         (nn.NeighbourSearch, "_exact_rows", "exact search"),
         (client.CachedEmbedder, "embed", "embedding (with the cache)"),
-        (cache_mod.Cache, "_put", "cache writes"),
+        (cache_mod.Cache, "_write", "cache writes (a thread of their own for vectors)"),
         (chunked, "score_sets", "chunks scored"),
         (chunked, "build_records", "records built")]:
     timed(owner, name, label)
