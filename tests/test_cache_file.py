@@ -167,3 +167,27 @@ def test_a_write_that_fails_on_the_thread_is_raised_once(
     else:
         with pytest.raises(StorageError, match="no space left"):
             cache.close()
+
+
+def _put_in_a_fork(path: str) -> None:
+    cache = Cache(path)
+    cache.put_vectors("hash/4", {cache_key({"v": "parent"}): np.ones(4, np.float32)})
+    cache.flush()
+    if os.fork() == 0:  # the child inherits the cache, not its writer thread
+        cache.put_vectors("hash/4", {cache_key({"v": "child"}): np.ones(4, np.float32)})
+        cache.close()
+        os._exit(0)
+    os.wait()
+    cache.close()
+    os._exit(0)
+
+
+def test_a_forked_child_writes_its_vectors_with_a_thread_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    proc = multiprocessing.get_context("fork").Process(target=_put_in_a_fork, args=(str(path),))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    reader = Cache(path)
+    assert len(reader.get_vectors([cache_key({"v": "parent"}), cache_key({"v": "child"})])) == 2
+    reader.close()

@@ -199,6 +199,8 @@ class _Writer:
 
     def __init__(self, cache: Cache) -> None:
         self._cache = cache
+        self.pid = os.getpid()
+        """The process whose thread writes (a forked child gets a writer of its own)."""
         self._queue: queue.Queue[tuple[str, str, list[Row]] | None] = queue.Queue(_QUEUED_PUTS)
         self._thread = threading.Thread(target=self._run, name="veracity-cache-writer",
                                         daemon=True)
@@ -324,7 +326,7 @@ class Cache:
         self._raise_broken()
         with self._pending_lock:
             self._pending.update((row[0], row[3]) for row in rows)
-            if self._writer is None:
+            if self._writer is None or self._writer.pid != os.getpid():
                 self._writer = _Writer(self)
             writer = self._writer
         writer.put(kind, spec, rows)
@@ -362,7 +364,7 @@ class Cache:
 
     def flush(self) -> None:
         """Wait until every put is written; a write that failed is raised here (once)."""
-        if self._writer is not None:
+        if self._writer is not None and self._writer.pid == os.getpid():
             self._writer.flush()
         if self._broken is not None and not self._broken_told:
             self._raise_broken()
@@ -424,7 +426,7 @@ class Cache:
         """Write what is pending, then close; a pending write that failed is raised here
         unless a put already raised it."""
         writer, self._writer = self._writer, None
-        if writer is not None:
+        if writer is not None and writer.pid == os.getpid():
             writer.flush()
             writer.close()
         with self._lock:
