@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from veracity.client import CachedEmbedder
 from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
@@ -360,8 +361,8 @@ class _Index:
             self.mask.append(nb.mask)
             self.cosine.append(nb.cosine)
 
-    def _embed(self, items: Sequence[Item], inputs: _Inputs, embedder: Any,
-               by_vector: Any, chunk_size: int) -> None:
+    def _embed(self, items: Sequence[Item], inputs: _Inputs, embedder: CachedEmbedder,
+               by_vector: CachedEmbedder | None, chunk_size: int) -> None:
         """Every question's vector and eligibility, and every reference's vector, a chunk at
         a time (each question vector also fed to the neighbour search as it is made)."""
         for start in range(0, len(items), chunk_size):
