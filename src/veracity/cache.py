@@ -83,9 +83,9 @@ _ROWS_PER_INSERT = 400
 """Rows one INSERT writes: a single step of SQLite, during which Python's GIL is let go (row by
 row, a thread that writes would wait for the GIL between rows while another computes)."""
 _QUEUED_PUTS = 16
+"""Puts of vectors waiting for the writer thread at most: a caller that outruns it waits."""
 _ROWS_PER_WRITE = 4096
 """Rows the writer thread puts in one transaction at most."""
-"""Puts of vectors waiting for the writer thread at most: a caller that outruns it waits."""
 
 Row = tuple[str, str, str, Any, float]
 
@@ -201,13 +201,13 @@ class _Writer:
         self._cache = cache
         self.pid = os.getpid()
         """The process whose thread writes (a forked child gets a writer of its own)."""
-        self._queue: queue.Queue[tuple[str, str, list[Row]] | None] = queue.Queue(_QUEUED_PUTS)
+        self._queue: queue.Queue[list[Row] | None] = queue.Queue(_QUEUED_PUTS)
         self._thread = threading.Thread(target=self._run, name="veracity-cache-writer",
                                         daemon=True)
         self._thread.start()
 
-    def put(self, kind: str, spec: str, rows: list[Row]) -> None:
-        self._queue.put((kind, spec, rows))
+    def put(self, rows: list[Row]) -> None:
+        self._queue.put(rows)
 
     def _run(self) -> None:
         stop = False
@@ -215,17 +215,17 @@ class _Writer:
             jobs = [self._queue.get()]
             # what queued up meanwhile goes in the same transaction: each commit and each
             # return from SQLite waits for the GIL, which the caller holds while it computes
-            while jobs[-1] is not None and sum(len(j[2]) for j in jobs if j) < _ROWS_PER_WRITE:
+            while jobs[-1] is not None and sum(len(j) for j in jobs if j) < _ROWS_PER_WRITE:
                 try:
                     jobs.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             stop = jobs[-1] is None
-            rows = sorted((row for job in jobs if job is not None for row in job[2]),
+            rows = sorted((row for job in jobs if job is not None for row in job),
                           key=lambda r: r[0])
             try:
                 if rows:
-                    self._cache._write(rows[0][1], rows[0][2], rows)
+                    self._cache._write(rows[0][1], rows)
             except StorageError:
                 pass  # kept in Cache._broken: the next put or close raises it
             finally:
@@ -313,7 +313,7 @@ class Cache:
             return
         self._raise_broken()
         try:
-            self._write(kind, spec, rows)
+            self._write(kind, rows)
         except StorageError:
             self._broken_told = True
             raise
@@ -329,7 +329,7 @@ class Cache:
             if self._writer is None or self._writer.pid != os.getpid():
                 self._writer = _Writer(self)
             writer = self._writer
-        writer.put(kind, spec, rows)
+        writer.put(rows)
 
     def _written(self, rows: list[Row]) -> None:
         with self._pending_lock:
@@ -337,7 +337,7 @@ class Cache:
                 if self._pending.get(key) is value:
                     del self._pending[key]
 
-    def _write(self, kind: str, spec: str, rows: list[Row]) -> None:
+    def _write(self, kind: str, rows: list[Row]) -> None:
         with self._lock:
             if self._broken is not None:
                 raise self._broken
