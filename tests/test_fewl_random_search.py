@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from veracity.errors import ConfigError, DataError
+from veracity.methods.fewl import chunked
 from veracity.methods.fewl.chunked import RowFile
 from veracity.methods.fewl.core import Neighbours, unit_rows
 from veracity.methods.fewl.neighbours.random import random_neighbour_blocks, random_neighbours
@@ -121,7 +122,12 @@ def test_no_questions_no_neighbours_and_a_negative_k_refused() -> None:
         list(random_neighbour_blocks(lambda a, b: np.ones((b - a, 3)), 2, -1))
 
 
-def test_row_file_takes_rows_in_any_order_by_positioned_reads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mapped", [True, False], ids=["mapped-in-pieces", "positioned-reads"])
+def test_row_file_takes_rows_in_any_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          mapped: bool) -> None:
+    monkeypatch.setattr(chunked, "TAKE_PIECE", 3)  # several pieces, each mapping let go
+    if not mapped:  # a platform that cannot let mapped pages go reads runs of rows instead
+        monkeypatch.delattr(chunked.mmap, "MADV_DONTNEED")
     matrix = np.arange(40, dtype=np.float32).reshape(10, 4)
     stored = RowFile(tmp_path / "rows.f32", np.float32)
     stored.append(matrix[:6])
@@ -132,3 +138,9 @@ def test_row_file_takes_rows_in_any_order_by_positioned_reads(tmp_path: Path) ->
     assert stored.take(np.zeros(0, dtype=np.int64)).shape == (0, 4)
     with pytest.raises(DataError, match="past its end"):
         stored.take(np.array([8, 9, 10], dtype=np.int64))
+    with pytest.raises(DataError, match="past its end"):
+        stored.take(np.array([-1], dtype=np.int64))
+    with (tmp_path / "rows.f32").open("r+b") as fh:  # cut short behind its back
+        fh.truncate(4 * 4 * 7)
+    with pytest.raises(DataError, match="shorter than its 10 rows"):
+        stored.take(np.array([1], dtype=np.int64))

@@ -43,6 +43,16 @@ def test_embedding_table_is_elementwise_and_shape_preserving() -> None:
         table(np.array([0, 1]), np.array([0]))
 
 
+def test_an_extended_table_scales_the_new_rows_as_its_own() -> None:
+    rows = np.array([[1, 0], [0, 2], [3, 3], [0, 0], [np.nan, 1], [1e-30, 2e-30]], np.float32)
+    whole = EmbeddingTable(rows, "affine")
+    assert np.array_equal(whole.unit[3:5], np.zeros((2, 2), np.float32))  # no length, NaN
+    grown = EmbeddingTable(rows[:2], "affine").extended(rows[2:])
+    assert grown.unit.tobytes() == whole.unit.tobytes()  # the same digits, row by row
+    assert EmbeddingTable(np.zeros((0, 2), np.float32), "affine").extended(
+        rows).unit.tobytes() == whole.unit.tobytes()
+
+
 def test_embedding_similarity_embeds_each_distinct_text_once(cache: Cache) -> None:
     embedder = CachedEmbedder(HashEmbedder(), cache)
     sim = load_similarity("hash/default", lambda spec: embedder, Context(cache=None).scorer)

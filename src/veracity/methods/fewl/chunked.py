@@ -20,6 +20,7 @@ it runs and are removed at the end.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import sqlite3
@@ -76,6 +77,8 @@ CHUNK = 1024
 """Questions scored at once (with the neighbours they need)."""
 GENERATE_CHUNK = 256
 """Questions whose answers, references and pairs are asked of the models at once."""
+TAKE_PIECE = 256
+"""Rows :meth:`RowFile.take` gathers from the mapped file before letting its pages go."""
 INDEX_DIR = "fewl-index.tmp"
 """The work folder's name before it was named per process (``fewl-index.PID.tmp``)."""
 
@@ -270,8 +273,9 @@ class _Inputs:
 
 class RowFile:
     """A matrix of fixed-width rows appended to a file and read back by row ranges with plain
-    reads (no mapping): what was read is the process's memory only while it is used, so the
-    resident size does not grow with the file."""
+    reads, or by row numbers from a mapping whose pages are let go as it goes: what was read
+    is the process's memory only while it is used, so the resident size does not grow with
+    the file."""
 
     def __init__(self, path: Path, dtype: Any, width: int | None = None) -> None:
         self.path, self.dtype, self.width = path, np.dtype(dtype), width
@@ -296,22 +300,49 @@ class RowFile:
                            offset=start * width * self.dtype.itemsize).reshape(-1, width)
 
     def take(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-        """Rows by number, in that order: each run of consecutive rows one positioned read (a
-        mapping of the file would count every page it touched in the resident size, and a
-        chunk's neighbours touch pages all over the file)."""
+        """Rows by number, in that order, gathered from a mapping of the file
+        ``TAKE_PIECE`` rows at a time; after each piece the mapped pages are let go
+        (``MADV_DONTNEED``), since the kernel maps the pages around each one touched and a
+        chunk's neighbours touch pages all over the file: the resident size grows by a
+        piece's pages, not by the file. Where the platform cannot let pages go, each run of
+        consecutive rows is one positioned read instead."""
         width = self.width or 0
-        out = np.zeros((rows.size, width), dtype=self.dtype)
         if rows.size == 0 or not self.rows:
-            return out
-        size = width * self.dtype.itemsize
-        cuts = (np.flatnonzero(np.diff(rows) != 1) + 1).tolist()
+            return np.zeros((rows.size, width), dtype=self.dtype)
+        if int(rows.max()) >= self.rows or int(rows.min()) < 0:
+            raise DataError(f"{self.path}: rows {int(rows.max())}.. are past its end")
+        out = np.empty((rows.size, width), dtype=self.dtype)
+        length = self.rows * width * self.dtype.itemsize
         with self.path.open("rb", buffering=0) as fh:
-            for first, last in zip([0, *cuts], [*cuts, rows.size], strict=True):
-                want = (last - first) * size
-                data = os.pread(fh.fileno(), want, int(rows[first]) * size)
-                if len(data) != want:
-                    raise DataError(f"{self.path}: rows {int(rows[first])}.. are past its end")
-                out[first:last] = np.frombuffer(data, dtype=self.dtype).reshape(-1, width)
+            if os.fstat(fh.fileno()).st_size < length:  # a mapping past the end would crash
+                raise DataError(f"{self.path}: shorter than its {self.rows} rows")
+            if not hasattr(mmap, "MADV_DONTNEED"):
+                return self._read_runs(fh.fileno(), rows, out)
+            mapped = mmap.mmap(fh.fileno(), length, access=mmap.ACCESS_READ)
+        with mapped:
+            whole = np.frombuffer(mapped, dtype=self.dtype).reshape(-1, width)
+            try:
+                for first in range(0, rows.size, TAKE_PIECE):
+                    # bounds checked above; "raise" would gather into a buffer, then copy
+                    np.take(whole, rows[first:first + TAKE_PIECE], axis=0,
+                            out=out[first:first + TAKE_PIECE], mode="clip")
+                    mapped.madvise(mmap.MADV_DONTNEED)
+            finally:
+                del whole  # the mapping closes only once no array looks into it
+        return out
+
+    def _read_runs(self, fd: int, rows: npt.NDArray[np.int64],
+                   out: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Each run of consecutive rows one positioned read, straight into ``out``."""
+        size = out.shape[1] * self.dtype.itemsize
+        view = memoryview(out.data).cast("B")
+        cuts = np.flatnonzero(np.diff(rows) != 1) + 1
+        firsts = np.concatenate([[0], cuts]).astype(np.int64)
+        lasts = np.concatenate([cuts, [rows.size]]).astype(np.int64)
+        for first, last, at in zip((firsts * size).tolist(), (lasts * size).tolist(),
+                                   (rows[firsts] * size).tolist(), strict=True):
+            if os.preadv(fd, [view[first:last]], at) != last - first:
+                raise DataError(f"{self.path}: shorter than its {self.rows} rows")
         return out
 
 

@@ -60,13 +60,21 @@ class Similarity(Protocol):
     def table(self, texts: Sequence[str]) -> Table: ...
 
 
+def _scale_rows(vectors: npt.NDArray[np.float32], out: npt.NDArray[np.float32]
+                ) -> npt.NDArray[np.float32]:
+    """Each row scaled to unit length into ``out``; rows of no length (or NaN) are zero."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out[~(norms > 0)[:, 0]] = 0.0
+    np.divide(vectors, norms, out=out, where=norms > 0)
+    return out
+
+
 class EmbeddingTable:
     """Unit vectors of the table's texts; scores are chunked row-wise dot products."""
 
     def __init__(self, vectors: npt.ArrayLike, mapping: Mapping) -> None:
         v = np.asarray(vectors, dtype=np.float32)
-        norms = np.linalg.norm(v, axis=1, keepdims=True)
-        self.unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+        self.unit = _scale_rows(v, np.empty_like(v))
         self.mapping = mapping
 
     def __call__(self, left: npt.ArrayLike, right: npt.ArrayLike) -> Floats:
@@ -86,9 +94,14 @@ class EmbeddingTable:
     def extended(self, vectors: npt.ArrayLike) -> EmbeddingTable:
         """This table with more rows after its own: vectors made elsewhere, scaled to unit
         length as these were (each row on its own, so the digits are the same)."""
-        more = EmbeddingTable(vectors, self.mapping)
-        if self.unit.shape[0]:
-            more.unit = np.concatenate([self.unit, more.unit])
+        v = np.asarray(vectors, dtype=np.float32)
+        if not self.unit.shape[0]:
+            return EmbeddingTable(v, self.mapping)
+        more = EmbeddingTable(np.zeros((0, v.shape[1]), np.float32), self.mapping)
+        # one array for both, the new rows scaled straight into it (no copy of them made twice)
+        more.unit = np.empty((self.unit.shape[0] + v.shape[0], v.shape[1]), dtype=np.float32)
+        more.unit[:self.unit.shape[0]] = self.unit
+        _scale_rows(v, more.unit[self.unit.shape[0]:])
         return more
 
 

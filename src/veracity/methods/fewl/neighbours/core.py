@@ -341,7 +341,11 @@ class NeighbourSearch:
             return
         if self._growing is None:
             self._growing = self._new_index(rows.shape[1])
-            self._builder = ThreadPoolExecutor(1, thread_name_prefix="veracity-hnsw")
+            # one OpenMP thread for the graph (the setting is the calling thread's own): the
+            # run's main thread keeps a core of its own while the graph grows on the other
+            self._builder = ThreadPoolExecutor(1, thread_name_prefix="veracity-hnsw",
+                                               initializer=self._lib.omp_set_num_threads,
+                                               initargs=(1,))
         at = start
         while at < stop:  # split at the column blocks that _build adds one by one
             upto = min(stop, (at // self.column_block + 1) * self.column_block)
