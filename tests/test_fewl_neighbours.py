@@ -167,6 +167,36 @@ def test_a_graph_grown_while_questions_arrive_is_the_one_built_after_them(
         search(eligible).feed(50, vectors[50:60], eligible[50:60])
 
 
+def test_a_graph_is_linked_on_one_thread_and_the_caller_keeps_its_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """faiss links a graph's questions in parallel in an order that depends on timing, so
+    both ways of making it use one OpenMP thread: the thread that grows it, and a build after
+    the fact, which gives the caller's setting back."""
+    import faiss
+
+    vectors = unit_rows(_data(300, dim=16))
+    settings = IndexSettings("hnsw", hnsw_m=4, ef_construction=8, recall_sample=0)
+    before = faiss.omp_get_max_threads()
+    seen: list[int] = []
+    adding = faiss.IndexHNSWFlat.add
+
+    def add(index: object, x: np.ndarray) -> None:
+        seen.append(faiss.omp_get_max_threads())
+        adding(index, x)
+
+    monkeypatch.setattr(faiss.IndexHNSWFlat, "add", add)
+    fed = NeighbourSearch(lambda a, b: vectors[a:b], 300, 6, 0.8, None, settings,
+                          column_block=64)
+    for start in range(0, 300, 50):
+        fed.feed(start, vectors[start:start + 50], np.ones(50, dtype=bool))
+    _hnsw_parts(fed)
+    grown = len(seen)
+    _hnsw_parts(NeighbourSearch(lambda a, b: vectors[a:b], 300, 6, 0.8, None, settings,
+                                column_block=64))
+    assert grown == 5 and len(seen) == 10 and set(seen) == {1}  # five blocks of 64, twice
+    assert faiss.omp_get_max_threads() == before
+
+
 def test_merge_keeps_each_index_once_and_ties_to_the_lower_index() -> None:
     values = np.array([[0.5, 0.9, 0.9, 0.9, -np.inf]])
     index = np.array([[1, 8, 3, 8, 0]])

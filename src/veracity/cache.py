@@ -26,6 +26,7 @@ from veracity.errors import ConfigError, StorageError
 from veracity.jsontypes import JsonValue
 from veracity.paths import check_output_file, default_cache_path, user_path
 from veracity.space import storage_error
+from veracity.threads import give_way
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -171,6 +172,7 @@ class _Checkpointer:
         self._wake.set()
 
     def _run(self) -> None:
+        give_way()
         while True:
             self._wake.wait()
             self._wake.clear()
@@ -210,6 +212,7 @@ class _Writer:
         self._queue.put(rows)
 
     def _run(self) -> None:
+        give_way()
         stop = False
         while not stop:
             jobs = [self._queue.get()]
