@@ -117,7 +117,8 @@ def test_references_embedded_after_the_questions_while_a_graph_grows(
     graph = replace(settings, neighbours_index="hnsw")
     passes: dict[str, list[str]] = {}
     for name, later in (("two", True), ("one", False)):
-        monkeypatch.setattr(NeighbourSearch, "grows_graph", property(lambda self: later))
+        monkeypatch.setattr(NeighbourSearch, "grows_graph",
+                            property(lambda self, grows=later: grows))
         embedded: list[str] = []
         with Context(cache=None) as ctx:
             embedder = ctx.embedder("hash/default")
