@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,36 +103,6 @@ def test_streamed_equals_whole_run_in_any_chunk_size(tmp_path: Path) -> None:
     assert [r["id"] for r in refs] == [i.id for i in items]
     answers = [json.loads(line) for line in _lines(run / "answers" / "drifting.jsonl")]
     assert [a["answer"] for a in answers if a["id"] == "q6"] == [""] and len(answers) == 53
-
-
-def test_references_embedded_after_the_questions_while_a_graph_grows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a graph growing from the questions, the references are embedded in a second
-    pass, a chunk of 5 at a time: the same run, byte for byte, as one pass would give."""
-    pytest.importorskip("faiss")
-    from veracity.methods.fewl.neighbours.core import NeighbourSearch
-
-    items, sources, settings = _files(tmp_path, 53)
-    graph = replace(settings, neighbours_index="hnsw")
-    passes: dict[str, list[str]] = {}
-    for name, later in (("two", True), ("one", False)):
-        monkeypatch.setattr(NeighbourSearch, "grows_graph",
-                            property(lambda self, grows=later: grows))
-        embedded: list[str] = []
-        with Context(cache=None) as ctx:
-            embedder = ctx.embedder("hash/default")
-            monkeypatch.setattr(embedder, "embed", lambda texts, e=embedder.embed, seen=embedded:
-                                (seen.extend(texts), e(texts))[1])
-            stream_fewl(items, sources, graph, ctx, tmp_path / name, "qs", {"answers": []},
-                        chunk_size=5)
-        passes[name] = embedded
-        info = json.loads((tmp_path / name / "run.json").read_text())
-        assert info["config"]["neighbour_search"]["index"] == "hnsw"
-    questions = [item.question for item in items]
-    assert passes["two"][:53] == questions  # every question before any reference
-    assert passes["one"][:53] != questions
-    assert sorted(passes["two"]) == sorted(passes["one"])
-    assert _lines(tmp_path / "two" / "samples.jsonl") == _lines(tmp_path / "one" / "samples.jsonl")
 
 
 def test_random_neighbours_from_files_streamed_byte_for_byte_as_in_memory(

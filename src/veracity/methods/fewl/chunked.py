@@ -395,10 +395,7 @@ class _Index:
     def _embed(self, items: Sequence[Item], inputs: _Inputs, embedder: CachedEmbedder,
                by_vector: CachedEmbedder | None, chunk_size: int) -> None:
         """Every question's vector and eligibility, and every reference's vector, a chunk at
-        a time (each question vector also fed to the neighbour search as it is made). While
-        a graph grows from the questions, the references are embedded in a second pass, so
-        the graph's last blocks are linked while the main thread still has work."""
-        later = self.search is not None and self.search.grows_graph
+        a time (each question vector also fed to the neighbour search as it is made)."""
         for start in range(0, len(items), chunk_size):
             part = items[start:start + chunk_size]
             at = range(start, start + len(part))
@@ -413,26 +410,14 @@ class _Index:
             self.questions.append(vectors)
             if self.search is not None:
                 self.search.feed(start, unit_rows(vectors), self.eligible[start:start + len(part)])
-            if not later:
-                self._embed_references(start, refs, by_vector)
-        if later:
-            for start in range(0, len(items), chunk_size):
-                part = items[start:start + chunk_size]
-                self._embed_references(
-                    start, inputs.references_of(range(start, start + len(part)), part), by_vector)
-
-    def _embed_references(self, start: int, refs: list[list[str]],
-                          by_vector: CachedEmbedder | None) -> None:
-        """The vectors of questions start.. 's references, appended to the index file."""
-        if by_vector is None or self.ref_vectors is None:
-            return
-        flat = [t for row in refs for t in row if t]
-        counts = np.cumsum([sum(1 for t in row if t) for row in refs])
-        self.ref_offsets[start + 1:start + len(refs) + 1] = self.ref_offsets[start] + counts
-        if flat:
-            self.ref_vectors.append(by_vector.embed(flat))
-            self.ref_columns.append(np.array([[c for row in refs
-                                               for c, t in enumerate(row) if t]]).T)
+            if by_vector is not None and self.ref_vectors is not None:
+                flat = [t for row in refs for t in row if t]
+                counts = np.cumsum([sum(1 for t in row if t) for row in refs])
+                self.ref_offsets[start + 1:start + len(part) + 1] = self.ref_offsets[start] + counts
+                if flat:
+                    self.ref_vectors.append(by_vector.embed(flat))
+                    self.ref_columns.append(np.array([[c for row in refs
+                                                       for c, t in enumerate(row) if t]]).T)
 
     def lent_references(self, positions: Sequence[int], first_row: int) -> LentReferences | None:
         """The reference vectors of these questions, from the index file, for the rows

@@ -346,11 +346,6 @@ class NeighbourSearch:
             self._lib.omp_set_num_threads(threads)
         return index, ids
 
-    @property
-    def grows_graph(self) -> bool:
-        """Whether :meth:`feed` grows the index (a graph) while the questions arrive."""
-        return self.kind == "hnsw"
-
     def feed(self, start: int, rows: Floats, eligible: npt.ArrayLike) -> None:
         """Unit vectors of questions start..start + len(rows) and which of them are eligible,
         as they are made and in order. For ``hnsw`` the graph grows from them on a thread of
