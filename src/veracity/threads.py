@@ -18,7 +18,7 @@ BACKGROUND_NICE = 10
 
 def give_way(by: int = BACKGROUND_NICE) -> None:
     """Lower the calling thread's priority by ``by`` nice steps (best effort)."""
-    if not hasattr(os, "setpriority") or not os.uname().sysname == "Linux":
+    if not hasattr(os, "setpriority") or os.uname().sysname != "Linux":
         return  # elsewhere the value is the whole process's
     try:
         tid = threading.get_native_id()
