@@ -11,6 +11,7 @@ Two kinds of spec:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
@@ -97,8 +98,8 @@ class EmbeddingTable:
         v = np.asarray(vectors, dtype=np.float32)
         if not self.unit.shape[0]:
             return EmbeddingTable(v, self.mapping)
-        more = EmbeddingTable(np.zeros((0, v.shape[1]), np.float32), self.mapping)
         # one array for both, the new rows scaled straight into it (no copy of them made twice)
+        more = copy.copy(self)
         more.unit = np.empty((self.unit.shape[0] + v.shape[0], v.shape[1]), dtype=np.float32)
         more.unit[:self.unit.shape[0]] = self.unit
         _scale_rows(v, more.unit[self.unit.shape[0]:])
