@@ -260,3 +260,32 @@ def test_cutting_a_wide_matrix_first_keeps_the_same_top(seed: int) -> None:
     top, at = merge_top(values, index, k)
     cut_top, cut_at = merge_top(values, index, k, distinct=True)
     assert cut_top.tolist() == top.tolist() and cut_at.tolist() == at.tolist()
+
+
+def test_a_graph_row_first_asks_for_what_the_search_keeps_anyway(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph keeps ef_search candidates whatever it returns, so a row first asks for half
+    of them (never fewer than K + MARGIN); only rows left short by near-duplicates ask again,
+    four times as many, with a pool twice that."""
+    import faiss
+
+    vectors = unit_rows(_data(300, dim=16))
+    vectors[1:40] = vectors[0] + 1e-3 * _data(39, dim=16)  # 40 near-duplicates of each other
+    calls: list[tuple[int, int, int]] = []
+    searching = faiss.IndexHNSWFlat.search
+
+    def search(index: object, x: np.ndarray, k: int, params: object = None) -> object:
+        calls.append((x.shape[0], k, params.efSearch))  # type: ignore[attr-defined]
+        return searching(index, x, k, params=params)
+
+    monkeypatch.setattr(faiss.IndexHNSWFlat, "search", search)
+    for ef_search, first in ((40, 20), (4, 6 + nbmod.MARGIN)):
+        calls.clear()
+        settings = IndexSettings("hnsw", hnsw_m=8, ef_construction=40, ef_search=ef_search,
+                                 recall_sample=0)
+        found, _ = search_all(vectors, 6, 0.9, None, settings)
+        assert calls[0] == (300, first, max(ef_search, 2 * first))
+        # the 40 crowded rows lose 39 candidates each: asked again, wider
+        assert calls[1] == (40, 4 * first, 8 * first)
+        assert found.mask.all()
+        assert not (found.cosine > 0.9).any()

@@ -415,7 +415,7 @@ class NeighbourSearch:
         up to ``FETCH_LIMIT``, and past that is searched exactly: memory stays bounded by the
         block whatever the number of near-duplicates."""
         queries = np.ascontiguousarray(rows, dtype=np.float32)
-        fetch = min(ids.size, self.k + MARGIN)
+        fetch = min(ids.size, self._first_fetch())
         best = np.full((rows.shape[0], self.k), -np.inf)
         best_index = np.zeros((rows.shape[0], self.k), dtype=np.int64)
         todo = np.arange(rows.shape[0])
@@ -439,6 +439,17 @@ class NeighbourSearch:
                 break
             fetch = min(ids.size, fetch * WIDEN)
         return _as_neighbours(best, best_index)
+
+    def _first_fetch(self) -> int:
+        """Candidates a row first asks for: K + ``MARGIN``, or for a graph as many as its
+        search keeps anyway (half of ef_search, as :meth:`_params` looks twice as wide): the
+        graph visits the same questions whether it returns 33 or 64 of them, and a row
+        crowded by near-duplicates then seldom needs a second, wider search. On 300,000
+        varied questions (K 25, threshold 0.8, ef_search 128) one row in three asked again
+        with 33; with 64 the search took 25 % less CPU for recall 0.99184 (0.99288)."""
+        if self.kind == "hnsw":
+            return max(self.k + MARGIN, min(self.settings.ef_search // 2, FETCH_LIMIT))
+        return self.k + MARGIN
 
     def _params(self, fetch: int) -> Any:
         """Search parameters that look at least twice as wide as the answers asked for."""
