@@ -289,3 +289,45 @@ def test_a_graph_row_first_asks_for_what_the_search_keeps_anyway(
         assert calls[1] == (40, 4 * first, 8 * first)
         assert found.mask.all()
         assert not (found.cosine > 0.9).any()
+
+
+def test_the_exact_search_for_the_recall_runs_while_the_graph_still_links(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the graph's last blocks are linked, the waiting thread searches the sampled
+    questions exactly on one OpenMP thread (its own idle core); the recall recorded is the
+    one a graph built after the fact gets, and the caller's thread count comes back."""
+    import threading
+
+    import faiss
+
+    vectors = unit_rows(_data(300, dim=16))
+    settings = IndexSettings("hnsw", hnsw_m=4, ef_construction=8, ef_search=2, recall_sample=100)
+    before = faiss.omp_get_max_threads()
+    searched = threading.Event()
+    exact_threads: list[int] = []
+    adding = faiss.IndexHNSWFlat.add
+    exact_rows = NeighbourSearch._exact_rows
+
+    def add(index: object, x: np.ndarray) -> None:
+        searched.wait(timeout=10)  # held until the exact search has run
+        adding(index, x)
+
+    def exact(self: NeighbourSearch, rows: np.ndarray, own: np.ndarray) -> object:
+        exact_threads.append(faiss.omp_get_max_threads())
+        searched.set()
+        return exact_rows(self, rows, own)
+
+    built = NeighbourSearch(lambda a, b: vectors[a:b], 300, 6, 0.8, None, settings,
+                            column_block=64)
+    _hnsw_parts(built)
+    after = built.record().recall_at_k
+    monkeypatch.setattr(faiss.IndexHNSWFlat, "add", add)
+    monkeypatch.setattr(NeighbourSearch, "_exact_rows", exact)
+    fed = NeighbourSearch(lambda a, b: vectors[a:b], 300, 6, 0.8, None, settings,
+                          column_block=64)
+    for start in range(0, 300, 50):
+        fed.feed(start, vectors[start:start + 50], np.ones(50, dtype=bool))
+    _hnsw_parts(fed)
+    assert exact_threads == [1]  # once, while waiting: not again for the record
+    assert fed.record().recall_at_k == after < 1.0
+    assert faiss.omp_get_max_threads() == before

@@ -240,6 +240,8 @@ class NeighbourSearch:
         self._sample = np.sort(rng.choice(n, size=size, replace=False)) if size else \
             np.zeros(0, np.int64)
         self._sampled: dict[int, tuple[Floats, Bools]] = {}
+        self._truth: Neighbours | None = None
+        """The sampled questions' exact neighbours, once searched."""
         self._fed = 0
         self._growing: Any = None
         """The HNSW graph being grown from what :meth:`feed` gave, on ``_builder``."""
@@ -389,6 +391,15 @@ class NeighbourSearch:
         self._add_block()
         index = self._growing
         try:
+            if self._sample.size and any(not add.done() for add in self._adds):
+                # the graph is still linking: meanwhile, on this thread's idle core only, the
+                # exact search the recall is measured against
+                threads = self._lib.omp_get_max_threads()
+                self._lib.omp_set_num_threads(1)
+                try:
+                    self._exact_truth()
+                finally:
+                    self._lib.omp_set_num_threads(threads)
             for add in self._adds:
                 add.result()
         finally:
@@ -484,15 +495,21 @@ class NeighbourSearch:
             return
         if not self._sample.size:
             return
-        rows = np.concatenate([np.asarray(self.read(int(i), int(i) + 1), dtype=np.float64)
-                               for i in self._sample])
-        exact = self._exact_rows(rows, self._sample.astype(np.int64))
+        exact = self._exact_truth()
         found = np.stack([self._sampled[int(i)][0] for i in self._sample])
         found_mask = np.stack([self._sampled[int(i)][1] for i in self._sample])
         self._record.recall_at_k = round(recall_at_k(np.nan_to_num(found, nan=-np.inf), found_mask,
                                                      np.nan_to_num(exact.cosine, nan=-np.inf),
                                                      exact.mask), 6)
         self._record.recall_questions = int(self._sample.size)
+
+    def _exact_truth(self) -> Neighbours:
+        """The sampled questions' exact neighbours (searched once)."""
+        if self._truth is None:
+            rows = np.concatenate([np.asarray(self.read(int(i), int(i) + 1), dtype=np.float64)
+                                   for i in self._sample])
+            self._truth = self._exact_rows(rows, self._sample.astype(np.int64))
+        return self._truth
 
     def record(self) -> SearchRecord:
         """What the search did; complete once :meth:`blocks` has been read to its end."""
