@@ -50,6 +50,9 @@ MARGIN = 8
 """Candidates fetched beyond K (itself and near-duplicates are dropped afterwards)."""
 WIDEN = 4
 """How much more an approximate index is asked for when a row lost too many candidates."""
+TRUTH_BLOCK = 128
+"""Sampled questions searched exactly at once for the recall (their candidates' float64
+vectors are rows x (K + MARGIN) x dim: 128 x 33 x 256 x 8 bytes is 8.7 MB)."""
 FETCH_LIMIT = 2048
 """Candidates an approximate index is asked for at most; rows that still lack K neighbours
 after dropping near-duplicates are searched exactly."""
@@ -504,11 +507,18 @@ class NeighbourSearch:
         self._record.recall_questions = int(self._sample.size)
 
     def _exact_truth(self) -> Neighbours:
-        """The sampled questions' exact neighbours (searched once)."""
+        """The sampled questions' exact neighbours (searched once), a block of rows at a time:
+        this may run while the graph is still in memory, so its own arrays stay small."""
         if self._truth is None:
-            rows = np.concatenate([np.asarray(self.read(int(i), int(i) + 1), dtype=np.float64)
-                                   for i in self._sample])
-            self._truth = self._exact_rows(rows, self._sample.astype(np.int64))
+            parts = []
+            for first in range(0, self._sample.size, TRUTH_BLOCK):
+                own = self._sample[first:first + TRUTH_BLOCK].astype(np.int64)
+                rows = np.concatenate([np.asarray(self.read(int(i), int(i) + 1),
+                                                  dtype=np.float64) for i in own])
+                parts.append(self._exact_rows(rows, own))
+            self._truth = Neighbours(np.concatenate([p.index for p in parts]),
+                                     np.concatenate([p.mask for p in parts]),
+                                     np.concatenate([p.cosine for p in parts]))
         return self._truth
 
     def record(self) -> SearchRecord:
