@@ -18,7 +18,8 @@ An HNSW graph can also grow while the questions are still being embedded
 column block as soon as it is complete (the blocks a build after the fact adds, so the same
 graph) while the embedder works on the next chunk. That thread links the questions one at a
 time (one OpenMP thread): the run's main thread keeps a core, and the graph does not depend
-on how threads interleave, as faiss' parallel add can.
+on how threads interleave, as faiss' parallel add can. While the graph's last blocks are
+linked, the thread that waits for them runs the exact search the recall is measured against.
 
 Ties among equal cosines may go to any of the tied questions (the numpy search in
 :mod:`veracity.methods.fewl.core` sends them to the lower index).
