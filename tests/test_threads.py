@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 from veracity.cache import Cache
 from veracity.threads import BACKGROUND_NICE, give_way
 
-linux = pytest.mark.skipif(os.uname().sysname != "Linux", reason="per-thread nice is Linux's")
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                           reason="per-thread nice is Linux's")
 
 
 def _nice(tid: int) -> int:

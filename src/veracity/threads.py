@@ -10,6 +10,7 @@ they use the time it leaves. Where the platform has no per-thread priority this 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 BACKGROUND_NICE = 10
@@ -18,7 +19,7 @@ BACKGROUND_NICE = 10
 
 def give_way(by: int = BACKGROUND_NICE) -> None:
     """Lower the calling thread's priority by ``by`` nice steps (best effort)."""
-    if not hasattr(os, "setpriority") or os.uname().sysname != "Linux":
+    if not sys.platform.startswith("linux"):
         return  # elsewhere the value is the whole process's
     try:
         tid = threading.get_native_id()

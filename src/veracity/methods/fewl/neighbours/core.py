@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -214,6 +215,19 @@ def _as_neighbours(best: Floats, best_index: Ints) -> Neighbours:
     return Neighbours(np.where(mask, best_index, 0), mask, np.where(mask, best, np.nan))
 
 
+@contextmanager
+def _one_omp_thread(faiss: Any, when: bool = True) -> Iterator[None]:
+    """faiss on one OpenMP thread for the calling thread (if ``when``), its own setting given
+    back afterwards."""
+    threads = faiss.omp_get_max_threads()
+    if when:
+        faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+
 def _graph_thread(faiss: Any) -> None:
     """The thread that grows a graph: one OpenMP thread, giving way to the run's own."""
     faiss.omp_set_num_threads(1)
@@ -338,18 +352,13 @@ class NeighbourSearch:
         dim = int(np.asarray(self.read(0, 1)).shape[1]) if self.n else 1
         index = self._new_index(dim)
         # a graph is linked on one thread, as feed grows it: the same graph whatever the timing
-        threads = self._lib.omp_get_max_threads()
-        if self.kind == "hnsw":
-            self._lib.omp_set_num_threads(1)
-        try:
+        with _one_omp_thread(self._lib, when=self.kind == "hnsw"):
             for start in range(0, self.n, self.column_block):
                 stop = min(start + self.column_block, self.n)
                 keep = np.flatnonzero(self.eligible[start:stop])
                 if keep.size:
                     part = np.asarray(self.read(start, stop), dtype=np.float32)[keep]
                     index.add(np.ascontiguousarray(part))
-        finally:
-            self._lib.omp_set_num_threads(threads)
         return index, ids
 
     def feed(self, start: int, rows: Floats, eligible: npt.ArrayLike) -> None:
@@ -398,12 +407,8 @@ class NeighbourSearch:
             if self._sample.size and any(not add.done() for add in self._adds):
                 # the graph is still linking: meanwhile, on this thread's idle core only, the
                 # exact search the recall is measured against
-                threads = self._lib.omp_get_max_threads()
-                self._lib.omp_set_num_threads(1)
-                try:
+                with _one_omp_thread(self._lib):
                     self._exact_truth()
-                finally:
-                    self._lib.omp_set_num_threads(threads)
             for add in self._adds:
                 add.result()
         finally:
