@@ -12,7 +12,8 @@ as ``veracity fewl run --answers fake/stable --reference fake/pairs --reference-
 --pairs 5 --out RUN``; the smallest live run is then rerun on its cache, which must call no
 model. With ``--whole-up-to`` the same items are also scored in memory (no run directory: every
 text, vector and record held at once), interleaved with the streamed run of the same size, for
-the A/B of peak RSS. Printed per size: wall time, items/s and the child's peak RSS (``wait4``);
+the A/B of peak RSS. Printed per size: wall time, items/s and the child's peak RSS (``wait4``),
+where the time goes, and the CPU of the main thread, the cache's two threads and the process;
 then the slope of each against item count and, as the judged ratio, recorded items/s at the
 largest size over items/s at the smallest.
 
@@ -44,7 +45,7 @@ from fewl_fixtures import FewlFiles, write_chale, write_fewl  # noqa: E402
 from measured import measured_child  # noqa: E402
 
 CHILD = """
-import json, sys
+import json, os, sys
 from pathlib import Path
 from veracity.cache import Cache
 from veracity.data.labelled import load_questions
@@ -94,13 +95,29 @@ for owner, name, label in [
         (chunked, "build_records", "records built")]:
     timed(owner, name, label)
 
+# CPU each thread used (its own clock, read as it ends): a sampling profiler also counts the
+# time a lower-priority thread waits for a core
+cpu = {}
+def clocked(cls, label):
+    inner = cls._run
+    def run(self):
+        try:
+            inner(self)
+        finally:
+            cpu[label] = cpu.get(label, 0.0) + time.thread_time()
+    cls._run = run
+clocked(cache_mod._Writer, "cache writer")
+clocked(cache_mod._Checkpointer, "cache checkpointer")
+
 with Context(cache=Cache(Path(cache))) as ctx:
     result = run_fewl(items, sources, settings, ctx, None if out == "-" else Path(out),
                       f"jsonl:{dataset}")
     calls = ctx.model_calls()
+cpu["main thread"] = time.thread_time()
+cpu["whole process"] = sum(os.times()[:2])
 search = result.run.info["config"].get("neighbour_search") if out != "-" else None
 print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls, "search": search,
-                                                        "phases": phases}))
+                                                        "phases": phases, "cpu": cpu}))
 """
 
 VALIDATE_CHILD = """
@@ -223,7 +240,8 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
                                            index)
             row[way] = {"wall": wall, "items_s": size / wall, "rss": rss,
                         "mean": summary["mean"], "load": os.getloadavg()[0],
-                        "search": summary.get("search"), "phases": summary.get("phases")}
+                        "search": summary.get("search"), "phases": summary.get("phases"),
+                        "cpu": summary.get("cpu")}
         if "whole" in row:
             assert row["whole"]["mean"] == row["streamed"]["mean"], "streamed != whole"
         print(f"\n[{kind}, {size} items] load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -241,6 +259,10 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
             print(f"{prefix}where_the_time_goes_{size} (s per 1,000 items, nested phases "
                   "overlap): " + ", ".join(f"{k} {v / size * 1e3:.2f}"
                                            for k, v in phases.items()), flush=True)
+        cpu = row["streamed"].get("cpu") or {}
+        if cpu:
+            print(f"{prefix}cpu_{size} (CPU s per 1,000 items, each thread's own clock): "
+                  + ", ".join(f"{k} {v / size * 1e3:.2f}" for k, v in cpu.items()), flush=True)
         search = row["streamed"].get("search") or {}
         if search:
             print(f"{prefix}neighbour_index_{size}: {search['index']} ({search['library']}, "
