@@ -44,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 from fewl_fixtures import FewlFiles, write_chale, write_fewl  # noqa: E402
 from measured import measured_child  # noqa: E402
 
+from veracity.methods.fewl.chunked import CHUNK  # noqa: E402
+
 CHILD = """
 import json, os, sys
 from pathlib import Path
@@ -95,6 +97,27 @@ for owner, name, label in [
         (chunked, "build_records", "records built")]:
     timed(owner, name, label)
 
+# the chunks whose embedding the main thread did ahead while the graph linked, and their time
+ahead_chunks = [0]
+ahead_of = chunked.embedding_ahead
+def ahead(*args):
+    steps_of = ahead_of(*args)
+    if steps_of is None:
+        return None
+    def steps(index):
+        label = "the scoring's embedding done ahead (while the graph linked)"
+        work = steps_of(index)
+        while True:
+            began = time.perf_counter()
+            step = next(work, False)
+            phases[label] = phases.get(label, 0.0) + time.perf_counter() - began
+            if step is False:
+                return
+            ahead_chunks[0] += 1
+            yield step
+    return steps
+chunked.embedding_ahead = ahead
+
 # CPU each thread used (its own clock, read as it ends): a sampling profiler also counts the
 # time a lower-priority thread waits for a core
 cpu = {}
@@ -117,7 +140,8 @@ cpu["main thread"] = time.thread_time()
 cpu["whole process"] = sum(os.times()[:2])
 search = result.run.info["config"].get("neighbour_search") if out != "-" else None
 print(json.dumps(result.results["models"]["answers"] | {"model_calls": calls, "search": search,
-                                                        "phases": phases, "cpu": cpu}))
+                                                        "phases": phases, "cpu": cpu,
+                                                        "ahead_chunks": ahead_chunks[0]}))
 """
 
 VALIDATE_CHILD = """
@@ -241,7 +265,7 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
             row[way] = {"wall": wall, "items_s": size / wall, "rss": rss,
                         "mean": summary["mean"], "load": os.getloadavg()[0],
                         "search": summary.get("search"), "phases": summary.get("phases"),
-                        "cpu": summary.get("cpu")}
+                        "cpu": summary.get("cpu"), "ahead": summary.get("ahead_chunks")}
         if "whole" in row:
             assert row["whole"]["mean"] == row["streamed"]["mean"], "streamed != whole"
         print(f"\n[{kind}, {size} items] load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -270,6 +294,9 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
                   f"on {search['recall_questions']} questions; "
                   f"{search.get('searched_exactly', 0)} crowded questions searched exactly",
                   flush=True)
+        if row["streamed"].get("ahead") is not None:
+            print(f"{prefix}chunks_embedded_ahead_{size}: {row['streamed']['ahead']} of "
+                  f"{-(-size // CHUNK)} (while the graph linked)", flush=True)
         if kind == "live" and size == sizes[0]:
             wall, _, summary = run_child(kind, files, str(work / "run"),
                                          work / "cache-streamed.sqlite", index)

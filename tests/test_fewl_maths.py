@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from veracity.client import CachedEmbedder
 from veracity.errors import ConfigError
@@ -24,6 +26,7 @@ from veracity.methods.fewl.core import (
     select_neighbours,
     single_weights,
     softmax_weights,
+    table_texts,
     truthfulness,
     uniform_weights,
 )
@@ -258,3 +261,37 @@ class _NotEmbedding:
 
     def table(self, texts: object) -> object:
         return lambda a, b: np.zeros(np.shape(a))
+
+
+_WORDS = st.sampled_from(["a", "b", "c", " ", "", "d e"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_table_texts_are_the_texts_the_scoring_gives_its_table(data: st.DataObject) -> None:
+    """What a streamed run embeds ahead of a chunk's scoring (``table_texts``) is the list the
+    scoring itself hands its similarity, text for text and in order, whatever the repeats,
+    blanks, missing answers, labels and scored rows."""
+    q = data.draw(st.integers(1, 4))
+    refs = [data.draw(st.lists(_WORDS, max_size=3)) for _ in range(q)]
+    pairs = [data.draw(st.lists(st.tuples(_WORDS, _WORDS), max_size=3)) for _ in range(q)]
+    answers = {name: data.draw(st.lists(st.one_of(st.none(), _WORDS), min_size=q, max_size=q))
+               for name in data.draw(st.lists(st.sampled_from(["x", "y"]), unique=True))}
+    labelled = data.draw(st.one_of(st.none(), st.lists(
+        st.tuples(_WORDS, st.lists(_WORDS, max_size=2)), min_size=q, max_size=q)))
+    scored = data.draw(st.one_of(st.none(), st.integers(1, q)))
+    asked: list[list[str]] = []
+
+    class Recorded:
+        spec = "recorded"
+
+        def describe(self) -> dict[str, Any]:
+            return {}
+
+        def table(self, texts: Sequence[str]) -> Any:
+            asked.append(list(texts))
+            return lambda a, b: np.zeros(np.shape(a))
+
+    neighbours = select_neighbours(np.eye(q, 2) + 0.1, k=1)
+    score_texts(refs, pairs, answers, Recorded(), neighbours, labelled=labelled, scored=scored)
+    assert asked == [table_texts(refs, pairs, answers, labelled, scored)]

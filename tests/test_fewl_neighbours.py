@@ -4,6 +4,7 @@ data, recall@K on hand-made cases, the record a run keeps, and the CLI's route."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -331,3 +332,58 @@ def test_the_exact_search_for_the_recall_runs_while_the_graph_still_links(
     assert exact_threads == [1]  # once, while waiting: not again for the record
     assert fed.record().recall_at_k == after < 1.0
     assert faiss.omp_get_max_threads() == before
+
+
+def test_work_given_to_the_waiting_thread_runs_only_while_the_graph_links(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread that waits for a graph's last blocks advances the caller's work a step at a
+    time instead, and stops as soon as the graph is linked (the work here never ends by
+    itself); the neighbours are those of a graph nobody waited for. An exact search has no
+    graph to wait for: the work is never started."""
+    import threading
+    import time
+
+    import faiss
+
+    vectors = unit_rows(_data(300, dim=16))
+    settings = IndexSettings("hnsw", hnsw_m=4, ef_construction=8, ef_search=4, recall_sample=0)
+
+    def search(given: IndexSettings) -> NeighbourSearch:
+        return NeighbourSearch(lambda a, b: vectors[a:b], 300, 6, 0.8, None, given,
+                               column_block=64)
+
+    expected = _hnsw_parts(search(settings))
+    released = threading.Event()
+    adding = faiss.IndexHNSWFlat.add
+
+    def add(index: object, x: np.ndarray) -> None:
+        released.wait(timeout=10)  # the graph links only once the work has begun
+        adding(index, x)
+
+    steps: list[int] = []
+
+    def work() -> Iterator[None]:
+        while True:
+            steps.append(1)
+            if len(steps) == 3:
+                released.set()
+            time.sleep(0.001)
+            yield
+
+    monkeypatch.setattr(faiss.IndexHNSWFlat, "add", add)
+    fed = search(settings)
+    for start in range(0, 300, 50):
+        fed.feed(start, vectors[start:start + 50], np.ones(50, dtype=bool))
+    parts = [nb for _, nb in fed.blocks(work())]
+    assert len(steps) >= 3
+    for a, b in zip(expected, (np.concatenate([nb.index for nb in parts]),
+                               np.concatenate([nb.mask for nb in parts]),
+                               np.concatenate([nb.cosine for nb in parts])), strict=True):
+        assert np.array_equal(np.nan_to_num(a), np.nan_to_num(b))
+
+    def untouched() -> Iterator[None]:
+        raise AssertionError("an exact search advanced the caller's work")
+        yield
+
+    exact = search(IndexSettings("exact"))
+    assert len([nb for _, nb in exact.blocks(untouched())]) == 1

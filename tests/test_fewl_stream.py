@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +18,7 @@ from veracity.methods.fewl.chunked import stream_fewl, work_folders
 from veracity.methods.fewl.modes import run_fewl
 from veracity.methods.fewl.pairs import PairSettings
 from veracity.methods.fewl.run import AnswerSource, FewlSettings
+from veracity.methods.fewl.similarity import load_similarity
 from veracity.runs.common import Context
 from veracity.store import RunDir
 from veracity.types import Item
@@ -275,3 +276,71 @@ def test_large_fewl_report_pages_every_answer_from_a_sidecar(
     assert why.count("worst") == 4 and why.count("error") == unscored > 0
     lowest = sorted(v for v in every.values() if v is not None)[:4]
     assert sorted(r["fewl"] for r in bounded["rows"] if r["shown"] == "worst") == lowest
+
+
+def test_the_scorings_embedding_is_done_ahead_while_the_graph_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While an HNSW graph is still being linked, the main thread makes the embedding calls
+    every chunk's scoring will make, in the same order with the same texts, so the embedder
+    sees the very batches of a run that waited; the scoring then embeds nothing and the
+    records are the same to the byte. Without a cache nothing is done ahead."""
+    import dataclasses
+    import threading
+
+    import faiss
+
+    from veracity.methods.fewl import chunked
+
+    items, sources, settings = _files(tmp_path, 60)
+    settings = dataclasses.replace(settings, neighbours_index="hnsw")
+    calls: list[list[str]] = []
+    original = HashEmbedder.embed
+
+    def recorded(self: HashEmbedder, texts: list[str]) -> Any:
+        calls.append(list(texts))
+        return original(self, texts)
+
+    monkeypatch.setattr(HashEmbedder, "embed", recorded)
+
+    def run(name: str) -> tuple[list[str], list[list[str]]]:
+        calls.clear()
+        with Context(cache=Cache(tmp_path / f"{name}.sqlite")) as ctx:
+            stream_fewl(items, sources, settings, ctx, tmp_path / name, "qs", {}, chunk_size=8)
+        return _lines(tmp_path / name / "samples.jsonl"), list(calls)
+
+    real_ahead = chunked.embedding_ahead
+    monkeypatch.setattr(chunked, "embedding_ahead", lambda *args: None)
+    waited, waited_calls = run("waited")
+
+    released = threading.Event()
+    adding = faiss.IndexHNSWFlat.add
+
+    def add(index: object, x: Any) -> None:
+        released.wait(timeout=20)  # the graph links once every chunk is embedded ahead
+        adding(index, x)
+
+    steps: list[int] = []
+
+    def ahead(*args: Any) -> Any:
+        steps_of = real_ahead(*args)
+        assert steps_of is not None
+
+        def counted(index: Any) -> Any:
+            for step in steps_of(index):
+                steps.append(1)
+                yield step
+            released.set()
+
+        return counted
+
+    monkeypatch.setattr(faiss.IndexHNSWFlat, "add", add)
+    monkeypatch.setattr(chunked, "embedding_ahead", ahead)
+    records, ahead_calls = run("ahead")
+    assert len(steps) == 8  # every chunk of 8 of the 60 questions
+    assert ahead_calls == waited_calls and len(waited_calls) > 8
+    assert records == waited
+    with Context(cache=None) as ctx:
+        uncached = load_similarity("hash/default", ctx.embedder, ctx.scorer, settings.mapping,
+                                   settings.similarity_label)
+        assert real_ahead(items, cast(Any, None), uncached, 8) is None

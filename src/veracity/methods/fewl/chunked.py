@@ -37,7 +37,13 @@ from veracity.client import CachedEmbedder
 from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
-from veracity.methods.fewl.core import FewlScores, LentReferences, Neighbours, unit_rows
+from veracity.methods.fewl.core import (
+    FewlScores,
+    LentReferences,
+    Neighbours,
+    table_texts,
+    unit_rows,
+)
 from veracity.methods.fewl.neighbours.core import IndexSettings, NeighbourSearch
 from veracity.methods.fewl.neighbours.random import random_neighbour_blocks
 from veracity.methods.fewl.pairs import Pair, PairOutcome
@@ -351,7 +357,9 @@ class _Index:
 
     def __init__(self, work: Path, items: Sequence[Item], inputs: _Inputs,
                  settings: FewlSettings, ctx: Context, chunk_size: int,
-                 similarity: Similarity) -> None:
+                 similarity: Similarity, ahead: Ahead | None = None) -> None:
+        """``ahead``: work for the main thread while an approximate index's graph is still
+        being linked after every question is embedded (see :func:`embedding_ahead`)."""
         n, k = len(items), settings.neighbours
         embedder = ctx.embedder(question_spec(settings))
         self.eligible = np.zeros(n, dtype=bool)
@@ -384,7 +392,8 @@ class _Index:
         self.index = RowFile(work / "neighbours.i64", np.int64, k)
         self.mask = RowFile(work / "neighbours.mask", np.bool_, k)
         self.cosine = RowFile(work / "neighbours.f64", np.float64, k)
-        found = (self.search.blocks() if self.search is not None else
+        found = (self.search.blocks(None if ahead is None else ahead(self))
+                 if self.search is not None else
                  random_neighbour_blocks(read, n, k, settings.near_duplicate, self.eligible,
                                          settings.stochastic_seed()))
         for _, nb in found:
@@ -435,6 +444,39 @@ class _Index:
     def described(self) -> dict[str, Any]:
         """run.json's record of the nearest-neighbour search (none for random neighbours)."""
         return {} if self.search is None else {"neighbour_search": self.search.record().as_dict()}
+
+
+Ahead = Callable[["_Index"], Iterator[None]]
+"""The index whose questions and references are embedded -> work done a step at a time."""
+
+
+def embedding_ahead(items: Sequence[Item], inputs: _Inputs, similarity: Similarity,
+                    chunk_size: int) -> Ahead | None:
+    """The embedding each chunk's scoring will ask for, chunk after chunk from the first, a
+    step per chunk: while a graph is still being linked, the main thread embeds (into the
+    cache) what the scoring would embed later, instead of waiting. Each step makes the very
+    call the chunk's scoring makes (:func:`_primed` over
+    :func:`~veracity.methods.fewl.core.table_texts`, the scoring's texts in its order), so
+    the embedder sees the same texts in the same batches and every vector is the same; the
+    scoring then finds them in the cache. None (nothing ahead) without an embedding
+    similarity that caches its vectors: there the scoring's own embedding could not be reused.
+    A run whose chunks embed anything else between scorings (a ranking's labelled answers)
+    should not use it, as the order of the embedder's calls would change."""
+    if not isinstance(similarity, EmbeddingSimilarity) or similarity.embedder.cache is None:
+        return None
+
+    def steps(index: _Index) -> Iterator[None]:
+        for start in range(0, len(items), chunk_size):
+            at = list(range(start, min(start + chunk_size, len(items))))
+            part = take(items, at)
+            refs = inputs.references_of(at, part)
+            pairs = [[(p.wrong, p.corrected) for p in row]
+                     for row in inputs.pair_outcome(at, part).pairs]
+            texts = table_texts(refs, pairs, inputs.answer_sets(at, part))
+            _primed(similarity, index, at, refs).table(texts)
+            yield
+
+    return steps
 
 
 class _Primed:
@@ -627,7 +669,10 @@ def stream_fewl(
                 inputs.generate(items, sources, settings, ctx, generate_chunk)
         similarity = load_similarity(settings.similarity, ctx.embedder, ctx.scorer,
                                      settings.mapping, settings.similarity_label)
-        index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity)
+        # a ranking embeds its labelled answers between chunks: nothing ahead of it
+        ahead = embedding_ahead(items, inputs, similarity, chunk_size) if mode == "run" \
+            else None
+        index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity, ahead)
         names = reference_names(inputs, settings, index)
         config = run_config(mode, dataset, len(items), similarity, names, settings, ctx,
                             extra | index.described())

@@ -446,6 +446,81 @@ class _Texts:
         return self.index.setdefault(text, len(self.index))
 
 
+@dataclass
+class _Gathered:
+    """Every distinct text of a scoring, in the order the similarity table gets them, and
+    where each question's references, pairs, answers and labels are in it."""
+
+    texts: _Texts
+    ref_idx: Ints
+    ref_mask: Bools
+    iw_idx: Ints
+    co_idx: Ints
+    pair_mask: Bools
+    answers: dict[str, tuple[Ints, Bools]]
+    lab_good: Ints
+    lab_bad: Ints
+    lab_mask: Bools
+    m: int
+    """Questions scored (the rest lend their references)."""
+
+
+def _gather(references: Sequence[Sequence[str]], pairs: Sequence[Sequence[tuple[str, str]]],
+            answer_sets: Mapping[str, Sequence[str | None]],
+            labelled: Sequence[tuple[str, Sequence[str]]] | None, widths: tuple[int, int],
+            scored: int | None) -> _Gathered:
+    q = len(references)
+    texts = _Texts()
+    j = max(max((len(r) for r in references), default=0), widths[0])
+    r = max(max((len(p) for p in pairs), default=0), widths[1])
+    ref_idx = np.zeros((q, max(j, 1)), dtype=np.int64)
+    ref_mask = np.zeros((q, max(j, 1)), dtype=bool)
+    iw_idx = np.zeros((q, max(r, 1)), dtype=np.int64)
+    co_idx = np.zeros_like(iw_idx)
+    pair_mask = np.zeros((q, max(r, 1)), dtype=bool)
+    for row, (refs, qpairs) in enumerate(zip(references, pairs, strict=True)):
+        for col, text in enumerate(refs):
+            if text.strip():
+                ref_idx[row, col], ref_mask[row, col] = texts.add(text), True
+        for col, (wrong, corrected) in enumerate(qpairs):
+            iw_idx[row, col], co_idx[row, col] = texts.add(wrong), texts.add(corrected)
+            pair_mask[row, col] = True
+    answers: dict[str, tuple[Ints, Bools]] = {}
+    for name, values in answer_sets.items():
+        if len(values) != q:
+            raise ConfigError(f"answer set '{name}' has {len(values)} answers for {q} questions")
+        ok = np.array([bool(v and v.strip()) for v in values], dtype=bool)
+        idx = np.array([texts.add(v) if v and v.strip() else 0 for v in values], dtype=np.int64)
+        answers[name] = (idx, ok)
+    lab_width = max((len(w) for _, w in labelled or ()), default=0)
+    lab_good = np.zeros((q, 1), dtype=np.int64)
+    lab_bad = np.zeros((q, max(lab_width, 1)), dtype=np.int64)
+    lab_mask = np.zeros((q, max(lab_width, 1)), dtype=bool)
+    m = q if scored is None else min(scored, q)
+    if labelled is not None:
+        if len(labelled) != q:
+            raise ConfigError(f"{len(labelled)} labelled answer sets for {q} questions")
+        for row, (good, bad) in enumerate(labelled[:m]):
+            lab_good[row, 0] = texts.add(good)
+            for col, text in enumerate(bad):
+                lab_bad[row, col], lab_mask[row, col] = texts.add(text), True
+    return _Gathered(texts, ref_idx, ref_mask, iw_idx, co_idx, pair_mask, answers, lab_good,
+                     lab_bad, lab_mask, m)
+
+
+def table_texts(references: Sequence[Sequence[str]], pairs: Sequence[Sequence[tuple[str, str]]],
+                answer_sets: Mapping[str, Sequence[str | None]],
+                labelled: Sequence[tuple[str, Sequence[str]]] | None = None,
+                scored: int | None = None) -> list[str]:
+    """The texts :func:`score_texts` gives its similarity's table for the same arguments, in
+    the same order (each once).
+
+    >>> table_texts([["ref"], []], [[("wrong", "right")], []], {"a": ["right", "new"]})
+    ['ref', 'wrong', 'right', 'new']
+    """
+    return list(_gather(references, pairs, answer_sets, labelled, (0, 0), scored).texts.index)
+
+
 def _sims(table: Any, left: Any, right: Any, valid: Any) -> Floats:
     a, b, ok = np.broadcast_arrays(np.asarray(left), np.asarray(right), np.asarray(valid, bool))
     out = np.full(a.shape, np.nan)
@@ -490,41 +565,12 @@ def score_texts(
     """
     for divergence in divergences:
         _check_divergence(divergence)
+    g = _gather(references, pairs, answer_sets, labelled, widths, scored)
+    texts, m = g.texts, g.m
+    ref_idx, ref_mask, iw_idx, co_idx, pair_mask = g.ref_idx, g.ref_mask, g.iw_idx, g.co_idx, \
+        g.pair_mask
+    answers, lab_good, lab_bad, lab_mask = g.answers, g.lab_good, g.lab_bad, g.lab_mask
     q = len(references)
-    texts = _Texts()
-    j = max(max((len(r) for r in references), default=0), widths[0])
-    r = max(max((len(p) for p in pairs), default=0), widths[1])
-    ref_idx = np.zeros((q, max(j, 1)), dtype=np.int64)
-    ref_mask = np.zeros((q, max(j, 1)), dtype=bool)
-    iw_idx = np.zeros((q, max(r, 1)), dtype=np.int64)
-    co_idx = np.zeros_like(iw_idx)
-    pair_mask = np.zeros((q, max(r, 1)), dtype=bool)
-    for row, (refs, qpairs) in enumerate(zip(references, pairs, strict=True)):
-        for col, text in enumerate(refs):
-            if text.strip():
-                ref_idx[row, col], ref_mask[row, col] = texts.add(text), True
-        for col, (wrong, corrected) in enumerate(qpairs):
-            iw_idx[row, col], co_idx[row, col] = texts.add(wrong), texts.add(corrected)
-            pair_mask[row, col] = True
-    answers: dict[str, tuple[Ints, Bools]] = {}
-    for name, values in answer_sets.items():
-        if len(values) != q:
-            raise ConfigError(f"answer set '{name}' has {len(values)} answers for {q} questions")
-        ok = np.array([bool(v and v.strip()) for v in values], dtype=bool)
-        idx = np.array([texts.add(v) if v and v.strip() else 0 for v in values], dtype=np.int64)
-        answers[name] = (idx, ok)
-    lab_width = max((len(w) for _, w in labelled or ()), default=0)
-    lab_good = np.zeros((q, 1), dtype=np.int64)
-    lab_bad = np.zeros((q, max(lab_width, 1)), dtype=np.int64)
-    lab_mask = np.zeros((q, max(lab_width, 1)), dtype=bool)
-    m = q if scored is None else min(scored, q)
-    if labelled is not None:
-        if len(labelled) != q:
-            raise ConfigError(f"{len(labelled)} labelled answer sets for {q} questions")
-        for row, (good, bad) in enumerate(labelled[:m]):
-            lab_good[row, 0] = texts.add(good)
-            for col, text in enumerate(bad):
-                lab_bad[row, col], lab_mask[row, col] = texts.add(text), True
     table = similarity.table(list(texts.index))
     if lent is not None and lent.rows.size:
         if not isinstance(table, EmbeddingTable):
@@ -534,8 +580,8 @@ def score_texts(
         table = table.extended(lent.vectors)
     nb_refs, nb_ref_mask = ref_idx[neighbours.index[:m]], ref_mask[neighbours.index[:m]]
     if m < q:
-        ref_idx, ref_mask, iw_idx, co_idx, pair_mask = (
-            a[:m] for a in (ref_idx, ref_mask, iw_idx, co_idx, pair_mask))
+        ref_idx, iw_idx, co_idx = ref_idx[:m], iw_idx[:m], co_idx[:m]
+        ref_mask, pair_mask = ref_mask[:m], pair_mask[:m]
         lab_good, lab_bad, lab_mask = lab_good[:m], lab_bad[:m], lab_mask[:m]
         answers = {name: (idx[:m], ok[:m]) for name, (idx, ok) in answers.items()}
         neighbours = Neighbours(neighbours.index[:m], neighbours.mask[:m],

@@ -19,7 +19,8 @@ column block as soon as it is complete (the blocks a build after the fact adds, 
 graph) while the embedder works on the next chunk. That thread links the questions one at a
 time (one OpenMP thread): the run's main thread keeps a core, and the graph does not depend
 on how threads interleave, as faiss' parallel add can. While the graph's last blocks are
-linked, the thread that waits for them runs the exact search the recall is measured against.
+linked, the thread that waits for them runs the exact search the recall is measured against,
+then any other work the caller gives it (``meanwhile``).
 
 Ties among equal cosines may go to any of the tied questions (the numpy search in
 :mod:`veracity.methods.fewl.core` sends them to the lower index).
@@ -395,9 +396,10 @@ class NeighbourSearch:
             self._adds.append(self._builder.submit(self._growing.add, block))
         self._block_rows = []
 
-    def _index(self) -> tuple[Any, Ints]:
+    def _index(self, meanwhile: Iterator[None] | None = None) -> tuple[Any, Ints]:
         """The approximate index of every eligible question: the graph :meth:`feed` grew
-        (once its last block is in), or one built now from the questions' file."""
+        (once its last block is in), or one built now from the questions' file. While the
+        graph's last blocks are linked, ``meanwhile`` is advanced a step at a time."""
         if self._growing is None or self._fed != self.n:
             self.close()
             return self._build()
@@ -409,6 +411,9 @@ class NeighbourSearch:
                 # exact search the recall is measured against
                 with _one_omp_thread(self._lib):
                     self._exact_truth()
+            for _ in meanwhile if meanwhile is not None else ():
+                if all(add.done() for add in self._adds):
+                    break
             for add in self._adds:
                 add.result()
         finally:
@@ -480,12 +485,15 @@ class NeighbourSearch:
 
     # --- the search ----------------------------------------------------------------------
 
-    def blocks(self) -> Iterator[tuple[int, Neighbours]]:
-        """(first row, NN_K of rows first..first + block) for every block of rows."""
+    def blocks(self, meanwhile: Iterator[None] | None = None
+               ) -> Iterator[tuple[int, Neighbours]]:
+        """(first row, NN_K of rows first..first + block) for every block of rows.
+        ``meanwhile``: work the calling thread does a step at a time instead of waiting for a
+        graph :meth:`feed` is still linking (nothing else runs it)."""
         index: Any = None
         ids = np.zeros(0, np.int64)
         if self.kind != "exact" and self.n:
-            index, ids = self._index()
+            index, ids = self._index(meanwhile)
         for start in range(0, self.n, self.block):
             stop = min(start + self.block, self.n)
             rows = np.array(self.read(start, stop), dtype=np.float64, copy=True)
