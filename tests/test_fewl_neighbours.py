@@ -387,3 +387,56 @@ def test_work_given_to_the_waiting_thread_runs_only_while_the_graph_links(
 
     exact = search(IndexSettings("exact"))
     assert len([nb for _, nb in exact.blocks(untouched())]) == 1
+
+
+def test_given_work_for_the_wait_the_recall_is_searched_behind_the_blocks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With work of the caller's own for the wait, the exact search the recall is measured
+    against runs after the last block, on a thread of its own with one OpenMP thread; the
+    record says no recall until it is asked to wait for it, then the recall a graph built
+    after the fact gets. ``stop`` ends such a search at its next block of questions."""
+    import threading
+
+    import faiss
+
+    vectors = unit_rows(_data(300, dim=16))
+    settings = IndexSettings("hnsw", hnsw_m=4, ef_construction=8, ef_search=2, recall_sample=300)
+
+    def search() -> NeighbourSearch:
+        fed = NeighbourSearch(lambda a, b: vectors[a:b], 300, 6, 0.8, None, settings,
+                              column_block=64)
+        for start in range(0, 300, 50):
+            fed.feed(start, vectors[start:start + 50], np.ones(50, dtype=bool))
+        return fed
+
+    after = search()
+    _hnsw_parts(after)
+    searched: list[tuple[str, int]] = []
+    exact_rows = NeighbourSearch._exact_rows
+    held = threading.Event()
+
+    def exact(self: NeighbourSearch, rows: np.ndarray, own: np.ndarray) -> object:
+        held.wait(timeout=10)
+        searched.append((threading.current_thread().name, faiss.omp_get_max_threads()))
+        return exact_rows(self, rows, own)
+
+    monkeypatch.setattr(NeighbourSearch, "_exact_rows", exact)
+    fed = search()
+    parts = [nb for _, nb in fed.blocks(iter(()))]
+    assert len(parts) == 1 and not searched  # nothing searched exactly in the wait
+    assert fed.record(wait=False).recall_at_k is None
+    held.set()
+    assert fed.record().recall_at_k == after.record().recall_at_k < 1.0
+    assert fed.record().recall_questions == 300
+    assert {name for name, _ in searched} != {threading.current_thread().name}
+    assert {threads for _, threads in searched} == {1} and len(searched) == 3  # 128 at a time
+
+    held.clear()
+    searched.clear()
+    stopped = search()
+    list(stopped.blocks(iter(())))
+    stopped.stop()
+    held.set()
+    with pytest.raises(RuntimeError, match="closed"):
+        stopped.record()
+    assert len(searched) <= 1

@@ -284,7 +284,8 @@ def test_the_scorings_embedding_is_done_ahead_while_the_graph_links(
     """While an HNSW graph is still being linked, the main thread makes the embedding calls
     every chunk's scoring will make, in the same order with the same texts, so the embedder
     sees the very batches of a run that waited; the scoring then embeds nothing and the
-    records are the same to the byte. Without a cache nothing is done ahead."""
+    records are the same to the byte, and so is the search's record in run.json (its recall
+    searched behind the scoring). Without a cache nothing is done ahead."""
     import dataclasses
     import threading
 
@@ -340,6 +341,11 @@ def test_the_scorings_embedding_is_done_ahead_while_the_graph_links(
     assert len(steps) == 8  # every chunk of 8 of the 60 questions
     assert ahead_calls == waited_calls and len(waited_calls) > 8
     assert records == waited
+    # the recall, searched behind the scoring there, reaches run.json all the same
+    searches = [json.loads((tmp_path / name / "run.json").read_text())["config"]
+                ["neighbour_search"] for name in ("waited", "ahead")]
+    assert searches[0] == searches[1] and searches[0]["recall_questions"] == 60
+    assert searches[0]["recall_at_k"] is not None
     with Context(cache=None) as ctx:
         uncached = load_similarity("hash/default", ctx.embedder, ctx.scorer, settings.mapping,
                                    settings.similarity_label)

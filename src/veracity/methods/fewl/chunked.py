@@ -441,9 +441,16 @@ class _Index:
                               self.ref_columns.take(rows)[:, 0].astype(np.int64),
                               self.ref_vectors.take(rows))
 
-    def described(self) -> dict[str, Any]:
-        """run.json's record of the nearest-neighbour search (none for random neighbours)."""
-        return {} if self.search is None else {"neighbour_search": self.search.record().as_dict()}
+    def described(self, final: bool = True) -> dict[str, Any]:
+        """run.json's record of the nearest-neighbour search (none for random neighbours);
+        not ``final``: as known now (a recall searched behind the scoring is not yet)."""
+        return {} if self.search is None else {
+            "neighbour_search": self.search.record(wait=final).as_dict()}
+
+    def close(self) -> None:
+        """Stop what the neighbour search still runs behind the scoring."""
+        if self.search is not None:
+            self.search.stop()
 
 
 Ahead = Callable[["_Index"], Iterator[None]]
@@ -660,6 +667,7 @@ def stream_fewl(
         pairs_model(settings)  # a ConfigError before any model call
     work = fresh_work(out)
     db = sqlite3.connect(work / "lookup.sqlite")
+    index: _Index | None = None
     try:
         inputs = _Inputs(db, sources, settings)
         if inputs.generated():
@@ -675,8 +683,9 @@ def stream_fewl(
         index = _Index(work, items, inputs, settings, ctx, chunk_size, similarity, ahead)
         names = reference_names(inputs, settings, index)
         config = run_config(mode, dataset, len(items), similarity, names, settings, ctx,
-                            extra | index.described())
+                            extra | index.described(final=False))
         sources_names = [s.name for s in sources]
+        searched = index
         running = RunningFewl(sources_names)
         tally = RankTally(sources_names, settings.divergence) if mode == "rank" else None
         batches = _scored_chunks(items, inputs, index, similarity, names, settings, chunk_size,
@@ -688,13 +697,17 @@ def stream_fewl(
                 {n: models[n].mean for n in sources_names})
             results = fewl_results(mode, dataset, len(items), running.failed, similarity,
                                    settings, models, ranking)
-            return Finish(results, {"model_options": ctx.options_record()}, ctx.stats())
+            # the recall is known now, if it was searched behind the scoring
+            return Finish(results, {"model_options": ctx.options_record()}
+                          | searched.described(), ctx.stats())
 
         files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
                                      *(answers_file(n) for n in sources_names)]))
         plan = RunPlan("fewl", FewlRecord, config, ctx.started, files, side_files)
         outcome = drive(out, plan, batches, [running], finish)
     finally:
+        if index is not None:
+            index.close()
         db.close()
     shutil.rmtree(work)
     return outcome

@@ -20,7 +20,8 @@ graph) while the embedder works on the next chunk. That thread links the questio
 time (one OpenMP thread): the run's main thread keeps a core, and the graph does not depend
 on how threads interleave, as faiss' parallel add can. While the graph's last blocks are
 linked, the thread that waits for them runs the exact search the recall is measured against,
-then any other work the caller gives it (``meanwhile``).
+or, when the caller gives it work of its own to do then (``meanwhile``), that work, and the
+exact search follows the blocks on a thread of its own.
 
 Ties among equal cosines may go to any of the tied questions (the numpy search in
 :mod:`veracity.methods.fewl.core` sends them to the lower index).
@@ -29,6 +30,7 @@ Ties among equal cosines may go to any of the tied questions (the numpy search i
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -261,6 +263,9 @@ class NeighbourSearch:
         self._sampled: dict[int, tuple[Floats, Bools]] = {}
         self._truth: Neighbours | None = None
         """The sampled questions' exact neighbours, once searched."""
+        self._truth_behind: Future[Neighbours] | None = None
+        """That search on a thread of its own, behind the caller's next work."""
+        self._stop_truth = threading.Event()
         self._fed = 0
         self._growing: Any = None
         """The HNSW graph being grown from what :meth:`feed` gave, on ``_builder``."""
@@ -406,7 +411,8 @@ class NeighbourSearch:
         self._add_block()
         index = self._growing
         try:
-            if self._sample.size and any(not add.done() for add in self._adds):
+            if meanwhile is None and self._sample.size \
+                    and any(not add.done() for add in self._adds):
                 # the graph is still linking: meanwhile, on this thread's idle core only, the
                 # exact search the recall is measured against
                 with _one_omp_thread(self._lib):
@@ -419,6 +425,13 @@ class NeighbourSearch:
         finally:
             self.close()
         return index, np.flatnonzero(self.eligible).astype(np.int64)
+
+    def stop(self) -> None:
+        """Stop all this search runs on threads of its own, for a run that failed: the
+        graph (:meth:`close`), and an exact search for the recall left behind the blocks, at
+        its next block of sampled questions."""
+        self._stop_truth.set()
+        self.close()
 
     def close(self) -> None:
         """Stop growing the graph: adds not yet started are dropped, with the graph (a search
@@ -504,7 +517,20 @@ class NeighbourSearch:
                 self._sampled[int(row)] = (nb.cosine[row - start], nb.mask[row - start])
             yield start, nb
         del index
-        self._measure_recall()
+        if meanwhile is not None and self._truth is None and self._sample.size:
+            self._search_truth_behind()
+        else:
+            self._measure_recall()
+
+    def _search_truth_behind(self) -> None:
+        """The exact search the recall is measured against, on a thread of its own (one
+        OpenMP thread, giving way to the run's own) behind whatever the caller does next:
+        given work to do while the graph linked, the caller had no idle core for it then.
+        :meth:`record` waits for it."""
+        behind = ThreadPoolExecutor(1, thread_name_prefix="veracity-recall",
+                                    initializer=_graph_thread, initargs=(self._lib,))
+        self._truth_behind = behind.submit(self._exact_truth)
+        behind.shutdown(wait=False)
 
     def _measure_recall(self) -> None:
         if self.kind == "exact":
@@ -526,6 +552,8 @@ class NeighbourSearch:
         if self._truth is None:
             parts = []
             for first in range(0, self._sample.size, TRUTH_BLOCK):
+                if self._stop_truth.is_set():
+                    raise RuntimeError("the neighbour search was closed")
                 own = self._sample[first:first + TRUTH_BLOCK].astype(np.int64)
                 rows = np.concatenate([np.asarray(self.read(int(i), int(i) + 1),
                                                   dtype=np.float64) for i in own])
@@ -535,8 +563,14 @@ class NeighbourSearch:
                                      np.concatenate([p.cosine for p in parts]))
         return self._truth
 
-    def record(self) -> SearchRecord:
-        """What the search did; complete once :meth:`blocks` has been read to its end."""
+    def record(self, wait: bool = True) -> SearchRecord:
+        """What the search did; complete once :meth:`blocks` has been read to its end and,
+        with ``wait``, the recall searched behind it is measured (without ``wait`` its
+        recall_at_k may still be None)."""
+        if wait and self._truth_behind is not None:
+            self._truth = self._truth_behind.result()
+            self._truth_behind = None
+            self._measure_recall()
         return self._record
 
 
