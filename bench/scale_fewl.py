@@ -13,7 +13,8 @@ as ``veracity fewl run --answers fake/stable --reference fake/pairs --reference-
 model. With ``--whole-up-to`` the same items are also scored in memory (no run directory: every
 text, vector and record held at once), interleaved with the streamed run of the same size, for
 the A/B of peak RSS. Printed per size: wall time, items/s and the child's peak RSS (``wait4``),
-where the time goes, and the CPU of the main thread, the cache's two threads and the process;
+where the time goes, and the CPU of the main thread, the cache's two threads and the process
+(with an approximate index, also how many chunks' embedding was done while the graph linked);
 then the slope of each against item count and, as the judged ratio, recorded items/s at the
 largest size over items/s at the smallest.
 
@@ -294,7 +295,7 @@ def measure(kind: str, sizes: list[int], whole_up_to: int, root: Path,
                   f"on {search['recall_questions']} questions; "
                   f"{search.get('searched_exactly', 0)} crowded questions searched exactly",
                   flush=True)
-        if row["streamed"].get("ahead") is not None:
+        if row["streamed"].get("ahead") is not None and search.get("index") not in (None, "exact"):
             print(f"{prefix}chunks_embedded_ahead_{size}: {row['streamed']['ahead']} of "
                   f"{-(-size // CHUNK)} (while the graph linked)", flush=True)
         if kind == "live" and size == sizes[0]:
