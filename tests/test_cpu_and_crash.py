@@ -66,6 +66,18 @@ def test_extra_buffers_is_a_declared_model_option() -> None:
         parse_options(["extra_buffers=yes"])
 
 
+def _real_cpu_has_amx() -> bool:
+    """This machine's own CPU (not flags a test set), read afresh."""
+    cpu_features.cache_clear()
+    saved = os.environ.pop("VERACITY_CPU_FLAGS", None)
+    try:
+        return cpu_features().amx
+    finally:
+        if saved is not None:
+            os.environ["VERACITY_CPU_FLAGS"] = saved
+        cpu_features.cache_clear()
+
+
 @real
 @pytest.mark.real
 def test_the_backend_loads_without_extra_buffers_when_the_cpu_reports_amx(cpu_flags: object) -> None:
@@ -81,15 +93,25 @@ def test_the_backend_loads_without_extra_buffers_when_the_cpu_reports_amx(cpu_fl
     finally:
         backend.close()
     cpu_flags(EPYC)  # type: ignore[operator]
+    backend = load_model("llamacpp/default", extra_buffers="off")  # the user's override wins
+    try:
+        assert backend._llm.model_params.use_extra_bufts is False  # type: ignore[attr-defined]
+    finally:
+        backend.close()
+
+
+@real
+@pytest.mark.real
+@pytest.mark.skipif(_real_cpu_has_amx(), reason="this CPU has AMX: llama.cpp's extra buffer "
+                    "types crash it, which is why they are off there (the test above)")
+def test_the_backend_keeps_extra_buffers_where_the_cpu_has_no_amx(cpu_flags: object) -> None:
+    from veracity.registry import load_model
+
+    cpu_flags(EPYC)  # type: ignore[operator]
     backend = load_model("llamacpp/default")
     try:
         assert backend._llm.model_params.use_extra_bufts is True  # type: ignore[attr-defined]
         assert "extra_buffers" not in backend.identity()  # today's cache keys, unchanged
-    finally:
-        backend.close()
-    backend = load_model("llamacpp/default", extra_buffers="off")  # the user's override wins
-    try:
-        assert backend._llm.model_params.use_extra_bufts is False  # type: ignore[attr-defined]
     finally:
         backend.close()
 

@@ -322,6 +322,7 @@ def test_the_scorings_embedding_is_done_ahead_while_the_graph_links(
         adding(index, x)
 
     steps: list[int] = []
+    before_scoring: list[int] = []
 
     def ahead(*args: Any) -> Any:
         steps_of = real_ahead(*args)
@@ -331,6 +332,7 @@ def test_the_scorings_embedding_is_done_ahead_while_the_graph_links(
             for step in steps_of(index):
                 steps.append(1)
                 yield step
+            before_scoring.append(len(calls))
             released.set()
 
         return counted
@@ -339,6 +341,7 @@ def test_the_scorings_embedding_is_done_ahead_while_the_graph_links(
     monkeypatch.setattr(chunked, "embedding_ahead", ahead)
     records, ahead_calls = run("ahead")
     assert len(steps) == 8  # every chunk of 8 of the 60 questions
+    assert before_scoring == [len(ahead_calls)]  # the scoring itself embedded nothing
     assert ahead_calls == waited_calls and len(waited_calls) > 8
     assert records == waited
     # the recall, searched behind the scoring there, reaches run.json all the same
@@ -346,6 +349,11 @@ def test_the_scorings_embedding_is_done_ahead_while_the_graph_links(
                 ["neighbour_search"] for name in ("waited", "ahead")]
     assert searches[0] == searches[1] and searches[0]["recall_questions"] == 60
     assert searches[0]["recall_at_k"] is not None
+    # and the embedder's requests and texts embedded are counted once, as in a run that waited
+    counts = [{spec: (used["requests"], used["texts_embedded"]) for spec, used in
+               json.loads((tmp_path / name / "run.json").read_text())["stats"].items()
+               if spec.startswith("embedder:")} for name in ("waited", "ahead")]
+    assert counts[0] == counts[1] and counts[0]
     with Context(cache=None) as ctx:
         uncached = load_similarity("hash/default", ctx.embedder, ctx.scorer, settings.mapping,
                                    settings.similarity_label)

@@ -245,9 +245,12 @@ class CachedEmbedder:
     def spec(self) -> str:
         return self.embedder.spec
 
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        """(n, d) float32 matrix, one row per text."""
-        self.stats.requests += len(texts)
+    def embed(self, texts: Sequence[str], counted: bool = True) -> Matrix:
+        """(n, d) float32 matrix, one row per text. Not ``counted``: the requests and cache
+        hits are left to a later call for the same texts (work done ahead of it); what is
+        embedded is counted either way."""
+        if counted:
+            self.stats.requests += len(texts)
         if len(self._memo) > self.memo_limit:
             self._memo.clear()
         distinct = [t for t in dict.fromkeys(texts) if t not in self._memo]
@@ -258,7 +261,8 @@ class CachedEmbedder:
             for text, key in keys.items():
                 if key in stored:
                     self._memo[text] = stored[key]
-            self.stats.cache_hits += len(stored)
+            if counted:
+                self.stats.cache_hits += len(stored)
             distinct = [t for t in distinct if t not in self._memo]
         for start in range(0, len(distinct), self.batch_size):
             batch = distinct[start : start + self.batch_size]

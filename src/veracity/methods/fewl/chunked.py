@@ -465,10 +465,12 @@ def embedding_ahead(items: Sequence[Item], inputs: _Inputs, similarity: Similari
     call the chunk's scoring makes (:func:`_primed` over
     :func:`~veracity.methods.fewl.core.table_texts`, the scoring's texts in its order), so
     the embedder sees the same texts in the same batches and every vector is the same; the
-    scoring then finds them in the cache. None (nothing ahead) without an embedding
-    similarity that caches its vectors: there the scoring's own embedding could not be reused.
-    A run whose chunks embed anything else between scorings (a ranking's labelled answers)
-    should not use it, as the order of the embedder's calls would change."""
+    scoring then finds them in the cache (and counts the requests; its cache hits include
+    the vectors embedded ahead that the embedder's memory no longer holds). None (nothing
+    ahead) without an embedding similarity that caches its vectors: there the scoring's own
+    embedding could not be reused. A run whose chunks embed anything else between scorings
+    (a ranking's labelled answers) should not use it, as the order of the embedder's calls
+    would change."""
     if not isinstance(similarity, EmbeddingSimilarity) or similarity.embedder.cache is None:
         return None
 
@@ -480,7 +482,7 @@ def embedding_ahead(items: Sequence[Item], inputs: _Inputs, similarity: Similari
             pairs = [[(p.wrong, p.corrected) for p in row]
                      for row in inputs.pair_outcome(at, part).pairs]
             texts = table_texts(refs, pairs, inputs.answer_sets(at, part))
-            _primed(similarity, index, at, refs).table(texts)
+            _primed(similarity, index, at, refs, counted=False).table(texts)
             yield
 
     return steps
@@ -490,16 +492,19 @@ class _Primed:
     """An embedding similarity whose table takes the vectors it is given (the references'
     from the index file, the very float32 vectors the embedder made) and embeds the rest."""
 
-    def __init__(self, base: EmbeddingSimilarity, known: dict[str, npt.NDArray[np.float32]]
-                 ) -> None:
+    def __init__(self, base: EmbeddingSimilarity, known: dict[str, npt.NDArray[np.float32]],
+                 counted: bool = True) -> None:
         self.base, self.known, self.spec = base, known, base.spec
+        self.counted = counted
+        """Not: the embedding is done ahead of the scoring, which counts its requests."""
 
     def describe(self) -> dict[str, Any]:
         return self.base.describe()
 
     def table(self, texts: Sequence[str]) -> EmbeddingTable:
         missing = [t for t in texts if t not in self.known]
-        got = dict(zip(missing, self.base.embedder.embed(missing), strict=True)) if missing else {}
+        got = dict(zip(missing, self.base.embedder.embed(missing, self.counted), strict=True)) \
+            if missing else {}
         if not texts:
             return EmbeddingTable(np.zeros((0, 0), np.float32), self.base.mapping)
         return EmbeddingTable(np.stack([self.known[t] if t in self.known else got[t]
@@ -507,15 +512,16 @@ class _Primed:
 
 
 def _primed(similarity: Similarity, index: _Index, wanted: list[int],
-            refs: list[list[str]]) -> Similarity:
-    """The similarity a chunk scores with: reference vectors from the index where it has them."""
+            refs: list[list[str]], counted: bool = True) -> Similarity:
+    """The similarity a chunk scores with: reference vectors from the index where it has them
+    (not ``counted``: made ahead of the scoring, see :func:`embedding_ahead`)."""
     if index.ref_vectors is None or not index.ref_vectors.rows \
             or not isinstance(similarity, EmbeddingSimilarity):
         return similarity
     texts = [t for row in refs for t in row if t]
     at = np.asarray(wanted, dtype=np.int64)
     vectors = index.ref_vectors.take(_spans(index.ref_offsets[at], index.ref_offsets[at + 1]))
-    return _Primed(similarity, dict(zip(texts, vectors, strict=True)))
+    return _Primed(similarity, dict(zip(texts, vectors, strict=True)), counted)
 
 
 def _spans(first: npt.NDArray[np.int64], last: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -29,6 +29,7 @@ Ties among equal cosines may go to any of the tied questions (the numpy search i
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Iterator
@@ -42,7 +43,10 @@ import numpy.typing as npt
 
 from veracity.errors import ConfigError
 from veracity.methods.fewl.core import COLUMN_BLOCK, ColumnBlock, Neighbours, nearest_block
+from veracity.text import terminal_safe
 from veracity.threads import give_way
+
+log = logging.getLogger("veracity")
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -285,6 +289,8 @@ class NeighbourSearch:
         best_index = np.zeros((rows.shape[0], self.k), dtype=np.int64)
         queries = np.ascontiguousarray(rows, dtype=np.float32)
         for start in range(0, self.n, self.column_block):
+            if self._stop_truth.is_set():  # a recall's search behind a run that failed
+                raise RuntimeError("the neighbour search was closed")
             stop = min(start + self.column_block, self.n)
             keep = np.flatnonzero(self.eligible[start:stop])
             if keep.size == 0 or self.k == 0:
@@ -417,8 +423,8 @@ class NeighbourSearch:
                 # exact search the recall is measured against
                 with _one_omp_thread(self._lib):
                     self._exact_truth()
-            for _ in meanwhile if meanwhile is not None else ():
-                if all(add.done() for add in self._adds):
+            while meanwhile is not None and not all(add.done() for add in self._adds):
+                if next(meanwhile, False) is False:  # the caller's work is all done
                     break
             for add in self._adds:
                 add.result()
@@ -429,7 +435,7 @@ class NeighbourSearch:
     def stop(self) -> None:
         """Stop all this search runs on threads of its own, for a run that failed: the
         graph (:meth:`close`), and an exact search for the recall left behind the blocks, at
-        its next block of sampled questions."""
+        its next block of columns."""
         self._stop_truth.set()
         self.close()
 
@@ -568,9 +574,14 @@ class NeighbourSearch:
         with ``wait``, the recall searched behind it is measured (without ``wait`` its
         recall_at_k may still be None)."""
         if wait and self._truth_behind is not None:
-            self._truth = self._truth_behind.result()
-            self._truth_behind = None
-            self._measure_recall()
+            behind, self._truth_behind = self._truth_behind, None
+            try:
+                self._truth = behind.result()
+            except Exception as exc:  # the neighbours stand; only their check is missing
+                log.warning("%s", terminal_safe(
+                    f"the recall of the neighbour search was not measured: {exc}"))
+            else:
+                self._measure_recall()
         return self._record
 
 
