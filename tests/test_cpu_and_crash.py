@@ -162,3 +162,24 @@ def test_the_cli_arms_the_fault_handler(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.stdout.strip().splitlines()[-1] == "armed", done.stderr
+
+
+@real
+@pytest.mark.parametrize(("flags", "extra"), [(SAPPHIRE_RAPIDS, False), (EPYC, True)])
+def test_the_server_module_serves_without_extra_buffers_where_the_cpu_has_amx(
+        cpu_flags: object, monkeypatch: pytest.MonkeyPatch, flags: str, extra: bool) -> None:
+    """``python -m veracity.backends.llamacpp_server`` is llama_cpp.server with the model's
+    parameters built as veracity builds them: extra buffers off on AMX, llama.cpp's default
+    elsewhere, and the default back once the server returns."""
+    server_main = pytest.importorskip("llama_cpp.server.__main__")
+    import llama_cpp.llama_cpp as lib
+
+    from veracity.backends import llamacpp_server
+
+    seen: list[bool] = []
+    monkeypatch.setattr(server_main, "main",
+                        lambda: seen.append(lib.llama_model_default_params().use_extra_bufts))
+    cpu_flags(flags)  # type: ignore[operator]
+    llamacpp_server.main()
+    assert seen == [extra]
+    assert lib.llama_model_default_params().use_extra_bufts is True

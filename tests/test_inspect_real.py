@@ -41,7 +41,9 @@ def server() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
+    # llama_cpp.server as veracity loads models: without extra buffers on a CPU with AMX
+    proc = subprocess.Popen([sys.executable, "-m", "veracity.backends.llamacpp_server",
+                             "--model", str(gguf),
                              "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
                              "--n_ctx", "2048", "--n_threads", "2", "--verbose", "false"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -50,7 +50,7 @@ def can_turn_off_extra_buffers() -> bool:
 
 
 @contextmanager
-def _model_params_without_extra_buffers() -> Iterator[None]:
+def model_params_without_extra_buffers() -> Iterator[None]:
     """While active, llama-cpp-python builds its model parameters with extra buffers off.
 
     ``Llama(...)`` has no argument for the field, but it starts from
@@ -85,7 +85,7 @@ def new_llama(model_path: str, extra_buffers: bool, **kwargs: Any) -> Llama:
             "this llama-cpp-python cannot load a model without extra buffer types (needed on "
             "CPUs with AMX, where they crash): pip install -U llama-cpp-python, or "
             "--model-option extra_buffers=on to try anyway")
-    with _model_params_without_extra_buffers():
+    with model_params_without_extra_buffers():
         return Llama(model_path=model_path, **kwargs)
 
 
