@@ -691,7 +691,7 @@ def stream_fewl(
         config = run_config(mode, dataset, len(items), similarity, names, settings, ctx,
                             extra | index.described(final=False))
         sources_names = [s.name for s in sources]
-        searched = index
+        described = index.described
         running = RunningFewl(sources_names)
         tally = RankTally(sources_names, settings.divergence) if mode == "rank" else None
         batches = _scored_chunks(items, inputs, index, similarity, names, settings, chunk_size,
@@ -704,8 +704,8 @@ def stream_fewl(
             results = fewl_results(mode, dataset, len(items), running.failed, similarity,
                                    settings, models, ranking)
             # the recall is known now, if it was searched behind the scoring
-            return Finish(results, {"model_options": ctx.options_record()}
-                          | searched.described(), ctx.stats())
+            return Finish(results, {"model_options": ctx.options_record()} | described(),
+                          ctx.stats())
 
         files = tuple(dict.fromkeys(["references.jsonl", "pairs.jsonl",
                                      *(answers_file(n) for n in sources_names)]))

@@ -558,8 +558,6 @@ class NeighbourSearch:
         if self._truth is None:
             parts = []
             for first in range(0, self._sample.size, TRUTH_BLOCK):
-                if self._stop_truth.is_set():
-                    raise RuntimeError("the neighbour search was closed")
                 own = self._sample[first:first + TRUTH_BLOCK].astype(np.int64)
                 rows = np.concatenate([np.asarray(self.read(int(i), int(i) + 1),
                                                   dtype=np.float64) for i in own])
