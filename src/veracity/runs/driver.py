@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from veracity.heap import frozen_heap
 from veracity.jsontypes import JsonObject, JsonValue
 from veracity.records import Record
 from veracity.runs.config import RunConfig
@@ -161,10 +162,11 @@ def drive(out: Path | None, plan: RunPlan[R], batches: Iterable[Sequence[R]],
     tally; then ``finish`` gives the summary, written beside the records as results.json."""
     sink: _Sink[R] = _Memory() if out is None else _Directory(out, plan)
     try:
-        for records in batches:
-            for tally in tallies:
-                tally.add(records)
-            sink.write(records)
+        with frozen_heap():  # what the run holds is not scanned again after every chunk
+            for records in batches:
+                for tally in tallies:
+                    tally.add(records)
+                sink.write(records)
     except BaseException:
         sink.abandon()  # a run directory keeps every finished chunk for the rerun
         raise

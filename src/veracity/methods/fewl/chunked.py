@@ -37,6 +37,7 @@ from veracity.client import CachedEmbedder
 from veracity.data.labelled import pair_rows, text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
+from veracity.heap import frozen_heap
 from veracity.methods.fewl.core import (
     FewlScores,
     LentReferences,
@@ -71,6 +72,7 @@ from veracity.methods.fewl.similarity import (
     EmbeddingTable,
     Similarity,
     load_similarity,
+    unit_vectors,
 )
 from veracity.runs.common import Context
 from veracity.runs.driver import Finish, RunPlan, check_target, drive
@@ -367,13 +369,14 @@ class _Index:
         questions = RowFile(work / "questions.f32", np.float32)
         self.questions = questions
         """The question vectors, as the embedder gave them."""
-        # every reference embedded once, here, into a file: a chunk reads its neighbours'
-        # from it instead of embedding them again
+        # every reference embedded once, here, into a file, scaled to unit length as a table
+        # scales its rows: a chunk reads its neighbours' from it instead of embedding and
+        # scaling them again (each time they are a neighbour)
         by_vector = similarity.embedder if isinstance(similarity, EmbeddingSimilarity) else None
         self.ref_offsets = np.zeros(n + 1, dtype=np.int64)
         self.ref_vectors = RowFile(work / "references.f32", np.float32) if by_vector else None
         self.ref_columns = RowFile(work / "references.col", np.int16, 1)
-        """The reference slot of each row of ``ref_vectors``."""
+        """The reference slot of each row of ``ref_vectors`` (unit vectors)."""
 
         def read(a: int, b: int) -> npt.NDArray[np.float64]:
             return unit_rows(questions.read(a, b))
@@ -424,7 +427,7 @@ class _Index:
                 counts = np.cumsum([sum(1 for t in row if t) for row in refs])
                 self.ref_offsets[start + 1:start + len(part) + 1] = self.ref_offsets[start] + counts
                 if flat:
-                    self.ref_vectors.append(by_vector.embed(flat))
+                    self.ref_vectors.append(unit_vectors(by_vector.embed(flat)))
                     self.ref_columns.append(np.array([[c for row in refs
                                                        for c, t in enumerate(row) if t]]).T)
 
@@ -439,7 +442,7 @@ class _Index:
         rows = _spans(first, last)
         return LentReferences(first_row + np.repeat(np.arange(at.size, dtype=np.int64), last - first),
                               self.ref_columns.take(rows)[:, 0].astype(np.int64),
-                              self.ref_vectors.take(rows))
+                              self.ref_vectors.take(rows), scaled=True)
 
     def described(self, final: bool = True) -> dict[str, Any]:
         """run.json's record of the nearest-neighbour search (none for random neighbours);
@@ -490,7 +493,8 @@ def embedding_ahead(items: Sequence[Item], inputs: _Inputs, similarity: Similari
 
 class _Primed:
     """An embedding similarity whose table takes the vectors it is given (the references'
-    from the index file, the very float32 vectors the embedder made) and embeds the rest."""
+    from the index file: the embedder's float32 vectors as :func:`unit_vectors` scaled
+    them) and embeds the rest."""
 
     def __init__(self, base: EmbeddingSimilarity, known: dict[str, npt.NDArray[np.float32]],
                  counted: bool = True) -> None:
@@ -503,12 +507,13 @@ class _Primed:
 
     def table(self, texts: Sequence[str]) -> EmbeddingTable:
         missing = [t for t in texts if t not in self.known]
-        got = dict(zip(missing, self.base.embedder.embed(missing, self.counted), strict=True)) \
-            if missing else {}
+        # scaled as the known ones were (each row on its own, so the digits are a table's)
+        got = dict(zip(missing, unit_vectors(self.base.embedder.embed(missing, self.counted)),
+                       strict=True)) if missing else {}
         if not texts:
             return EmbeddingTable(np.zeros((0, 0), np.float32), self.base.mapping)
         return EmbeddingTable(np.stack([self.known[t] if t in self.known else got[t]
-                                        for t in texts]), self.base.mapping)
+                                        for t in texts]), self.base.mapping, scaled=True)
 
 
 def _primed(similarity: Similarity, index: _Index, wanted: list[int],
@@ -582,15 +587,16 @@ def _scored_chunks(items: Sequence[Item], inputs: _Inputs, index: _Index,
             sets |= given(start, stop)
         answer_sets = {name: values + [None] * (len(local) - size)
                        for name, values in sets.items()}
-        # the neighbours lend their references only: no answers, no pairs
+        # the neighbours lend their references only: no answers, no pairs (one empty list,
+        # read only, for all their rows: a list each is garbage the collector scans)
         own = inputs.pair_outcome(wanted[:size], local[:size])
         others = len(local) - size
-        pairs = PairOutcome(own.pairs + [[] for _ in range(others)],
+        pairs = PairOutcome(own.pairs + [[]] * others,
                             own.raw + [""] * others, own.attempts + [0] * others,
                             own.errors + [None] * others)
         refs = inputs.references_of(wanted[:size], local[:size])
         lent = index.lent_references(wanted[size:], size) if others else None
-        refs += ([[] for _ in range(others)] if lent is not None
+        refs += ([[]] * others if lent is not None
                  else inputs.references_of(wanted[size:], local[size:]))
         prep = Prepared(refs, names, pairs,
                         _primed(similarity, index, wanted[:size], refs[:size]), neighbours)
@@ -654,6 +660,7 @@ def generation_bar(ctx: Context, settings: FewlSettings, models: Sequence[str],
     return one_bar(clients, ctx.progress, "fewl: generations", total)
 
 
+@frozen_heap()  # the run's questions are not scanned again after every chunk
 def stream_fewl(
     items: Sequence[Item], sources: Sequence[AnswerSource], settings: FewlSettings,
     ctx: Context, out: Path | None, dataset: str, extra: dict[str, Any], mode: str = "run",

@@ -436,6 +436,9 @@ class LentReferences:
     rows: Ints
     slots: Ints
     vectors: npt.NDArray[np.float32]
+    scaled: bool = False
+    """The vectors are already scaled by
+    :func:`~veracity.methods.fewl.similarity.unit_vectors` (the table copies them)."""
 
 
 class _Texts:
@@ -577,7 +580,7 @@ def score_texts(
             raise ConfigError("references lent as vectors need an embedding similarity")
         ref_idx[lent.rows, lent.slots] = len(texts.index) + np.arange(lent.rows.size)
         ref_mask[lent.rows, lent.slots] = True
-        table = table.extended(lent.vectors)
+        table = table.extended(lent.vectors, lent.scaled)
     nb_refs, nb_ref_mask = ref_idx[neighbours.index[:m]], ref_mask[neighbours.index[:m]]
     if m < q:
         ref_idx, iw_idx, co_idx = ref_idx[:m], iw_idx[:m], co_idx[:m]

@@ -321,7 +321,8 @@ def score_sets(items: Sequence[Item], answer_sets: dict[str, list[str | None]], 
                lent: LentReferences | None = None) -> FewlScores:
     """FEWL of the questions (of the first ``scored``; the rest lend their references as
     neighbours, as texts or ``lent`` vectors)."""
-    pairs = [[(p.wrong, p.corrected) for p in row] for row in prep.pairs.pairs]
+    none: list[tuple[str, str]] = []  # shared (read only) by the rows without pairs
+    pairs = [[(p.wrong, p.corrected) for p in row] if row else none for row in prep.pairs.pairs]
     return score_texts(prep.references, pairs, answer_sets, prep.similarity, prep.neighbours,
                        settings.tau, labelled, DIVERGENCES, settings.pairs.min_pairs,
                        settings.expertise, widths, scored, lent)

@@ -70,12 +70,21 @@ def _scale_rows(vectors: npt.NDArray[np.float32], out: npt.NDArray[np.float32]
     return out
 
 
+def unit_vectors(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    """Float32 rows scaled to unit length as an :class:`EmbeddingTable` scales its own, each
+    row on its own (so a row's digits do not depend on the rows beside it): vectors kept
+    scaled for a table's ``scaled`` rows."""
+    v = np.asarray(vectors, dtype=np.float32)
+    return _scale_rows(v, np.empty_like(v))
+
+
 class EmbeddingTable:
     """Unit vectors of the table's texts; scores are chunked row-wise dot products."""
 
-    def __init__(self, vectors: npt.ArrayLike, mapping: Mapping) -> None:
+    def __init__(self, vectors: npt.ArrayLike, mapping: Mapping, scaled: bool = False) -> None:
+        """``scaled``: :func:`unit_vectors` already scaled the rows (taken as they are)."""
         v = np.asarray(vectors, dtype=np.float32)
-        self.unit = _scale_rows(v, np.empty_like(v))
+        self.unit = v if scaled else _scale_rows(v, np.empty_like(v))
         self.mapping = mapping
 
     def __call__(self, left: npt.ArrayLike, right: npt.ArrayLike) -> Floats:
@@ -92,17 +101,22 @@ class EmbeddingTable:
             )
         return cosine_to_unit(cos, self.mapping).reshape(a.shape)
 
-    def extended(self, vectors: npt.ArrayLike) -> EmbeddingTable:
+    def extended(self, vectors: npt.ArrayLike, scaled: bool = False) -> EmbeddingTable:
         """This table with more rows after its own: vectors made elsewhere, scaled to unit
-        length as these were (each row on its own, so the digits are the same)."""
+        length as these were (each row on its own, so the digits are the same); ``scaled``:
+        :func:`unit_vectors` already scaled them, so they are copied as they are (a vector
+        scaled twice could move in its last digit)."""
         v = np.asarray(vectors, dtype=np.float32)
         if not self.unit.shape[0]:
-            return EmbeddingTable(v, self.mapping)
+            return EmbeddingTable(v, self.mapping, scaled)
         # one array for both, the new rows scaled straight into it (no copy of them made twice)
         more = copy.copy(self)
         more.unit = np.empty((self.unit.shape[0] + v.shape[0], v.shape[1]), dtype=np.float32)
         more.unit[:self.unit.shape[0]] = self.unit
-        _scale_rows(v, more.unit[self.unit.shape[0]:])
+        if scaled:
+            more.unit[self.unit.shape[0]:] = v
+        else:
+            _scale_rows(v, more.unit[self.unit.shape[0]:])
         return more
 
 

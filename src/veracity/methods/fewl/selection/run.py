@@ -26,6 +26,7 @@ import numpy as np
 from veracity.data.labelled import text_rows
 from veracity.data.stored import take
 from veracity.errors import ConfigError, DataError
+from veracity.heap import frozen_heap
 from veracity.methods.fewl.chunked import (
     _ANSWER_FIELDS,
     _LOOKUP,
@@ -231,6 +232,7 @@ def _exports(run: RunDir, items: Sequence[Item], index: _Index, chosen: _Chosen,
                                     [found[g][0] for g in own if keep[g]]))
 
 
+@frozen_heap()  # the run's questions are not scanned again after every chunk
 def stream_select(
     items: Sequence[Item], source: AnswerSource, settings: FewlSettings, ctx: Context,
     out: Path | None, dataset: str, extra: dict[str, Any], samples: int = 4,

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from veracity.client import LLMClient
 from veracity.data.labelled import LabelledItem
 from veracity.errors import ConfigError, DataError
+from veracity.heap import frozen_heap
 from veracity.methods.fewl.chunked import (
     CHUNK,
     GENERATE_CHUNK,
@@ -167,6 +168,7 @@ class _Texts(LazySequence[str]):
         return [str(getattr(x, self.field)) for x in self.items[start:stop:step]]
 
 
+@frozen_heap()  # the run's questions are not scanned again after every chunk
 def stream_fewl_validate(
     items: Sequence[LabelledItem], settings: FewlSettings, ctx: Context, out: Path | None,
     dataset: str = "", repeats: int = 1, judge: str | None = None, chunk_size: int = CHUNK,
