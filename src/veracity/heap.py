@@ -4,8 +4,9 @@ CPython runs a full pass of its cyclic collector whenever the objects that outli
 younger passes reach a quarter of those already old. A run scored chunk by chunk gets there
 about once a chunk (each chunk's lists live long enough to grow old), and each full pass
 visits every object the process holds: the run's questions among them. So the collector's
-cost per question grew with the number of questions: 29 s of a 491-second FEWL run of 300,000
-recorded questions, 1.1 s of 36 s at 30,000 (docs/performance.md).
+cost per question grew with the number of questions: its full passes took 29 s of a
+491-second streamed FEWL run of 300,000 recorded questions, and 1.1 s of 36 s at 30,000
+(docs/performance.md, seventh round).
 
 ``gc.freeze`` moves the objects tracked so far to a generation the passes skip; they are still
 freed by their reference counts as before, and only a reference cycle among them waits for
