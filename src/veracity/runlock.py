@@ -71,6 +71,21 @@ def _read(fd: int) -> str:
     return os.read(fd, 4096).decode("utf-8", "replace").strip()
 
 
+NAME_WAIT = 1.0
+"""Seconds a refused run waits for the holder to write its name into the lock: the holder
+writes it just after it takes the lock, so two runs started together can meet in between."""
+
+
+def _holder_name(fd: int) -> str:
+    """The lock's record once its holder has written it (an empty one after ``NAME_WAIT``)."""
+    deadline = time.monotonic() + NAME_WAIT
+    record = _read(fd)
+    while not record and time.monotonic() < deadline:
+        time.sleep(0.005)
+        record = _read(fd)
+    return record
+
+
 def _same_file(fd: int, path: Path) -> bool:
     """Whether ``path`` still names the file ``fd`` has open (not removed by its last holder)."""
     try:
@@ -96,7 +111,7 @@ def claim_run_dir(path: Path | str) -> None:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    holder = holder_text(_read(fd))
+                    holder = holder_text(_holder_name(fd))
                     os.close(fd)
                     raise RunDirBusy(
                         f"{directory} is in use by another run ({holder}); wait for it to end or "

@@ -8,16 +8,19 @@ with a message.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from veracity.runlock import claim_run_dir, lock_file, release_run_dir
+from veracity import runlock
+from veracity.runlock import RunDirBusy, claim_run_dir, lock_file, release_run_dir
 from veracity.store import RunDir
 
 pytestmark = pytest.mark.slow
@@ -106,3 +109,26 @@ def test_a_process_may_claim_its_own_directory_again(tmp_path: Path) -> None:
     assert held["pid"] == os.getpid()
     release_run_dir(out)
     assert not lock_file(out).exists() and not out.exists()  # a claim makes no directory
+
+
+def test_a_run_refused_between_the_holders_lock_and_its_name_waits_for_the_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The holder takes the lock, then writes its name: a run refused in between reads the
+    name once it is there, or says no name was left after NAME_WAIT."""
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = os.open(lock_file(out), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken, no name yet
+        record = json.dumps({"pid": 4242, "host": "there", "since": "now"}).encode()
+        writer = threading.Timer(0.2, lambda: os.write(holder, record))
+        writer.start()
+        with pytest.raises(RunDirBusy, match=r"in use by another run \(pid 4242 on there"):
+            claim_run_dir(out)
+        writer.join()
+        os.ftruncate(holder, 0)
+        monkeypatch.setattr(runlock, "NAME_WAIT", 0.05)
+        with pytest.raises(RunDirBusy, match="a process that left no name"):
+            claim_run_dir(out)
+    finally:
+        os.close(holder)
