@@ -83,8 +83,7 @@ class EmbeddingTable:
 
     def __init__(self, vectors: npt.ArrayLike, mapping: Mapping, scaled: bool = False) -> None:
         """``scaled``: :func:`unit_vectors` already scaled the rows (taken as they are)."""
-        v = np.asarray(vectors, dtype=np.float32)
-        self.unit = v if scaled else _scale_rows(v, np.empty_like(v))
+        self.unit = np.asarray(vectors, dtype=np.float32) if scaled else unit_vectors(vectors)
         self.mapping = mapping
 
     def __call__(self, left: npt.ArrayLike, right: npt.ArrayLike) -> Floats:
